@@ -1,0 +1,33 @@
+# celer_add_module(NAME
+#   SOURCES  src/a.cpp ...        internals, listed explicitly
+#   DEPS     public link deps     (other celer modules or imported targets)
+#   PRIVATE_DEPS private link deps)
+#
+# Makes the library target celer_<NAME> with the alias celer::<NAME>; public headers live in
+# <module>/include/celer/ and are included as <celer/...>; internals in <module>/src/.
+function(celer_add_module name)
+  cmake_parse_arguments(arg "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  set(target celer_${name})
+  add_library(${target} SHARED ${arg_SOURCES})
+  add_library(celer::${name} ALIAS ${target})
+  set_target_properties(${target} PROPERTIES EXPORT_NAME ${name} OUTPUT_NAME celer_${name}
+                                             POSITION_INDEPENDENT_CODE ON)
+  target_include_directories(${target}
+    PUBLIC $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
+           $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
+    PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
+  target_link_libraries(${target} PUBLIC ${arg_DEPS} PRIVATE ${arg_PRIVATE_DEPS})
+  celer_set_warnings(${target})
+  install(TARGETS ${target} EXPORT celer-targets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+endfunction()
+
+function(celer_set_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wno-unused-parameter
+    -Wno-missing-field-initializers)  # designated initialisers of options omit fields by design
+  if(CELER_WARNINGS_AS_ERRORS)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+endfunction()

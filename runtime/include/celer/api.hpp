@@ -1,0 +1,350 @@
+#pragma once
+/// The API users call: start and stop the runtime, run tasks, create and call actors,
+/// store and read objects.
+///
+///   celer::init(argc, argv);                                   // embedded unless an address is given
+///   auto r = celer::task(add).remote(1, 2);                    // object_ref<int>
+///   int three = celer::get(r);
+///   auto c = celer::actor(make_counter).options({.name = "c"}).remote(0);
+///   int five = celer::get(c.task(&counter::incr).remote(5));
+///   auto [ready, pending] = celer::wait(refs, /*num_returns=*/1, std::chrono::seconds(5));
+///   celer::shutdown();
+
+#include <celer/codec.hpp>
+#include <celer/error.hpp>
+#include <celer/handles.hpp>
+#include <celer/ids.hpp>
+#include <celer/options.hpp>
+#include <celer/remote.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace celer {
+
+/// Starts the runtime. Reads `--celer-address=HOST:PORT`, `--celer-num-cpus=N` and
+/// `--celer-num-gpus=N` from the command line (and CELER_ADDRESS, CELER_NUM_CPUS,
+/// CELER_NUM_GPUS from the environment); with no address, runs embedded in this process.
+/// Throws celer::exception(failed_precondition) if already initialised.
+void init(int argc, char** argv);
+/// Starts the runtime with explicit options.
+void init(const init_options& options = {});
+/// Stops the runtime: pending work is cancelled, running tasks finish, every thread the
+/// runtime started is joined. Waiting `get` calls throw. Safe to call when not initialised.
+void shutdown();
+/// Whether `init` has been called and `shutdown` has not.
+[[nodiscard]] bool is_initialized() noexcept;
+/// The node this code runs on.
+[[nodiscard]] node_id current_node_id();
+/// The worker this code runs on; nil in the driver.
+[[nodiscard]] worker_id current_worker_id();
+/// Total and available resources of the cluster, by name ("CPU", "GPU", "memory", custom).
+[[nodiscard]] std::map<std::string, double> cluster_resources();
+[[nodiscard]] std::map<std::string, double> available_resources();
+
+namespace detail {
+
+/// One argument on the wire: a msgpack value, or a reference resolved before the call.
+struct arg_spec {
+  bool is_ref = false;
+  object_id ref;
+  address owner;
+  std::string value;
+};
+
+/// Why an object holds an error instead of a value.
+enum class failure_kind : unsigned char {
+  task_error,       ///< remote code threw
+  actor_died,       ///< the actor is dead
+  object_lost,      ///< the object is gone
+  infeasible,       ///< no node can ever satisfy the request
+  invalid_call,     ///< unknown function or mismatched arguments
+  runtime_stopped,  ///< the runtime shut down before the object was made
+};
+
+struct failure {
+  failure_kind kind = failure_kind::task_error;
+  error_code code = error_code::internal;
+  std::string message;
+  std::string function, node, worker;
+};
+
+/// The outcome of reading one object: its msgpack payload, or why there is none.
+struct fetched {
+  bool ok = false;
+  std::string payload;
+  failure fail;
+};
+
+[[noreturn]] void throw_failure(const failure& f);
+celer::error to_error(const failure& f);
+
+using timeout_t = std::optional<std::chrono::nanoseconds>;
+
+object_ref<void> submit_task(const remote_entry& fn, std::vector<arg_spec> args,
+                             const task_options& options);
+object_ref<void> put_payload(std::string payload);
+/// Reads objects; throws get_timeout_error when `timeout` passes first.
+std::vector<fetched> fetch(const std::vector<object_ref<void>>& refs, timeout_t timeout);
+/// Indices of refs that are ready, at least `num_returns` of them unless `timeout` passes.
+std::vector<std::size_t> wait_ready(const std::vector<object_ref<void>>& refs,
+                                    std::size_t num_returns, timeout_t timeout);
+actor_id create_actor(const remote_entry& factory, std::vector<arg_spec> args,
+                      const actor_options& options);
+object_ref<void> submit_actor_call(const actor_id& actor, const remote_entry& method,
+                                   std::vector<arg_spec> args);
+/// The actor registered under `name`; throws not_found, or invalid_argument when it is not
+/// of `class_type`.
+actor_id find_named_actor(std::string_view name, std::string_view class_type);
+void kill_actor(const actor_id& actor);
+
+template <class T>
+object_ref<void> erase(const object_ref<T>& r) {
+  return object_ref<void>(r.id(), r.owner());
+}
+template <class T>
+object_ref<T> restore(const object_ref<void>& r) {
+  return object_ref<T>(r.id(), r.owner());
+}
+
+/// The registered entry of `f`; throws not_found when `f` is not in any CELER_REMOTE.
+template <class F>
+const remote_entry& entry_of(F f, std::string_view what) {
+  const remote_entry* e = find_remote(target_of(f));
+  if (e == nullptr) {
+    throw exception(error_code::not_found,
+                    std::string("the ") + std::string(what) +
+                      " passed to celer is not registered: list it in CELER_REMOTE(...)");
+  }
+  return *e;
+}
+
+/// Encodes one argument for parameter type P.
+template <class P, class A>
+arg_spec encode_arg(A&& a) {
+  using D = std::decay_t<A>;
+  arg_spec out;
+  if constexpr (is_object_ref_v<P>) {
+    static_assert(std::is_same_v<D, P>, "this parameter takes an object_ref of another type");
+    out.value = pack(a);
+  } else if constexpr (is_object_ref_v<D>) {
+    static_assert(std::is_convertible_v<typename D::value_type, P>,
+                  "an object_ref argument's value type does not match the parameter");
+    out.is_ref = true;
+    out.ref = a.id();
+    out.owner = a.owner();
+  } else if constexpr (std::is_same_v<D, P>) {
+    out.value = pack(a);
+  } else {
+    static_assert(std::is_convertible_v<A&&, P>, "argument type does not match the parameter");
+    out.value = pack(static_cast<P>(std::forward<A>(a)));
+  }
+  return out;
+}
+
+template <class Params, class... A, std::size_t... I>
+std::vector<arg_spec> encode_args(std::index_sequence<I...>, A&&... a) {
+  static_assert(sizeof...(A) == std::tuple_size_v<Params>,
+                "wrong number of arguments for this remote function");
+  std::vector<arg_spec> out;
+  out.reserve(sizeof...(A));
+  (out.push_back(encode_arg<std::tuple_element_t<I, Params>>(std::forward<A>(a))), ...);
+  return out;
+}
+
+template <class F, class... A>
+std::vector<arg_spec> encode_call(A&&... a) {
+  using params = remote_args_t<F>;
+  return encode_args<params>(std::make_index_sequence<sizeof...(A)>{}, std::forward<A>(a)...);
+}
+
+template <class T>
+T decode_result(const fetched& f) {
+  if (!f.ok) throw_failure(f.fail);
+  if constexpr (!std::is_void_v<T>) return unpack<T>(f.payload, "the object's value");
+}
+
+template <class R>
+using ref_value_t = std::conditional_t<std::is_void_v<R>, void, std::decay_t<R>>;
+
+/// `celer::task(f).options(o).remote(args...)`.
+template <class F>
+class task_builder {
+public:
+  using result_type = ref_value_t<remote_result_t<F>>;
+  explicit task_builder(F f) : entry_(&entry_of(f, "function")) {
+    static_assert(remote_traits<F>::kind == remote_kind::function,
+                  "celer::task takes a free function; use celer::actor for factories");
+  }
+  task_builder& options(task_options o) {
+    options_ = std::move(o);
+    return *this;
+  }
+  template <class... A>
+  object_ref<result_type> remote(A&&... args) const {
+    return restore<result_type>(
+      submit_task(*entry_, encode_call<F>(std::forward<A>(args)...), options_));
+  }
+
+private:
+  const remote_entry* entry_;
+  task_options options_;
+};
+
+/// `celer::actor(factory).options(o).remote(args...)`.
+template <class F>
+class actor_builder {
+public:
+  using actor_type = typename remote_traits<F>::actor_class;
+  explicit actor_builder(F f) : entry_(&entry_of(f, "actor factory")) {
+    static_assert(remote_traits<F>::kind == remote_kind::factory,
+                  "celer::actor takes a factory returning T*, unique_ptr<T> or shared_ptr<T>");
+  }
+  actor_builder& options(actor_options o) {
+    options_ = std::move(o);
+    return *this;
+  }
+  template <class... A>
+  actor_handle<actor_type> remote(A&&... args) const {
+    return actor_handle<actor_type>(
+      create_actor(*entry_, encode_call<F>(std::forward<A>(args)...), options_));
+  }
+
+private:
+  const remote_entry* entry_;
+  actor_options options_;
+};
+
+template <class Method>
+class actor_call_builder {
+public:
+  using result_type = ref_value_t<remote_result_t<Method>>;
+  actor_call_builder(actor_id actor, Method m)
+    : actor_(actor), entry_(&entry_of(m, "actor method")) {}
+  template <class... A>
+  object_ref<result_type> remote(A&&... args) const {
+    return restore<result_type>(
+      submit_actor_call(actor_, *entry_, encode_call<Method>(std::forward<A>(args)...)));
+  }
+
+private:
+  actor_id actor_;
+  const remote_entry* entry_;
+};
+
+} // namespace detail
+
+template <class T>
+template <class Method>
+detail::actor_call_builder<Method> actor_handle<T>::task(Method method) const {
+  static_assert(detail::remote_traits<Method>::kind == detail::remote_kind::method,
+                "handle.task takes a member function pointer, e.g. &counter::incr");
+  static_assert(std::is_base_of_v<typename detail::remote_traits<Method>::actor_class, T>,
+                "the method does not belong to this actor's class");
+  return detail::actor_call_builder<Method>(id_, method);
+}
+
+/// Starts a task of the registered free function `f`.
+template <class F>
+detail::task_builder<F> task(F f) {
+  return detail::task_builder<F>(f);
+}
+
+/// Starts creating an actor with the registered factory `f`.
+template <class F>
+detail::actor_builder<F> actor(F f) {
+  return detail::actor_builder<F>(f);
+}
+
+/// Stores `value` in the object store and returns a reference to it.
+template <class T>
+object_ref<std::decay_t<T>> put(T&& value) {
+  return detail::restore<std::decay_t<T>>(detail::put_payload(detail::pack(value)));
+}
+
+/// Waits for the object and returns its value; throws task_error, actor_died_error,
+/// object_lost_error, infeasible_error or celer::exception when it holds an error.
+template <class T>
+T get(const object_ref<T>& ref) {
+  auto got = detail::fetch({detail::erase(ref)}, std::nullopt);
+  return detail::decode_result<T>(got.front());
+}
+
+/// Like `get(ref)`, but throws get_timeout_error when `timeout` passes first.
+template <class T, class Rep, class Period>
+T get(const object_ref<T>& ref, std::chrono::duration<Rep, Period> timeout) {
+  auto got = detail::fetch({detail::erase(ref)}, std::chrono::nanoseconds(timeout));
+  return detail::decode_result<T>(got.front());
+}
+
+/// Reads several objects; the first error found is thrown.
+template <class T>
+std::vector<T> get(const std::vector<object_ref<T>>& refs, detail::timeout_t timeout = {}) {
+  static_assert(!std::is_void_v<T>, "use celer::wait for object_ref<void>");
+  std::vector<object_ref<void>> erased;
+  erased.reserve(refs.size());
+  for (const auto& r : refs) erased.push_back(detail::erase(r));
+  auto got = detail::fetch(erased, timeout);
+  std::vector<T> out;
+  out.reserve(got.size());
+  for (const auto& g : got) out.push_back(detail::decode_result<T>(g));
+  return out;
+}
+
+/// Like `get`, but returns the error as a value instead of throwing it (timeouts included).
+template <class T>
+expected<T> try_get(const object_ref<T>& ref, detail::timeout_t timeout = {}) {
+  try {
+    auto got = detail::fetch({detail::erase(ref)}, timeout);
+    if (!got.front().ok) return detail::to_error(got.front().fail);
+    return detail::unpack<T>(got.front().payload, "the object's value");
+  } catch (const exception& e) {
+    return error(e.code(), e.what());
+  }
+}
+
+/// What `wait` returns: the refs that are ready and those still pending, in input order.
+template <class T>
+struct wait_result {
+  std::vector<object_ref<T>> ready;
+  std::vector<object_ref<T>> pending;
+};
+
+/// Waits until `num_returns` of `refs` are ready (hold a value or an error) or `timeout`
+/// passes, whichever comes first.
+template <class T>
+wait_result<T> wait(const std::vector<object_ref<T>>& refs, std::size_t num_returns = 1,
+                    detail::timeout_t timeout = {}) {
+  std::vector<object_ref<void>> erased;
+  erased.reserve(refs.size());
+  for (const auto& r : refs) erased.push_back(detail::erase(r));
+  auto ready_idx = detail::wait_ready(erased, num_returns, timeout);
+  wait_result<T> out;
+  std::vector<bool> is_ready(refs.size(), false);
+  for (auto i : ready_idx) is_ready[i] = true;
+  for (std::size_t i = 0; i < refs.size(); ++i) {
+    (is_ready[i] ? out.ready : out.pending).push_back(refs[i]);
+  }
+  return out;
+}
+
+/// The live actor registered under `name` (actor_options::name). Throws
+/// celer::exception(not_found) when there is none, invalid_argument when it is not a T.
+template <class T>
+actor_handle<T> get_actor(std::string_view name) {
+  return actor_handle<T>(detail::find_named_actor(name, typeid(T).name()));
+}
+
+/// Stops the actor now. Calls not yet run, and later calls, fail with actor_died_error.
+template <class T>
+void kill(const actor_handle<T>& handle) {
+  detail::kill_actor(handle.id());
+}
+
+} // namespace celer

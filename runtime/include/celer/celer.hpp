@@ -1,0 +1,21 @@
+#pragma once
+/// celer: an actor-model distributed task runtime for machine-learning work.
+/// Include this header to get the whole public API.
+///
+///   #include <celer/celer.hpp>
+///   int add(int a, int b) { return a + b; }
+///   CELER_REMOTE(add);
+///   int main(int argc, char** argv) {
+///     celer::init(argc, argv);
+///     std::cout << celer::get(celer::task(add).remote(1, 2)) << "\n";   // 3
+///     celer::shutdown();
+///   }
+
+#include <celer/api.hpp>
+#include <celer/codec.hpp>
+#include <celer/error.hpp>
+#include <celer/handles.hpp>
+#include <celer/ids.hpp>
+#include <celer/options.hpp>
+#include <celer/remote.hpp>
+#include <celer/version.hpp>

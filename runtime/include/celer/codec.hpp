@@ -1,0 +1,202 @@
+#pragma once
+/// How values travel: arguments and results are msgpack. Any type msgpack can serialise
+/// works — numbers, strings, vectors, maps, and your own structs with `MSGPACK_DEFINE` —
+/// plus `celer::bytes` for bulk data.
+///
+///   struct sample { std::string label; std::vector<float> x; MSGPACK_DEFINE(label, x); };
+///   celer::object_ref<sample> r = celer::put(sample{"cat", {0.1f, 0.2f}});
+///
+/// This is the one public header that includes a third-party header, on purpose: msgpack
+/// is the documented value format of the API (users write MSGPACK_DEFINE), not an
+/// implementation detail. ZeroMQ, CAF and RocksDB never appear in public headers.
+
+#include <celer/error.hpp>
+#include <celer/handles.hpp>
+#include <celer/ids.hpp>
+
+#include <msgpack.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace celer {
+
+/// A buffer of raw bytes for bulk data (tensors, files, images); travels as msgpack `bin`.
+class bytes {
+public:
+  bytes() = default;
+  explicit bytes(std::size_t size) : data_(size) {}
+  explicit bytes(std::vector<std::uint8_t> data) : data_(std::move(data)) {}
+  bytes(const void* data, std::size_t size)
+    : data_(static_cast<const std::uint8_t*>(data), static_cast<const std::uint8_t*>(data) + size) {}
+  explicit bytes(std::string_view s) : bytes(s.data(), s.size()) {}
+
+  [[nodiscard]] std::uint8_t* data() noexcept { return data_.data(); }
+  [[nodiscard]] const std::uint8_t* data() const noexcept { return data_.data(); }
+  [[nodiscard]] std::size_t size() const noexcept { return data_.size(); }
+  [[nodiscard]] bool empty() const noexcept { return data_.empty(); }
+  void resize(std::size_t n) { data_.resize(n); }
+  std::uint8_t& operator[](std::size_t i) noexcept { return data_[i]; }
+  std::uint8_t operator[](std::size_t i) const noexcept { return data_[i]; }
+  auto begin() noexcept { return data_.begin(); }
+  auto end() noexcept { return data_.end(); }
+  auto begin() const noexcept { return data_.begin(); }
+  auto end() const noexcept { return data_.end(); }
+  [[nodiscard]] std::string_view view() const noexcept {
+    return {reinterpret_cast<const char*>(data_.data()), data_.size()};
+  }
+  friend bool operator==(const bytes&, const bytes&) = default;
+
+private:
+  std::vector<std::uint8_t> data_;
+};
+
+namespace detail {
+
+/// Serialises `value` to msgpack.
+template <class T>
+std::string pack(const T& value) {
+  msgpack::sbuffer buf;
+  msgpack::pack(buf, value);
+  return std::string(buf.data(), buf.size());
+}
+
+/// Reads a T from msgpack; throws celer::exception(invalid_argument) when `data` is not
+/// a valid encoding of a T. `what` names the value in the message ("argument 2 of add").
+template <class T>
+T unpack(std::string_view data, std::string_view what) {
+  try {
+    msgpack::object_handle oh = msgpack::unpack(data.data(), data.size());
+    return oh.get().as<T>();
+  } catch (const std::exception& e) {
+    throw exception(error_code::invalid_argument,
+                    std::string(what) + " does not match the expected type (" + e.what() + ")");
+  }
+}
+
+} // namespace detail
+} // namespace celer
+
+namespace msgpack {
+MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
+namespace adaptor {
+
+template <>
+struct pack<celer::bytes> {
+  template <class Stream>
+  packer<Stream>& operator()(packer<Stream>& o, const celer::bytes& v) const {
+    o.pack_bin(static_cast<uint32_t>(v.size()));
+    o.pack_bin_body(reinterpret_cast<const char*>(v.data()), static_cast<uint32_t>(v.size()));
+    return o;
+  }
+};
+template <>
+struct convert<celer::bytes> {
+  const msgpack::object& operator()(const msgpack::object& o, celer::bytes& v) const {
+    if (o.type == msgpack::type::BIN) {
+      v = celer::bytes(o.via.bin.ptr, o.via.bin.size);
+    } else if (o.type == msgpack::type::STR) {
+      v = celer::bytes(o.via.str.ptr, o.via.str.size);
+    } else {
+      throw msgpack::type_error();
+    }
+    return o;
+  }
+};
+
+template <>
+struct pack<celer::unique_id> {
+  template <class Stream>
+  packer<Stream>& operator()(packer<Stream>& o, const celer::unique_id& v) const {
+    o.pack_array(2);
+    o.pack(v.hi);
+    o.pack(v.lo);
+    return o;
+  }
+};
+template <>
+struct convert<celer::unique_id> {
+  const msgpack::object& operator()(const msgpack::object& o, celer::unique_id& v) const {
+    if (o.type != msgpack::type::ARRAY || o.via.array.size != 2) throw msgpack::type_error();
+    v.hi = o.via.array.ptr[0].as<std::uint64_t>();
+    v.lo = o.via.array.ptr[1].as<std::uint64_t>();
+    return o;
+  }
+};
+template <class Tag>
+struct pack<celer::typed_id<Tag>> {
+  template <class Stream>
+  packer<Stream>& operator()(packer<Stream>& o, const celer::typed_id<Tag>& v) const {
+    return o.pack(static_cast<const celer::unique_id&>(v));
+  }
+};
+template <class Tag>
+struct convert<celer::typed_id<Tag>> {
+  const msgpack::object& operator()(const msgpack::object& o, celer::typed_id<Tag>& v) const {
+    v = celer::typed_id<Tag>(o.as<celer::unique_id>());
+    return o;
+  }
+};
+
+template <>
+struct pack<celer::address> {
+  template <class Stream>
+  packer<Stream>& operator()(packer<Stream>& o, const celer::address& v) const {
+    o.pack_array(2);
+    o.pack(v.id);
+    o.pack(v.endpoint);
+    return o;
+  }
+};
+template <>
+struct convert<celer::address> {
+  const msgpack::object& operator()(const msgpack::object& o, celer::address& v) const {
+    if (o.type != msgpack::type::ARRAY || o.via.array.size != 2) throw msgpack::type_error();
+    v.id = o.via.array.ptr[0].as<celer::unique_id>();
+    v.endpoint = o.via.array.ptr[1].as<std::string>();
+    return o;
+  }
+};
+
+template <class T>
+struct pack<celer::object_ref<T>> {
+  template <class Stream>
+  packer<Stream>& operator()(packer<Stream>& o, const celer::object_ref<T>& v) const {
+    o.pack_array(2);
+    o.pack(v.id());
+    o.pack(v.owner());
+    return o;
+  }
+};
+template <class T>
+struct convert<celer::object_ref<T>> {
+  const msgpack::object& operator()(const msgpack::object& o, celer::object_ref<T>& v) const {
+    if (o.type != msgpack::type::ARRAY || o.via.array.size != 2) throw msgpack::type_error();
+    v = celer::object_ref<T>(o.via.array.ptr[0].as<celer::object_id>(),
+                             o.via.array.ptr[1].as<celer::address>());
+    return o;
+  }
+};
+
+template <class T>
+struct pack<celer::actor_handle<T>> {
+  template <class Stream>
+  packer<Stream>& operator()(packer<Stream>& o, const celer::actor_handle<T>& v) const {
+    return o.pack(v.id());
+  }
+};
+template <class T>
+struct convert<celer::actor_handle<T>> {
+  const msgpack::object& operator()(const msgpack::object& o, celer::actor_handle<T>& v) const {
+    v = celer::actor_handle<T>(o.as<celer::actor_id>());
+    return o;
+  }
+};
+
+} // namespace adaptor
+} // MSGPACK_API_VERSION_NAMESPACE
+} // namespace msgpack

@@ -1,0 +1,76 @@
+#pragma once
+/// Handles users hold: `object_ref<T>`, a future value in the object store, and
+/// `actor_handle<T>`, a remote actor of type T. Both are cheap to copy and may be passed to
+/// other tasks and actors as arguments or inside results.
+///
+///   celer::object_ref<int> r = celer::task(add).remote(1, 2);
+///   celer::actor_handle<counter> c = celer::actor(make_counter).remote(0);
+///   celer::object_ref<int> n = c.task(&counter::incr).remote(5);
+
+#include <celer/ids.hpp>
+
+#include <type_traits>
+
+namespace celer {
+
+template <class T>
+class object_ref;
+template <class T>
+class actor_handle;
+
+namespace detail {
+template <class T>
+struct is_object_ref : std::false_type {};
+template <class T>
+struct is_object_ref<object_ref<T>> : std::true_type {};
+template <class T>
+inline constexpr bool is_object_ref_v = is_object_ref<std::decay_t<T>>::value;
+
+template <class Method>
+class actor_call_builder;
+} // namespace detail
+
+/// A reference to an object that a task will return or that `put` stored. `celer::get`
+/// reads it; passing it to a task resolves it to its value before the task runs (unless the
+/// parameter is itself an `object_ref`).
+template <class T>
+class object_ref {
+public:
+  using value_type = T;
+  object_ref() = default;
+  object_ref(object_id id, address owner) : id_(id), owner_(std::move(owner)) {}
+  /// The object's id.
+  [[nodiscard]] const object_id& id() const noexcept { return id_; }
+  /// The process that owns (tracks) the object.
+  [[nodiscard]] const address& owner() const noexcept { return owner_; }
+  [[nodiscard]] bool valid() const noexcept { return !id_.nil(); }
+  friend bool operator==(const object_ref& a, const object_ref& b) { return a.id_ == b.id_; }
+
+private:
+  object_id id_;
+  address owner_;
+};
+
+/// A handle to a remote actor of type T. Calls through one handle from one caller run in
+/// submission order.
+template <class T>
+class actor_handle {
+public:
+  using actor_type = T;
+  actor_handle() = default;
+  explicit actor_handle(actor_id id) : id_(id) {}
+  [[nodiscard]] const actor_id& id() const noexcept { return id_; }
+  [[nodiscard]] bool valid() const noexcept { return !id_.nil(); }
+
+  /// Starts a call of `method` (a registered member function of T):
+  /// `handle.task(&T::method).remote(args...)`.
+  template <class Method>
+  [[nodiscard]] detail::actor_call_builder<Method> task(Method method) const;
+
+  friend bool operator==(const actor_handle& a, const actor_handle& b) { return a.id_ == b.id_; }
+
+private:
+  actor_id id_;
+};
+
+} // namespace celer

@@ -1,0 +1,73 @@
+#pragma once
+/// Options of `celer::init`, of tasks and of actors. Fields mirror Ray's; use designated
+/// initialisers:
+///
+///   celer::init({.num_cpus = 4});
+///   celer::task(train).options({.num_cpus = 2, .num_gpus = 0.5}).remote(cfg);
+///   celer::actor(make_counter).options({.name = "counter", .max_concurrency = 4}).remote(0);
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace celer {
+
+/// How `celer::init` runs the runtime.
+struct init_options {
+  /// Cluster address "host:port"; empty means: use CELER_ADDRESS, else run embedded.
+  std::string address;
+  /// CPUs the embedded node offers; 0 means the machine's hardware threads.
+  double num_cpus = 0;
+  /// GPUs the embedded node offers.
+  double num_gpus = 0;
+  /// Custom resources of the embedded node, e.g. {{"disk_ssd", 1}}.
+  std::map<std::string, double> resources;
+  /// Bytes of memory the embedded node offers for `memory` requests; 0 means physical memory.
+  double memory = 0;
+};
+
+/// Resources a task or actor needs while it runs.
+struct resource_request {
+  double num_cpus = 1;
+  double num_gpus = 0;
+  double memory = 0;
+  std::map<std::string, double> custom;
+};
+
+/// Options of one task submission.
+struct task_options {
+  /// CPUs held while the task runs (fractions allowed).
+  double num_cpus = 1;
+  /// GPUs held while the task runs: fractions up to 1, whole numbers above.
+  double num_gpus = 0;
+  /// Bytes of memory reserved while the task runs.
+  double memory = 0;
+  /// Custom resources, e.g. {{"disk_ssd", 1}}.
+  std::map<std::string, double> resources;
+  /// Retries after a system failure (worker or node death); used by cluster mode.
+  int max_retries = 3;
+  /// A name shown in errors and listings; defaults to the function's name.
+  std::string name;
+};
+
+/// Options of one actor creation.
+struct actor_options {
+  /// CPUs the actor holds for its lifetime. Like Ray, 0 by default so that many idle actors
+  /// fit on a node; ask for 1 or more for actors that compute.
+  double num_cpus = 0;
+  double num_gpus = 0;
+  double memory = 0;
+  std::map<std::string, double> resources;
+  /// A cluster-wide name; `celer::get_actor<T>(name)` finds the actor by it.
+  std::string name;
+  /// Calls the actor runs at once. 1 (the default) runs calls one at a time, in order.
+  int max_concurrency = 1;
+  /// Restarts after the actor's process dies; used by cluster mode.
+  int max_restarts = 0;
+  /// Retries of a call whose actor died mid-call; used by cluster mode.
+  int max_task_retries = 0;
+};
+
+} // namespace celer

@@ -1,0 +1,118 @@
+// The public API's entry points: init/shutdown and the detail:: calls the templates make.
+#include "config/knobs.hpp"
+#include "core/core_worker.hpp"
+#include "runtime.hpp"
+
+#include <celer/api.hpp>
+
+#include <memory>
+#include <mutex>
+
+namespace celer {
+namespace {
+
+std::mutex runtime_mutex;  // guards the_runtime's replacement (init/shutdown)
+std::shared_ptr<embedded_runtime> the_runtime;
+
+std::shared_ptr<embedded_runtime> running() {
+  std::lock_guard lock(runtime_mutex);
+  if (!the_runtime) {
+    throw exception(error_code::failed_precondition,
+                    "celer is not initialized: call celer::init() first (or it was shut down)");
+  }
+  return the_runtime;
+}
+
+void start(const knob_values& k, const init_options& options) {
+  std::string address = options.address.empty() ? k.address : options.address;
+  std::lock_guard lock(runtime_mutex);
+  if (the_runtime) {
+    throw exception(error_code::failed_precondition,
+                    "celer::init was called twice: call celer::shutdown() before starting again");
+  }
+  if (!address.empty()) {
+    throw exception(error_code::unavailable,
+                    "cannot connect to the cluster at '" + address +
+                      "': this build of celer runs embedded only; unset CELER_ADDRESS and "
+                      "--celer-address to run in this process");
+  }
+  set_knobs(k);
+  the_runtime = std::make_shared<embedded_runtime>(k, options);
+}
+
+} // namespace
+
+void init(int argc, char** argv) {
+  const knob_values k = load_knobs(argc, argv);
+  start(k, init_options{});
+}
+
+void init(const init_options& options) { start(load_knobs(0, nullptr), options); }
+
+void shutdown() {
+  std::shared_ptr<embedded_runtime> rt;
+  {
+    std::lock_guard lock(runtime_mutex);
+    rt = std::move(the_runtime);
+  }
+  if (rt) rt->stop();
+}
+
+bool is_initialized() noexcept {
+  std::lock_guard lock(runtime_mutex);
+  return the_runtime != nullptr;
+}
+
+node_id current_node_id() { return running()->node(); }
+
+worker_id current_worker_id() {
+  const worker_context* ctx = current_worker_context();
+  return ctx == nullptr ? worker_id{} : ctx->worker;
+}
+
+std::map<std::string, double> cluster_resources() {
+  return running()->core().query_resources().total.to_map();
+}
+
+std::map<std::string, double> available_resources() {
+  return running()->core().query_resources().available.to_map();
+}
+
+namespace detail {
+
+object_ref<void> submit_task(const remote_entry& fn, std::vector<arg_spec> args,
+                             const task_options& options) {
+  return running()->core().submit_task(fn, std::move(args), options);
+}
+
+object_ref<void> put_payload(std::string payload) {
+  return running()->core().put(std::move(payload));
+}
+
+std::vector<fetched> fetch(const std::vector<object_ref<void>>& refs, timeout_t timeout) {
+  return running()->core().fetch(refs, timeout);
+}
+
+std::vector<std::size_t> wait_ready(const std::vector<object_ref<void>>& refs,
+                                    std::size_t num_returns, timeout_t timeout) {
+  return running()->core().wait_ready(refs, num_returns, timeout);
+}
+
+actor_id create_actor(const remote_entry& factory, std::vector<arg_spec> args,
+                      const actor_options& options) {
+  return running()->core().create_actor(factory, std::move(args), options);
+}
+
+object_ref<void> submit_actor_call(const actor_id& actor, const remote_entry& method,
+                                   std::vector<arg_spec> args) {
+  return running()->core().submit_actor_call(actor, method, std::move(args));
+}
+
+actor_id find_named_actor(std::string_view name, std::string_view class_type) {
+  return running()->core().find_named_actor(name, class_type);
+}
+
+void kill_actor(const actor_id& actor) { running()->core().kill_actor(actor); }
+
+} // namespace detail
+} // namespace celer

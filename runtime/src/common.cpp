@@ -1,0 +1,196 @@
+// Small definitions of the public headers: ids, errors, the remote registry, logging.
+#include "log.hpp"
+
+#include <celer/api.hpp>
+#include <celer/error.hpp>
+#include <celer/ids.hpp>
+#include <celer/remote.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+
+namespace celer {
+
+std::string unique_id::hex() const {
+  char buf[33];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(hi),
+                static_cast<unsigned long long>(lo));
+  return buf;
+}
+
+unique_id unique_id::random() {
+  thread_local std::mt19937_64 gen{std::random_device{}() ^
+                                   static_cast<std::uint64_t>(
+                                     std::chrono::steady_clock::now().time_since_epoch().count())};
+  unique_id id;
+  do {
+    id.hi = gen();
+    id.lo = gen();
+  } while (id.nil());
+  return id;
+}
+
+std::string_view to_string(error_code code) noexcept {
+  switch (code) {
+    case error_code::ok: return "ok";
+    case error_code::cancelled: return "cancelled";
+    case error_code::invalid_argument: return "invalid_argument";
+    case error_code::deadline_exceeded: return "deadline_exceeded";
+    case error_code::not_found: return "not_found";
+    case error_code::already_exists: return "already_exists";
+    case error_code::permission_denied: return "permission_denied";
+    case error_code::resource_exhausted: return "resource_exhausted";
+    case error_code::failed_precondition: return "failed_precondition";
+    case error_code::unavailable: return "unavailable";
+    case error_code::data_loss: return "data_loss";
+    case error_code::internal: return "internal";
+    case error_code::unauthenticated: return "unauthenticated";
+  }
+  return "unknown";
+}
+
+std::string error::to_string() const { return std::string(celer::to_string(code_)) + ": " + message_; }
+
+task_error::task_error(std::string function, std::string node, std::string worker,
+                       std::string message)
+  : exception(error_code::internal,
+              "task " + function + " failed on node " + node + ", worker " + worker + ": " + message),
+    function_(std::move(function)), node_(std::move(node)), worker_(std::move(worker)),
+    remote_message_(std::move(message)) {}
+
+void throw_error(const error& err) {
+  switch (err.code()) {
+    case error_code::deadline_exceeded: throw get_timeout_error(err.message());
+    case error_code::data_loss: throw object_lost_error(err.message());
+    default: throw exception(err.code(), err.message());
+  }
+}
+
+namespace detail {
+
+void throw_failure(const failure& f) {
+  switch (f.kind) {
+    case failure_kind::task_error: throw task_error(f.function, f.node, f.worker, f.message);
+    case failure_kind::actor_died: throw actor_died_error(f.message);
+    case failure_kind::object_lost: throw object_lost_error(f.message);
+    case failure_kind::infeasible: throw infeasible_error(f.message);
+    case failure_kind::invalid_call: throw exception(f.code, f.message);
+    case failure_kind::runtime_stopped: throw exception(error_code::cancelled, f.message);
+  }
+  throw exception(f.code, f.message);
+}
+
+error to_error(const failure& f) {
+  if (f.kind == failure_kind::task_error) {
+    return error(error_code::internal,
+                 "task " + f.function + " failed on node " + f.node + ": " + f.message);
+  }
+  return error(f.code, f.message);
+}
+
+namespace {
+struct registry {
+  std::shared_mutex mutex;
+  std::unordered_map<std::string, remote_entry> by_name;
+  std::map<target_bytes, std::string> by_target;
+};
+registry& the_registry() {
+  static registry r;  // constructed on first use: CELER_REMOTE runs at static init
+  return r;
+}
+} // namespace
+
+void register_remote(remote_entry entry) {
+  auto& r = the_registry();
+  std::unique_lock lock(r.mutex);
+  auto it = r.by_name.find(entry.name);
+  if (it != r.by_name.end() && it->second.target != entry.target) {
+    // Two different functions under one name would run the wrong code remotely.
+    std::fprintf(stderr, "celer: CELER_REMOTE registers two different functions as '%s'\n",
+                 entry.name.c_str());
+    std::abort();
+  }
+  r.by_target[entry.target] = entry.name;
+  std::string name = entry.name;
+  r.by_name.insert_or_assign(std::move(name), std::move(entry));
+}
+
+const remote_entry* find_remote(std::string_view name) {
+  auto& r = the_registry();
+  std::shared_lock lock(r.mutex);
+  auto it = r.by_name.find(std::string(name));
+  return it == r.by_name.end() ? nullptr : &it->second;
+}
+
+const remote_entry* find_remote(const target_bytes& target) {
+  auto& r = the_registry();
+  std::shared_lock lock(r.mutex);
+  auto it = r.by_target.find(target);
+  if (it == r.by_target.end()) return nullptr;
+  auto e = r.by_name.find(it->second);
+  return e == r.by_name.end() ? nullptr : &e->second;
+}
+
+std::vector<std::string> split_remote_names(std::string_view spelled) {
+  std::vector<std::string> out;
+  std::string cur;
+  int depth = 0;
+  auto flush = [&] {
+    std::size_t b = cur.find_first_not_of(" \t\n");
+    std::size_t e = cur.find_last_not_of(" \t\n");
+    std::string name = b == std::string::npos ? "" : cur.substr(b, e - b + 1);
+    if (!name.empty() && name.front() == '&') name.erase(0, 1);
+    b = name.find_first_not_of(" \t\n");
+    out.push_back(b == std::string::npos ? "" : name.substr(b));
+    cur.clear();
+  };
+  for (char c : spelled) {
+    if (c == '<' || c == '(' || c == '[') ++depth;
+    if (c == '>' || c == ')' || c == ']') --depth;
+    if (c == ',' && depth == 0) {
+      flush();
+    } else {
+      cur += c;
+    }
+  }
+  flush();
+  return out;
+}
+
+} // namespace detail
+
+namespace {
+log_level threshold() {
+  static const log_level level = [] {
+    const char* v = std::getenv("CELER_LOG_LEVEL");
+    if (v == nullptr) return log_level::warn;
+    std::string s = v;
+    if (s == "debug") return log_level::debug;
+    if (s == "info") return log_level::info;
+    if (s == "error") return log_level::error;
+    return log_level::warn;
+  }();
+  return level;
+}
+} // namespace
+
+bool log_enabled(log_level level) noexcept { return level >= threshold(); }
+
+void log_line(log_level level, std::string_view component, std::string_view text) {
+  static std::mutex mutex;
+  static constexpr const char* names[] = {"debug", "info", "warn", "error"};
+  std::lock_guard lock(mutex);
+  std::cerr << "[celer " << names[static_cast<int>(level)] << "] " << component << ": " << text
+            << '\n';
+}
+
+} // namespace celer

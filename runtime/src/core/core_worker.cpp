@@ -1,0 +1,492 @@
+#include "core/core_worker.hpp"
+
+#include "config/knobs.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <sstream>
+
+namespace celer {
+
+worker_context*& current_worker_context() noexcept {
+  thread_local worker_context* ctx = nullptr;
+  return ctx;
+}
+
+namespace {
+
+protocol::failure_info make_failure(detail::failure_kind kind, error_code code, std::string msg) {
+  protocol::failure_info f;
+  f.kind = kind;
+  f.code = code;
+  f.message = std::move(msg);
+  return f;
+}
+
+std::string millis(std::chrono::nanoseconds d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
+}
+
+protocol::resource_set checked_request(const std::string& what, double cpus, double gpus,
+                                       double memory, const std::map<std::string, double>& custom) {
+  auto req = protocol::make_request(cpus, gpus, memory, custom);
+  if (!req) throw exception(req.error().code(), what + ": " + req.error().message());
+  return std::move(*req);
+}
+
+} // namespace
+
+core_worker::core_worker(transport& net, endpoints where)
+  : net_(net), where_(std::move(where)), id_prefix_(unique_id::random().hi | 1) {}
+
+task_id core_worker::next_task_id() {
+  // The low 16 bits are left for the return index (task_spec::return_id).
+  return task_id(unique_id{id_prefix_, (counter_.fetch_add(1, std::memory_order_relaxed) + 1) << 16});
+}
+
+void core_worker::check_running() const {
+  if (stopped_) {
+    throw exception(error_code::failed_precondition, "celer is shutting down: " + stop_reason_);
+  }
+}
+
+std::vector<protocol::task_arg> core_worker::to_wire(std::vector<detail::arg_spec> args) {
+  std::vector<protocol::task_arg> out;
+  out.reserve(args.size());
+  for (auto& a : args) {
+    protocol::task_arg t;
+    t.is_ref = a.is_ref;
+    t.ref = a.ref;
+    t.owner = std::move(a.owner);
+    t.value = std::move(a.value);
+    if (t.is_ref && t.owner == where_.self) {
+      // An object this process owns and already holds travels inline: the worker need
+      // not ask for it. Requires mutex_.
+      auto it = objects_.find(t.ref);
+      if (it != objects_.end() && it->second.ready && it->second.value.ok) {
+        t.is_ref = false;
+        t.value = it->second.value.payload;
+      }
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+object_ref<void> core_worker::submit_task(const detail::remote_entry& fn,
+                                          std::vector<detail::arg_spec> args,
+                                          const task_options& options) {
+  protocol::submit_task msg;
+  auto& spec = msg.spec;
+  spec.resources =
+    checked_request(fn.name, options.num_cpus, options.num_gpus, options.memory, options.resources);
+  spec.id = next_task_id();
+  spec.kind = protocol::task_kind::normal;
+  spec.function = fn.name;
+  spec.owner = where_.self;
+  const object_id ret = spec.return_id();
+  {
+    std::lock_guard lock(mutex_);
+    check_running();
+    spec.args = to_wire(std::move(args));
+    objects_[ret];
+  }
+  if (!net_.send(where_.node, std::move(msg))) {
+    std::lock_guard lock(mutex_);
+    fail_object(ret, make_failure(detail::failure_kind::object_lost, error_code::unavailable,
+                                  "the local node is unreachable; task " + fn.name + " not run"));
+  }
+  return object_ref<void>(ret, where_.self);
+}
+
+object_ref<void> core_worker::put(std::string payload) {
+  const task_id t = next_task_id();
+  const object_id id(unique_id{t.hi, t.lo | 1});
+  std::lock_guard lock(mutex_);
+  check_running();
+  auto& e = objects_[id];
+  e.ready = true;
+  e.value.id = id;
+  e.value.ok = true;
+  e.value.payload = std::move(payload);
+  return object_ref<void>(id, where_.self);
+}
+
+std::size_t core_worker::prepare(const std::vector<object_ref<void>>& refs) {
+  std::size_t ready = 0;
+  for (const auto& r : refs) {
+    auto [it, inserted] = objects_.try_emplace(r.id());
+    auto& e = it->second;
+    if (inserted) {
+      if (r.owner() == where_.self || r.owner().nil()) {
+        e.ready = true;
+        e.value.id = r.id();
+        e.value.fail = make_failure(detail::failure_kind::object_lost, error_code::not_found,
+                                    "object " + r.id().hex() +
+                                      " is not known to its owner: it was never created here");
+      } else if (!e.fetch_sent) {
+        e.fetch_sent = true;
+        if (!net_.send(r.owner(), protocol::get_object{r.id(), where_.self})) {
+          e.ready = true;
+          e.value.id = r.id();
+          e.value.fail = make_failure(detail::failure_kind::object_lost, error_code::unavailable,
+                                      "object " + r.id().hex() +
+                                        " is lost: its owner is unreachable");
+        }
+      }
+    }
+    if (e.ready) ++ready;
+  }
+  return ready;
+}
+
+bool core_worker::block_until(std::unique_lock<std::mutex>& lock, detail::timeout_t timeout,
+                              const std::function<bool()>& done) {
+  if (done()) return true;
+  // A worker blocked in get lends its CPUs back to the node so that the tasks it waits
+  // for can run (otherwise nested tasks deadlock once every CPU is held by a waiter).
+  worker_context* ctx = current_worker_context();
+  if (ctx != nullptr) (void)net_.send(ctx->node, protocol::worker_blocked{ctx->worker});
+  auto pred = [&] { return stopped_ || done(); };
+  if (timeout) {
+    ready_cv_.wait_for(lock, *timeout, pred);
+  } else {
+    ready_cv_.wait(lock, pred);
+  }
+  if (ctx != nullptr) (void)net_.send(ctx->node, protocol::worker_unblocked{ctx->worker});
+  return done();
+}
+
+std::vector<detail::fetched> core_worker::fetch(const std::vector<object_ref<void>>& refs,
+                                                detail::timeout_t timeout) {
+  std::unique_lock lock(mutex_);
+  check_running();
+  std::size_t ready = prepare(refs);
+  auto all_ready = [&] {
+    return std::all_of(refs.begin(), refs.end(),
+                       [&](const auto& r) { return objects_[r.id()].ready; });
+  };
+  if (ready < refs.size() && !block_until(lock, timeout, all_ready)) {
+    check_running();
+    std::size_t missing = 0;
+    const object_id* first = nullptr;
+    for (const auto& r : refs) {
+      if (!objects_[r.id()].ready) {
+        ++missing;
+        if (first == nullptr) first = &r.id();
+      }
+    }
+    throw get_timeout_error("celer::get timed out after " + millis(*timeout) + ": " +
+                            std::to_string(missing) + " of " + std::to_string(refs.size()) +
+                            " object(s) not ready (first: " + first->hex() + ")");
+  }
+  std::vector<detail::fetched> out;
+  out.reserve(refs.size());
+  for (const auto& r : refs) {
+    const auto& v = objects_[r.id()].value;
+    detail::fetched f;
+    f.ok = v.ok;
+    if (v.ok) {
+      f.payload = v.payload;
+    } else {
+      f.fail = v.fail.to_failure();
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+std::vector<std::size_t> core_worker::wait_ready(const std::vector<object_ref<void>>& refs,
+                                                 std::size_t num_returns,
+                                                 detail::timeout_t timeout) {
+  if (num_returns > refs.size()) {
+    throw exception(error_code::invalid_argument,
+                    "celer::wait: num_returns (" + std::to_string(num_returns) +
+                      ") exceeds the number of refs (" + std::to_string(refs.size()) + ")");
+  }
+  std::unique_lock lock(mutex_);
+  check_running();
+  prepare(refs);
+  auto count = [&] {
+    std::size_t n = 0;
+    for (const auto& r : refs) n += objects_[r.id()].ready ? 1 : 0;
+    return n;
+  };
+  block_until(lock, timeout, [&] { return count() >= num_returns; });
+  check_running();
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < refs.size(); ++i) {
+    if (objects_[refs[i].id()].ready) out.push_back(i);
+  }
+  return out;
+}
+
+void core_worker::fill(protocol::object_payload value) {
+  auto it = objects_.find(value.id);
+  if (it == objects_.end() || it->second.ready) return;  // unknown or already failed: stale
+  auto& e = it->second;
+  for (const auto& w : e.remote_waiters) (void)net_.send(w, protocol::object_reply{value});
+  e.remote_waiters.clear();
+  e.value = std::move(value);
+  e.ready = true;
+  ready_cv_.notify_all();
+}
+
+void core_worker::fail_object(const object_id& id, const protocol::failure_info& fail) {
+  protocol::object_payload v;
+  v.id = id;
+  v.ok = false;
+  v.fail = fail;
+  fill(std::move(v));
+}
+
+core_worker::actor_entry& core_worker::actor_slot(const actor_id& id) {
+  auto& a = actors_[id];
+  if (!a.subscribed) {
+    a.subscribed = true;
+    if (!net_.send(where_.head, protocol::subscribe_actor{id, where_.self})) {
+      a.state = protocol::actor_state::dead;
+      a.fail = make_failure(detail::failure_kind::actor_died, error_code::unavailable,
+                            "actor " + id.hex() + ": the head is unreachable");
+    }
+  }
+  return a;
+}
+
+void core_worker::send_call(actor_entry& actor, protocol::task_spec spec) {
+  const object_id ret = spec.return_id();
+  switch (actor.state) {
+    case protocol::actor_state::pending:
+      actor.queued.push_back(std::move(spec));
+      return;
+    case protocol::actor_state::dead:
+      fail_object(ret, actor.fail);
+      return;
+    case protocol::actor_state::alive: {
+      const task_id id = spec.id;
+      actor.in_flight.insert(id);
+      call_actor_[id] = spec.actor;
+      const actor_id target = spec.actor;
+      if (!net_.send(actor.worker, protocol::execute_task{std::move(spec)})) {
+        actor.in_flight.erase(id);
+        call_actor_.erase(id);
+        fail_object(ret, make_failure(detail::failure_kind::actor_died, error_code::unavailable,
+                                      "actor " + target.hex() + " is unreachable: its worker is gone"));
+      }
+      return;
+    }
+  }
+}
+
+void core_worker::fail_actor_calls(actor_entry& actor, const actor_id& id) {
+  for (auto& spec : actor.queued) fail_object(spec.return_id(), actor.fail);
+  actor.queued.clear();
+  for (const auto& t : actor.in_flight) {
+    protocol::task_spec probe;
+    probe.id = t;
+    fail_object(probe.return_id(), actor.fail);
+    call_actor_.erase(t);
+  }
+  actor.in_flight.clear();
+}
+
+actor_id core_worker::create_actor(const detail::remote_entry& factory,
+                                   std::vector<detail::arg_spec> args,
+                                   const actor_options& options) {
+  if (options.max_concurrency < 1) {
+    throw exception(error_code::invalid_argument,
+                    factory.name + ": max_concurrency must be at least 1, got " +
+                      std::to_string(options.max_concurrency));
+  }
+  protocol::create_actor msg;
+  auto& spec = msg.spec;
+  spec.resources = checked_request(factory.name, options.num_cpus, options.num_gpus,
+                                   options.memory, options.resources);
+  spec.id = next_task_id();
+  spec.kind = protocol::task_kind::actor_creation;
+  spec.function = factory.name;
+  spec.owner = where_.self;
+  spec.actor = actor_id::random();
+  spec.actor_name = options.name;
+  spec.class_type = factory.class_type;
+  spec.max_concurrency = options.max_concurrency;
+  const actor_id id = spec.actor;
+  {
+    std::lock_guard lock(mutex_);
+    check_running();
+    spec.args = to_wire(std::move(args));
+    auto& a = actors_[id];
+    a.subscribed = true;  // the head tells the creator about its actor
+  }
+  msg.reply_to = where_.self;
+  msg.request_id = counter_.fetch_add(1) + 1;
+  const auto rid = msg.request_id;
+  auto reply = request(where_.head, std::move(msg), rid);
+  auto& r = std::get<protocol::create_actor_reply>(reply);
+  if (!r.ok) {
+    std::lock_guard lock(mutex_);
+    actors_.erase(id);
+    detail::throw_failure(r.fail.to_failure());
+  }
+  return id;
+}
+
+object_ref<void> core_worker::submit_actor_call(const actor_id& actor,
+                                                const detail::remote_entry& method,
+                                                std::vector<detail::arg_spec> args) {
+  if (actor.nil()) {
+    throw exception(error_code::invalid_argument,
+                    method.name + ": called through an empty actor handle");
+  }
+  protocol::task_spec spec;
+  spec.id = next_task_id();
+  spec.kind = protocol::task_kind::actor_call;
+  spec.function = method.name;
+  spec.owner = where_.self;
+  spec.actor = actor;
+  const object_id ret = spec.return_id();
+  std::lock_guard lock(mutex_);
+  check_running();
+  spec.args = to_wire(std::move(args));
+  objects_[ret];
+  // Sent under mutex_ so that calls from this process leave in submission order, and
+  // queued calls are flushed (in handle) before any later call is sent.
+  send_call(actor_slot(actor), std::move(spec));
+  return object_ref<void>(ret, where_.self);
+}
+
+actor_id core_worker::find_named_actor(std::string_view name, std::string_view class_type) {
+  protocol::lookup_actor msg;
+  msg.request_id = counter_.fetch_add(1) + 1;
+  msg.reply_to = where_.self;
+  msg.name = std::string(name);
+  const auto rid = msg.request_id;
+  auto reply = request(where_.head, std::move(msg), rid);
+  auto& r = std::get<protocol::lookup_actor_reply>(reply);
+  if (!r.found) {
+    throw exception(error_code::not_found, "no live actor is named '" + std::string(name) + "'");
+  }
+  if (r.class_type != class_type) {
+    throw exception(error_code::invalid_argument,
+                    "actor '" + std::string(name) + "' is not of the requested type");
+  }
+  return r.actor;
+}
+
+void core_worker::kill_actor(const actor_id& actor) {
+  {
+    std::lock_guard lock(mutex_);
+    check_running();
+    auto& a = actors_[actor];
+    a.subscribed = true;  // nothing more to learn: it is dead from here on
+    if (a.state != protocol::actor_state::dead) {
+      a.state = protocol::actor_state::dead;
+      a.fail = make_failure(detail::failure_kind::actor_died, error_code::unavailable,
+                            "actor " + actor.hex() + " was killed by celer::kill");
+      fail_actor_calls(a, actor);
+    }
+  }
+  (void)net_.send(where_.head, protocol::kill_actor{actor, "killed by celer::kill"});
+}
+
+protocol::resource_reply core_worker::query_resources() {
+  protocol::resource_query msg;
+  msg.request_id = counter_.fetch_add(1) + 1;
+  msg.reply_to = where_.self;
+  const auto rid = msg.request_id;
+  auto reply = request(where_.node, std::move(msg), rid);
+  return std::get<protocol::resource_reply>(reply);
+}
+
+protocol::message core_worker::request(const address& to, protocol::message m, std::uint64_t id) {
+  std::future<protocol::message> reply;
+  {
+    std::lock_guard lock(mutex_);
+    check_running();
+    reply = requests_[id].get_future();
+  }
+  const char* what = protocol::name_of(m);
+  if (!net_.send(to, std::move(m))) {
+    std::lock_guard lock(mutex_);
+    requests_.erase(id);
+    throw exception(error_code::unavailable, std::string(what) + ": the peer is unreachable");
+  }
+  const auto limit = std::chrono::milliseconds(knobs().request_timeout_ms);
+  if (reply.wait_for(limit) != std::future_status::ready) {
+    std::lock_guard lock(mutex_);
+    requests_.erase(id);
+    throw exception(error_code::deadline_exceeded,
+                    std::string(what) + ": no reply within " + millis(limit));
+  }
+  return reply.get();  // rethrows the cancellation set by stop()
+}
+
+void core_worker::handle(protocol::message& m) {
+  std::lock_guard lock(mutex_);
+  std::visit(
+    [&](auto& msg) {
+      using T = std::decay_t<decltype(msg)>;
+      if constexpr (std::is_same_v<T, protocol::task_result>) {
+        auto it = call_actor_.find(msg.task);
+        if (it != call_actor_.end()) {
+          auto a = actors_.find(it->second);
+          if (a != actors_.end()) a->second.in_flight.erase(msg.task);
+          call_actor_.erase(it);
+        }
+        for (auto& v : msg.returns) fill(std::move(v));
+      } else if constexpr (std::is_same_v<T, protocol::object_reply>) {
+        fill(std::move(msg.object));
+      } else if constexpr (std::is_same_v<T, protocol::get_object>) {
+        auto it = objects_.find(msg.id);
+        if (it == objects_.end()) {
+          protocol::object_payload v;
+          v.id = msg.id;
+          v.fail = make_failure(detail::failure_kind::object_lost, error_code::not_found,
+                                "object " + msg.id.hex() + " is not known to its owner");
+          (void)net_.send(msg.requester, protocol::object_reply{std::move(v)});
+        } else if (it->second.ready) {
+          (void)net_.send(msg.requester, protocol::object_reply{it->second.value});
+        } else {
+          it->second.remote_waiters.push_back(msg.requester);
+        }
+      } else if constexpr (std::is_same_v<T, protocol::actor_update>) {
+        auto& a = actors_[msg.actor];
+        a.subscribed = true;
+        if (a.state == protocol::actor_state::dead) return;
+        if (msg.state == protocol::actor_state::alive) {
+          a.state = protocol::actor_state::alive;
+          a.worker = msg.worker;
+          auto queued = std::move(a.queued);
+          a.queued.clear();
+          for (auto& spec : queued) send_call(a, std::move(spec));
+        } else if (msg.state == protocol::actor_state::dead) {
+          a.state = protocol::actor_state::dead;
+          a.fail = msg.fail;
+          fail_actor_calls(a, msg.actor);
+        }
+      } else if constexpr (std::is_same_v<T, protocol::create_actor_reply> ||
+                           std::is_same_v<T, protocol::lookup_actor_reply> ||
+                           std::is_same_v<T, protocol::resource_reply>) {
+        auto it = requests_.find(msg.request_id);
+        if (it == requests_.end()) return;  // the requester gave up waiting
+        it->second.set_value(std::move(msg));
+        requests_.erase(it);
+      }
+    },
+    m);
+}
+
+void core_worker::stop(const std::string& reason) {
+  std::lock_guard lock(mutex_);
+  stopped_ = true;
+  stop_reason_ = reason;
+  for (auto& [id, p] : requests_) {
+    p.set_exception(std::make_exception_ptr(
+      exception(error_code::cancelled, "celer is shutting down: " + reason)));
+  }
+  requests_.clear();
+  ready_cv_.notify_all();
+}
+
+} // namespace celer

@@ -1,0 +1,120 @@
+#pragma once
+// The per-process core: what the API calls into. It owns the objects this process's calls
+// create (an in-memory table of values and failures), submits tasks to the local node,
+// sends actor calls straight to the actor's worker, and answers other processes asking for
+// objects it owns. One per process: the driver's in embedded mode (shared by its worker
+// threads), each worker process's in cluster mode.
+//
+// Threads: user threads (driver, worker threads running user code) call the public
+// methods; `handle` runs on the core's CAF actor. Both take mutex_, which guards all state.
+
+#include "protocol/messages.hpp"
+#include "transport/transport.hpp"
+
+#include <celer/api.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace celer {
+
+/// Per-thread facts about the worker running user code on this thread (null on the driver).
+struct worker_context {
+  worker_id worker;
+  address node;
+};
+worker_context*& current_worker_context() noexcept;
+
+class core_worker {
+public:
+  struct endpoints {
+    address self;
+    address node;
+    address head;
+    celer::node_id this_node;
+  };
+  core_worker(transport& net, endpoints where);
+
+  [[nodiscard]] const address& self() const noexcept { return where_.self; }
+  [[nodiscard]] const endpoints& where() const noexcept { return where_; }
+
+  object_ref<void> submit_task(const detail::remote_entry& fn, std::vector<detail::arg_spec> args,
+                               const task_options& options);
+  object_ref<void> put(std::string payload);
+  std::vector<detail::fetched> fetch(const std::vector<object_ref<void>>& refs,
+                                     detail::timeout_t timeout);
+  std::vector<std::size_t> wait_ready(const std::vector<object_ref<void>>& refs,
+                                      std::size_t num_returns, detail::timeout_t timeout);
+  actor_id create_actor(const detail::remote_entry& factory, std::vector<detail::arg_spec> args,
+                        const actor_options& options);
+  object_ref<void> submit_actor_call(const actor_id& actor, const detail::remote_entry& method,
+                                     std::vector<detail::arg_spec> args);
+  actor_id find_named_actor(std::string_view name, std::string_view class_type);
+  void kill_actor(const actor_id& actor);
+  protocol::resource_reply query_resources();
+
+  /// Handles a message addressed to this core (runs on the core's actor).
+  void handle(protocol::message& m);
+  /// Fails every wait and every request from now on with `reason` (at shutdown).
+  void stop(const std::string& reason);
+
+private:
+  struct object_entry {
+    bool ready = false;
+    bool fetch_sent = false;
+    protocol::object_payload value;
+    /// Borrowers waiting for the value (owned objects only).
+    std::vector<address> remote_waiters;
+  };
+  struct actor_entry {
+    protocol::actor_state state = protocol::actor_state::pending;
+    address worker;
+    protocol::failure_info fail;
+    bool subscribed = false;
+    /// Calls made before the actor's address was known, in submission order.
+    std::deque<protocol::task_spec> queued;
+    /// Calls sent and not yet answered.
+    std::unordered_set<task_id> in_flight;
+  };
+
+  task_id next_task_id();
+  std::vector<protocol::task_arg> to_wire(std::vector<detail::arg_spec> args);
+  void check_running() const;  // requires mutex_
+  // The following require mutex_.
+  void fill(protocol::object_payload value);
+  void fail_object(const object_id& id, const protocol::failure_info& fail);
+  void send_call(actor_entry& actor, protocol::task_spec spec);
+  void fail_actor_calls(actor_entry& actor, const actor_id& id);
+  actor_entry& actor_slot(const actor_id& id);
+  /// Registers interest in `refs`; returns how many are ready.
+  std::size_t prepare(const std::vector<object_ref<void>>& refs);
+  /// Blocks (mutex_ held via `lock`) until `done()` or the deadline; lends the worker's CPUs.
+  bool block_until(std::unique_lock<std::mutex>& lock, detail::timeout_t timeout,
+                   const std::function<bool()>& done);
+  /// Sends a request and waits for its reply.
+  protocol::message request(const address& to, protocol::message m, std::uint64_t id);
+
+  transport& net_;
+  endpoints where_;
+  std::uint64_t id_prefix_;
+  std::atomic<std::uint64_t> counter_{0};
+
+  mutable std::mutex mutex_;
+  std::condition_variable ready_cv_;
+  bool stopped_ = false;
+  std::string stop_reason_;
+  std::unordered_map<object_id, object_entry> objects_;
+  std::unordered_map<actor_id, actor_entry> actors_;
+  std::unordered_map<task_id, actor_id> call_actor_;
+  std::unordered_map<std::uint64_t, std::promise<protocol::message>> requests_;
+};
+
+} // namespace celer

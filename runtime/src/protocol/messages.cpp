@@ -1,0 +1,18 @@
+#include "protocol/messages.hpp"
+
+namespace celer::protocol {
+
+const char* name_of(const message& m) {
+  static constexpr const char* names[] = {
+    "submit_task",        "execute_task",   "task_done",         "task_result",
+    "worker_blocked",     "worker_unblocked", "get_object",      "object_reply",
+    "register_node",      "create_actor",   "create_actor_reply", "start_actor",
+    "actor_started",      "actor_failed",   "subscribe_actor",   "actor_update",
+    "lookup_actor",       "lookup_actor_reply", "kill_actor",    "actor_exited",
+    "resource_query",     "resource_reply", "shutdown_component",
+  };
+  static_assert(std::size(names) == std::variant_size_v<message>);
+  return names[m.index()];
+}
+
+} // namespace celer::protocol

@@ -1,0 +1,241 @@
+#pragma once
+// Every message that head, node agents, workers and per-process cores exchange. Components
+// speak only these; in embedded mode they travel as CAF messages between actors of one
+// process, in cluster mode the transport encodes them with msgpack (MSGPACK_DEFINE below)
+// and the message's index in `message` is its type tag on the wire.
+//
+// Adding or reordering a field or a message changes the wire: bump celer::protocol_version
+// and docs/protocol.md with it.
+
+#include "protocol/resources.hpp"
+
+#include <celer/api.hpp>
+#include <celer/codec.hpp>
+#include <celer/ids.hpp>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace celer::protocol {
+enum class task_kind : std::uint8_t { normal, actor_creation, actor_call };
+enum class actor_state : std::uint8_t { pending, alive, dead };
+} // namespace celer::protocol
+
+MSGPACK_ADD_ENUM(celer::detail::failure_kind);
+MSGPACK_ADD_ENUM(celer::error_code);
+MSGPACK_ADD_ENUM(celer::protocol::task_kind);
+MSGPACK_ADD_ENUM(celer::protocol::actor_state);
+namespace celer::protocol {
+
+/// Why an object or a request failed; mirrors detail::failure.
+struct failure_info {
+  detail::failure_kind kind = detail::failure_kind::task_error;
+  error_code code = error_code::internal;
+  std::string message;
+  std::string function;
+  std::string node;
+  std::string worker;
+  MSGPACK_DEFINE(kind, code, message, function, node, worker);
+
+  [[nodiscard]] detail::failure to_failure() const {
+    return {kind, code, message, function, node, worker};
+  }
+  static failure_info from(const detail::failure& f) {
+    return {f.kind, f.code, f.message, f.function, f.node, f.worker};
+  }
+};
+
+struct task_arg {
+  bool is_ref = false;
+  object_id ref;
+  address owner;
+  std::string value;
+  MSGPACK_DEFINE(is_ref, ref, owner, value);
+};
+
+/// Everything needed to run a task, create an actor, or call an actor method.
+struct task_spec {
+  task_id id;
+  task_kind kind = task_kind::normal;
+  /// The registered name of the function, factory or method.
+  std::string function;
+  std::vector<task_arg> args;
+  resource_set resources;
+  /// The core that owns the results; task_result goes there.
+  address owner;
+  /// For actor creation and calls.
+  actor_id actor;
+  std::string actor_name;
+  std::string class_type;
+  std::int32_t max_concurrency = 1;
+  MSGPACK_DEFINE(id, kind, function, args, resources, owner, actor, actor_name, class_type,
+                 max_concurrency);
+
+  /// The object holding the task's (single) return value.
+  [[nodiscard]] object_id return_id() const { return object_id(unique_id{id.hi, id.lo | 1}); }
+};
+
+/// One object's content: a msgpack payload, or the failure that replaced it.
+struct object_payload {
+  object_id id;
+  bool ok = false;
+  std::string payload;
+  failure_info fail;
+  MSGPACK_DEFINE(id, ok, payload, fail);
+};
+
+// ---- core -> node, node -> head: submit a task (node forwards what it cannot place)
+struct submit_task {
+  task_spec spec;
+  bool from_head = false;
+  MSGPACK_DEFINE(spec, from_head);
+};
+// ---- node -> worker (tasks, actor creation), core -> actor's worker (actor calls)
+struct execute_task {
+  task_spec spec;
+  MSGPACK_DEFINE(spec);
+};
+// ---- worker -> node: the task finished; its lease's resources return to the node
+struct task_done {
+  worker_id worker;
+  task_id task;
+  MSGPACK_DEFINE(worker, task);
+};
+// ---- worker (or node, head) -> owner core: results of one task
+struct task_result {
+  task_id task;
+  std::vector<object_payload> returns;
+  MSGPACK_DEFINE(task, returns);
+};
+// ---- worker -> node: the worker blocks in get (its CPUs are lent out) / resumes
+struct worker_blocked {
+  worker_id worker;
+  MSGPACK_DEFINE(worker);
+};
+struct worker_unblocked {
+  worker_id worker;
+  MSGPACK_DEFINE(worker);
+};
+// ---- borrower core -> owner core: send me this object when it is ready
+struct get_object {
+  object_id id;
+  address requester;
+  MSGPACK_DEFINE(id, requester);
+};
+// ---- owner core -> borrower core
+struct object_reply {
+  object_payload object;
+  MSGPACK_DEFINE(object);
+};
+// ---- node -> head
+struct register_node {
+  std::int32_t protocol_version = 0;
+  node_id node;
+  address node_address;
+  resource_set total;
+  std::map<std::string, std::string> labels;
+  MSGPACK_DEFINE(protocol_version, node, node_address, total, labels);
+};
+// ---- core -> head: register (and name) an actor, then place it
+struct create_actor {
+  std::uint64_t request_id = 0;
+  address reply_to;
+  task_spec spec;
+  MSGPACK_DEFINE(request_id, reply_to, spec);
+};
+struct create_actor_reply {
+  std::uint64_t request_id = 0;
+  bool ok = false;
+  failure_info fail;
+  MSGPACK_DEFINE(request_id, ok, fail);
+};
+// ---- head -> node: start this actor when resources allow
+struct start_actor {
+  task_spec spec;
+  MSGPACK_DEFINE(spec);
+};
+// ---- worker -> head: the actor's constructor returned / threw
+struct actor_started {
+  actor_id actor;
+  address worker;
+  MSGPACK_DEFINE(actor, worker);
+};
+struct actor_failed {
+  actor_id actor;
+  failure_info fail;
+  MSGPACK_DEFINE(actor, fail);
+};
+// ---- core -> head: tell me when this actor's state changes (and now)
+struct subscribe_actor {
+  actor_id actor;
+  address subscriber;
+  MSGPACK_DEFINE(actor, subscriber);
+};
+// ---- head -> subscribed cores
+struct actor_update {
+  actor_id actor;
+  actor_state state = actor_state::pending;
+  address worker;
+  failure_info fail;
+  MSGPACK_DEFINE(actor, state, worker, fail);
+};
+// ---- core -> head: find a named actor
+struct lookup_actor {
+  std::uint64_t request_id = 0;
+  address reply_to;
+  std::string name;
+  MSGPACK_DEFINE(request_id, reply_to, name);
+};
+struct lookup_actor_reply {
+  std::uint64_t request_id = 0;
+  bool found = false;
+  actor_id actor;
+  std::string class_type;
+  MSGPACK_DEFINE(request_id, found, actor, class_type);
+};
+// ---- core -> head -> node -> worker: stop the actor
+struct kill_actor {
+  actor_id actor;
+  std::string reason;
+  MSGPACK_DEFINE(actor, reason);
+};
+// ---- worker -> node: the actor's worker exited; its resources return
+struct actor_exited {
+  actor_id actor;
+  worker_id worker;
+  MSGPACK_DEFINE(actor, worker);
+};
+// ---- core -> node: what does the node hold and have free
+struct resource_query {
+  std::uint64_t request_id = 0;
+  address reply_to;
+  MSGPACK_DEFINE(request_id, reply_to);
+};
+struct resource_reply {
+  std::uint64_t request_id = 0;
+  resource_set total;
+  resource_set available;
+  MSGPACK_DEFINE(request_id, total, available);
+};
+// ---- runtime -> component: stop (pending work is dropped, running work finishes)
+struct shutdown_component {
+  std::string reason;
+  MSGPACK_DEFINE(reason);
+};
+
+/// Every message; the index is the wire type tag.
+using message =
+  std::variant<submit_task, execute_task, task_done, task_result, worker_blocked,
+               worker_unblocked, get_object, object_reply, register_node, create_actor,
+               create_actor_reply, start_actor, actor_started, actor_failed, subscribe_actor,
+               actor_update, lookup_actor, lookup_actor_reply, kill_actor, actor_exited,
+               resource_query, resource_reply, shutdown_component>;
+
+/// The message's name, for logs.
+const char* name_of(const message& m);
+
+} // namespace celer::protocol
+

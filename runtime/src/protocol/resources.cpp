@@ -1,0 +1,101 @@
+#include "protocol/resources.hpp"
+
+#include <cmath>
+#include <sstream>
+
+namespace celer::protocol {
+namespace {
+
+std::int64_t to_fixed(double amount) {
+  return static_cast<std::int64_t>(std::llround(amount * static_cast<double>(resource_unit)));
+}
+double from_fixed(std::int64_t v) { return static_cast<double>(v) / resource_unit; }
+
+} // namespace
+
+std::string format_amount(double amount) {
+  std::ostringstream out;
+  out << amount;
+  return out.str();
+}
+
+void resource_set::set(const std::string& name, double amount) {
+  const auto v = to_fixed(amount);
+  if (v == 0) {
+    amounts.erase(name);
+  } else {
+    amounts[name] = v;
+  }
+}
+
+double resource_set::get(const std::string& name) const {
+  auto it = amounts.find(name);
+  return it == amounts.end() ? 0.0 : from_fixed(it->second);
+}
+
+bool resource_set::covers(const resource_set& need) const { return first_short(need).empty(); }
+
+std::string resource_set::first_short(const resource_set& need) const {
+  for (const auto& [name, v] : need.amounts) {
+    auto it = amounts.find(name);
+    const std::int64_t have = it == amounts.end() ? 0 : it->second;
+    if (v > have) return name;
+  }
+  return {};
+}
+
+void resource_set::add(const resource_set& other) {
+  for (const auto& [name, v] : other.amounts) amounts[name] += v;
+}
+
+void resource_set::subtract(const resource_set& other) {
+  for (const auto& [name, v] : other.amounts) amounts[name] -= v;
+}
+
+std::map<std::string, double> resource_set::to_map() const {
+  std::map<std::string, double> out;
+  for (const auto& [name, v] : amounts) out[name] = from_fixed(v);
+  return out;
+}
+
+std::string resource_set::to_string() const {
+  std::ostringstream out;
+  bool first = true;
+  for (const auto& [name, v] : amounts) {
+    out << (first ? "" : ", ") << name << ": " << from_fixed(v);
+    first = false;
+  }
+  return first ? "nothing" : out.str();
+}
+
+expected<resource_set> make_request(double num_cpus, double num_gpus, double memory,
+                                    const std::map<std::string, double>& custom) {
+  auto bad = [](const std::string& what) {
+    return error(error_code::invalid_argument, what);
+  };
+  if (!(num_cpus >= 0) || !(num_gpus >= 0) || !(memory >= 0)) {
+    return bad("resource amounts must be zero or positive (num_cpus " + std::to_string(num_cpus) +
+               ", num_gpus " + std::to_string(num_gpus) + ", memory " + std::to_string(memory) +
+               ")");
+  }
+  if (num_gpus > 1 && num_gpus != std::floor(num_gpus)) {
+    return bad("num_gpus above 1 must be a whole number, got " + std::to_string(num_gpus));
+  }
+  resource_set out;
+  out.set(cpu, num_cpus);
+  out.set(gpu, num_gpus);
+  out.set(protocol::memory, memory);
+  for (const auto& [name, amount] : custom) {
+    if (name.empty() || name == cpu || name == gpu || name == protocol::memory) {
+      return bad("custom resource name '" + name +
+                 "' is empty or reserved; use num_cpus, num_gpus or memory");
+    }
+    if (!(amount >= 0)) {
+      return bad("custom resource '" + name + "' must be zero or positive");
+    }
+    out.set(name, amount);
+  }
+  return out;
+}
+
+} // namespace celer::protocol

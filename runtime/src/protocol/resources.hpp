@@ -1,0 +1,46 @@
+#pragma once
+// Resource amounts as fixed-point integers (1/10000 of a unit), so that adding and
+// subtracting fractional GPUs never drifts: 0.1 + 0.2 + 0.7 is exactly 1.
+
+#include <celer/codec.hpp>
+#include <celer/error.hpp>
+#include <celer/options.hpp>
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace celer::protocol {
+
+inline constexpr std::int64_t resource_unit = 10000;
+inline constexpr const char* cpu = "CPU";
+inline constexpr const char* gpu = "GPU";
+inline constexpr const char* memory = "memory";
+
+/// A bag of named amounts ("CPU", "GPU", "memory", custom names).
+struct resource_set {
+  std::map<std::string, std::int64_t> amounts;
+  MSGPACK_DEFINE(amounts);
+
+  void set(const std::string& name, double amount);
+  [[nodiscard]] double get(const std::string& name) const;
+  /// Whether every amount of `need` is at most this set's.
+  [[nodiscard]] bool covers(const resource_set& need) const;
+  /// The first resource of `need` that exceeds this set, "" if none.
+  [[nodiscard]] std::string first_short(const resource_set& need) const;
+  void add(const resource_set& other);
+  void subtract(const resource_set& other);
+  [[nodiscard]] std::map<std::string, double> to_map() const;
+  /// "CPU: 2, GPU: 0.5"
+  [[nodiscard]] std::string to_string() const;
+};
+
+/// An amount as people write it: "2", "0.5", "1.25".
+std::string format_amount(double amount);
+
+/// Validates and converts a task's or actor's request; invalid_argument for negative
+/// amounts or fractional GPUs above 1.
+expected<resource_set> make_request(double num_cpus, double num_gpus, double memory,
+                                    const std::map<std::string, double>& custom);
+
+} // namespace celer::protocol

@@ -1,0 +1,242 @@
+#include "worker/worker.hpp"
+
+#include "log.hpp"
+
+namespace celer {
+
+/// Threads that run an actor's calls concurrently (max_concurrency > 1).
+class worker::call_pool {
+public:
+  call_pool(int threads, worker_context ctx) {
+    for (int i = 0; i < threads; ++i) {
+      threads_.emplace_back([this, ctx]() mutable {
+        current_worker_context() = &ctx;
+        for (;;) {
+          std::function<void()> job;
+          {
+            std::unique_lock lock(mutex_);
+            cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+            if (jobs_.empty()) return;  // stop_ and drained
+            job = std::move(jobs_.front());
+            jobs_.pop_front();
+          }
+          job();
+        }
+      });
+    }
+  }
+  ~call_pool() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  void post(std::function<void()> job) {
+    {
+      std::lock_guard lock(mutex_);
+      jobs_.push_back(std::move(job));
+    }
+    cv_.notify_one();
+  }
+
+private:
+  std::mutex mutex_;  // guards jobs_, stop_
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+worker::worker(transport& net, core_worker& core, config cfg)
+  : net_(net), core_(core), cfg_(std::move(cfg)), ctx_{cfg_.id, cfg_.node} {}
+
+worker::~worker() { pool_.reset(); }
+
+protocol::failure_info worker::failure(detail::failure_kind kind, error_code code,
+                                       const std::string& function, std::string message) const {
+  protocol::failure_info f;
+  f.kind = kind;
+  f.code = code;
+  f.function = function;
+  f.node = cfg_.this_node.short_hex();
+  f.worker = cfg_.id.short_hex();
+  f.message = std::move(message);
+  return f;
+}
+
+void worker::handle(protocol::message& m) {
+  current_worker_context() = &ctx_;
+  if (auto* exec = std::get_if<protocol::execute_task>(&m)) {
+    execute(exec->spec);
+  } else if (auto* kill = std::get_if<protocol::kill_actor>(&m)) {
+    if (!actor_.nil() && kill->actor == actor_) exit_actor();
+  } else if (std::holds_alternative<protocol::shutdown_component>(m)) {
+    if (!actor_.nil()) {
+      exit_actor();
+    } else {
+      finished_ = true;
+    }
+  } else {
+    CELER_LOG(warn, "worker", std::string("ignored unexpected message ") + protocol::name_of(m));
+  }
+}
+
+bool worker::resolve_args(const protocol::task_spec& spec, std::vector<std::string>& out,
+                          protocol::failure_info& fail) {
+  out.clear();
+  out.reserve(spec.args.size());
+  std::vector<object_ref<void>> refs;
+  for (const auto& a : spec.args) {
+    if (a.is_ref) refs.emplace_back(a.ref, a.owner);
+  }
+  std::vector<detail::fetched> got;
+  if (!refs.empty()) {
+    try {
+      got = core_.fetch(refs, std::nullopt);
+    } catch (const exception& e) {
+      fail = failure(detail::failure_kind::runtime_stopped, e.code(), spec.function, e.what());
+      return false;
+    }
+  }
+  std::size_t next = 0;
+  for (const auto& a : spec.args) {
+    if (!a.is_ref) {
+      out.push_back(a.value);
+      continue;
+    }
+    auto& g = got[next++];
+    if (!g.ok) {
+      // The argument's own failure propagates, as Ray does: get on this task's result
+      // raises what made the argument fail.
+      fail = protocol::failure_info::from(g.fail);
+      return false;
+    }
+    out.push_back(std::move(g.payload));
+  }
+  return true;
+}
+
+void worker::send_result(const protocol::task_spec& spec, protocol::object_payload v) {
+  v.id = spec.return_id();
+  protocol::task_result r;
+  r.task = spec.id;
+  r.returns.push_back(std::move(v));
+  if (!net_.send(spec.owner, std::move(r))) {
+    CELER_LOG(info, "worker", "owner of task " + spec.function + " is gone; result dropped");
+  }
+}
+
+void worker::run_call(const protocol::task_spec& spec, const detail::remote_entry* entry) {
+  protocol::object_payload v;
+  std::vector<std::string> args;
+  if (!resolve_args(spec, args, v.fail)) {
+    send_result(spec, std::move(v));
+    return;
+  }
+  try {
+    v.payload = entry->call(*entry, instance_.get(), args);
+    v.ok = true;
+  } catch (const detail::argument_error& e) {
+    v.fail = failure(detail::failure_kind::invalid_call, error_code::invalid_argument,
+                     spec.function, e.what());
+  } catch (const std::exception& e) {
+    v.fail = failure(detail::failure_kind::task_error, error_code::internal, spec.function, e.what());
+  } catch (...) {
+    v.fail = failure(detail::failure_kind::task_error, error_code::internal, spec.function,
+                     "an exception that is not a std::exception was thrown");
+  }
+  send_result(spec, std::move(v));
+}
+
+void worker::execute(protocol::task_spec& spec) {
+  switch (spec.kind) {
+    case protocol::task_kind::normal: {
+      const auto* entry = detail::find_remote(spec.function);
+      if (entry == nullptr || entry->kind != detail::remote_kind::function) {
+        protocol::object_payload v;
+        v.fail = failure(detail::failure_kind::invalid_call, error_code::not_found, spec.function,
+                         "function '" + spec.function +
+                           "' is not registered in this worker's binary (CELER_REMOTE)");
+        send_result(spec, std::move(v));
+      } else {
+        run_call(spec, entry);
+      }
+      (void)net_.send(cfg_.node, protocol::task_done{cfg_.id, spec.id});
+      return;
+    }
+    case protocol::task_kind::actor_creation:
+      create_actor(spec);
+      return;
+    case protocol::task_kind::actor_call: {
+      const auto* entry = detail::find_remote(spec.function);
+      if (instance_ == nullptr || spec.actor != actor_) {
+        protocol::object_payload v;
+        v.fail = failure(detail::failure_kind::actor_died, error_code::unavailable, spec.function,
+                         "actor " + spec.actor.hex() + " is not running on this worker");
+        send_result(spec, std::move(v));
+      } else if (entry == nullptr || entry->kind != detail::remote_kind::method ||
+                 entry->class_type != actor_class_) {
+        protocol::object_payload v;
+        v.fail = failure(detail::failure_kind::invalid_call, error_code::not_found, spec.function,
+                         "method '" + spec.function + "' is not a registered method of this actor");
+        send_result(spec, std::move(v));
+      } else if (pool_) {
+        pool_->post([this, spec = std::move(spec), entry] { run_call(spec, entry); });
+      } else {
+        run_call(spec, entry);
+      }
+      return;
+    }
+  }
+}
+
+void worker::create_actor(protocol::task_spec& spec) {
+  actor_ = spec.actor;
+  const auto* entry = detail::find_remote(spec.function);
+  protocol::failure_info fail;
+  bool ok = false;
+  std::vector<std::string> args;
+  if (entry == nullptr || entry->kind != detail::remote_kind::factory) {
+    fail = failure(detail::failure_kind::actor_died, error_code::not_found, spec.function,
+                   "actor factory '" + spec.function +
+                     "' is not registered in this worker's binary (CELER_REMOTE)");
+  } else if (resolve_args(spec, args, fail)) {
+    try {
+      instance_ = entry->make(*entry, args);
+      actor_class_ = entry->class_type;
+      ok = instance_ != nullptr;
+      if (!ok) {
+        fail = failure(detail::failure_kind::actor_died, error_code::internal, spec.function,
+                       "the actor factory returned null");
+      }
+    } catch (const std::exception& e) {
+      fail = failure(detail::failure_kind::actor_died, error_code::internal, spec.function,
+                     "the actor's constructor (" + spec.function + ") threw: " + e.what());
+    } catch (...) {
+      fail = failure(detail::failure_kind::actor_died, error_code::internal, spec.function,
+                     "the actor's constructor (" + spec.function + ") threw");
+    }
+  } else {
+    fail.kind = detail::failure_kind::actor_died;
+    fail.message = "an argument of the actor's constructor failed: " + fail.message;
+  }
+  if (!ok) {
+    (void)net_.send(cfg_.head, protocol::actor_failed{actor_, fail});
+    (void)net_.send(cfg_.node, protocol::actor_exited{actor_, cfg_.id});
+    finished_ = true;
+    return;
+  }
+  if (spec.max_concurrency > 1) pool_ = std::make_unique<call_pool>(spec.max_concurrency, ctx_);
+  (void)net_.send(cfg_.head, protocol::actor_started{actor_, cfg_.self});
+}
+
+void worker::exit_actor() {
+  pool_.reset();  // running calls finish; queued ones still run before the pool drains
+  instance_.reset();
+  (void)net_.send(cfg_.node, protocol::actor_exited{actor_, cfg_.id});
+  finished_ = true;
+}
+
+} // namespace celer

@@ -1,0 +1,66 @@
+#pragma once
+// A worker runs tasks, or hosts one actor for its lifetime. Its messages are handled on its
+// own thread (a detached CAF actor in embedded mode, the main thread of a worker process in
+// cluster mode), and user code runs on that thread, so a call costs no extra hand-off.
+// Actors with max_concurrency above 1 run calls on a small pool of threads instead.
+
+#include "core/core_worker.hpp"
+#include "protocol/messages.hpp"
+#include "transport/transport.hpp"
+
+#include <celer/remote.hpp>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace celer {
+
+class worker {
+public:
+  struct config {
+    worker_id id;
+    address self;
+    address node;
+    address head;
+    celer::node_id this_node;
+  };
+  worker(transport& net, core_worker& core, config cfg);
+  ~worker();
+
+  void handle(protocol::message& m);
+  /// True once the worker should exit (killed, failed to construct, or told to stop).
+  [[nodiscard]] bool finished() const noexcept { return finished_; }
+
+private:
+  class call_pool;
+
+  void execute(protocol::task_spec& spec);
+  void create_actor(protocol::task_spec& spec);
+  /// Runs one call (task or actor method) and sends its result to the owner.
+  void run_call(const protocol::task_spec& spec, const detail::remote_entry* entry);
+  /// Resolves the arguments (fetching references); false and `fail` set when one failed.
+  bool resolve_args(const protocol::task_spec& spec, std::vector<std::string>& out,
+                    protocol::failure_info& fail);
+  void send_result(const protocol::task_spec& spec, protocol::object_payload v);
+  protocol::failure_info failure(detail::failure_kind kind, error_code code,
+                                 const std::string& function, std::string message) const;
+  void exit_actor();
+
+  transport& net_;
+  core_worker& core_;
+  config cfg_;
+  worker_context ctx_;
+  bool finished_ = false;
+  // The hosted actor, if any.
+  actor_id actor_;
+  std::string actor_class_;
+  std::shared_ptr<void> instance_;
+  std::unique_ptr<call_pool> pool_;
+};
+
+} // namespace celer

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs every Debian package that building and testing celer needs.
+# Idempotent and non-interactive: running it twice is safe and the second run is quick.
+# Usage: scripts/install-deps.sh            (as root, or with sudo available)
+#        CELER_WITH_TORCH=0 scripts/install-deps.sh   to skip LibTorch (large)
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config git ca-certificates
+  libcaf-dev                      # CAF 0.17: the actor system under head, node and worker
+  libzmq3-dev cppzmq-dev          # transport
+  libmsgpack-cxx-dev              # wire encoding
+  librocksdb-dev                  # object spill, durable objects, head state
+  catch2                          # tests (Catch2 v2)
+  libcli11-dev                    # the celer command line
+  nlohmann-json3-dev              # JSON output of CLI and benchmarks
+  libsodium-dev                   # cluster tokens
+  iproute2 procps                 # network-namespace tests, process checks
+)
+if [[ "${CELER_WITH_TORCH:-1}" != 0 ]]; then
+  packages+=(libtorch-dev)        # built-in trainer actors and apps
+fi
+
+sudo_cmd=()
+if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install-deps: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install-deps: done"
