@@ -26,7 +26,8 @@ endfunction()
 
 function(celer_set_warnings target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wno-unused-parameter
-    -Wno-missing-field-initializers)  # designated initialisers of options omit fields by design
+    -Wno-missing-field-initializers  # designated initialisers of options omit fields by design
+    -Wno-restrict)                   # GCC 12 false positives inside libstdc++ string code (PR 105651)
   if(CELER_WARNINGS_AS_ERRORS)
     target_compile_options(${target} PRIVATE -Werror)
   endif()

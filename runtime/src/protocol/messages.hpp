@@ -38,7 +38,7 @@ struct failure_info {
   std::string function;
   std::string node;
   std::string worker;
-  MSGPACK_DEFINE(kind, code, message, function, node, worker);
+  MSGPACK_DEFINE(kind, code, message, function, node, worker)
 
   [[nodiscard]] detail::failure to_failure() const {
     return {kind, code, message, function, node, worker};
@@ -53,7 +53,7 @@ struct task_arg {
   object_id ref;
   address owner;
   std::string value;
-  MSGPACK_DEFINE(is_ref, ref, owner, value);
+  MSGPACK_DEFINE(is_ref, ref, owner, value)
 };
 
 /// Everything needed to run a task, create an actor, or call an actor method.
@@ -72,7 +72,7 @@ struct task_spec {
   std::string class_type;
   std::int32_t max_concurrency = 1;
   MSGPACK_DEFINE(id, kind, function, args, resources, owner, actor, actor_name, class_type,
-                 max_concurrency);
+                 max_concurrency)
 
   /// The object holding the task's (single) return value.
   [[nodiscard]] object_id return_id() const { return object_id(unique_id{id.hi, id.lo | 1}); }
@@ -84,51 +84,51 @@ struct object_payload {
   bool ok = false;
   std::string payload;
   failure_info fail;
-  MSGPACK_DEFINE(id, ok, payload, fail);
+  MSGPACK_DEFINE(id, ok, payload, fail)
 };
 
 // ---- core -> node, node -> head: submit a task (node forwards what it cannot place)
 struct submit_task {
   task_spec spec;
   bool from_head = false;
-  MSGPACK_DEFINE(spec, from_head);
+  MSGPACK_DEFINE(spec, from_head)
 };
 // ---- node -> worker (tasks, actor creation), core -> actor's worker (actor calls)
 struct execute_task {
   task_spec spec;
-  MSGPACK_DEFINE(spec);
+  MSGPACK_DEFINE(spec)
 };
 // ---- worker -> node: the task finished; its lease's resources return to the node
 struct task_done {
   worker_id worker;
   task_id task;
-  MSGPACK_DEFINE(worker, task);
+  MSGPACK_DEFINE(worker, task)
 };
 // ---- worker (or node, head) -> owner core: results of one task
 struct task_result {
   task_id task;
   std::vector<object_payload> returns;
-  MSGPACK_DEFINE(task, returns);
+  MSGPACK_DEFINE(task, returns)
 };
 // ---- worker -> node: the worker blocks in get (its CPUs are lent out) / resumes
 struct worker_blocked {
   worker_id worker;
-  MSGPACK_DEFINE(worker);
+  MSGPACK_DEFINE(worker)
 };
 struct worker_unblocked {
   worker_id worker;
-  MSGPACK_DEFINE(worker);
+  MSGPACK_DEFINE(worker)
 };
 // ---- borrower core -> owner core: send me this object when it is ready
 struct get_object {
   object_id id;
   address requester;
-  MSGPACK_DEFINE(id, requester);
+  MSGPACK_DEFINE(id, requester)
 };
 // ---- owner core -> borrower core
 struct object_reply {
   object_payload object;
-  MSGPACK_DEFINE(object);
+  MSGPACK_DEFINE(object)
 };
 // ---- node -> head
 struct register_node {
@@ -137,42 +137,42 @@ struct register_node {
   address node_address;
   resource_set total;
   std::map<std::string, std::string> labels;
-  MSGPACK_DEFINE(protocol_version, node, node_address, total, labels);
+  MSGPACK_DEFINE(protocol_version, node, node_address, total, labels)
 };
 // ---- core -> head: register (and name) an actor, then place it
 struct create_actor {
   std::uint64_t request_id = 0;
   address reply_to;
   task_spec spec;
-  MSGPACK_DEFINE(request_id, reply_to, spec);
+  MSGPACK_DEFINE(request_id, reply_to, spec)
 };
 struct create_actor_reply {
   std::uint64_t request_id = 0;
   bool ok = false;
   failure_info fail;
-  MSGPACK_DEFINE(request_id, ok, fail);
+  MSGPACK_DEFINE(request_id, ok, fail)
 };
 // ---- head -> node: start this actor when resources allow
 struct start_actor {
   task_spec spec;
-  MSGPACK_DEFINE(spec);
+  MSGPACK_DEFINE(spec)
 };
 // ---- worker -> head: the actor's constructor returned / threw
 struct actor_started {
   actor_id actor;
   address worker;
-  MSGPACK_DEFINE(actor, worker);
+  MSGPACK_DEFINE(actor, worker)
 };
 struct actor_failed {
   actor_id actor;
   failure_info fail;
-  MSGPACK_DEFINE(actor, fail);
+  MSGPACK_DEFINE(actor, fail)
 };
 // ---- core -> head: tell me when this actor's state changes (and now)
 struct subscribe_actor {
   actor_id actor;
   address subscriber;
-  MSGPACK_DEFINE(actor, subscriber);
+  MSGPACK_DEFINE(actor, subscriber)
 };
 // ---- head -> subscribed cores
 struct actor_update {
@@ -180,50 +180,50 @@ struct actor_update {
   actor_state state = actor_state::pending;
   address worker;
   failure_info fail;
-  MSGPACK_DEFINE(actor, state, worker, fail);
+  MSGPACK_DEFINE(actor, state, worker, fail)
 };
 // ---- core -> head: find a named actor
 struct lookup_actor {
   std::uint64_t request_id = 0;
   address reply_to;
   std::string name;
-  MSGPACK_DEFINE(request_id, reply_to, name);
+  MSGPACK_DEFINE(request_id, reply_to, name)
 };
 struct lookup_actor_reply {
   std::uint64_t request_id = 0;
   bool found = false;
   actor_id actor;
   std::string class_type;
-  MSGPACK_DEFINE(request_id, found, actor, class_type);
+  MSGPACK_DEFINE(request_id, found, actor, class_type)
 };
 // ---- core -> head -> node -> worker: stop the actor
 struct kill_actor {
   actor_id actor;
   std::string reason;
-  MSGPACK_DEFINE(actor, reason);
+  MSGPACK_DEFINE(actor, reason)
 };
 // ---- worker -> node: the actor's worker exited; its resources return
 struct actor_exited {
   actor_id actor;
   worker_id worker;
-  MSGPACK_DEFINE(actor, worker);
+  MSGPACK_DEFINE(actor, worker)
 };
 // ---- core -> node: what does the node hold and have free
 struct resource_query {
   std::uint64_t request_id = 0;
   address reply_to;
-  MSGPACK_DEFINE(request_id, reply_to);
+  MSGPACK_DEFINE(request_id, reply_to)
 };
 struct resource_reply {
   std::uint64_t request_id = 0;
   resource_set total;
   resource_set available;
-  MSGPACK_DEFINE(request_id, total, available);
+  MSGPACK_DEFINE(request_id, total, available)
 };
 // ---- runtime -> component: stop (pending work is dropped, running work finishes)
 struct shutdown_component {
   std::string reason;
-  MSGPACK_DEFINE(reason);
+  MSGPACK_DEFINE(reason)
 };
 
 /// Every message; the index is the wire type tag.

@@ -20,7 +20,7 @@ inline constexpr const char* memory = "memory";
 /// A bag of named amounts ("CPU", "GPU", "memory", custom names).
 struct resource_set {
   std::map<std::string, std::int64_t> amounts;
-  MSGPACK_DEFINE(amounts);
+  MSGPACK_DEFINE(amounts)
 
   void set(const std::string& name, double amount);
   [[nodiscard]] double get(const std::string& name) const;

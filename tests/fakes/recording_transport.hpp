@@ -1,0 +1,47 @@
+#pragma once
+// A transport that records what components send instead of delivering it, and a worker
+// launcher that hands out addresses without starting anything: they let tests drive a
+// component's logic message by message, with no threads and no timing.
+
+#include "node/node_agent.hpp"
+#include "transport/transport.hpp"
+
+#include <utility>
+#include <vector>
+
+namespace celer::fakes {
+
+class recording_transport final : public transport {
+public:
+  bool send(const address& to, protocol::message m) override {
+    sent.emplace_back(to, std::move(m));
+    return true;
+  }
+  /// Messages of type T sent so far (and forgets them).
+  template <class T>
+  std::vector<std::pair<address, T>> take() {
+    std::vector<std::pair<address, T>> out;
+    std::vector<std::pair<address, protocol::message>> rest;
+    for (auto& [to, m] : sent) {
+      if (auto* t = std::get_if<T>(&m)) {
+        out.emplace_back(to, std::move(*t));
+      } else {
+        rest.emplace_back(to, std::move(m));
+      }
+    }
+    sent = std::move(rest);
+    return out;
+  }
+  std::vector<std::pair<address, protocol::message>> sent;
+};
+
+class fake_launcher final : public worker_launcher {
+public:
+  address launch(const worker_id& id) override {
+    launched.push_back(id);
+    return address{id, {}};
+  }
+  std::vector<worker_id> launched;
+};
+
+} // namespace celer::fakes

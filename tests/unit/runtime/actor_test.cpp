@@ -1,0 +1,92 @@
+// Actors: state, ordering, concurrency, names, kill.
+#include "unit/runtime/fixtures.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+
+using namespace celer_test;
+using namespace std::chrono_literals;
+
+TEST_CASE("an actor keeps its state between calls", "[actor]") {
+  scoped_runtime rt;
+  auto c = celer::actor(make_counter).remote(10);
+  REQUIRE(celer::get(c.task(&counter::incr).remote(5)) == 15);
+  REQUIRE(celer::get(c.task(&counter::incr).remote(5)) == 20);
+  REQUIRE(celer::get(c.task(&counter::read).remote()) == 20);
+}
+
+TEST_CASE("calls from one caller run in submission order, one at a time", "[actor]") {
+  scoped_runtime rt;
+  auto c = celer::actor(make_counter).remote(0);
+  // Submitted back to back, before the actor is even constructed.
+  std::vector<celer::object_ref<std::vector<int>>> refs;
+  for (int i = 0; i < 200; ++i) refs.push_back(c.task(&counter::log_call).remote(i));
+  auto last = celer::get(refs.back());
+  REQUIRE(last.size() == 200);
+  for (int i = 0; i < 200; ++i) REQUIRE(last[static_cast<std::size_t>(i)] == i);
+  // Each call saw exactly the calls before it: none overlapped.
+  for (int i = 0; i < 200; i += 37) {
+    REQUIRE(celer::get(refs[static_cast<std::size_t>(i)]).size() == static_cast<std::size_t>(i + 1));
+  }
+}
+
+TEST_CASE("an actor with max_concurrency above 1 runs calls at the same time", "[actor]") {
+  scoped_runtime rt;
+  release_gate = false;
+  auto r = celer::actor(make_rendezvous).options({.max_concurrency = 3}).remote();
+  std::vector<celer::object_ref<int>> refs;
+  for (int i = 0; i < 3; ++i) refs.push_back(r.task(&rendezvous::meet).remote(3));
+  // Each call returns only once all three are inside: impossible one at a time.
+  for (auto& ref : refs) REQUIRE(celer::get(ref, 30s) >= 3);
+}
+
+TEST_CASE("an actor with max_concurrency 1 never runs two calls at once", "[actor]") {
+  scoped_runtime rt;
+  release_gate = false;
+  auto r = celer::actor(make_rendezvous).remote();
+  auto first = r.task(&rendezvous::meet).remote(2);
+  auto second = r.task(&rendezvous::meet).remote(2);
+  auto [ready, pending] = celer::wait(std::vector{first, second}, 1, 200ms);
+  REQUIRE(ready.empty());  // the first waits for a second caller that cannot enter
+  release_gate = true;
+  REQUIRE(celer::get(first) == 1);   // it was alone inside
+  REQUIRE(celer::get(second) == 2);
+}
+
+TEST_CASE("a named actor is found again with get_actor", "[actor]") {
+  scoped_runtime rt;
+  auto c = celer::actor(make_counter).options({.name = "shared"}).remote(1);
+  auto again = celer::get_actor<counter>("shared");
+  REQUIRE(again == c);
+  REQUIRE(celer::get(again.task(&counter::incr).remote(1)) == 2);
+  REQUIRE(celer::get(c.task(&counter::read).remote()) == 2);
+}
+
+TEST_CASE("an actor handle passed to a task calls the same actor", "[actor][nested]") {
+  scoped_runtime rt;
+  auto c = celer::actor(make_counter).remote(100);
+  REQUIRE(celer::get(c.task(&counter::add_via_task).remote(5)) == 105);
+}
+
+TEST_CASE("a killed actor fails later calls with actor_died_error", "[actor][errors]") {
+  scoped_runtime rt;
+  auto c = celer::actor(make_counter).options({.name = "doomed"}).remote(0);
+  REQUIRE(celer::get(c.task(&counter::incr).remote(1)) == 1);
+  celer::kill(c);
+  REQUIRE_THROWS_AS(celer::get(c.task(&counter::incr).remote(1)), celer::actor_died_error);
+  // Its name is free again.
+  REQUIRE_THROWS_AS(celer::get_actor<counter>("doomed"), celer::exception);
+  auto next = celer::actor(make_counter).options({.name = "doomed"}).remote(7);
+  REQUIRE(celer::get(next.task(&counter::read).remote()) == 7);
+}
+
+TEST_CASE("killing an actor returns its resources to the node", "[actor][resources]") {
+  scoped_runtime rt;
+  auto c = celer::actor(make_counter).options({.num_cpus = 2}).remote(0);
+  REQUIRE(celer::get(c.task(&counter::incr).remote(1)) == 1);
+  REQUIRE(celer::available_resources()["CPU"] == 0);
+  celer::kill(c);
+  // The 2-CPU task below can only run once the actor's CPUs are back.
+  REQUIRE(celer::get(celer::task(add).options({.num_cpus = 2}).remote(1, 1), 30s) == 2);
+}

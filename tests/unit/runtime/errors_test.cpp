@@ -1,0 +1,177 @@
+// Every error a user can meet: typed, understandable, and the runtime keeps working.
+#include "unit/runtime/fixtures.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+
+using namespace celer_test;
+using namespace std::chrono_literals;
+using Catch::Matchers::Contains;
+
+TEST_CASE("an exception in remote code reaches get as task_error", "[errors]") {
+  scoped_runtime rt;
+  auto r = celer::task(fail_with).remote(std::string("disk on fire"));
+  try {
+    celer::get(r);
+    FAIL("get did not throw");
+  } catch (const celer::task_error& e) {
+    REQUIRE(e.function() == "fail_with");
+    REQUIRE(e.remote_message() == "disk on fire");
+    REQUIRE_THAT(e.what(), Contains("fail_with") && Contains("disk on fire"));
+    REQUIRE_FALSE(e.node().empty());
+    REQUIRE_FALSE(e.worker().empty());
+  }
+  REQUIRE(celer::get(celer::task(add).remote(2, 2)) == 4);  // still working
+}
+
+TEST_CASE("a failed argument makes the dependent task fail with the original error", "[errors]") {
+  scoped_runtime rt;
+  auto bad = celer::task(fail_with).remote(std::string("upstream"));
+  auto dependent = celer::task(twice).remote(bad);
+  REQUIRE_THROWS_AS(celer::get(dependent), celer::task_error);
+  try {
+    celer::get(dependent);
+  } catch (const celer::task_error& e) {
+    REQUIRE(e.function() == "fail_with");
+  }
+}
+
+TEST_CASE("calling a function that is not registered throws not_found", "[errors]") {
+  scoped_runtime rt;
+  auto unregistered = +[](int x) { return x; };
+  try {
+    celer::task(unregistered).remote(1);
+    FAIL("no error");
+  } catch (const celer::exception& e) {
+    REQUIRE(e.code() == celer::error_code::not_found);
+    REQUIRE_THAT(e.what(), Contains("CELER_REMOTE"));
+  }
+}
+
+TEST_CASE("a worker that does not know the function name fails the task clearly", "[errors]") {
+  scoped_runtime rt;
+  celer::detail::remote_entry fake = *celer::detail::find_remote("add");
+  fake.name = "no_such_function";
+  auto r = celer::detail::submit_task(fake, {}, {});
+  try {
+    celer::detail::decode_result<int>(celer::detail::fetch({r}, std::nullopt).front());
+    FAIL("no error");
+  } catch (const celer::exception& e) {
+    REQUIRE(e.code() == celer::error_code::not_found);
+    REQUIRE_THAT(e.what(), Contains("no_such_function") && Contains("not registered"));
+  }
+}
+
+TEST_CASE("arguments that do not match the registered signature fail clearly", "[errors]") {
+  scoped_runtime rt;
+  const auto& entry = *celer::detail::find_remote("add");
+  SECTION("too few arguments") {
+    std::vector<celer::detail::arg_spec> args(1);
+    args[0].value = celer::detail::pack(1);
+    auto r = celer::detail::restore<int>(celer::detail::submit_task(entry, args, {}));
+    try {
+      celer::get(r);
+      FAIL("no error");
+    } catch (const celer::exception& e) {
+      REQUIRE(e.code() == celer::error_code::invalid_argument);
+      REQUIRE_THAT(e.what(), Contains("add takes 2 argument(s), 1 given"));
+    }
+  }
+  SECTION("an argument of the wrong type") {
+    std::vector<celer::detail::arg_spec> args(2);
+    args[0].value = celer::detail::pack(std::string("one"));
+    args[1].value = celer::detail::pack(2);
+    auto r = celer::detail::restore<int>(celer::detail::submit_task(entry, args, {}));
+    try {
+      celer::get(r);
+      FAIL("no error");
+    } catch (const celer::exception& e) {
+      REQUIRE(e.code() == celer::error_code::invalid_argument);
+      REQUIRE_THAT(e.what(), Contains("argument 1 of add"));
+    }
+  }
+  REQUIRE(celer::get(celer::task(add).remote(1, 1)) == 2);
+}
+
+TEST_CASE("get past its timeout throws get_timeout_error and the object still arrives",
+          "[errors]") {
+  scoped_runtime rt;
+  release_gate = false;
+  auto r = celer::task(hold_until_released).remote(3);
+  REQUIRE_THROWS_AS(celer::get(r, 50ms), celer::get_timeout_error);
+  release_gate = true;
+  REQUIRE(celer::get(r) == 3);
+}
+
+TEST_CASE("a task needing more CPUs than any node has fails at once as infeasible",
+          "[errors][resources]") {
+  scoped_runtime rt;
+  auto r = celer::task(add).options({.num_cpus = 64}).remote(1, 2);
+  try {
+    celer::get(r, 30s);
+    FAIL("no error");
+  } catch (const celer::infeasible_error& e) {
+    REQUIRE_THAT(e.what(), Contains("CPU") && Contains("add"));
+  }
+  auto g = celer::task(add).options({.num_gpus = 1}).remote(1, 2);
+  REQUIRE_THROWS_AS(celer::get(g, 30s), celer::infeasible_error);
+  auto custom = celer::task(add).options({.resources = {{"tpu", 1}}}).remote(1, 2);
+  REQUIRE_THROWS_AS(celer::get(custom, 30s), celer::infeasible_error);
+}
+
+TEST_CASE("an actor needing more than any node has fails at creation", "[errors][resources]") {
+  scoped_runtime rt;
+  REQUIRE_THROWS_AS(celer::actor(make_counter).options({.num_cpus = 64}).remote(0),
+                    celer::infeasible_error);
+}
+
+TEST_CASE("invalid resource requests are rejected at submission", "[errors][resources]") {
+  scoped_runtime rt;
+  REQUIRE_THROWS_AS(celer::task(add).options({.num_cpus = -1}).remote(1, 2), celer::exception);
+  REQUIRE_THROWS_AS(celer::task(add).options({.num_gpus = 1.5}).remote(1, 2), celer::exception);
+  REQUIRE_THROWS_AS(celer::actor(make_counter).options({.max_concurrency = 0}).remote(0),
+                    celer::exception);
+}
+
+TEST_CASE("an actor whose constructor throws fails its calls with the reason", "[errors][actor]") {
+  scoped_runtime rt;
+  auto b = celer::actor(make_broken).remote();
+  try {
+    celer::get(b.task(&broken::f).remote(), 30s);
+    FAIL("no error");
+  } catch (const celer::actor_died_error& e) {
+    REQUIRE_THAT(e.what(), Contains("constructor exploded"));
+  }
+}
+
+TEST_CASE("a second actor with a taken name is refused", "[errors][actor]") {
+  scoped_runtime rt;
+  auto a = celer::actor(make_counter).options({.name = "unique"}).remote(0);
+  try {
+    celer::actor(make_counter).options({.name = "unique"}).remote(0);
+    FAIL("no error");
+  } catch (const celer::exception& e) {
+    REQUIRE(e.code() == celer::error_code::already_exists);
+  }
+  REQUIRE(celer::get(a.task(&counter::incr).remote(1)) == 1);
+}
+
+TEST_CASE("get_actor reports a missing name and a wrong type", "[errors][actor]") {
+  scoped_runtime rt;
+  REQUIRE_THROWS_AS(celer::get_actor<counter>("nobody"), celer::exception);
+  celer::actor(make_counter).options({.name = "typed"}).remote(0);
+  try {
+    celer::get_actor<rendezvous>("typed");
+    FAIL("no error");
+  } catch (const celer::exception& e) {
+    REQUIRE(e.code() == celer::error_code::invalid_argument);
+  }
+}
+
+TEST_CASE("get of a ref this process never made is object_lost", "[errors]") {
+  scoped_runtime rt;
+  auto made = celer::put(1);
+  celer::object_ref<int> forged(celer::object_id::random(), made.owner());
+  REQUIRE_THROWS_AS(celer::get(forged), celer::object_lost_error);
+}

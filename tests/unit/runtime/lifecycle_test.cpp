@@ -1,0 +1,115 @@
+// init and shutdown: twice, out of order, with work in flight; no thread left behind.
+#include "unit/runtime/fixtures.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <thread>
+
+using namespace celer_test;
+using namespace std::chrono_literals;
+using Catch::Matchers::Contains;
+
+TEST_CASE("init twice is a clear error", "[lifecycle]") {
+  scoped_runtime rt;
+  try {
+    celer::init();
+    FAIL("no error");
+  } catch (const celer::exception& e) {
+    REQUIRE(e.code() == celer::error_code::failed_precondition);
+    REQUIRE_THAT(e.what(), Contains("twice"));
+  }
+  REQUIRE(celer::get(celer::task(add).remote(1, 1)) == 2);
+}
+
+TEST_CASE("get after shutdown is a clear error", "[lifecycle]") {
+  celer::object_ref<int> r;
+  {
+    scoped_runtime rt;
+    r = celer::task(add).remote(1, 1);
+    REQUIRE(celer::get(r) == 2);
+  }
+  REQUIRE_FALSE(celer::is_initialized());
+  try {
+    celer::get(r);
+    FAIL("no error");
+  } catch (const celer::exception& e) {
+    REQUIRE(e.code() == celer::error_code::failed_precondition);
+    REQUIRE_THAT(e.what(), Contains("not initialized"));
+  }
+  REQUIRE_THROWS_AS(celer::task(add).remote(1, 1), celer::exception);
+  REQUIRE_THROWS_AS(celer::put(1), celer::exception);
+}
+
+TEST_CASE("shutdown without init, and twice, does nothing", "[lifecycle]") {
+  REQUIRE_NOTHROW(celer::shutdown());
+  celer::init({.num_cpus = 1});
+  celer::shutdown();
+  REQUIRE_NOTHROW(celer::shutdown());
+}
+
+TEST_CASE("init after shutdown starts a fresh runtime", "[lifecycle]") {
+  for (int round = 0; round < 3; ++round) {
+    scoped_runtime rt;
+    REQUIRE(celer::get(celer::task(add).remote(round, 1)) == round + 1);
+  }
+}
+
+TEST_CASE("shutdown with work in flight returns and leaves no thread behind", "[lifecycle]") {
+  const int before = thread_count();
+  celer::init({.num_cpus = 2});
+  std::vector<celer::object_ref<int>> refs;
+  for (int i = 0; i < 200; ++i) refs.push_back(celer::task(sleep_ms).remote(5));
+  auto c = celer::actor(make_counter).remote(0);
+  for (int i = 0; i < 50; ++i) c.task(&counter::incr).remote(1);
+  auto nested = celer::task(fib).remote(12);
+  REQUIRE(thread_count() > before);
+  celer::shutdown();
+  REQUIRE_FALSE(celer::is_initialized());
+  REQUIRE(thread_count() == before);
+}
+
+TEST_CASE("a get blocked in another thread returns with an error at shutdown", "[lifecycle]") {
+  celer::init({.num_cpus = 1});
+  release_gate = false;
+  auto r = celer::task(hold_until_released).remote(1);
+  std::string error;
+  std::thread waiter([&] {
+    try {
+      celer::get(r);
+    } catch (const celer::exception& e) {
+      error = e.what();
+    }
+  });
+  // The waiter is inside get (or about to be); shutdown wakes it either way. The gate is
+  // released after shutdown began so that the running task can finish.
+  std::thread releaser([] {
+    std::this_thread::sleep_for(50ms);
+    release_gate = true;
+  });
+  celer::shutdown();
+  waiter.join();
+  releaser.join();
+  // Either the value arrived first, or the waiter was told why it stopped.
+  if (!error.empty()) REQUIRE_THAT(error, Contains("shut"));
+}
+
+TEST_CASE("init reads --celer-num-cpus from the command line", "[lifecycle][resources]") {
+  const char* args[] = {"prog", "--celer-num-cpus=3", "positional"};
+  celer::init(3, const_cast<char**>(args));
+  auto total = celer::cluster_resources();
+  celer::shutdown();
+  REQUIRE(total["CPU"] == 3);
+}
+
+TEST_CASE("init with a cluster address explains that this build runs embedded", "[lifecycle]") {
+  try {
+    celer::init({.address = "10.0.0.1:6380"});
+    celer::shutdown();
+    FAIL("no error");
+  } catch (const celer::exception& e) {
+    REQUIRE(e.code() == celer::error_code::unavailable);
+    REQUIRE_THAT(e.what(), Contains("10.0.0.1:6380"));
+  }
+  REQUIRE_FALSE(celer::is_initialized());
+}
