@@ -2,14 +2,13 @@
 # Installs every Debian package that building and testing celer needs.
 # Idempotent and non-interactive: running it twice is safe and the second run is quick.
 # Usage: scripts/install-deps.sh            (as root, or with sudo available)
-#        CELER_WITH_TORCH=0 scripts/install-deps.sh   to skip LibTorch (large)
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config git ca-certificates
+  build-essential cmake ninja-build pkg-config git ca-certificates
   libcaf-dev                      # CAF 0.17: the actor system under head, node and worker
   libzmq3-dev cppzmq-dev          # transport
-  libmsgpack-cxx-dev              # wire encoding
+  libmsgpack-cxx-dev libboost-dev # wire encoding (msgpack-cxx's CMake package wants Boost headers)
   librocksdb-dev                  # object spill, durable objects, head state
   catch2                          # tests (Catch2 v2)
   libcli11-dev                    # the celer command line
@@ -17,9 +16,7 @@ packages=(
   libsodium-dev                   # cluster tokens
   iproute2 procps                 # network-namespace tests, process checks
 )
-if [[ "${CELER_WITH_TORCH:-1}" != 0 ]]; then
-  packages+=(libtorch-dev)        # built-in trainer actors and apps
-fi
+# LibTorch (libtorch-dev) joins this list with the built-in trainer actors that use it.
 
 sudo_cmd=()
 if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi

@@ -84,6 +84,13 @@ void head::on(protocol::create_actor& m) {
   protocol::create_actor_reply reply;
   reply.request_id = m.request_id;
   const auto& spec = m.spec;
+  if (auto known = actors_.find(spec.actor); known != actors_.end()) {
+    // A retried request (its reply was lost): the actor is already registered and placed.
+    known->second.subscribers.push_back(m.reply_to);
+    reply.ok = true;
+    (void)net_.send(m.reply_to, std::move(reply));
+    return;
+  }
   if (!spec.actor_name.empty()) {
     auto it = names_.find(spec.actor_name);
     if (it != names_.end()) {

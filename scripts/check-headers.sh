@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Checks the public headers (CAF's forbidden-includes check and Seastar's checkheaders):
+#  1. no public header includes an internal (src/) header or an implementation library
+#     (ZeroMQ, CAF, RocksDB, LibTorch, CUDA); msgpack only in celer/codec.hpp, where it is
+#     the documented value format of the API;
+#  2. each public header compiles on its own.
+# Usage: scripts/check-headers.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+status=0
+headers=$( (find runtime/include store/include gpu/include actors/include -name '*.hpp' 2>/dev/null || true) | sort)
+
+forbidden='#include [<"](zmq|caf/|rocksdb/|torch/|ATen/|cuda|nccl|nvml)|#include "[^"]*src/'
+if grep -nE "$forbidden" $headers; then
+  echo "check-headers: the includes above do not belong in public headers" >&2
+  status=1
+fi
+if grep -nE '#include [<"]msgpack' $headers | grep -v '^runtime/include/celer/codec.hpp:'; then
+  echo "check-headers: include msgpack only through <celer/codec.hpp>" >&2
+  status=1
+fi
+
+includes=()
+for d in runtime/include store/include gpu/include actors/include; do
+  [[ -d $d ]] && includes+=("-I$d")
+done
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for h in $headers; do
+  rel=${h#*/include/}
+  printf '#include <%s>\n#include <%s>\n' "$rel" "$rel" > "$tmp/check.cpp"
+  if ! g++ -std=c++20 -fsyntax-only -Wall -Wextra -Wpedantic -Werror \
+       -Wno-missing-field-initializers "${includes[@]}" "$tmp/check.cpp" 2> "$tmp/err"; then
+    echo "check-headers: <$rel> does not compile on its own:" >&2
+    head -20 "$tmp/err" >&2
+    status=1
+  fi
+done
+[[ $status -eq 0 ]] && echo "check-headers: $(echo "$headers" | wc -l) public headers ok"
+exit $status
