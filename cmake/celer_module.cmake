@@ -10,8 +10,11 @@ function(celer_add_module name)
   set(target celer_${name})
   add_library(${target} SHARED ${arg_SOURCES})
   add_library(celer::${name} ALIAS ${target})
+  # Installed modules sit side by side in CMAKE_INSTALL_LIBDIR, so each finds the others
+  # through its own directory.
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${name} OUTPUT_NAME celer_${name}
-                                             POSITION_INDEPENDENT_CODE ON)
+                                             POSITION_INDEPENDENT_CODE ON
+                                             INSTALL_RPATH "$ORIGIN")
   target_include_directories(${target}
     PUBLIC $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
            $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
