@@ -6,7 +6,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config git ca-certificates
+  build-essential cmake ninja-build pkg-config git ca-certificates
   libcaf-dev                      # CAF 0.17: the actor system under head, node and worker
   libzmq3-dev cppzmq-dev          # transport
   libmsgpack-cxx-dev              # wire encoding
