@@ -10,18 +10,27 @@ function(celer_add_module name)
   set(target celer_${name})
   add_library(${target} SHARED ${arg_SOURCES})
   add_library(celer::${name} ALIAS ${target})
+  # Installed modules sit side by side in CMAKE_INSTALL_LIBDIR, so each finds the others
+  # through its own directory.
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${name} OUTPUT_NAME celer_${name}
-                                             POSITION_INDEPENDENT_CODE ON)
+                                             POSITION_INDEPENDENT_CODE ON
+                                             INSTALL_RPATH "$ORIGIN")
   target_include_directories(${target}
     PUBLIC $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
            $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
     PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
   target_link_libraries(${target} PUBLIC ${arg_DEPS} PRIVATE ${arg_PRIVATE_DEPS})
+  # The public headers are C++20 (operator<=>, abbreviated templates), so every user of a
+  # module compiles as C++20 at least, installed users included.
+  target_compile_features(${target} PUBLIC cxx_std_20)
   celer_set_warnings(${target})
   install(TARGETS ${target} EXPORT celer-targets
           ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
           LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
-  install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  # Inside a function, CMAKE_CURRENT_SOURCE_DIR is the calling module's directory (where a
+  # bare "include/" would resolve too); spelled out so the reader need not know that rule.
+  # The trailing slash installs the contents, giving <prefix>/include/celer/*.hpp.
+  install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 endfunction()
 
 function(celer_set_warnings target)
