@@ -4,6 +4,7 @@
 #include "log.hpp"
 #include "node/node_agent.hpp"
 #include "transport/caf_types.hpp"
+#include "transport/tsan.hpp"
 #include "worker/worker.hpp"
 
 #include <caf/all.hpp>
@@ -12,6 +13,13 @@
 
 #include <mutex>
 #include <thread>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace celer {
@@ -21,8 +29,10 @@ namespace {
 template <class Component>
 caf::behavior component_behavior(caf::event_based_actor* self, std::shared_ptr<Component> c,
                                  local_transport* net, unique_id id, const char* what) {
+  tsan::acquire(id);  // the spawner released before spawning
   return {
     [=](protocol::message& m) {
+      tsan::acquire(id);
       const bool stop = std::holds_alternative<protocol::shutdown_component>(m);
       try {
         c->handle(m);
@@ -35,6 +45,8 @@ caf::behavior component_behavior(caf::event_based_actor* self, std::shared_ptr<C
         net->unbind(id);
         self->quit();
       }
+      // The next message may run on another scheduler thread; order it after this one.
+      tsan::release(id);
     },
   };
 }
@@ -55,14 +67,54 @@ struct embedded_runtime::impl : worker_launcher {
   address head_addr, node_addr;
   node_id node;
   caf::actor head_actor, node_actor, core_actor;
+  /// Kernel thread ids of the detached worker threads, so that stop() can wait until each
+  /// has really exited (CAF detaches them and does not join).
+  std::mutex threads_mutex;
+  std::vector<pid_t> worker_threads;
 
   address launch(const worker_id& id) override {
     address addr{id, {}};
     worker::config wc{id, addr, node_addr, head_addr, node};
     auto w = std::make_shared<worker>(net, *core, wc);
-    auto a = sys->spawn<caf::detached>(component_behavior<worker>, w, &net, id, "worker");
+    tsan::release(id);
+    auto a = sys->spawn<caf::detached>(
+      [this, w, id](caf::event_based_actor* self) {
+        {  // runs on the worker's own thread
+          std::lock_guard lock(threads_mutex);
+          worker_threads.push_back(static_cast<pid_t>(::syscall(SYS_gettid)));
+        }
+        return component_behavior<worker>(self, w, &net, id, "worker");
+      });
     net.bind(id, a);
     return addr;
+  }
+
+  /// Waits (boundedly) until every worker thread has left the process.
+  void await_worker_threads() {
+    std::lock_guard lock(threads_mutex);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (pid_t tid : worker_threads) {
+      const std::string path = "/proc/self/task/" + std::to_string(tid);
+      while (::access(path.c_str(), F_OK) == 0 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    }
+    worker_threads.clear();
+    // A worker stopped before its thread ran its initialiser is not in the list; CAF names
+    // every detached actor's thread "caf.actor", and only this runtime starts them.
+    while (detached_threads_alive() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+
+  static bool detached_threads_alive() {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+      std::ifstream comm(e.path() / "comm");
+      std::string name;
+      if (std::getline(comm, name) && name == "caf.actor") return true;
+    }
+    return false;
   }
 };
 
@@ -99,6 +151,7 @@ embedded_runtime::embedded_runtime(const knob_values& k, const init_options& opt
   s.core = core_.get();
 
   auto h = std::make_shared<head>(s.net, s.head_addr);
+  tsan::release(s.head_addr.id);
   s.head_actor = s.sys->spawn(component_behavior<head>, h, &s.net, s.head_addr.id, "head");
   s.net.bind(s.head_addr.id, s.head_actor);
 
@@ -111,6 +164,7 @@ embedded_runtime::embedded_runtime(const knob_values& k, const init_options& opt
     k.max_idle_workers > 0 ? k.max_idle_workers : static_cast<int>(2 * std::max(1.0, cpus));
   auto n = std::make_shared<node_agent>(s.net, s, nc);
   n->start();  // queued for the head before anything else can reach it
+  tsan::release(node_);
   s.node_actor = s.sys->spawn(component_behavior<node_agent>, n, &s.net, node_, "node");
   s.net.bind(node_, s.node_actor);
 
@@ -121,6 +175,7 @@ embedded_runtime::embedded_runtime(const knob_values& k, const init_options& opt
     }
   };
   auto cs = std::make_shared<core_shell>(core_shell{core_.get()});
+  tsan::release(core_addr.id);
   s.core_actor = s.sys->spawn(component_behavior<core_shell>, cs, &s.net, core_addr.id, "core");
   s.net.bind(core_addr.id, s.core_actor);
 }
@@ -138,8 +193,9 @@ void embedded_runtime::stop() {
   s.core_actor = nullptr;
   s.sys->await_all_actors_done();  // running tasks finish; every worker thread exits
   s.net.clear();
-  s.sys.reset();
+  s.sys.reset();  // joins the scheduler's threads
   s.cfg.reset();
+  s.await_worker_threads();
 }
 
 embedded_runtime::~embedded_runtime() { stop(); }

@@ -33,7 +33,7 @@ TEST_CASE("calls from one caller run in submission order, one at a time", "[acto
 
 TEST_CASE("an actor with max_concurrency above 1 runs calls at the same time", "[actor]") {
   scoped_runtime rt;
-  release_gate = false;
+  closed_gate gate;
   auto r = celer::actor(make_rendezvous).options({.max_concurrency = 3}).remote();
   std::vector<celer::object_ref<int>> refs;
   for (int i = 0; i < 3; ++i) refs.push_back(r.task(&rendezvous::meet).remote(3));
@@ -43,7 +43,7 @@ TEST_CASE("an actor with max_concurrency above 1 runs calls at the same time", "
 
 TEST_CASE("an actor with max_concurrency 1 never runs two calls at once", "[actor]") {
   scoped_runtime rt;
-  release_gate = false;
+  closed_gate gate;
   auto r = celer::actor(make_rendezvous).remote();
   auto first = r.task(&rendezvous::meet).remote(2);
   auto second = r.task(&rendezvous::meet).remote(2);

@@ -97,7 +97,7 @@ TEST_CASE("arguments that do not match the registered signature fail clearly", "
 TEST_CASE("get past its timeout throws get_timeout_error and the object still arrives",
           "[errors]") {
   scoped_runtime rt;
-  release_gate = false;
+  closed_gate gate;
   auto r = celer::task(hold_until_released).remote(3);
   REQUIRE_THROWS_AS(celer::get(r, 50ms), celer::get_timeout_error);
   release_gate = true;

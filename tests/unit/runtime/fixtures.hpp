@@ -21,6 +21,8 @@ struct scoped_runtime {
 
 /// Threads of this process, from /proc/self/task.
 int thread_count();
+/// "tid:name" of every thread of this process, for failure messages.
+std::string thread_names();
 
 struct point {
   double x = 0, y = 0;
@@ -48,6 +50,16 @@ int use_counter_in_task(int start);
 int hold_until_released(int id);
 extern std::atomic<bool> release_gate;
 extern std::atomic<int> gate_holders;
+
+/// Closes release_gate for one test and opens it when the test ends, even by a failed
+/// REQUIRE, so that shutdown never waits on a task spinning at a closed gate. Declare it
+/// after the scoped_runtime so that it opens first.
+struct closed_gate {
+  closed_gate() { release_gate = false; }
+  ~closed_gate() { release_gate = true; }
+  closed_gate(const closed_gate&) = delete;
+  closed_gate& operator=(const closed_gate&) = delete;
+};
 
 struct counter {
   explicit counter(int start) : value(start) {}

@@ -44,7 +44,7 @@ TEST_CASE("the embedded node offers the configured and default resources", "[res
 
 TEST_CASE("a running task holds its CPUs and a 2-CPU task waits for them", "[resources]") {
   celer_test::scoped_runtime rt({.num_cpus = 2});
-  celer_test::release_gate = false;
+  celer_test::closed_gate gate;
   auto holder = celer::task(celer_test::hold_until_released).remote(1);
   while (celer_test::gate_holders.load() == 0) std::this_thread::sleep_for(1ms);
   REQUIRE(celer::available_resources()["CPU"] == 1);
@@ -58,7 +58,7 @@ TEST_CASE("a running task holds its CPUs and a 2-CPU task waits for them", "[res
 
 TEST_CASE("custom resources limit how many tasks run at once", "[resources]") {
   celer_test::scoped_runtime rt({.num_cpus = 4, .resources = {{"licence", 1}}});
-  celer_test::release_gate = false;
+  celer_test::closed_gate gate;
   auto first = celer::task(celer_test::hold_until_released)
                  .options({.num_cpus = 0, .resources = {{"licence", 1}}})
                  .remote(1);
