@@ -11,17 +11,9 @@ head::head(transport& net, address self) : net_(net), self_(std::move(self)) {}
 void head::handle(protocol::message& m) {
   std::visit(
     [&](auto& msg) {
-      using T = std::decay_t<decltype(msg)>;
-      if constexpr (std::is_same_v<T, protocol::register_node> ||
-                    std::is_same_v<T, protocol::submit_task> ||
-                    std::is_same_v<T, protocol::create_actor> ||
-                    std::is_same_v<T, protocol::actor_started> ||
-                    std::is_same_v<T, protocol::actor_failed> ||
-                    std::is_same_v<T, protocol::subscribe_actor> ||
-                    std::is_same_v<T, protocol::lookup_actor> ||
-                    std::is_same_v<T, protocol::kill_actor>) {
+      if constexpr (requires { on(msg); }) {
         on(msg);
-      } else if constexpr (!std::is_same_v<T, protocol::shutdown_component>) {
+      } else {
         CELER_LOG(warn, "head", std::string("ignored unexpected message ") + protocol::name_of(m));
       }
     },

@@ -40,6 +40,7 @@ private:
   void on(protocol::subscribe_actor& m);
   void on(protocol::lookup_actor& m);
   void on(protocol::kill_actor& m);
+  void on(protocol::shutdown_component&) {}  // the shell stops the actor
   /// A node whose total resources cover `need`, or null; `why` explains a null.
   const std::pair<const node_id, node_info>* feasible_node(const protocol::resource_set& need,
                                                            std::string& why) const;

@@ -26,16 +26,7 @@ void node_agent::start() {
 void node_agent::handle(protocol::message& m) {
   std::visit(
     [&](auto& msg) {
-      using T = std::decay_t<decltype(msg)>;
-      if constexpr (std::is_same_v<T, protocol::submit_task> ||
-                    std::is_same_v<T, protocol::start_actor> ||
-                    std::is_same_v<T, protocol::task_done> ||
-                    std::is_same_v<T, protocol::worker_blocked> ||
-                    std::is_same_v<T, protocol::worker_unblocked> ||
-                    std::is_same_v<T, protocol::actor_exited> ||
-                    std::is_same_v<T, protocol::kill_actor> ||
-                    std::is_same_v<T, protocol::resource_query> ||
-                    std::is_same_v<T, protocol::shutdown_component>) {
+      if constexpr (requires { on(msg); }) {
         on(msg);
       } else {
         CELER_LOG(warn, "node", std::string("ignored unexpected message ") + protocol::name_of(m));
