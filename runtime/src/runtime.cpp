@@ -77,16 +77,22 @@ struct embedded_runtime::impl : worker_launcher {
     worker::config wc{id, addr, node_addr, head_addr, node};
     auto w = std::make_shared<worker>(net, *core, wc);
     tsan::release(id);
-    auto a = sys->spawn<caf::detached>(
-      [this, w, id](caf::event_based_actor* self) {
-        {  // runs on the worker's own thread
-          std::lock_guard lock(threads_mutex);
-          worker_threads.push_back(static_cast<pid_t>(::syscall(SYS_gettid)));
-        }
-        return component_behavior<worker>(self, w, &net, id, "worker");
-      });
+    // Arguments go through spawn rather than a capture: CAF 0.17 dereferences a null
+    // argument tuple when a spawned function takes none (UBSan reports it).
+    auto a = sys->spawn<caf::detached>(worker_behavior, w, this, unique_id(id));
     net.bind(id, a);
     return addr;
+  }
+
+  /// A worker's actor: records its thread (it runs on the worker's own thread), then
+  /// handles messages.
+  static caf::behavior worker_behavior(caf::event_based_actor* self, std::shared_ptr<worker> w,
+                                       impl* rt, unique_id id) {
+    {
+      std::lock_guard lock(rt->threads_mutex);
+      rt->worker_threads.push_back(static_cast<pid_t>(::syscall(SYS_gettid)));
+    }
+    return component_behavior<worker>(self, std::move(w), &rt->net, id, "worker");
   }
 
   /// Waits (boundedly) until every worker thread has left the process.
