@@ -1,0 +1,79 @@
+#include "transport/wire.hpp"
+
+#include <celer/version.hpp>
+
+#include <array>
+#include <utility>
+
+namespace celer::wire {
+namespace {
+
+using decoder = expected<protocol::message> (*)(std::string_view body);
+
+template <std::size_t I>
+expected<protocol::message> decode_alternative(std::string_view body) {
+  using T = std::variant_alternative_t<I, protocol::message>;
+  protocol::message probe{std::in_place_index<I>};
+  auto v = bounded_unpack<T>(body, protocol::name_of(probe));
+  if (!v) return v.error();
+  return protocol::message{std::in_place_index<I>, std::move(*v)};
+}
+
+template <std::size_t... I>
+constexpr std::array<decoder, sizeof...(I)> make_decoders(std::index_sequence<I...>) {
+  return {&decode_alternative<I>...};
+}
+
+constexpr auto decoders =
+  make_decoders(std::make_index_sequence<std::variant_size_v<protocol::message>>{});
+
+} // namespace
+
+std::vector<std::string> encode(const protocol::message& m) {
+  std::string body = std::visit([](const auto& msg) { return detail::pack(msg); }, m);
+  header h{std::string(magic), protocol_version, static_cast<std::uint32_t>(m.index()),
+           body.size()};
+  std::vector<std::string> frames;
+  frames.reserve(2);
+  frames.push_back(detail::pack(h));
+  frames.push_back(std::move(body));
+  return frames;
+}
+
+expected<protocol::message> decode(std::span<const std::string_view> frames,
+                                   std::size_t max_body_bytes) {
+  if (frames.size() != 2) {
+    return error(error_code::invalid_argument,
+                 "a message has 2 frames (header, body), got " + std::to_string(frames.size()));
+  }
+  if (frames[0].size() > max_header_bytes) {
+    return error(error_code::invalid_argument,
+                 "header frame of " + std::to_string(frames[0].size()) + " bytes (at most " +
+                   std::to_string(max_header_bytes) + ")");
+  }
+  auto h = bounded_unpack<header>(frames[0], "header");
+  if (!h) return h.error();
+  if (h->magic != magic) return error(error_code::invalid_argument, "not a celer message");
+  if (h->version != protocol_version) {
+    return error(error_code::failed_precondition,
+                 "protocol version " + std::to_string(h->version) + ", this process speaks " +
+                   std::to_string(protocol_version));
+  }
+  if (h->type >= decoders.size()) {
+    return error(error_code::invalid_argument, "unknown message type " + std::to_string(h->type));
+  }
+  if (h->body_size > max_body_bytes || frames[1].size() > max_body_bytes) {
+    return error(error_code::resource_exhausted,
+                 "message body of " + std::to_string(std::max<std::uint64_t>(h->body_size,
+                                                                              frames[1].size())) +
+                   " bytes exceeds the limit of " + std::to_string(max_body_bytes));
+  }
+  if (h->body_size != frames[1].size()) {
+    return error(error_code::invalid_argument,
+                 "header says " + std::to_string(h->body_size) + " body bytes, frame has " +
+                   std::to_string(frames[1].size()) + " (truncated?)");
+  }
+  return decoders[h->type](frames[1]);
+}
+
+} // namespace celer::wire

@@ -1,0 +1,65 @@
+#pragma once
+// The wire encoding of protocol messages, for the cluster transport: each message is two
+// frames, a small msgpack header [magic, protocol version, type tag, body size] and the
+// msgpack body of the message struct. Decoding never trusts the peer: sizes, version, tag
+// and every field are checked, and a malformed message is an error value, never a crash,
+// an unbounded allocation or a hang.
+
+#include "protocol/messages.hpp"
+
+#include <celer/error.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace celer::wire {
+
+inline constexpr std::string_view magic = "celer";
+/// A header is a handful of small fields; anything larger is not a celer header.
+inline constexpr std::size_t max_header_bytes = 64;
+/// Nesting deeper than this is refused (no message of the protocol nests half as deep).
+inline constexpr std::size_t max_depth = 32;
+
+struct header {
+  std::string magic;
+  std::int32_t version = 0;
+  std::uint32_t type = 0;
+  std::uint64_t body_size = 0;
+  MSGPACK_DEFINE(magic, version, type, body_size)
+};
+
+/// The two frames of `m`: header, body.
+std::vector<std::string> encode(const protocol::message& m);
+
+/// Decodes the frames of one message. Errors: invalid_argument (malformed, truncated,
+/// unknown type, wrong frame count), failed_precondition (another protocol version),
+/// resource_exhausted (a body larger than `max_body_bytes`, checked before parsing).
+expected<protocol::message> decode(std::span<const std::string_view> frames,
+                                   std::size_t max_body_bytes);
+
+/// Reads a T from msgpack with every length bounded by the data itself (an array cannot
+/// hold more elements than there are bytes left), so a forged length cannot make the
+/// decoder allocate more than the input's size.
+template <class T>
+expected<T> bounded_unpack(std::string_view data, std::string_view what) {
+  const std::size_t n = data.size();
+  try {
+    std::size_t offset = 0;
+    msgpack::object_handle oh = msgpack::unpack(data.data(), n, offset, nullptr, nullptr,
+                                                msgpack::unpack_limit(n, n, n, n, n, max_depth));
+    if (offset != n) {
+      return error(error_code::invalid_argument,
+                   std::string(what) + ": " + std::to_string(n - offset) + " trailing bytes");
+    }
+    return oh.get().as<T>();
+  } catch (const std::exception& e) {
+    return error(error_code::invalid_argument,
+                 std::string(what) + " is malformed (" + e.what() + ")");
+  }
+}
+
+} // namespace celer::wire
