@@ -1,10 +1,14 @@
 // The public API's entry points: init/shutdown and the detail:: calls the templates make.
+#include "cluster/processes.hpp"
 #include "config/knobs.hpp"
 #include "core/core_worker.hpp"
+#include "log.hpp"
 #include "runtime.hpp"
 
 #include <celer/api.hpp>
 
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 
@@ -12,9 +16,9 @@ namespace celer {
 namespace {
 
 std::mutex runtime_mutex;  // guards the_runtime's replacement (init/shutdown)
-std::shared_ptr<embedded_runtime> the_runtime;
+std::shared_ptr<runtime_base> the_runtime;
 
-std::shared_ptr<embedded_runtime> running() {
+std::shared_ptr<runtime_base> running() {
   std::lock_guard lock(runtime_mutex);
   if (!the_runtime) {
     throw exception(error_code::failed_precondition,
@@ -23,21 +27,44 @@ std::shared_ptr<embedded_runtime> running() {
   return the_runtime;
 }
 
+/// Serves as a worker process until the node agent stops it, then ends the process.
+[[noreturn]] void serve_as_worker(const knob_values& k) {
+  int code = 0;
+  try {
+    set_knobs(k);
+    auto rt = std::make_shared<cluster::worker_process>(k);
+    {
+      std::lock_guard lock(runtime_mutex);
+      the_runtime = rt;
+    }
+    rt->wait_until_finished();
+    {
+      std::lock_guard lock(runtime_mutex);
+      the_runtime.reset();
+    }
+    rt->stop();
+  } catch (const std::exception& e) {
+    CELER_LOG(error, "worker", std::string("worker process failed: ") + e.what());
+    code = 1;
+  }
+  std::fflush(nullptr);
+  std::_Exit(code);  // user code's static objects belong to the driver, not to workers
+}
+
 void start(const knob_values& k, const init_options& options) {
+  if (cluster::worker_mode_requested()) serve_as_worker(k);
   std::string address = options.address.empty() ? k.address : options.address;
   std::lock_guard lock(runtime_mutex);
   if (the_runtime) {
     throw exception(error_code::failed_precondition,
                     "celer::init was called twice: call celer::shutdown() before starting again");
   }
-  if (!address.empty()) {
-    throw exception(error_code::unavailable,
-                    "cannot connect to the cluster at '" + address +
-                      "': this build of celer runs embedded only; unset CELER_ADDRESS and "
-                      "--celer-address to run in this process");
-  }
   set_knobs(k);
-  the_runtime = std::make_shared<embedded_runtime>(k, options);
+  if (!address.empty()) {
+    the_runtime = std::make_shared<cluster::cluster_driver>(k, address);
+  } else {
+    the_runtime = std::make_shared<embedded_runtime>(k, options);
+  }
 }
 
 } // namespace
@@ -49,8 +76,12 @@ void init(int argc, char** argv) {
 
 void init(const init_options& options) { start(load_knobs(0, nullptr), options); }
 
+void serve_if_worker() {
+  if (cluster::worker_mode_requested()) serve_as_worker(load_knobs(0, nullptr));
+}
+
 void shutdown() {
-  std::shared_ptr<embedded_runtime> rt;
+  std::shared_ptr<runtime_base> rt;
   {
     std::lock_guard lock(runtime_mutex);
     rt = std::move(the_runtime);

@@ -37,11 +37,18 @@ public:
 
 class fake_launcher final : public worker_launcher {
 public:
-  address launch(const worker_id& id) override {
-    launched.push_back(id);
-    return address{id, {}};
+  /// Workers start ready (like threads) unless `as_processes`: then they wait for
+  /// worker_ready, like processes.
+  launched launch(const worker_id& id, const protocol::task_spec&) override {
+    launched_ids.push_back(id);
+    return {address{id, {}}, !as_processes};
   }
-  std::vector<worker_id> launched;
+  void terminate(const worker_id& id, const address&, const actor_id&) override {
+    terminated.push_back(id);
+  }
+  bool as_processes = false;
+  std::vector<worker_id> launched_ids;
+  std::vector<worker_id> terminated;
 };
 
 } // namespace celer::fakes

@@ -30,17 +30,27 @@ namespace celer {
 
 /// Starts the runtime. Reads `--celer-address=HOST:PORT`, `--celer-num-cpus=N` and
 /// `--celer-num-gpus=N` from the command line (and CELER_ADDRESS, CELER_NUM_CPUS,
-/// CELER_NUM_GPUS from the environment); with no address, runs embedded in this process.
-/// Throws celer::exception(failed_precondition) if already initialised.
+/// CELER_NUM_GPUS from the environment); with no address, runs embedded in this process,
+/// with one, connects to that cluster (the token comes from CELER_TOKEN or, on the head's
+/// machine, its session directory).
+/// Throws celer::exception(failed_precondition) if already initialised; unauthenticated,
+/// unavailable or invalid_argument when the cluster cannot be joined.
+///
+/// In a worker process (a node agent runs the driver's own binary in worker mode) `init`
+/// does not return: it serves tasks until the node stops the worker, then ends the process.
+/// Call it before anything the workers should not do.
 void init(int argc, char** argv);
 /// Starts the runtime with explicit options.
 void init(const init_options& options = {});
+/// For programs that do work before `init` (a test runner, say): call it first in main.
+/// In a worker process it serves tasks and ends the process; otherwise it returns at once.
+void serve_if_worker();
 /// Stops the runtime: pending work is cancelled, running tasks finish, every thread the
 /// runtime started is joined. Waiting `get` calls throw. Safe to call when not initialised.
 void shutdown();
 /// Whether `init` has been called and `shutdown` has not.
 [[nodiscard]] bool is_initialized() noexcept;
-/// The node this code runs on.
+/// The node this code runs on (a driver in cluster mode: the node it submits tasks to).
 [[nodiscard]] node_id current_node_id();
 /// The worker this code runs on; nil in the driver.
 [[nodiscard]] worker_id current_worker_id();
@@ -66,6 +76,8 @@ enum class failure_kind : unsigned char {
   infeasible,       ///< no node can ever satisfy the request
   invalid_call,     ///< unknown function or mismatched arguments
   runtime_stopped,  ///< the runtime shut down before the object was made
+  worker_died,      ///< the worker process running the task died
+  node_died,        ///< the node running the task died
 };
 
 struct failure {

@@ -121,6 +121,20 @@ public:
     : exception(error_code::unavailable, message) {}
 };
 
+/// The node that ran (or queued) the task died before the task finished (cluster mode).
+class node_died_error : public exception {
+public:
+  explicit node_died_error(const std::string& message)
+    : exception(error_code::unavailable, message) {}
+};
+
+/// The worker process running the task died (killed, crashed) before it finished.
+class worker_died_error : public exception {
+public:
+  explicit worker_died_error(const std::string& message)
+    : exception(error_code::unavailable, message) {}
+};
+
 /// The object is gone (freed, or its only copy was lost) and cannot be rebuilt.
 class object_lost_error : public exception {
 public:

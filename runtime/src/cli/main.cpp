@@ -1,12 +1,293 @@
-// The `celer` command line. Subcommands (start, stop, status, submit, microbenchmark, ...)
-// arrive with the issues that build them; today it reports its version and its knobs.
+// The `celer` command line: start / stop / status of a cluster, and the knobs.
+#include "cluster/processes.hpp"
+#include "cluster/session.hpp"
 #include "config/knobs.hpp"
 
 #include <celer/version.hpp>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
 #include <iostream>
+#include <sstream>
+#include <thread>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace {
+
+using namespace celer;
+
+struct start_args {
+  bool head = false;
+  int port = 6380;
+  std::string address;
+  double num_cpus = -1;
+  double num_gpus = -1;
+  double memory = 0;
+  std::string resources;
+  std::string labels;
+  std::string node_ip;
+  std::string token;
+  bool block = false;
+};
+
+std::map<std::string, double> parse_resources(const std::string& json) {
+  std::map<std::string, double> out;
+  if (json.empty()) return out;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(json);
+  } catch (const std::exception& e) {
+    throw CLI::ValidationError("--resources", "not JSON: " + std::string(e.what()));
+  }
+  if (!j.is_object()) throw CLI::ValidationError("--resources", "expected an object {\"name\": n}");
+  for (const auto& [k, v] : j.items()) {
+    if (!v.is_number()) throw CLI::ValidationError("--resources", "'" + k + "' is not a number");
+    out[k] = v.get<double>();
+  }
+  return out;
+}
+
+std::map<std::string, std::string> parse_labels(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw CLI::ValidationError("--labels", "'" + item + "' is not key=value");
+    }
+    out[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  return out;
+}
+
+/// Starts the head or a node agent in the background; returns once it serves (or failed).
+int start(const start_args& a) {
+  if (a.head == !a.address.empty()) {
+    std::cerr << "celer start: give either --head or --address HOST:PORT\n";
+    return 2;
+  }
+  knob_values k = load_knobs(0, nullptr);
+  if (!a.token.empty()) k.token = a.token;
+  set_knobs(k);
+  cluster::daemon_options o;
+  o.head = a.head;
+  o.port = a.port;
+  o.head_address = a.address;
+  o.num_cpus = a.num_cpus;
+  o.num_gpus = a.num_gpus;
+  o.memory = a.memory;
+  o.resources = parse_resources(a.resources);
+  o.labels = parse_labels(a.labels);
+  o.node_ip = a.node_ip.empty() ? k.node_ip : a.node_ip;
+  o.with_node = !(a.head && a.num_cpus == 0 && a.num_gpus <= 0 && o.resources.empty());
+
+  if (a.block) {
+    return cluster::run_daemon(k, o, [](const expected<std::string>& r) {
+      if (r) {
+        std::cout << "celer: serving at " << *r << std::endl;
+      } else {
+        std::cerr << "celer start: " << r.error().to_string() << std::endl;
+      }
+    });
+  }
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    std::perror("celer start: pipe");
+    return 1;
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    std::perror("celer start: fork");
+    return 1;
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    ::setsid();
+    const int null_fd = ::open("/dev/null", O_RDWR);
+    if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
+    const int code = cluster::run_daemon(k, o, [&](const expected<std::string>& r) {
+      std::string line;
+      if (r) {
+        // From here on the daemon logs to its file in the session directory.
+        std::istringstream in(*r);
+        std::string addr, dir, log;
+        in >> addr >> dir >> log;
+        const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (log_fd >= 0) {
+          ::dup2(log_fd, STDOUT_FILENO);
+          ::dup2(log_fd, STDERR_FILENO);
+          ::close(log_fd);
+        }
+        line = "ok " + *r + "\n";
+      } else {
+        line = "error " + r.error().to_string() + "\n";
+      }
+      (void)!::write(fds[1], line.data(), line.size());
+      ::close(fds[1]);
+    });
+    std::_Exit(code);
+  }
+  ::close(fds[1]);
+  std::string reply;
+  char buf[512];
+  for (;;) {
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n > 0) {
+      reply.append(buf, static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    break;
+  }
+  ::close(fds[0]);
+  if (reply.rfind("ok ", 0) != 0) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (reply.rfind("error ", 0) == 0) {
+      std::cerr << "celer start: " << reply.substr(6);
+    } else {
+      std::cerr << "celer start: the daemon exited during startup\n";
+    }
+    return 1;
+  }
+  std::istringstream in(reply.substr(3));
+  std::string addr, dir, log;
+  in >> addr >> dir >> log;
+  if (a.head) {
+    std::cout << "celer head started at " << addr << " (pid " << pid << ")\n"
+              << "  session directory: " << dir << "\n"
+              << "  log: " << log << "\n\n"
+              << "To add a node on this machine:\n"
+              << "  celer start --address " << addr << "\n"
+              << "On another machine, with the token from " << dir << "/token:\n"
+              << "  celer start --address " << addr << " --token <token>\n"
+              << "To run a program on the cluster:\n"
+              << "  CELER_ADDRESS=" << addr << " ./your_program\n"
+              << "To see it: celer status     To stop what this machine started: celer stop\n";
+  } else {
+    std::cout << "celer node started and joined " << addr << " (pid " << pid << ")\n"
+              << "  log: " << log << "\n";
+  }
+  return 0;
+}
+
+bool is_celer_process(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
+  std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return cmd.find("celer") != std::string::npos;
+}
+
+int stop(bool force) {
+  set_knobs(load_knobs(0, nullptr));
+  auto daemons = cluster::recorded_daemons();
+  std::vector<int> signalled;
+  for (const auto& [pid, file] : daemons) {
+    if (::kill(pid, 0) != 0 || !is_celer_process(pid)) {
+      std::error_code ec;
+      std::filesystem::remove(file, ec);  // stale: the process is gone
+      continue;
+    }
+    ::kill(pid, force ? SIGKILL : SIGTERM);
+    signalled.push_back(pid);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  for (int pid : signalled) {
+    while (::kill(pid, 0) == 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (::kill(pid, 0) == 0) {
+      std::cerr << "celer stop: pid " << pid << " did not stop in 15 s; killing it\n";
+      ::kill(pid, SIGKILL);
+    }
+  }
+  for (const auto& [pid, file] : daemons) {
+    std::error_code ec;
+    if (::kill(pid, 0) != 0) std::filesystem::remove(file, ec);
+  }
+  std::cout << "celer stop: stopped " << signalled.size() << " process(es)\n";
+  return 0;
+}
+
+std::string usage(const protocol::resource_set& total, const protocol::resource_set& available,
+                  bool alive) {
+  std::string out;
+  const auto free = available.to_map();
+  for (const auto& [name, amount] : total.to_map()) {
+    if (!out.empty()) out += ", ";
+    const double left = free.contains(name) ? free.at(name) : 0.0;
+    if (name == protocol::memory) {
+      std::ostringstream gib;
+      gib << std::fixed << std::setprecision(1) << (amount - left) / (1 << 30) << "/"
+          << amount / (1 << 30) << " GiB";
+      out += "memory " + (alive ? gib.str() : "-");
+    } else {
+      out += name + " " + (alive ? protocol::format_amount(amount - left) + "/" : "") +
+             protocol::format_amount(amount);
+    }
+  }
+  return out;
+}
+
+int status(std::string address) {
+  knob_values k = load_knobs(0, nullptr);
+  set_knobs(k);
+  if (address.empty()) address = k.address;
+  if (address.empty()) {
+    std::ifstream in(cluster::temp_root() / "session_latest" / "address");
+    std::getline(in, address);
+  }
+  if (address.empty()) {
+    std::cerr << "celer status: no cluster: give --address HOST:PORT, set CELER_ADDRESS, or "
+                 "start one with celer start --head\n";
+    return 1;
+  }
+  try {
+    cluster::cluster_driver client(k, address, cluster::cluster_driver::role::observer);
+    auto st = client.status();
+    client.stop();
+    std::size_t alive = 0, queued = 0;
+    for (const auto& n : st.nodes) {
+      alive += n.alive ? 1 : 0;
+      queued += n.alive ? n.queued : 0;
+    }
+    std::cout << "cluster " << address << ": " << st.nodes.size() << " node(s), " << alive
+              << " alive, " << st.nodes.size() - alive << " dead\n"
+              << "actors: " << st.actors_alive << " alive, " << st.actors_pending
+              << " pending; tasks queued on nodes: " << queued << "\n\n";
+    for (const auto& n : st.nodes) {
+      std::cout << "node " << n.node.short_hex() << "  " << (n.alive ? "alive" : "DEAD") << "  "
+                << n.addr.endpoint << "\n";
+      std::cout << "  resources (used/total): " << usage(n.total, n.available, n.alive) << "\n";
+      if (n.alive) {
+        std::cout << "  queued " << n.queued << ", workers " << n.workers << "\n";
+      } else {
+        std::cout << "  dead: " << n.dead_reason << "\n";
+      }
+      if (!n.labels.empty()) {
+        std::cout << "  labels:";
+        for (const auto& [key, v] : n.labels) std::cout << " " << key << "=" << v;
+        std::cout << "\n";
+      }
+    }
+    return 0;
+  } catch (const celer::exception& e) {
+    std::cerr << "celer status: " << to_string(e.code()) << ": " << e.what() << "\n";
+    return 1;
+  }
+}
+
+} // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"celer: an actor-model distributed task runtime for machine-learning work"};
@@ -19,7 +300,48 @@ int main(int argc, char** argv) {
   app.footer(
     "Programs built with celer read --celer-<knob>=value flags and CELER_<KNOB> variables;\n"
     "see --help-knobs. Documentation: docs/ in the source tree.");
+
+  start_args sa;
+  auto* start_cmd = app.add_subcommand("start", "start a head (--head) or a node agent joining "
+                                                "one (--address) in the background");
+  start_cmd->add_flag("--head", sa.head, "start the head (with a node agent of its own unless "
+                                         "--num-cpus 0)");
+  start_cmd->add_option("--port", sa.port, "head: the port to listen on")->capture_default_str();
+  start_cmd->add_option("--address", sa.address, "node: the head's HOST:PORT");
+  start_cmd->add_option("--num-cpus", sa.num_cpus, "CPUs this node offers (default: all)");
+  start_cmd->add_option("--num-gpus", sa.num_gpus, "GPUs this node offers (default: 0)");
+  start_cmd->add_option("--memory", sa.memory, "bytes of memory this node offers");
+  start_cmd->add_option("--resources", sa.resources,
+                        "custom resources as JSON, e.g. '{\"disk\": 2}'");
+  start_cmd->add_option("--labels", sa.labels, "labels, e.g. zone=a,kind=spot");
+  start_cmd->add_option("--node-ip-address", sa.node_ip,
+                        "the IP this node listens on and advertises (default: the one that "
+                        "routes to the head; 127.0.0.1 for a head)");
+  start_cmd->add_option("--token", sa.token, "the cluster token (node on another machine)");
+  start_cmd->add_flag("--block", sa.block, "run in the foreground until SIGTERM/SIGINT");
+
+  bool force = false;
+  auto* stop_cmd = app.add_subcommand("stop", "stop every head and node this machine started");
+  stop_cmd->add_flag("--force", force, "SIGKILL instead of a clean stop");
+
+  std::string status_address;
+  auto* status_cmd =
+    app.add_subcommand("status", "every node (alive or dead), its resources and the pending work");
+  status_cmd->add_option("--address", status_address,
+                         "the head's HOST:PORT (default: CELER_ADDRESS, else this machine's "
+                         "latest session)");
+
   CLI11_PARSE(app, argc, argv);
+  try {
+    if (*start_cmd) return start(sa);
+    if (*stop_cmd) return stop(force);
+    if (*status_cmd) return status(status_address);
+  } catch (const CLI::Error& e) {
+    return app.exit(e);
+  } catch (const celer::exception& e) {
+    std::cerr << "celer: " << celer::to_string(e.code()) << ": " << e.what() << "\n";
+    return 1;
+  }
   if (knobs) {
     for (const auto& k : celer::knob_list()) {
       std::string upper, dashed;

@@ -85,12 +85,15 @@ object_ref<void> core_worker::submit_task(const detail::remote_entry& fn,
   spec.kind = protocol::task_kind::normal;
   spec.function = fn.name;
   spec.owner = where_.self;
+  spec.job = where_.job;
+  spec.binary = where_.binary;
   const object_id ret = spec.return_id();
   {
     std::lock_guard lock(mutex_);
     check_running();
     spec.args = to_wire(std::move(args));
     objects_[ret];
+    if (where_.cluster) task_node_[spec.id] = {where_.this_node, fn.name};
   }
   if (!net_.send(where_.node, std::move(msg))) {
     std::lock_guard lock(mutex_);
@@ -314,6 +317,8 @@ actor_id core_worker::create_actor(const detail::remote_entry& factory,
   spec.actor_name = options.name;
   spec.class_type = factory.class_type;
   spec.max_concurrency = options.max_concurrency;
+  spec.job = where_.job;
+  spec.binary = where_.binary;
   const actor_id id = spec.actor;
   {
     std::lock_guard lock(mutex_);
@@ -398,8 +403,23 @@ protocol::resource_reply core_worker::query_resources() {
   msg.request_id = counter_.fetch_add(1) + 1;
   msg.reply_to = where_.self;
   const auto rid = msg.request_id;
-  auto reply = request(where_.node, std::move(msg), rid);
+  auto reply = request(where_.cluster ? where_.head : where_.node, std::move(msg), rid);
   return std::get<protocol::resource_reply>(reply);
+}
+
+protocol::status_reply core_worker::query_status() {
+  protocol::status_query msg;
+  msg.request_id = counter_.fetch_add(1) + 1;
+  msg.reply_to = where_.self;
+  const auto rid = msg.request_id;
+  auto reply = request(where_.head, std::move(msg), rid);
+  return std::get<protocol::status_reply>(reply);
+}
+
+void core_worker::attach_node(address node, node_id id) {
+  std::lock_guard lock(mutex_);
+  where_.node = std::move(node);
+  where_.this_node = id;
 }
 
 protocol::message core_worker::request(const address& to, protocol::message m, std::uint64_t id) {
@@ -437,7 +457,27 @@ void core_worker::handle(protocol::message& m) {
           if (a != actors_.end()) a->second.in_flight.erase(msg.task);
           call_actor_.erase(it);
         }
+        if (where_.cluster) task_node_.erase(msg.task);
         for (auto& v : msg.returns) fill(std::move(v));
+      } else if constexpr (std::is_same_v<T, protocol::task_placed>) {
+        auto it = task_node_.find(msg.task);
+        if (it != task_node_.end()) it->second.first = msg.node;
+      } else if constexpr (std::is_same_v<T, protocol::node_died>) {
+        for (auto it = task_node_.begin(); it != task_node_.end();) {
+          if (it->first.nil() || it->second.first != msg.node) {
+            ++it;
+            continue;
+          }
+          protocol::task_spec probe;
+          probe.id = it->first;
+          auto f = make_failure(detail::failure_kind::node_died, error_code::unavailable,
+                                "task " + it->second.second + " failed: its node " +
+                                  msg.node.short_hex() + " died (" + msg.reason + ")");
+          f.function = it->second.second;
+          f.node = msg.node.short_hex();
+          fail_object(probe.return_id(), f);
+          it = task_node_.erase(it);
+        }
       } else if constexpr (std::is_same_v<T, protocol::object_reply>) {
         fill(std::move(msg.object));
       } else if constexpr (std::is_same_v<T, protocol::get_object>) {
@@ -470,7 +510,8 @@ void core_worker::handle(protocol::message& m) {
         }
       } else if constexpr (std::is_same_v<T, protocol::create_actor_reply> ||
                            std::is_same_v<T, protocol::lookup_actor_reply> ||
-                           std::is_same_v<T, protocol::resource_reply>) {
+                           std::is_same_v<T, protocol::resource_reply> ||
+                           std::is_same_v<T, protocol::status_reply>) {
         auto it = requests_.find(msg.request_id);
         if (it == requests_.end()) return;  // the requester gave up waiting
         it->second.set_value(std::move(msg));

@@ -40,6 +40,12 @@ public:
     address node;
     address head;
     celer::node_id this_node;
+    /// The job this process's calls belong to, and (cluster mode) the binary its workers run.
+    job_id job;
+    std::string binary;
+    /// Cluster mode: resource questions go to the head, and tasks are tracked per node so
+    /// that a node's death fails them.
+    bool cluster = false;
   };
   core_worker(transport& net, endpoints where);
 
@@ -60,6 +66,11 @@ public:
   actor_id find_named_actor(std::string_view name, std::string_view class_type);
   void kill_actor(const actor_id& actor);
   protocol::resource_reply query_resources();
+  /// The cluster's state, from the head.
+  protocol::status_reply query_status();
+  /// Sets the node tasks are submitted to (a cluster driver learns it after connecting;
+  /// call before any task is submitted).
+  void attach_node(address node, node_id id);
 
   /// Handles a message addressed to this core (runs on the core's actor).
   void handle(protocol::message& m);
@@ -114,6 +125,8 @@ private:
   std::unordered_map<object_id, object_entry> objects_;
   std::unordered_map<actor_id, actor_entry> actors_;
   std::unordered_map<task_id, actor_id> call_actor_;
+  /// Cluster mode: the node each pending task was sent to, and the task's function.
+  std::unordered_map<task_id, std::pair<node_id, std::string>> task_node_;
   std::unordered_map<std::uint64_t, std::promise<protocol::message>> requests_;
 };
 

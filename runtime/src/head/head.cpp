@@ -6,7 +6,8 @@
 
 namespace celer {
 
-head::head(transport& net, address self) : net_(net), self_(std::move(self)) {}
+head::head(transport& net, address self, std::chrono::milliseconds node_timeout)
+  : net_(net), self_(std::move(self)), node_timeout_(node_timeout) {}
 
 void head::handle(protocol::message& m) {
   std::visit(
@@ -28,33 +29,64 @@ void head::on(protocol::register_node& m) {
                 std::to_string(protocol_version));
     return;
   }
-  nodes_[m.node] = node_info{m.node_address, m.total, m.labels};
+  auto& n = nodes_[m.node];
+  n.addr = m.node_address;
+  n.total = m.total;
+  n.labels = m.labels;
+  n.alive = true;
+  n.dead_reason.clear();
+  n.available = m.total;
+  n.last_seen = std::chrono::steady_clock::now();
   CELER_LOG(info, "head", "node " + m.node.short_hex() + " joined with " + m.total.to_string());
 }
 
-const std::pair<const node_id, head::node_info>* head::feasible_node(
-  const protocol::resource_set& need, std::string& why) const {
-  for (const auto& entry : nodes_) {
-    if (entry.second.total.covers(need)) return &entry;
+std::pair<const node_id, head::node_info>* head::pick_node(const protocol::resource_set& need,
+                                                         std::string& why) {
+  std::pair<const node_id, node_info>* free_best = nullptr;
+  std::pair<const node_id, node_info>* queue_best = nullptr;
+  std::size_t alive = 0;
+  for (auto& entry : nodes_) {
+    auto& n = entry.second;
+    if (!n.alive) continue;
+    ++alive;
+    if (!n.total.covers(need)) continue;
+    if (n.available.covers(need) &&
+        (free_best == nullptr ||
+         n.available.get(protocol::cpu) > free_best->second.available.get(protocol::cpu))) {
+      free_best = &entry;
+    }
+    if (queue_best == nullptr || n.queued < queue_best->second.queued) queue_best = &entry;
   }
-  if (nodes_.empty()) {
-    why = "the cluster has no nodes";
+  if (free_best != nullptr) {
+    free_best->second.available.subtract(need);
+    return free_best;
+  }
+  if (queue_best != nullptr) {
+    ++queue_best->second.queued;
+    return queue_best;
+  }
+  if (alive == 0) {
+    why = "the cluster has no live nodes";
     return nullptr;
   }
   // Name the largest node's amount of the first resource that nothing offers enough of.
-  const std::string short_of = nodes_.begin()->second.total.first_short(need);
+  std::string short_of;
   double best = 0;
-  for (const auto& [nid, n] : nodes_) best = std::max(best, n.total.get(short_of));
+  for (const auto& [nid, n] : nodes_) {
+    if (!n.alive) continue;
+    if (short_of.empty()) short_of = n.total.first_short(need);
+    best = std::max(best, n.total.get(short_of));
+  }
   why = "it needs " + need.to_string() + ", but no node has enough " + short_of +
-        " (the most any of the " + std::to_string(nodes_.size()) + " node(s) has is " +
+        " (the most any of the " + std::to_string(alive) + " live node(s) has is " +
         protocol::format_amount(best) + ")";
   return nullptr;
 }
 
 void head::on(protocol::submit_task& m) {
   std::string why;
-  const auto* target = feasible_node(m.spec.resources, why);
-  if (target == nullptr || m.from_head) {
+  auto* target = pick_node(m.spec.resources, why);
+  if (target == nullptr) {
     protocol::task_result r;
     r.task = m.spec.id;
     protocol::object_payload v;
@@ -62,13 +94,14 @@ void head::on(protocol::submit_task& m) {
     v.fail.kind = detail::failure_kind::infeasible;
     v.fail.code = error_code::resource_exhausted;
     v.fail.function = m.spec.function;
-    v.fail.message = "task " + m.spec.function + " can never run: " +
-                     (target == nullptr ? why : "its node rejected it");
+    v.fail.message = "task " + m.spec.function + " can never run: " + why;
     r.returns.push_back(std::move(v));
     (void)net_.send(m.spec.owner, std::move(r));
     return;
   }
   m.from_head = true;
+  // The owner learns where its task went, to fail it if that node dies.
+  (void)net_.send(m.spec.owner, protocol::task_placed{m.spec.id, target->first});
   (void)net_.send(target->second.addr, std::move(m));
 }
 
@@ -94,7 +127,7 @@ void head::on(protocol::create_actor& m) {
     }
   }
   std::string why;
-  const auto* target = feasible_node(spec.resources, why);
+  auto* target = pick_node(spec.resources, why);
   if (target == nullptr) {
     reply.fail.kind = detail::failure_kind::infeasible;
     reply.fail.code = error_code::resource_exhausted;
@@ -196,7 +229,112 @@ void head::on(protocol::kill_actor& m) {
   fail.message = "actor " + m.actor.hex() + " was " + m.reason;
   mark_dead(m.actor, a, std::move(fail));
   auto n = nodes_.find(a.node);
-  if (n != nodes_.end()) (void)net_.send(n->second.addr, m);
+  if (n != nodes_.end() && n->second.alive) (void)net_.send(n->second.addr, m);
+}
+
+void head::on(protocol::heartbeat& m) {
+  auto it = nodes_.find(m.node);
+  if (it == nodes_.end() || !it->second.alive) return;  // declared dead: stays dead
+  auto& n = it->second;
+  n.last_seen = std::chrono::steady_clock::now();
+  n.available = m.available;
+  n.queued = m.queued;
+  n.workers = m.workers;
+}
+
+void head::on(protocol::tick&) {
+  if (node_timeout_.count() <= 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& [id, n] : nodes_) {
+    if (n.alive && now - n.last_seen > node_timeout_) {
+      declare_dead(id, n,
+                   "no heartbeat for " +
+                     std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      now - n.last_seen)
+                                      .count()) +
+                     " ms");
+    }
+  }
+}
+
+void head::declare_dead(const node_id& id, node_info& n, const std::string& reason) {
+  n.alive = false;
+  n.dead_reason = reason;
+  n.available = {};
+  n.queued = 0;
+  n.workers = 0;
+  CELER_LOG(warn, "head", "node " + id.short_hex() + " is dead: " + reason);
+  for (auto& [aid, a] : actors_) {
+    if (a.node != id || a.state == protocol::actor_state::dead) continue;
+    protocol::failure_info f;
+    f.kind = detail::failure_kind::actor_died;
+    f.code = error_code::unavailable;
+    f.function = a.spec.function;
+    f.node = id.short_hex();
+    f.message = "actor " + aid.hex() + " died: its node " + id.short_hex() + " died (" +
+                reason + ")";
+    mark_dead(aid, a, std::move(f));
+  }
+  const protocol::node_died died{id, reason};
+  for (const auto& s : cluster_subscribers_) (void)net_.send(s, died);
+}
+
+void head::on(protocol::subscribe_cluster& m) { cluster_subscribers_.push_back(m.subscriber); }
+
+void head::on(protocol::job_finished& m) {
+  for (auto& [aid, a] : actors_) {
+    if (a.spec.job != m.job || a.state == protocol::actor_state::dead) continue;
+    protocol::failure_info f;
+    f.kind = detail::failure_kind::actor_died;
+    f.code = error_code::unavailable;
+    f.message = "actor " + aid.hex() + " was stopped: its job finished";
+    mark_dead(aid, a, std::move(f));
+    auto n = nodes_.find(a.node);
+    if (n != nodes_.end() && n->second.alive) {
+      (void)net_.send(n->second.addr, protocol::kill_actor{aid, "stopped: its job finished"});
+    }
+  }
+  // Forget the job's subscribers' interest in actors of the finished job.
+  std::erase_if(actors_, [&](const auto& entry) {
+    return entry.second.spec.job == m.job && entry.second.state == protocol::actor_state::dead;
+  });
+  for (const auto& [nid, n] : nodes_) {
+    if (n.alive) (void)net_.send(n.addr, m);
+  }
+}
+
+void head::on(protocol::status_query& m) {
+  protocol::status_reply r;
+  r.request_id = m.request_id;
+  for (const auto& [id, n] : nodes_) {
+    protocol::node_status s;
+    s.node = id;
+    s.addr = n.addr;
+    s.alive = n.alive;
+    s.dead_reason = n.dead_reason;
+    s.total = n.total;
+    s.available = n.available;
+    s.labels = n.labels;
+    s.queued = n.queued;
+    s.workers = n.workers;
+    r.nodes.push_back(std::move(s));
+  }
+  for (const auto& [aid, a] : actors_) {
+    if (a.state == protocol::actor_state::alive) ++r.actors_alive;
+    if (a.state == protocol::actor_state::pending) ++r.actors_pending;
+  }
+  (void)net_.send(m.reply_to, std::move(r));
+}
+
+void head::on(protocol::resource_query& m) {
+  protocol::resource_reply r;
+  r.request_id = m.request_id;
+  for (const auto& [id, n] : nodes_) {
+    if (!n.alive) continue;
+    r.total.add(n.total);
+    r.available.add(n.available);
+  }
+  (void)net_.send(m.reply_to, std::move(r));
 }
 
 } // namespace celer

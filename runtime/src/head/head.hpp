@@ -6,6 +6,7 @@
 #include "protocol/messages.hpp"
 #include "transport/transport.hpp"
 
+#include <chrono>
 #include <map>
 #include <unordered_map>
 #include <vector>
@@ -14,7 +15,10 @@ namespace celer {
 
 class head {
 public:
-  head(transport& net, address self);
+  /// `node_timeout`: a node silent for longer is declared dead (checked on each tick;
+  /// zero never declares one dead, as in embedded mode where nothing ticks).
+  head(transport& net, address self,
+       std::chrono::milliseconds node_timeout = std::chrono::milliseconds(0));
   void handle(protocol::message& m);
 
 private:
@@ -22,6 +26,13 @@ private:
     address addr;
     protocol::resource_set total;
     std::map<std::string, std::string> labels;
+    bool alive = true;
+    std::string dead_reason;
+    std::chrono::steady_clock::time_point last_seen;
+    /// The node's free resources as of its last heartbeat, less what the head sent since.
+    protocol::resource_set available;
+    std::uint32_t queued = 0;
+    std::uint32_t workers = 0;
   };
   struct actor_info {
     protocol::task_spec spec;
@@ -41,14 +52,24 @@ private:
   void on(protocol::lookup_actor& m);
   void on(protocol::kill_actor& m);
   void on(protocol::shutdown_component&) {}  // the shell stops the actor
-  /// A node whose total resources cover `need`, or null; `why` explains a null.
-  const std::pair<const node_id, node_info>* feasible_node(const protocol::resource_set& need,
-                                                           std::string& why) const;
+  void on(protocol::heartbeat& m);
+  void on(protocol::tick& m);
+  void on(protocol::subscribe_cluster& m);
+  void on(protocol::job_finished& m);
+  void on(protocol::status_query& m);
+  void on(protocol::resource_query& m);
+  /// The live node to place `need` on: one with enough free (the most free CPUs), else the
+  /// least queued of those large enough; null when none is large enough (`why` says so).
+  std::pair<const node_id, node_info>* pick_node(const protocol::resource_set& need,
+                                                 std::string& why);
+  void declare_dead(const node_id& id, node_info& n, const std::string& reason);
   void publish(const actor_id& id, actor_info& a);
   void mark_dead(const actor_id& id, actor_info& a, protocol::failure_info fail);
 
   transport& net_;
   address self_;
+  std::chrono::milliseconds node_timeout_;
+  std::vector<address> cluster_subscribers_;
   std::map<node_id, node_info> nodes_;
   std::unordered_map<actor_id, actor_info> actors_;
   std::unordered_map<std::string, actor_id> names_;

@@ -42,6 +42,12 @@ void node_agent::on(protocol::submit_task& m) {
     (void)net_.send(cfg_.head, std::move(m));
     return;
   }
+  if (!m.from_head && cfg_.spill_to_head &&
+      !(queue_.empty() && available_.covers(m.spec.resources))) {
+    // Busy here: the head's scheduler places it where resources are free.
+    (void)net_.send(cfg_.head, std::move(m));
+    return;
+  }
   queue_.push_back(std::move(m.spec));
   dispatch();
 }
@@ -52,18 +58,37 @@ void node_agent::on(protocol::start_actor& m) {
   dispatch();
 }
 
-worker_id node_agent::take_worker(bool for_actor) {
-  if (!for_actor && !idle_.empty()) {
-    worker_id id = idle_.back();
-    idle_.pop_back();
-    return id;
+worker_id node_agent::take_worker(const protocol::task_spec& spec) {
+  const bool for_actor = spec.kind == protocol::task_kind::actor_creation;
+  if (!for_actor) {
+    // The most recently idle worker of the same job (its cache is warmest).
+    for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
+      if (workers_.at(*it).job == spec.job) {
+        const worker_id id = *it;
+        idle_.erase(std::next(it).base());
+        return id;
+      }
+    }
   }
   worker_id id = worker_id::random();
+  auto started = launcher_.launch(id, spec);
   worker_slot slot;
-  slot.addr = launcher_.launch(id);
+  slot.addr = std::move(started.addr);
+  slot.ready = started.ready;
+  slot.job = spec.job;
   slot.actor_worker = for_actor;
   workers_.emplace(id, std::move(slot));
   return id;
+}
+
+void node_agent::send_work(const worker_id& id, worker_slot& w, protocol::task_spec spec) {
+  if (!w.ready) {
+    w.pending = std::move(spec);
+    return;
+  }
+  if (!net_.send(w.addr, protocol::execute_task{std::move(spec)})) {
+    CELER_LOG(error, "node", "worker " + id.short_hex() + " is unreachable");
+  }
 }
 
 void node_agent::dispatch() {
@@ -74,18 +99,17 @@ void node_agent::dispatch() {
       ++it;
       continue;
     }
-    const bool for_actor = it->kind == protocol::task_kind::actor_creation;
-    const worker_id wid = take_worker(for_actor);
+    const worker_id wid = take_worker(*it);
     auto& w = workers_.at(wid);
     w.busy = true;
     w.task = it->id;
     w.actor = it->actor;
+    w.owner = it->owner;
+    w.function = it->function;
     w.held = it->resources;
     w.granted = it->resources;
     available_.subtract(it->resources);
-    if (!net_.send(w.addr, protocol::execute_task{std::move(*it)})) {
-      CELER_LOG(error, "node", "worker " + wid.short_hex() + " is unreachable");
-    }
+    send_work(wid, w, std::move(*it));
     it = queue_.erase(it);
   }
 }
@@ -98,19 +122,27 @@ void node_agent::release(worker_slot& w) {
   w.blocked = false;
 }
 
+void node_agent::retire(const worker_id& id, const std::string& why) {
+  auto it = workers_.find(id);
+  if (it == workers_.end()) return;
+  (void)net_.send(it->second.addr, protocol::shutdown_component{why});
+  workers_.erase(it);
+  std::erase(idle_, id);
+}
+
 void node_agent::on(protocol::task_done& m) {
   auto it = workers_.find(m.worker);
   if (it == workers_.end()) return;
   release(it->second);
-  if (!stopping_) {
-    if (static_cast<int>(idle_.size()) < cfg_.max_idle_workers) {
-      idle_.push_back(m.worker);
-    } else {
-      (void)net_.send(it->second.addr, protocol::shutdown_component{"too many idle workers"});
-      workers_.erase(it);
-    }
-    dispatch();
+  if (stopping_) return;
+  if (finished_jobs_.contains(it->second.job)) {
+    retire(m.worker, "its job finished");
+  } else if (static_cast<int>(idle_.size()) < cfg_.max_idle_workers) {
+    idle_.push_back(m.worker);
+  } else {
+    retire(m.worker, "too many idle workers");
   }
+  dispatch();
 }
 
 void node_agent::on(protocol::worker_blocked& m) {
@@ -157,10 +189,85 @@ void node_agent::on(protocol::kill_actor& m) {
   }
   for (auto& [id, w] : workers_) {
     if (w.actor_worker && w.actor == m.actor) {
-      (void)net_.send(w.addr, m);
+      launcher_.terminate(id, w.addr, m.actor);
       return;
     }
   }
+}
+
+void node_agent::on(protocol::worker_ready& m) {
+  auto it = workers_.find(m.worker);
+  if (it == workers_.end()) {
+    // Forgotten while it started (its job ended, or the node is stopping).
+    (void)net_.send(m.addr, protocol::shutdown_component{"not needed any more"});
+    return;
+  }
+  auto& w = it->second;
+  w.addr = m.addr;
+  w.ready = true;
+  if (w.pending) {
+    auto spec = std::move(*w.pending);
+    w.pending.reset();
+    send_work(m.worker, w, std::move(spec));
+  }
+}
+
+void node_agent::on(protocol::worker_died& m) {
+  auto it = workers_.find(m.worker);
+  if (it == workers_.end()) return;
+  auto& w = it->second;
+  if (w.actor_worker) {
+    protocol::failure_info f;
+    f.kind = detail::failure_kind::actor_died;
+    f.code = error_code::unavailable;
+    f.function = w.function;
+    f.node = cfg_.id.short_hex();
+    f.worker = m.worker.short_hex();
+    f.message = "actor " + w.actor.hex() + " died: its worker process " + m.reason;
+    (void)net_.send(cfg_.head, protocol::actor_failed{w.actor, std::move(f)});
+  } else if (w.busy) {
+    protocol::task_result r;
+    r.task = w.task;
+    protocol::object_payload v;
+    protocol::task_spec probe;
+    probe.id = w.task;
+    v.id = probe.return_id();
+    v.fail.kind = detail::failure_kind::worker_died;
+    v.fail.code = error_code::unavailable;
+    v.fail.function = w.function;
+    v.fail.node = cfg_.id.short_hex();
+    v.fail.worker = m.worker.short_hex();
+    v.fail.message = "task " + w.function + " failed: its worker process " + m.reason;
+    r.returns.push_back(std::move(v));
+    (void)net_.send(w.owner, std::move(r));
+  }
+  CELER_LOG(info, "node", "worker " + m.worker.short_hex() + " exited: " + m.reason);
+  release(w);
+  workers_.erase(it);
+  std::erase(idle_, m.worker);
+  if (!stopping_) dispatch();
+}
+
+void node_agent::on(protocol::tick&) {
+  if (stopping_) return;
+  protocol::heartbeat h;
+  h.node = cfg_.id;
+  h.available = available_;
+  h.queued = static_cast<std::uint32_t>(queue_.size());
+  h.workers = static_cast<std::uint32_t>(workers_.size());
+  (void)net_.send(cfg_.head, std::move(h));
+}
+
+void node_agent::on(protocol::job_finished& m) {
+  finished_jobs_.insert(m.job);
+  std::erase_if(queue_, [&](const protocol::task_spec& s) {
+    return s.job == m.job && s.kind == protocol::task_kind::normal;
+  });
+  std::vector<worker_id> idle_of_job;
+  for (const auto& id : idle_) {
+    if (workers_.at(id).job == m.job) idle_of_job.push_back(id);
+  }
+  for (const auto& id : idle_of_job) retire(id, "its job finished");
 }
 
 void node_agent::on(protocol::resource_query& m) {

@@ -10,6 +10,9 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
+#include <string>
+#include <unordered_set>
 #include <unordered_map>
 #include <vector>
 
@@ -18,9 +21,16 @@ namespace celer {
 /// Starts and stops workers: threads in embedded mode, processes in cluster mode.
 class worker_launcher {
 public:
+  struct launched {
+    address addr;
+    /// False when the worker announces itself later with worker_ready (a process).
+    bool ready = true;
+  };
   virtual ~worker_launcher() = default;
-  /// Starts a worker with id `id` and returns its address.
-  virtual address launch(const worker_id& id) = 0;
+  /// Starts a worker with id `id` for the job of `first`, the work it will run first.
+  virtual launched launch(const worker_id& id, const protocol::task_spec& first) = 0;
+  /// Stops the worker hosting `actor` now (a process is killed; a thread is asked).
+  virtual void terminate(const worker_id& id, const address& addr, const actor_id& actor) = 0;
 };
 
 class node_agent {
@@ -33,6 +43,8 @@ public:
     std::map<std::string, std::string> labels;
     /// Idle task workers kept for reuse.
     int max_idle_workers = 4;
+    /// Cluster mode: work that cannot start here now goes to the head's scheduler.
+    bool spill_to_head = false;
   };
   node_agent(transport& net, worker_launcher& launcher, config cfg);
 
@@ -47,6 +59,13 @@ public:
 private:
   struct worker_slot {
     address addr;
+    /// False until a worker process says worker_ready; `pending` waits for it.
+    bool ready = true;
+    std::optional<protocol::task_spec> pending;
+    job_id job;
+    /// The running task's owner and function, to fail it if the worker dies.
+    address owner;
+    std::string function;
     bool busy = false;
     bool blocked = false;
     bool actor_worker = false;
@@ -67,8 +86,15 @@ private:
   void on(protocol::kill_actor& m);
   void on(protocol::resource_query& m);
   void on(protocol::shutdown_component& m);
+  void on(protocol::worker_ready& m);
+  void on(protocol::worker_died& m);
+  void on(protocol::tick& m);
+  void on(protocol::job_finished& m);
   void dispatch();
-  worker_id take_worker(bool for_actor);
+  void send_work(const worker_id& id, worker_slot& w, protocol::task_spec spec);
+  worker_id take_worker(const protocol::task_spec& spec);
+  /// Stops an idle or finished worker and forgets it.
+  void retire(const worker_id& id, const std::string& why);
   void release(worker_slot& w);
 
   transport& net_;
@@ -78,6 +104,7 @@ private:
   std::deque<protocol::task_spec> queue_;
   std::unordered_map<worker_id, worker_slot> workers_;
   std::vector<worker_id> idle_;
+  std::unordered_set<job_id> finished_jobs_;
   bool stopping_ = false;
 };
 

@@ -9,7 +9,10 @@ const char* name_of(const message& m) {
     "register_node",      "create_actor",   "create_actor_reply", "start_actor",
     "actor_started",      "actor_failed",   "subscribe_actor",   "actor_update",
     "lookup_actor",       "lookup_actor_reply", "kill_actor",    "actor_exited",
-    "resource_query",     "resource_reply", "shutdown_component",
+    "resource_query",     "resource_reply", "shutdown_component", "worker_ready",
+    "worker_died",        "tick",           "heartbeat",         "subscribe_cluster",
+    "node_died",          "task_placed",    "job_finished",      "status_query",
+    "status_reply",
   };
   static_assert(std::size(names) == std::variant_size_v<message>);
   return names[m.index()];

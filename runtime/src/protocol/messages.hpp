@@ -71,8 +71,12 @@ struct task_spec {
   std::string actor_name;
   std::string class_type;
   std::int32_t max_concurrency = 1;
+  /// The job that submitted it; its workers serve that job only.
+  job_id job;
+  /// The program a worker process runs in worker mode (cluster mode; empty embedded).
+  std::string binary;
   MSGPACK_DEFINE(id, kind, function, args, resources, owner, actor, actor_name, class_type,
-                 max_concurrency)
+                 max_concurrency, job, binary)
 
   /// The object holding the task's (single) return value.
   [[nodiscard]] object_id return_id() const { return object_id(unique_id{id.hi, id.lo | 1}); }
@@ -226,13 +230,89 @@ struct shutdown_component {
   MSGPACK_DEFINE(reason)
 };
 
+// ---- worker process -> node: started and listening at `addr`; send it work
+struct worker_ready {
+  worker_id worker;
+  address addr;
+  MSGPACK_DEFINE(worker, addr)
+};
+// ---- node's process reaper -> node: a worker process exited
+struct worker_died {
+  worker_id worker;
+  std::string reason;
+  MSGPACK_DEFINE(worker, reason)
+};
+// ---- a process's timer -> its own head or node: time to heartbeat / check liveness
+struct tick {
+  std::int32_t unused = 0;
+  MSGPACK_DEFINE(unused)
+};
+// ---- node -> head, every heartbeat interval: alive, and what it has free
+struct heartbeat {
+  node_id node;
+  resource_set available;
+  std::uint32_t queued = 0;
+  std::uint32_t workers = 0;
+  MSGPACK_DEFINE(node, available, queued, workers)
+};
+// ---- core -> head: tell me when nodes die (cluster mode)
+struct subscribe_cluster {
+  address subscriber;
+  MSGPACK_DEFINE(subscriber)
+};
+// ---- head -> subscribed cores and nodes: a node stopped heartbeating or left
+struct node_died {
+  node_id node;
+  std::string reason;
+  MSGPACK_DEFINE(node, reason)
+};
+// ---- head -> owner core: the task its node could not place now runs on `node`
+struct task_placed {
+  task_id task;
+  node_id node;
+  MSGPACK_DEFINE(task, node)
+};
+// ---- driver core -> head -> nodes: the job ended; stop its actors and workers
+struct job_finished {
+  job_id job;
+  MSGPACK_DEFINE(job)
+};
+/// One node as `celer status` shows it.
+struct node_status {
+  node_id node;
+  address addr;
+  bool alive = true;
+  std::string dead_reason;
+  resource_set total;
+  resource_set available;
+  std::map<std::string, std::string> labels;
+  std::uint32_t queued = 0;
+  std::uint32_t workers = 0;
+  MSGPACK_DEFINE(node, addr, alive, dead_reason, total, available, labels, queued, workers)
+};
+// ---- any client -> head: the cluster's state
+struct status_query {
+  std::uint64_t request_id = 0;
+  address reply_to;
+  MSGPACK_DEFINE(request_id, reply_to)
+};
+struct status_reply {
+  std::uint64_t request_id = 0;
+  std::vector<node_status> nodes;
+  std::uint32_t actors_alive = 0;
+  std::uint32_t actors_pending = 0;
+  MSGPACK_DEFINE(request_id, nodes, actors_alive, actors_pending)
+};
+
 /// Every message; the index is the wire type tag.
 using message =
   std::variant<submit_task, execute_task, task_done, task_result, worker_blocked,
                worker_unblocked, get_object, object_reply, register_node, create_actor,
                create_actor_reply, start_actor, actor_started, actor_failed, subscribe_actor,
                actor_update, lookup_actor, lookup_actor_reply, kill_actor, actor_exited,
-               resource_query, resource_reply, shutdown_component>;
+               resource_query, resource_reply, shutdown_component, worker_ready, worker_died,
+               tick, heartbeat, subscribe_cluster, node_died, task_placed, job_finished,
+               status_query, status_reply>;
 
 /// The message's name, for logs.
 const char* name_of(const message& m);

@@ -29,6 +29,25 @@ constexpr auto decoders =
 
 } // namespace
 
+std::string encode_hello(const hello& h) { return detail::pack(h); }
+
+expected<hello> decode_hello(std::string_view frame) {
+  if (frame.size() > max_hello_bytes) {
+    return error(error_code::invalid_argument,
+                 "hello of " + std::to_string(frame.size()) + " bytes (at most " +
+                   std::to_string(max_hello_bytes) + ")");
+  }
+  auto h = bounded_unpack<hello>(frame, "hello");
+  if (!h) return h.error();
+  if (h->magic != magic) return error(error_code::invalid_argument, "not a celer hello");
+  if (h->version != protocol_version) {
+    return error(error_code::failed_precondition,
+                 "protocol version " + std::to_string(h->version) + ", this process speaks " +
+                   std::to_string(protocol_version));
+  }
+  return h;
+}
+
 std::vector<std::string> encode(const protocol::message& m) {
   std::string body = std::visit([](const auto& msg) { return detail::pack(msg); }, m);
   header h{std::string(magic), protocol_version, static_cast<std::uint32_t>(m.index()),

@@ -32,6 +32,23 @@ struct header {
   MSGPACK_DEFINE(magic, version, type, body_size)
 };
 
+/// What a process presents on every new connection before its first message.
+struct hello {
+  std::string magic;
+  std::int32_t version = 0;
+  std::string token;
+  /// The sender's own endpoint, for logs.
+  std::string from;
+  MSGPACK_DEFINE(magic, version, token, from)
+};
+/// A hello is a few short strings; anything larger is refused unread.
+inline constexpr std::size_t max_hello_bytes = 1024;
+
+std::string encode_hello(const hello& h);
+/// Decodes a hello frame. Errors: invalid_argument (malformed, oversized, not celer),
+/// failed_precondition (another protocol version). The token is not checked here.
+expected<hello> decode_hello(std::string_view frame);
+
 /// The two frames of `m`: header, body.
 std::vector<std::string> encode(const protocol::message& m);
 

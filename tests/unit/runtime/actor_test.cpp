@@ -31,7 +31,7 @@ TEST_CASE("calls from one caller run in submission order, one at a time", "[acto
   }
 }
 
-TEST_CASE("an actor with max_concurrency above 1 runs calls at the same time", "[actor]") {
+TEST_CASE("an actor with max_concurrency above 1 runs calls at the same time", "[actor][embedded]") {
   scoped_runtime rt;
   closed_gate gate;
   auto r = celer::actor(make_rendezvous).options({.max_concurrency = 3}).remote();
@@ -41,7 +41,7 @@ TEST_CASE("an actor with max_concurrency above 1 runs calls at the same time", "
   for (auto& ref : refs) REQUIRE(celer::get(ref, 30s) >= 3);
 }
 
-TEST_CASE("an actor with max_concurrency 1 never runs two calls at once", "[actor]") {
+TEST_CASE("an actor with max_concurrency 1 never runs two calls at once", "[actor][embedded]") {
   scoped_runtime rt;
   closed_gate gate;
   auto r = celer::actor(make_rendezvous).remote();
@@ -81,7 +81,7 @@ TEST_CASE("a killed actor fails later calls with actor_died_error", "[actor][err
   REQUIRE(celer::get(next.task(&counter::read).remote()) == 7);
 }
 
-TEST_CASE("killing an actor returns its resources to the node", "[actor][resources]") {
+TEST_CASE("killing an actor returns its resources to the node", "[actor][resources][embedded]") {
   scoped_runtime rt;
   auto c = celer::actor(make_counter).options({.num_cpus = 2}).remote(0);
   REQUIRE(celer::get(c.task(&counter::incr).remote(1)) == 1);

@@ -113,7 +113,7 @@ TEST_CASE("wait returns the ready refs once num_returns are done", "[api]") {
   REQUIRE(ready[0] == refs[0]);  // input order is kept
 }
 
-TEST_CASE("wait stops at its timeout and reports what is still pending", "[api]") {
+TEST_CASE("wait stops at its timeout and reports what is still pending", "[api][embedded]") {
   scoped_runtime rt;
   closed_gate gate;
   std::vector<celer::object_ref<int>> refs{celer::task(twice).remote(1),

@@ -95,7 +95,7 @@ TEST_CASE("arguments that do not match the registered signature fail clearly", "
 }
 
 TEST_CASE("get past its timeout throws get_timeout_error and the object still arrives",
-          "[errors]") {
+          "[errors][embedded]") {
   scoped_runtime rt;
   closed_gate gate;
   auto r = celer::task(hold_until_released).remote(3);

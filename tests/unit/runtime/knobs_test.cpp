@@ -9,7 +9,7 @@
 
 using namespace celer;
 
-TEST_CASE("knobs start at their declared defaults", "[knobs]") {
+TEST_CASE("knobs start at their declared defaults", "[knobs][embedded]") {
   ::unsetenv("CELER_NUM_CPUS");
   auto k = load_knobs(0, nullptr);
   REQUIRE(k.num_cpus == 0);

@@ -55,7 +55,7 @@ TEST_CASE("init after shutdown starts a fresh runtime", "[lifecycle]") {
   }
 }
 
-TEST_CASE("shutdown with work in flight returns and leaves no thread behind", "[lifecycle]") {
+TEST_CASE("shutdown with work in flight returns and leaves no thread behind", "[lifecycle][embedded]") {
   // A sanitizer may start a helper thread at the first thread creation; let it happen now.
   std::thread([] {}).join();
   const int before = thread_count();
@@ -73,7 +73,7 @@ TEST_CASE("shutdown with work in flight returns and leaves no thread behind", "[
   REQUIRE(thread_count() == before);
 }
 
-TEST_CASE("a get blocked in another thread returns with an error at shutdown", "[lifecycle]") {
+TEST_CASE("a get blocked in another thread returns with an error at shutdown", "[lifecycle][embedded]") {
   celer::init({.num_cpus = 1});
   release_gate = false;
   auto r = celer::task(hold_until_released).remote(1);
@@ -98,7 +98,7 @@ TEST_CASE("a get blocked in another thread returns with an error at shutdown", "
   if (!error.empty()) REQUIRE_THAT(error, Contains("shut"));
 }
 
-TEST_CASE("init reads --celer-num-cpus from the command line", "[lifecycle][resources]") {
+TEST_CASE("init reads --celer-num-cpus from the command line", "[lifecycle][resources][embedded]") {
   const char* args[] = {"prog", "--celer-num-cpus=3", "positional"};
   celer::init(3, const_cast<char**>(args));
   auto total = celer::cluster_resources();
@@ -106,14 +106,46 @@ TEST_CASE("init reads --celer-num-cpus from the command line", "[lifecycle][reso
   REQUIRE(total["CPU"] == 3);
 }
 
-TEST_CASE("init with a cluster address explains that this build runs embedded", "[lifecycle]") {
+TEST_CASE("init with a cluster address and no token says where the token comes from",
+          "[lifecycle][embedded]") {
+  ::setenv("CELER_TEMP_DIR", "/nonexistent/celer-test", 1);
   try {
     celer::init({.address = "10.0.0.1:6380"});
     celer::shutdown();
     FAIL("no error");
   } catch (const celer::exception& e) {
+    REQUIRE(e.code() == celer::error_code::unauthenticated);
+    REQUIRE_THAT(e.what(), Contains("10.0.0.1:6380") && Contains("CELER_TOKEN"));
+  }
+  ::unsetenv("CELER_TEMP_DIR");
+  REQUIRE_FALSE(celer::is_initialized());
+}
+
+TEST_CASE("init with a cluster address where no head answers fails within its timeout",
+          "[lifecycle][embedded]") {
+  ::setenv("CELER_TOKEN", "not-a-real-token", 1);
+  ::setenv("CELER_CONNECT_TIMEOUT_MS", "200", 1);
+  try {
+    celer::init({.address = "127.0.0.1:1"});
+    celer::shutdown();
+    FAIL("no error");
+  } catch (const celer::exception& e) {
     REQUIRE(e.code() == celer::error_code::unavailable);
-    REQUIRE_THAT(e.what(), Contains("10.0.0.1:6380"));
+    REQUIRE_THAT(e.what(), Contains("127.0.0.1:1") && Contains("200 ms"));
+  }
+  ::unsetenv("CELER_TOKEN");
+  ::unsetenv("CELER_CONNECT_TIMEOUT_MS");
+  REQUIRE_FALSE(celer::is_initialized());
+}
+
+TEST_CASE("init with a malformed cluster address names it", "[lifecycle][embedded]") {
+  try {
+    celer::init({.address = "no-port-here"});
+    celer::shutdown();
+    FAIL("no error");
+  } catch (const celer::exception& e) {
+    REQUIRE(e.code() == celer::error_code::invalid_argument);
+    REQUIRE_THAT(e.what(), Contains("no-port-here"));
   }
   REQUIRE_FALSE(celer::is_initialized());
 }

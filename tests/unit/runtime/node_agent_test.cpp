@@ -115,7 +115,7 @@ TEST_CASE("finished workers are reused instead of started again", "[node]") {
   auto s2 = f.started();
   REQUIRE(s2.size() == 1);
   REQUIRE(s2[0].first.id == s[0].first.id);
-  REQUIRE(f.launcher.launched.size() == 1);
+  REQUIRE(f.launcher.launched_ids.size() == 1);
 }
 
 TEST_CASE("a task this node can never run goes to the head", "[node][resources]") {

@@ -29,7 +29,7 @@ TEST_CASE("bad requests are refused with a reason", "[resources]") {
   REQUIRE_FALSE(protocol::make_request(1, 0, 0, {{"x", -2}}).has_value());
 }
 
-TEST_CASE("the embedded node offers the configured and default resources", "[resources]") {
+TEST_CASE("the embedded node offers the configured and default resources", "[resources][embedded]") {
   {
     celer_test::scoped_runtime rt({.num_cpus = 3, .num_gpus = 2, .resources = {{"ssd", 4}}});
     auto total = celer::cluster_resources();
@@ -42,7 +42,7 @@ TEST_CASE("the embedded node offers the configured and default resources", "[res
   REQUIRE(celer::cluster_resources()["CPU"] == std::max(1u, std::thread::hardware_concurrency()));
 }
 
-TEST_CASE("a running task holds its CPUs and a 2-CPU task waits for them", "[resources]") {
+TEST_CASE("a running task holds its CPUs and a 2-CPU task waits for them", "[resources][embedded]") {
   celer_test::scoped_runtime rt({.num_cpus = 2});
   celer_test::closed_gate gate;
   auto holder = celer::task(celer_test::hold_until_released).remote(1);
@@ -56,7 +56,7 @@ TEST_CASE("a running task holds its CPUs and a 2-CPU task waits for them", "[res
   REQUIRE(celer::get(holder) == 1);
 }
 
-TEST_CASE("custom resources limit how many tasks run at once", "[resources]") {
+TEST_CASE("custom resources limit how many tasks run at once", "[resources][embedded]") {
   celer_test::scoped_runtime rt({.num_cpus = 4, .resources = {{"licence", 1}}});
   celer_test::closed_gate gate;
   auto first = celer::task(celer_test::hold_until_released)

@@ -1,0 +1,348 @@
+#include "cluster/processes.hpp"
+
+#include "cluster/session.hpp"
+#include "head/head.hpp"
+#include "host.hpp"
+#include "log.hpp"
+#include "node/node_agent.hpp"
+#include "node/process_launcher.hpp"
+#include "transport/zmq_transport.hpp"
+#include "worker/worker.hpp"
+
+#include <celer/version.hpp>
+
+#include <csignal>
+#include <fstream>
+#include <cstdlib>
+#include <future>
+#include <thread>
+
+#include <pthread.h>
+#include <unistd.h>
+
+namespace celer::cluster {
+namespace {
+
+/// Hands a core the messages addressed to it (the core's own lock orders them).
+struct core_shell {
+  core_worker* core;
+  void handle(protocol::message& m) {
+    if (!std::holds_alternative<protocol::shutdown_component>(m)) core->handle(m);
+  }
+};
+
+std::string require_env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') {
+    throw exception(error_code::invalid_argument,
+                    std::string("worker mode: ") + name + " is not set by the node agent");
+  }
+  return v;
+}
+
+unique_id require_id(const char* name) {
+  auto id = parse_id(require_env(name));
+  if (!id) throw exception(error_code::invalid_argument, std::string("worker mode: bad ") + name);
+  return *id;
+}
+
+std::string bind_for(const std::string& ip) { return "tcp://" + ip + ":*"; }
+
+} // namespace
+
+// ---------------------------------------------------------------- driver / observer
+
+struct cluster_driver::impl {
+  component_host host{2};
+  std::unique_ptr<zmq_transport> net;
+  std::unique_ptr<core_worker> core;
+  address head_addr;
+  node_id node;
+  role r = role::driver;
+  bool stopped = false;
+};
+
+cluster_driver::cluster_driver(const knob_values& k, const std::string& address, role r)
+  : impl_(std::make_unique<impl>()) {
+  auto& s = *impl_;
+  s.r = r;
+  auto parts = parse_address(address);
+  if (!parts) throw exception(parts.error().code(), parts.error().message());
+  auto token = find_token(address);
+  if (!token) throw exception(token.error().code(), token.error().message());
+  const std::string ip = k.node_ip.empty() ? local_ip_towards(parts->host) : k.node_ip;
+  zmq_transport::options zo;
+  zo.bind = bind_for(ip);
+  zo.token = *token;
+  zo.max_body_bytes = static_cast<std::size_t>(k.max_message_bytes);
+  s.net = std::make_unique<zmq_transport>(s.host.local(), zo);
+  s.head_addr = celer::address{head_component, tcp_endpoint(*parts)};
+  if (auto ok = s.net->probe(s.head_addr.endpoint, std::chrono::milliseconds(k.connect_timeout_ms));
+      !ok) {
+    const auto code = ok.error().code();
+    s.net->stop();
+    throw exception(code, "cannot connect to the cluster at " + address + ": " +
+                            ok.error().message());
+  }
+  core_worker::endpoints where;
+  where.self = celer::address{unique_id::random(), s.net->endpoint()};
+  where.head = s.head_addr;
+  where.job = job_id::random();
+  where.binary = self_executable();
+  where.cluster = true;
+  s.core = std::make_unique<core_worker>(*s.net, where);
+  s.host.spawn(where.self.id, as_component(std::make_shared<core_shell>(core_shell{s.core.get()})),
+               "core");
+  s.net->start();
+  if (r == role::observer) return;
+  (void)s.net->send(s.head_addr, protocol::subscribe_cluster{where.self});
+  // The local node: a live node on this machine (the head's own first), else any live one.
+  auto st = s.core->query_status();
+  const protocol::node_status* pick = nullptr;
+  const std::string mine = "tcp://" + ip + ":";
+  for (const auto& n : st.nodes) {
+    if (!n.alive) continue;
+    const bool local = n.addr.endpoint.rfind(mine, 0) == 0;
+    const bool head_node = n.addr.endpoint == s.head_addr.endpoint;
+    if (pick == nullptr || (local && pick->addr.endpoint.rfind(mine, 0) != 0) ||
+        (local && head_node)) {
+      pick = &n;
+    }
+  }
+  if (pick == nullptr) {
+    stop();
+    throw exception(error_code::unavailable,
+                    "the cluster at " + address + " has no live node to run work on");
+  }
+  s.node = pick->node;
+  s.core->attach_node(pick->addr, pick->node);
+  CELER_LOG(info, "driver", "connected to " + address + "; local node " + s.node.short_hex());
+}
+
+cluster_driver::~cluster_driver() { stop(); }
+
+core_worker& cluster_driver::core() noexcept { return *impl_->core; }
+const node_id& cluster_driver::node() const noexcept { return impl_->node; }
+
+protocol::status_reply cluster_driver::status() { return impl_->core->query_status(); }
+
+void cluster_driver::stop() {
+  auto& s = *impl_;
+  if (s.stopped) return;
+  s.stopped = true;
+  s.core->stop("celer::shutdown was called");
+  if (s.r == role::driver) {
+    (void)s.net->send(s.head_addr, protocol::job_finished{s.core->where().job});
+  }
+  (void)s.host.local().send(s.core->self(), protocol::shutdown_component{"shutdown"});
+  s.host.stop();
+  s.net->stop();  // flushes job_finished to the head
+}
+
+// ---------------------------------------------------------------- worker process
+
+bool worker_mode_requested() { return std::getenv("CELER_WORKER_ID") != nullptr; }
+
+struct worker_process::impl {
+  component_host host{2};
+  std::unique_ptr<zmq_transport> net;
+  std::unique_ptr<core_worker> core;
+  node_id node;
+  std::promise<void> finished;
+  std::atomic<bool> finished_set{false};
+  bool stopped = false;
+};
+
+worker_process::worker_process(const knob_values& k) : impl_(std::make_unique<impl>()) {
+  auto& s = *impl_;
+  const worker_id id(require_id("CELER_WORKER_ID"));
+  s.node = node_id(require_id("CELER_WORKER_NODE"));
+  const address node_addr{s.node, require_env("CELER_WORKER_NODE_ENDPOINT")};
+  const address head_addr{head_component, require_env("CELER_WORKER_HEAD_ENDPOINT")};
+  const job_id job(require_id("CELER_WORKER_JOB"));
+  for (const char* v : {"CELER_WORKER_ID", "CELER_WORKER_NODE", "CELER_WORKER_NODE_ENDPOINT",
+                        "CELER_WORKER_HEAD_ENDPOINT", "CELER_WORKER_JOB"}) {
+    ::unsetenv(v);  // not inherited by what user code starts
+  }
+  zmq_transport::options zo;
+  zo.bind = bind_for(k.node_ip.empty() ? "127.0.0.1" : k.node_ip);
+  zo.token = k.token;
+  zo.max_body_bytes = static_cast<std::size_t>(k.max_message_bytes);
+  s.net = std::make_unique<zmq_transport>(s.host.local(), zo);
+
+  core_worker::endpoints where;
+  where.self = address{unique_id::random(), s.net->endpoint()};
+  where.node = node_addr;
+  where.head = head_addr;
+  where.this_node = s.node;
+  where.job = job;
+  where.binary = self_executable();
+  where.cluster = true;
+  s.core = std::make_unique<core_worker>(*s.net, where);
+  s.host.spawn(where.self.id, as_component(std::make_shared<core_shell>(core_shell{s.core.get()})),
+               "core");
+  const address self{id, s.net->endpoint()};
+  worker::config wc{id, self, node_addr, head_addr, s.node};
+  s.host.spawn_detached(id, as_component(std::make_shared<worker>(*s.net, *s.core, wc)), "worker",
+                        [&s] {
+                          if (!s.finished_set.exchange(true)) s.finished.set_value();
+                        });
+  s.net->start();
+  (void)s.net->send(head_addr, protocol::subscribe_cluster{where.self});
+  (void)s.net->send(node_addr, protocol::worker_ready{id, self});
+}
+
+worker_process::~worker_process() { stop(); }
+core_worker& worker_process::core() noexcept { return *impl_->core; }
+const node_id& worker_process::node() const noexcept { return impl_->node; }
+
+void worker_process::wait_until_finished() { impl_->finished.get_future().wait(); }
+
+void worker_process::stop() {
+  auto& s = *impl_;
+  if (s.stopped) return;
+  s.stopped = true;
+  s.core->stop("the worker is stopping");
+  (void)s.host.local().send(s.core->self(), protocol::shutdown_component{"stop"});
+  s.host.stop();
+  s.net->stop();
+}
+
+// ---------------------------------------------------------------- head and node daemons
+
+int run_daemon(const knob_values& k, const daemon_options& o,
+               const std::function<void(const expected<std::string>&)>& ready) {
+  // Signals are taken by sigwait below; every thread started from here inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  std::string head_host;
+  std::string cluster_address;
+  if (o.head) {
+    head_host = o.node_ip.empty() ? local_ip_towards("127.0.0.1") : o.node_ip;
+    cluster_address = head_host + ":" + std::to_string(o.port);
+  } else {
+    auto parts = parse_address(o.head_address);
+    if (!parts) {
+      ready(parts.error());
+      return 2;
+    }
+    cluster_address = parts->host + ":" + std::to_string(parts->port);
+  }
+  std::string token;
+  std::filesystem::path session_dir;
+  std::string ip;
+  try {
+    if (o.head) {
+      auto sess = create_session(cluster_address);
+      token = sess.token;
+      session_dir = sess.dir;
+      ip = head_host;
+    } else {
+      auto t = find_token(o.head_address);
+      if (!t) {
+        ready(t.error());
+        return 2;
+      }
+      token = *t;
+      session_dir = session_for_joining(o.head_address);
+      auto parts = parse_address(o.head_address);
+      ip = o.node_ip.empty() ? local_ip_towards(parts->host) : o.node_ip;
+    }
+  } catch (const exception& e) {
+    ready(error(e.code(), e.what()));
+    return 1;
+  }
+
+  component_host host(k.scheduler_threads > 0 ? k.scheduler_threads : 2);
+  zmq_transport::options zo;
+  zo.bind = o.head && o.port > 0 ? "tcp://" + ip + ":" + std::to_string(o.port) : bind_for(ip);
+  zo.token = token;
+  zo.max_body_bytes = static_cast<std::size_t>(k.max_message_bytes);
+  std::unique_ptr<zmq_transport> net;
+  try {
+    net = std::make_unique<zmq_transport>(host.local(), zo);
+  } catch (const exception& e) {
+    ready(error(e.code(), e.what()));
+    return 1;
+  }
+  if (o.head && o.port == 0) {
+    // Port 0: the system picked one; the session records the real address.
+    cluster_address = net->endpoint().substr(6);
+    std::ofstream(session_dir / "address") << cluster_address << "\n";
+  }
+  const address head_addr{head_component, o.head ? net->endpoint() : "tcp://" + cluster_address};
+  if (!o.head) {
+    if (auto ok = net->probe(head_addr.endpoint, std::chrono::milliseconds(k.connect_timeout_ms));
+        !ok) {
+      ready(error(ok.error().code(), "cannot join the cluster at " + cluster_address + ": " +
+                                       ok.error().message()));
+      return 1;
+    }
+  }
+  std::vector<address> tick_targets;
+  if (o.head) {
+    host.spawn(head_addr.id,
+               as_component(std::make_shared<head>(
+                 *net, head_addr, std::chrono::milliseconds(k.node_timeout_ms))),
+               "head");
+    tick_targets.push_back(head_addr);
+  }
+  std::unique_ptr<process_launcher> launcher;
+  std::shared_ptr<node_agent> agent;
+  node_id nid;
+  if (!o.head || o.with_node) {
+    nid = node_id::random();
+    const address node_addr{nid, net->endpoint()};
+    node_agent::config nc;
+    nc.id = nid;
+    nc.self = node_addr;
+    nc.head = head_addr;
+    try {
+      nc.total = node_resources(k, o.num_cpus, o.num_gpus, o.memory, o.resources);
+    } catch (const exception& e) {
+      ready(error(e.code(), e.what()));
+      return 2;
+    }
+    nc.labels = o.labels;
+    nc.spill_to_head = true;
+    const double cpus = nc.total.get(protocol::cpu);
+    nc.max_idle_workers =
+      k.max_idle_workers > 0 ? k.max_idle_workers : static_cast<int>(2 * std::max(1.0, cpus));
+    launcher = std::make_unique<process_launcher>(
+      *net, process_launcher::config{nid, node_addr, head_addr, token, ip, session_dir / "logs"});
+    agent = std::make_shared<node_agent>(*net, *launcher, nc);
+    agent->start();
+    host.spawn(nid, as_component(agent), "node");
+    tick_targets.push_back(node_addr);
+  }
+  host.start_ticks(tick_targets, std::chrono::milliseconds(std::max(10, k.heartbeat_ms)));
+  net->start();
+  const auto pid_file =
+    write_pid_file(session_dir, o.head ? "head" : "node-" + nid.short_hex());
+  const auto log_file =
+    session_dir / "logs" / (o.head ? std::string("head.log") : "node-" + nid.short_hex() + ".log");
+  ready(cluster_address + " " + session_dir.string() + " " + log_file.string());
+  CELER_LOG(warn, o.head ? "head" : "node",
+            std::string(o.head ? "head" : "node") + " serving at " + net->endpoint() +
+              (nid.nil() ? "" : ", node " + nid.hex()) + ", session " + session_dir.string());
+
+  int sig = 0;
+  while (sigwait(&stop_signals, &sig) != 0) {
+  }
+  CELER_LOG(warn, o.head ? "head" : "node", std::string("stopping (signal ") + std::to_string(sig) + ")");
+  const protocol::shutdown_component bye{"the daemon is stopping"};
+  if (agent) (void)host.local().send(address{nid, {}}, bye);  // tells its workers to stop
+  if (o.head) (void)host.local().send(head_addr, bye);
+  if (launcher) launcher->stop(std::chrono::seconds(5));
+  host.stop();
+  net->stop();
+  std::error_code ec;
+  std::filesystem::remove(pid_file, ec);
+  return 0;
+}
+
+} // namespace celer::cluster

@@ -1,0 +1,155 @@
+#include "node/process_launcher.hpp"
+
+#include "log.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace celer {
+
+std::string describe_exit(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const char* name = sigabbrev_np(sig);
+    return "was killed by signal " + std::to_string(sig) +
+           (name != nullptr ? std::string(" (SIG") + name + ")" : std::string());
+  }
+  return "ended (status " + std::to_string(status) + ")";
+}
+
+process_launcher::process_launcher(transport& local, config cfg)
+  : local_(local), cfg_(std::move(cfg)) {
+  reaper_ = std::thread([this] { reap_loop(); });
+}
+
+process_launcher::~process_launcher() { stop(std::chrono::milliseconds(0)); }
+
+worker_launcher::launched process_launcher::launch(const worker_id& id,
+                                                    const protocol::task_spec& first) {
+  // Everything the child needs is built before fork: after it, only async-signal-safe calls.
+  const std::string binary = first.binary;
+  const std::string log = (cfg_.log_dir / ("worker-" + id.short_hex() + ".log")).string();
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "CELER_", 6) != 0) env_strings.emplace_back(*e);
+  }
+  env_strings.push_back("CELER_WORKER_ID=" + id.hex());
+  env_strings.push_back("CELER_WORKER_NODE=" + cfg_.node.hex());
+  env_strings.push_back("CELER_WORKER_NODE_ENDPOINT=" + cfg_.node_addr.endpoint);
+  env_strings.push_back("CELER_WORKER_HEAD_ENDPOINT=" + cfg_.head_addr.endpoint);
+  env_strings.push_back("CELER_WORKER_JOB=" + first.job.hex());
+  env_strings.push_back("CELER_TOKEN=" + cfg_.token);
+  env_strings.push_back("CELER_NODE_IP=" + cfg_.node_ip);
+  if (const char* level = std::getenv("CELER_LOG_LEVEL")) {
+    env_strings.push_back(std::string("CELER_LOG_LEVEL=") + level);
+  }
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::string arg0 = binary;
+  char* argv[] = {arg0.data(), nullptr};
+  const std::string exec_failed = "celer: cannot run worker binary " + binary + ": ";
+
+  const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const pid_t parent = ::getpid();
+  std::unique_lock lock(mutex_);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // The worker dies with its node agent.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);
+    if (log_fd >= 0) {
+      ::dup2(log_fd, STDOUT_FILENO);
+      ::dup2(log_fd, STDERR_FILENO);
+    }
+    const int null_fd = ::open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
+    ::execve(binary.c_str(), argv, envp.data());
+    const int err = errno;
+    (void)!::write(STDERR_FILENO, exec_failed.data(), exec_failed.size());
+    const char* why = ::strerror(err);
+    (void)!::write(STDERR_FILENO, why, std::strlen(why));
+    (void)!::write(STDERR_FILENO, "\n", 1);
+    ::_exit(127);
+  }
+  if (log_fd >= 0) ::close(log_fd);
+  if (pid < 0) {
+    CELER_LOG(error, "node", std::string("cannot start a worker process: ") + std::strerror(errno));
+    lock.unlock();
+    (void)local_.send(cfg_.node_addr,
+                      protocol::worker_died{id, "could not be started (fork failed)"});
+    return {address{id, {}}, false};
+  }
+  pids_[pid] = id;
+  by_worker_[id] = pid;
+  cv_.notify_all();
+  CELER_LOG(info, "node", "started worker " + id.short_hex() + " as pid " + std::to_string(pid));
+  return {address{id, {}}, false};
+}
+
+void process_launcher::terminate(const worker_id& id, const address&, const actor_id&) {
+  std::lock_guard lock(mutex_);
+  auto it = by_worker_.find(id);
+  if (it != by_worker_.end()) ::kill(it->second, SIGKILL);
+}
+
+void process_launcher::reap_loop() {
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      cv_.wait(lock, [&] { return stopping_ || !pids_.empty(); });
+      if (pids_.empty()) return;  // stopping and nothing left
+    }
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, 0);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      continue;
+    }
+    worker_id id;
+    bool known = false;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = pids_.find(pid);
+      if (it != pids_.end()) {
+        id = it->second;
+        known = true;
+        by_worker_.erase(id);
+        pids_.erase(it);
+      }
+      cv_.notify_all();
+    }
+    if (known) {
+      std::string reason = describe_exit(status);
+      if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+        reason += " (see " + (cfg_.log_dir / ("worker-" + id.short_hex() + ".log")).string() + ")";
+      }
+      (void)local_.send(cfg_.node_addr, protocol::worker_died{id, std::move(reason)});
+    }
+  }
+}
+
+void process_launcher::stop(std::chrono::milliseconds grace) {
+  std::unique_lock lock(mutex_);
+  if (!reaper_.joinable()) return;
+  stopping_ = true;
+  cv_.notify_all();
+  if (!cv_.wait_for(lock, grace, [&] { return pids_.empty(); })) {
+    for (const auto& [pid, id] : pids_) ::kill(pid, SIGKILL);
+  }
+  lock.unlock();
+  reaper_.join();
+}
+
+} // namespace celer

@@ -1,0 +1,55 @@
+#pragma once
+// Cluster-mode workers: each is a process running the job's binary in worker mode. The
+// launcher forks and execs it with the facts it needs in its environment, reaps it when it
+// exits, and tells the node agent (worker_died) so that its work fails instead of hanging.
+
+#include "node/node_agent.hpp"
+
+#include <condition_variable>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include <sys/types.h>
+
+namespace celer {
+
+class process_launcher final : public worker_launcher {
+public:
+  struct config {
+    node_id node;
+    address node_addr;   // with the node process's endpoint
+    address head_addr;
+    std::string token;
+    std::string node_ip;
+    std::filesystem::path log_dir;
+  };
+  /// `local` reaches the node agent in this process (for worker_died).
+  process_launcher(transport& local, config cfg);
+  ~process_launcher() override;
+
+  launched launch(const worker_id& id, const protocol::task_spec& first) override;
+  void terminate(const worker_id& id, const address& addr, const actor_id& actor) override;
+  /// Waits up to `grace` for every worker to exit, kills what is left, and stops reaping.
+  void stop(std::chrono::milliseconds grace);
+
+private:
+  void reap_loop();
+
+  transport& local_;
+  config cfg_;
+  std::mutex mutex_;  // guards pids_, stopping_
+  std::condition_variable cv_;
+  std::unordered_map<pid_t, worker_id> pids_;
+  std::unordered_map<worker_id, pid_t> by_worker_;
+  bool stopping_ = false;
+  std::thread reaper_;
+};
+
+/// "exited with status 3", "was killed by signal 9 (SIGKILL)".
+std::string describe_exit(int status);
+
+} // namespace celer
