@@ -13,10 +13,19 @@ fi
 mkdir -p "$out"
 sources=(runtime/src/transport/wire.cpp runtime/src/protocol/messages.cpp
          runtime/src/protocol/resources.cpp runtime/src/common.cpp)
+flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+       -Iruntime/include -Iruntime/src)
+# The runtime sources are compiled once (as a library for libFuzzer: no main) and linked
+# into every target.
+objects=()
+for src in "${sources[@]}"; do
+  obj="$out/$(basename "$src" .cpp).o"
+  clang++ "${flags[@]/-fsanitize=fuzzer,/-fsanitize=fuzzer-no-link,}" -c "$src" -o "$obj"
+  objects+=("$obj")
+done
 for target in tests/fuzz/*_fuzz.cpp; do
   name=$(basename "$target" .cpp)
-  clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-    -Iruntime/include -Iruntime/src "$target" "${sources[@]}" -o "$out/$name"
+  clang++ "${flags[@]}" "$target" "${objects[@]}" -o "$out/$name"
   mkdir -p "$out/$name.corpus"
   echo "fuzz: running $name for $seconds s"
   log="$out/$name.log"

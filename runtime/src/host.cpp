@@ -55,6 +55,7 @@ struct component_host::impl {
   /// really exited (CAF detaches them and does not join).
   std::mutex threads_mutex;
   std::vector<pid_t> detached_threads;
+  std::size_t detached_spawned = 0;  // guarded by threads_mutex
   std::mutex ticks_mutex;  // guards ticks_stop
   std::condition_variable ticks_cv;
   bool ticks_stop = false;
@@ -80,7 +81,10 @@ struct component_host::impl {
         std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
     }
+    const bool all_recorded = detached_threads.size() == detached_spawned;
     detached_threads.clear();
+    detached_spawned = 0;
+    if (all_recorded) return;
     // A component stopped before its thread ran its initialiser is not in the list; CAF
     // names every detached actor's thread "caf.actor", and only hosts start them.
     while (caf_threads_alive() && std::chrono::steady_clock::now() < deadline) {
@@ -126,6 +130,10 @@ void component_host::spawn(const unique_id& id, std::shared_ptr<component> c, co
 void component_host::spawn_detached(const unique_id& id, std::shared_ptr<component> c,
                                     const char* what, std::function<void()> on_finished) {
   tsan::release(id);
+  {
+    std::lock_guard lock(impl_->threads_mutex);
+    ++impl_->detached_spawned;
+  }
   // Arguments go through spawn rather than a capture: CAF 0.17 dereferences a null
   // argument tuple when a spawned function takes none (UBSan reports it).
   auto a = impl_->sys->spawn<caf::detached>(impl::detached_behavior, std::move(c), impl_.get(),

@@ -156,3 +156,37 @@ TEST_CASE("generated garbage never crashes any decoder", "[wire][fuzz]") {
   REQUIRE(refused > 10000);
   REQUIRE(refused + accepted == 20000);
 }
+
+TEST_CASE("the hello decoder refuses garbage, other versions and oversized frames", "[wire][fuzz]") {
+  const wire::hello good{std::string(wire::magic), protocol_version, "token", "tcp://a:1"};
+  auto ok = wire::decode_hello(wire::encode_hello(good));
+  REQUIRE(ok.has_value());
+  REQUIRE(ok->token == "token");
+  auto other = wire::decode_hello(
+    wire::encode_hello({std::string(wire::magic), protocol_version + 1, "token", ""}));
+  REQUIRE(other.error().code() == error_code::failed_precondition);
+  REQUIRE(wire::decode_hello(std::string(wire::max_hello_bytes + 1, 'x')).error().code() ==
+          error_code::invalid_argument);
+  REQUIRE_FALSE(wire::decode_hello(wire::encode_hello({"nope", protocol_version, "t", ""})));
+
+  std::mt19937_64 gen(7);
+  const std::string valid = wire::encode_hello(good);
+  std::size_t refused = 0;
+  for (int round = 0; round < 20000; ++round) {
+    std::string frame = valid;
+    switch (round % 3) {
+      case 0:
+        frame.resize(gen() % 80);
+        for (auto& c : frame) c = static_cast<char>(gen());
+        break;
+      case 1:
+        for (int k = 0; k < 3; ++k) frame[gen() % frame.size()] ^= static_cast<char>(1 + gen() % 255);
+        break;
+      case 2:
+        frame.resize(gen() % frame.size());
+        break;
+    }
+    refused += wire::decode_hello(frame).has_value() ? 0 : 1;
+  }
+  REQUIRE(refused > 10000);
+}

@@ -1,0 +1,271 @@
+// A real local cluster: the `celer` CLI starts a head and node agents as processes on
+// 127.0.0.1, this binary connects as a driver, and its own copies run as worker processes.
+// Each node offers a custom resource named after it ("node0" on the head's node, "node1",
+// "node2"), so work can be pinned to a node.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <celer/celer.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <unistd.h>
+
+using namespace std::chrono_literals;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string node_hex() { return celer::current_node_id().hex(); }
+
+std::string slow_node_hex(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return celer::current_node_id().hex();
+}
+
+/// Puts a value from wherever it runs; the ref's owner is that worker.
+celer::object_ref<std::vector<int>> make_here(int n) {
+  std::vector<int> v(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = i * 3;
+  return celer::put(v);
+}
+
+/// Reads an object (fetched from its owner) and says where it read it.
+std::pair<std::string, long> read_there(celer::object_ref<std::vector<int>> r) {
+  long sum = 0;
+  for (int x : celer::get(r)) sum += x;
+  return {celer::current_node_id().hex(), sum};
+}
+
+/// Writes its pid to `path`, then sleeps (to be killed).
+int report_pid_and_sleep(std::string path, int ms) {
+  std::ofstream(path) << ::getpid() << std::endl;
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return 0;
+}
+
+struct probe {
+  std::string where() const { return celer::current_node_id().hex(); }
+  int pid() const { return ::getpid(); }
+  int parent_pid() const { return ::getppid(); }
+  int nap(int ms) const {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return ms;
+  }
+};
+probe* make_probe() { return new probe(); }
+
+CELER_REMOTE(node_hex, slow_node_hex, make_here, read_there, report_pid_and_sleep, make_probe,
+             &probe::where, &probe::pid, &probe::parent_pid, &probe::nap);
+
+std::string run(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+  ::pclose(p);
+  return out;
+}
+
+/// A head (node0) and two node agents (node1, node2) with 1 CPU each, in a private
+/// session directory; stopped with `celer stop` at the end. Sets CELER_ADDRESS.
+struct local_cluster {
+  fs::path dir;
+  std::string address;
+  explicit local_cluster(int node_timeout_ms = 2000) {
+    char tmpl[] = "/tmp/celer-it.XXXXXX";
+    dir = ::mkdtemp(tmpl);
+    ::setenv("CELER_TEMP_DIR", dir.c_str(), 1);
+    ::setenv("CELER_NODE_TIMEOUT_MS", std::to_string(node_timeout_ms).c_str(), 1);
+    ::setenv("CELER_HEARTBEAT_MS", "200", 1);
+    const std::string out = run(std::string(CELER_CLI) +
+                                " start --head --port 0 --num-cpus 1 --resources '{\"node0\": 1}'");
+    const auto at = out.find("started at ");
+    REQUIRE(at != std::string::npos);
+    address = out.substr(at + 11, out.find(' ', at + 11) - at - 11);
+    for (int i = 1; i <= 2; ++i) {
+      const std::string node = run(std::string(CELER_CLI) + " start --address " + address +
+                                   " --num-cpus 1 --resources '{\"node" + std::to_string(i) +
+                                   "\": 1}'");
+      REQUIRE_THAT(node, Contains("joined"));
+    }
+    ::setenv("CELER_ADDRESS", address.c_str(), 1);
+  }
+  ~local_cluster() {
+    if (celer::is_initialized()) celer::shutdown();
+    run(std::string(CELER_CLI) + " stop");
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    ::unsetenv("CELER_ADDRESS");
+  }
+  [[nodiscard]] std::string status() const { return run(std::string(CELER_CLI) + " status"); }
+  [[nodiscard]] std::string logs() const {
+    std::string all;
+    for (const auto& e : fs::directory_iterator(dir / "session_latest" / "logs")) {
+      std::ifstream in(e.path());
+      std::stringstream ss;
+      ss << in.rdbuf();
+      all += ss.str();
+    }
+    return all;
+  }
+};
+
+celer::task_options on_node(int i) {
+  return {.num_cpus = 0, .resources = {{"node" + std::to_string(i), 0.01}}};
+}
+
+template <class F>
+bool eventually(F f, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (f()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return f();
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  celer::serve_if_worker();
+  return Catch::Session().run(argc, argv);
+}
+
+TEST_CASE("tasks land on every node of a local cluster", "[cluster]") {
+  local_cluster cluster;
+  celer::init();
+  std::vector<celer::object_ref<std::string>> refs;
+  for (int i = 0; i < 30; ++i) refs.push_back(celer::task(slow_node_hex).remote(100));
+  std::set<std::string> nodes;
+  for (auto& r : refs) nodes.insert(celer::get(r, 60s));
+  REQUIRE(nodes.size() == 3);
+  REQUIRE(nodes.contains(celer::current_node_id().hex()));  // the driver's local node too
+}
+
+TEST_CASE("actors run on each node and objects made on one node are read on another",
+          "[cluster]") {
+  local_cluster cluster;
+  celer::init();
+  std::set<std::string> nodes;
+  std::vector<celer::actor_handle<probe>> actors;
+  for (int i = 0; i < 3; ++i) {
+    actors.push_back(celer::actor(make_probe)
+                       .options({.num_cpus = 0, .resources = {{"node" + std::to_string(i), 0.5}}})
+                       .remote());
+    nodes.insert(celer::get(actors.back().task(&probe::where).remote(), 60s));
+  }
+  REQUIRE(nodes.size() == 3);
+  // Made by a worker on node1 (which owns it), read by a task on node2 and by the driver.
+  auto inner = celer::get(celer::task(make_here).options(on_node(1)).remote(1000), 60s);
+  auto [where, sum] = celer::get(celer::task(read_there).options(on_node(2)).remote(inner), 60s);
+  REQUIRE(where != celer::get(celer::task(node_hex).options(on_node(1)).remote(), 60s));
+  REQUIRE(sum == 3L * 999 * 1000 / 2);
+  REQUIRE(celer::get(inner, 60s).size() == 1000);
+}
+
+TEST_CASE("killing an actor's worker process fails its calls with actor_died_error",
+          "[cluster][chaos]") {
+  local_cluster cluster;
+  celer::init();
+  auto a = celer::actor(make_probe).options({.num_cpus = 0, .resources = {{"node1", 0.5}}}).remote();
+  const int pid = celer::get(a.task(&probe::pid).remote(), 60s);
+  auto waiting = a.task(&probe::nap).remote(30000);
+  std::this_thread::sleep_for(100ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(::kill(pid, SIGKILL) == 0);
+  REQUIRE_THROWS_AS(celer::get(waiting, 20s), celer::actor_died_error);
+  REQUIRE(std::chrono::steady_clock::now() - t0 < 10s);
+  try {
+    celer::get(a.task(&probe::where).remote(), 20s);
+    FAIL("a call to the dead actor returned");
+  } catch (const celer::actor_died_error& e) {
+    REQUIRE_THAT(e.what(), Contains("worker process was killed by signal 9"));
+  }
+}
+
+TEST_CASE("killing a task's worker process fails the task with worker_died_error",
+          "[cluster][chaos]") {
+  local_cluster cluster;
+  celer::init();
+  const std::string pid_file = (cluster.dir / "task.pid").string();
+  auto r = celer::task(report_pid_and_sleep).options(on_node(2)).remote(pid_file, 30000);
+  int pid = 0;
+  REQUIRE(eventually([&] { return (std::ifstream(pid_file) >> pid) && pid > 0; }, 30s));
+  REQUIRE(::kill(pid, SIGKILL) == 0);
+  try {
+    celer::get(r, 20s);
+    FAIL("the task returned");
+  } catch (const celer::worker_died_error& e) {
+    REQUIRE_THAT(e.what(), Contains("report_pid_and_sleep") && Contains("signal 9"));
+  }
+  // The node goes on: the next task runs there.
+  REQUIRE(!celer::get(celer::task(node_hex).options(on_node(2)).remote(), 60s).empty());
+}
+
+TEST_CASE("killing a node agent fails its work with node_died_error and status shows it dead",
+          "[cluster][chaos]") {
+  local_cluster cluster(/*node_timeout_ms=*/1500);
+  celer::init();
+  auto a = celer::actor(make_probe).options({.num_cpus = 0, .resources = {{"node2", 0.5}}}).remote();
+  const int agent = celer::get(a.task(&probe::parent_pid).remote(), 60s);  // the node agent
+  const std::string node2 = celer::get(a.task(&probe::where).remote(), 60s);
+  auto call = a.task(&probe::nap).remote(60000);
+  auto task = celer::task(slow_node_hex).options(on_node(2)).remote(60000);
+  std::this_thread::sleep_for(300ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(::kill(agent, SIGKILL) == 0);
+  REQUIRE_THROWS_AS(celer::get(task, 30s), celer::node_died_error);
+  REQUIRE_THROWS_AS(celer::get(call, 30s), celer::actor_died_error);
+  REQUIRE(std::chrono::steady_clock::now() - t0 < 15s);
+  const std::string st = cluster.status();
+  REQUIRE_THAT(st, Contains(node2.substr(0, 8) + "  DEAD") && Contains("no heartbeat"));
+  REQUIRE_THAT(st, Contains("2 alive, 1 dead"));
+  // The rest of the cluster still serves; work for the dead node's resource is infeasible.
+  REQUIRE(!celer::get(celer::task(node_hex).options(on_node(1)).remote(), 60s).empty());
+  REQUIRE_THROWS_AS(celer::get(celer::task(node_hex).options(on_node(2)).remote(), 30s),
+                    celer::infeasible_error);
+}
+
+TEST_CASE("a driver with a wrong token is refused and the head logs it", "[cluster][security]") {
+  local_cluster cluster;
+  ::setenv("CELER_TOKEN", "0000000000000000000000000000000000000000000000000000000000000000", 1);
+  try {
+    celer::init();
+    FAIL("a wrong token was accepted");
+  } catch (const celer::exception& e) {
+    REQUIRE(e.code() == celer::error_code::unauthenticated);
+    REQUIRE_THAT(e.what(), Contains("wrong cluster token"));
+  }
+  ::unsetenv("CELER_TOKEN");
+  REQUIRE(eventually([&] { return cluster.logs().find("wrong cluster token") != std::string::npos; }, 5s));
+  // The right token (from the session directory) still works.
+  celer::init();
+  REQUIRE(!celer::get(celer::task(node_hex).remote(), 60s).empty());
+}
+
+TEST_CASE("the token file is readable by its owner only", "[cluster][security]") {
+  local_cluster cluster;
+  const auto perms = fs::status(cluster.dir / "session_latest" / "token").permissions();
+  REQUIRE((perms & (fs::perms::group_all | fs::perms::others_all)) == fs::perms::none);
+}
+
+TEST_CASE("celer status lists every node with its resources and labels", "[cluster]") {
+  local_cluster cluster;
+  REQUIRE(eventually([&] { return cluster.status().find("3 alive, 0 dead") != std::string::npos; }, 10s));
+  const std::string st = cluster.status();
+  REQUIRE_THAT(st, Contains("node0 0/1") && Contains("node1 0/1") && Contains("node2 0/1"));
+  REQUIRE_THAT(st, Contains("CPU 0/1"));
+}
