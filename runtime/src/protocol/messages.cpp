@@ -2,6 +2,16 @@
 
 namespace celer::protocol {
 
+std::vector<std::string>*& bulk_sink() noexcept {
+  thread_local std::vector<std::string>* sink = nullptr;
+  return sink;
+}
+
+std::span<const std::string_view>*& bulk_source() noexcept {
+  thread_local std::span<const std::string_view>* source = nullptr;
+  return source;
+}
+
 const char* name_of(const message& m) {
   static constexpr const char* names[] = {
     "submit_task",        "execute_task",   "task_done",         "task_result",

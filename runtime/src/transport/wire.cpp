@@ -49,21 +49,33 @@ expected<hello> decode_hello(std::string_view frame) {
 }
 
 std::vector<std::string> encode(const protocol::message& m) {
-  std::string body = std::visit([](const auto& msg) { return detail::pack(msg); }, m);
+  std::vector<std::string> bulk;
+  protocol::bulk_sink() = &bulk;
+  std::string body;
+  try {
+    body = std::visit([](const auto& msg) { return detail::pack(msg); }, m);
+  } catch (...) {
+    protocol::bulk_sink() = nullptr;
+    throw;
+  }
+  protocol::bulk_sink() = nullptr;
   header h{std::string(magic), protocol_version, static_cast<std::uint32_t>(m.index()),
-           body.size()};
+           body.size(), static_cast<std::uint32_t>(bulk.size())};
   std::vector<std::string> frames;
-  frames.reserve(2);
+  frames.reserve(2 + bulk.size());
   frames.push_back(detail::pack(h));
   frames.push_back(std::move(body));
+  for (auto& b : bulk) frames.push_back(std::move(b));
   return frames;
 }
 
 expected<protocol::message> decode(std::span<const std::string_view> frames,
                                    std::size_t max_body_bytes) {
-  if (frames.size() != 2) {
+  if (frames.size() < 2 || frames.size() > 2 + max_bulk_frames) {
     return error(error_code::invalid_argument,
-                 "a message has 2 frames (header, body), got " + std::to_string(frames.size()));
+                 "a message has 2 frames (header, body) and up to " +
+                   std::to_string(max_bulk_frames) + " bulk frames, got " +
+                   std::to_string(frames.size()));
   }
   if (frames[0].size() > max_header_bytes) {
     return error(error_code::invalid_argument,
@@ -81,10 +93,11 @@ expected<protocol::message> decode(std::span<const std::string_view> frames,
   if (h->type >= decoders.size()) {
     return error(error_code::invalid_argument, "unknown message type " + std::to_string(h->type));
   }
-  if (h->body_size > max_body_bytes || frames[1].size() > max_body_bytes) {
+  std::uint64_t total = frames[1].size();
+  for (std::size_t i = 2; i < frames.size(); ++i) total += frames[i].size();
+  if (h->body_size > max_body_bytes || total > max_body_bytes) {
     return error(error_code::resource_exhausted,
-                 "message body of " + std::to_string(std::max<std::uint64_t>(h->body_size,
-                                                                              frames[1].size())) +
+                 "message of " + std::to_string(std::max<std::uint64_t>(h->body_size, total)) +
                    " bytes exceeds the limit of " + std::to_string(max_body_bytes));
   }
   if (h->body_size != frames[1].size()) {
@@ -92,7 +105,16 @@ expected<protocol::message> decode(std::span<const std::string_view> frames,
                  "header says " + std::to_string(h->body_size) + " body bytes, frame has " +
                    std::to_string(frames[1].size()) + " (truncated?)");
   }
-  return decoders[h->type](frames[1]);
+  if (h->bulk_frames != frames.size() - 2) {
+    return error(error_code::invalid_argument,
+                 "header says " + std::to_string(h->bulk_frames) + " bulk frames, message has " +
+                   std::to_string(frames.size() - 2));
+  }
+  std::span<const std::string_view> bulk = frames.subspan(2);
+  protocol::bulk_source() = &bulk;
+  auto m = decoders[h->type](frames[1]);
+  protocol::bulk_source() = nullptr;
+  return m;
 }
 
 } // namespace celer::wire

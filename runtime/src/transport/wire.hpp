@@ -29,8 +29,12 @@ struct header {
   std::int32_t version = 0;
   std::uint32_t type = 0;
   std::uint64_t body_size = 0;
-  MSGPACK_DEFINE(magic, version, type, body_size)
+  /// Bulk frames after the body (protocol::bulk values of at least bulk::threshold bytes).
+  std::uint32_t bulk_frames = 0;
+  MSGPACK_DEFINE(magic, version, type, body_size, bulk_frames)
 };
+/// More bulk frames than this in one message is refused.
+inline constexpr std::size_t max_bulk_frames = 4096;
 
 /// What a process presents on every new connection before its first message.
 struct hello {
@@ -49,12 +53,13 @@ std::string encode_hello(const hello& h);
 /// failed_precondition (another protocol version). The token is not checked here.
 expected<hello> decode_hello(std::string_view frame);
 
-/// The two frames of `m`: header, body.
+/// The frames of `m`: header, body, then one frame per large bulk value.
 std::vector<std::string> encode(const protocol::message& m);
 
 /// Decodes the frames of one message. Errors: invalid_argument (malformed, truncated,
 /// unknown type, wrong frame count), failed_precondition (another protocol version),
-/// resource_exhausted (a body larger than `max_body_bytes`, checked before parsing).
+/// resource_exhausted (body and bulk frames together larger than `max_body_bytes`,
+/// checked before parsing).
 expected<protocol::message> decode(std::span<const std::string_view> frames,
                                    std::size_t max_body_bytes);
 

@@ -9,6 +9,7 @@
 #include <zmq_addon.hpp>
 
 #include <array>
+#include <span>
 #include <cstring>
 #include <string_view>
 
@@ -18,8 +19,8 @@ namespace celer {
 namespace {
 
 constexpr std::size_t id_bytes = 16;
-/// A message has 5 parts with its routing id; more than this is never valid.
-constexpr std::size_t max_parts = 8;
+/// A message has 5 parts with its routing id, and its bulk frames; more is never valid.
+constexpr std::size_t max_parts = 5 + wire::max_bulk_frames;
 /// How long closing waits for queued messages to reach live peers.
 constexpr int linger_ms = 1000;
 
@@ -185,8 +186,11 @@ bool zmq_transport::send(const address& to, protocol::message m) {
     std::lock_guard lock(p->mutex);
     p->socket.send(zmq::str_buffer("M"), zmq::send_flags::sndmore);
     p->socket.send(zmq::buffer(id_to_bytes(to.id)), zmq::send_flags::sndmore);
-    p->socket.send(zmq::buffer(frames[0]), zmq::send_flags::sndmore);
-    p->socket.send(adopt(std::move(frames[1])), zmq::send_flags::none);
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+      p->socket.send(adopt(std::move(frames[i])), i + 1 < frames.size()
+                                                     ? zmq::send_flags::sndmore
+                                                     : zmq::send_flags::none);
+    }
   } catch (const zmq::error_t& e) {
     CELER_LOG(warn, "transport", "sending to " + to.endpoint + " failed: " + e.what());
     return false;
@@ -320,15 +324,14 @@ void zmq_transport::on_frames(const std::vector<std::string_view>& parts) {
     reply(rid, 'E', "not authenticated: the connection sent no accepted hello");
     return;
   }
-  if (parts.size() != 5 || parts[2].size() != id_bytes) {
+  if (parts.size() < 5 || parts.size() > max_parts || parts[2].size() != id_bytes) {
     ++malformed_;
     CELER_LOG(warn, "transport", "dropped a message with " + std::to_string(parts.size() - 1) +
-                                   " frames (expected 4: kind, destination, header, body)");
+                                   " frames (expected kind, destination, header, body, bulk...)");
     reply(rid, 'E', "malformed message frames");
     return;
   }
-  const std::array<std::string_view, 2> body{parts[3], parts[4]};
-  auto m = wire::decode(body, opts_.max_body_bytes);
+  auto m = wire::decode(std::span<const std::string_view>(parts).subspan(3), opts_.max_body_bytes);
   if (!m) {
     ++malformed_;
     CELER_LOG(warn, "transport", "dropped a message from connection " + printable(rid) + ": " +

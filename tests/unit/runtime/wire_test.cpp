@@ -190,3 +190,39 @@ TEST_CASE("the hello decoder refuses garbage, other versions and oversized frame
   }
   REQUIRE(refused > 10000);
 }
+
+TEST_CASE("large values travel as bulk frames after a small body", "[wire]") {
+  protocol::task_result r;
+  r.task = task_id::random();
+  protocol::object_payload big, small;
+  big.ok = small.ok = true;
+  big.payload = std::string(1 << 20, 'b');
+  small.payload = "tiny";
+  r.returns = {big, small, big};
+  auto frames = wire::encode(r);
+  REQUIRE(frames.size() == 4);  // header, body, two bulk frames
+  REQUIRE(frames[1].size() < 256);
+  REQUIRE(frames[2].size() == (1u << 20));
+  auto back = decode(frames, 4u << 20);
+  REQUIRE(back.has_value());
+  const auto& got = std::get<protocol::task_result>(*back);
+  REQUIRE(got.returns[0].payload == big.payload);
+  REQUIRE(got.returns[1].payload == "tiny");
+  REQUIRE(got.returns[2].payload == big.payload);
+
+  SECTION("a missing bulk frame is refused") {
+    frames.pop_back();
+    REQUIRE(decode(frames, 4u << 20).error().code() == error_code::invalid_argument);
+  }
+  SECTION("bulk frames together past the limit are refused unread") {
+    REQUIRE(decode(frames, 1u << 20).error().code() == error_code::resource_exhausted);
+  }
+  SECTION("a body naming a bulk frame that does not exist is refused") {
+    frames.pop_back();
+    frames.pop_back();
+    frames[0] = detail::pack(wire::header{std::string(wire::magic), protocol_version,
+                                          static_cast<std::uint32_t>(protocol::message(r).index()),
+                                          frames[1].size(), 0});
+    REQUIRE(decode(frames, 4u << 20).error().code() == error_code::invalid_argument);
+  }
+}
