@@ -269,3 +269,32 @@ TEST_CASE("celer status lists every node with its resources and labels", "[clust
   REQUIRE_THAT(st, Contains("node0 0/1") && Contains("node1 0/1") && Contains("node2 0/1"));
   REQUIRE_THAT(st, Contains("CPU 0/1"));
 }
+
+// Run by tests/cluster/netns_test.sh against a cluster it made across network namespaces
+// (hidden: not run on its own).
+std::string node_ip() {
+  const char* ip = std::getenv("CELER_NODE_IP");
+  return ip == nullptr ? "" : ip;
+}
+CELER_REMOTE(node_ip);
+
+TEST_CASE("a cluster across network namespaces runs work on every host", "[.netns]") {
+  REQUIRE(std::getenv("CELER_ADDRESS") != nullptr);
+  celer::init();
+  std::set<std::string> ips;
+  for (int i = 0; i < 3; ++i) {
+    ips.insert(celer::get(celer::task(node_ip).options(on_node(i)).remote(), 60s));
+  }
+  REQUIRE(ips.size() == 3);
+  REQUIRE_FALSE(ips.contains(""));
+  auto inner = celer::get(celer::task(make_here).options(on_node(1)).remote(1000), 60s);
+  auto [where, sum] = celer::get(celer::task(read_there).options(on_node(2)).remote(inner), 60s);
+  REQUIRE(sum == 3L * 999 * 1000 / 2);
+  REQUIRE(celer::get(inner, 60s).size() == 1000);
+  std::set<std::string> spread;
+  std::vector<celer::object_ref<std::string>> refs;
+  for (int i = 0; i < 30; ++i) refs.push_back(celer::task(slow_node_hex).remote(100));
+  for (auto& r : refs) spread.insert(celer::get(r, 60s));
+  REQUIRE(spread.size() == 3);
+  celer::shutdown();
+}
