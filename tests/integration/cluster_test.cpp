@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 using namespace std::chrono_literals;
@@ -237,6 +238,36 @@ TEST_CASE("killing a node agent fails its work with node_died_error and status s
   REQUIRE(!celer::get(celer::task(node_hex).options(on_node(1)).remote(), 60s).empty());
   REQUIRE_THROWS_AS(celer::get(celer::task(node_hex).options(on_node(2)).remote(), 30s),
                     celer::infeasible_error);
+}
+
+TEST_CASE("a driver killed with SIGKILL has its actors stopped and their resources freed",
+          "[cluster][chaos]") {
+  local_cluster cluster(/*node_timeout_ms=*/1500);
+  const std::string pid_file = (cluster.dir / "actor.pid").string();
+  ::setenv("CELER_TEST_PID_FILE", pid_file.c_str(), 1);
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  const pid_t driver = ::fork();
+  if (driver == 0) {
+    ::execl(self.c_str(), self.c_str(), "[.child-driver]", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int actor_pid = 0;
+  REQUIRE(eventually([&] { return (std::ifstream(pid_file) >> actor_pid) && actor_pid > 0; }, 60s));
+  REQUIRE_THAT(cluster.status(), Contains("node1 1/1"));
+  ::kill(driver, SIGKILL);
+  ::waitpid(driver, nullptr, 0);
+  REQUIRE(eventually([&] { return ::kill(actor_pid, 0) != 0; }, 15s));
+  REQUIRE(eventually([&] { return cluster.status().find("node1 0/1") != std::string::npos; }, 10s));
+  REQUIRE_THAT(cluster.logs(), Contains("stopped heartbeating"));
+}
+
+// The driver the test above kills: it makes an actor, says where it is, and waits.
+TEST_CASE("a driver that makes an actor and waits", "[.child-driver]") {
+  celer::init();
+  auto a = celer::actor(make_probe).options({.num_cpus = 0, .resources = {{"node1", 1}}}).remote();
+  const int pid = celer::get(a.task(&probe::pid).remote(), 60s);
+  std::ofstream(std::getenv("CELER_TEST_PID_FILE")) << pid << std::endl;
+  std::this_thread::sleep_for(600s);
 }
 
 TEST_CASE("a driver with a wrong token is refused and the head logs it", "[cluster][security]") {

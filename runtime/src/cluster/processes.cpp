@@ -23,11 +23,19 @@
 namespace celer::cluster {
 namespace {
 
-/// Hands a core the messages addressed to it (the core's own lock orders them).
+/// Hands a core the messages addressed to it (the core's own lock orders them). A driver's
+/// core also turns its ticks into job heartbeats to the head.
 struct core_shell {
   core_worker* core;
+  transport* net = nullptr;
   void handle(protocol::message& m) {
-    if (!std::holds_alternative<protocol::shutdown_component>(m)) core->handle(m);
+    if (std::holds_alternative<protocol::tick>(m)) {
+      if (net != nullptr) {
+        (void)net->send(core->where().head, protocol::job_heartbeat{core->where().job});
+      }
+    } else if (!std::holds_alternative<protocol::shutdown_component>(m)) {
+      core->handle(m);
+    }
   }
 };
 
@@ -91,10 +99,15 @@ cluster_driver::cluster_driver(const knob_values& k, const std::string& address,
   where.binary = self_executable();
   where.cluster = true;
   s.core = std::make_unique<core_worker>(*s.net, where);
-  s.host.spawn(where.self.id, as_component(std::make_shared<core_shell>(core_shell{s.core.get()})),
+  s.host.spawn(where.self.id,
+               as_component(std::make_shared<core_shell>(
+                 core_shell{s.core.get(), r == role::driver ? s.net.get() : nullptr})),
                "core");
   s.net->start();
   if (r == role::observer) return;
+  // The head stops the job's actors and workers when these stop (the driver died).
+  (void)s.net->send(s.head_addr, protocol::job_heartbeat{where.job});
+  s.host.start_ticks({where.self}, std::chrono::milliseconds(std::max(10, k.heartbeat_ms)));
   (void)s.net->send(s.head_addr, protocol::subscribe_cluster{where.self});
   // The local node: a live node on this machine (the head's own first), else any live one.
   auto st = s.core->query_status();

@@ -242,9 +242,25 @@ void head::on(protocol::heartbeat& m) {
   n.workers = m.workers;
 }
 
+void head::on(protocol::job_heartbeat& m) { jobs_[m.job] = std::chrono::steady_clock::now(); }
+
+void head::on(protocol::unsubscribe_cluster& m) {
+  std::erase_if(cluster_subscribers_, [&](const address& a) { return a.endpoint == m.endpoint; });
+}
+
 void head::on(protocol::tick&) {
   if (node_timeout_.count() <= 0) return;
   const auto now = std::chrono::steady_clock::now();
+  std::vector<job_id> silent;
+  for (const auto& [job, seen] : jobs_) {
+    if (now - seen > node_timeout_) silent.push_back(job);
+  }
+  for (const auto& job : silent) {
+    CELER_LOG(warn, "head", "the driver of job " + job.short_hex() +
+                              " stopped heartbeating; stopping the job's actors and workers");
+    protocol::job_finished done{job};
+    on(done);
+  }
   for (auto& [id, n] : nodes_) {
     if (n.alive && now - n.last_seen > node_timeout_) {
       declare_dead(id, n,
@@ -282,6 +298,7 @@ void head::declare_dead(const node_id& id, node_info& n, const std::string& reas
 void head::on(protocol::subscribe_cluster& m) { cluster_subscribers_.push_back(m.subscriber); }
 
 void head::on(protocol::job_finished& m) {
+  jobs_.erase(m.job);
   for (auto& [aid, a] : actors_) {
     if (a.spec.job != m.job || a.state == protocol::actor_state::dead) continue;
     protocol::failure_info f;

@@ -58,6 +58,8 @@ private:
   void on(protocol::job_finished& m);
   void on(protocol::status_query& m);
   void on(protocol::resource_query& m);
+  void on(protocol::job_heartbeat& m);
+  void on(protocol::unsubscribe_cluster& m);
   /// The live node to place `need` on: one with enough free (the most free CPUs), else the
   /// least queued of those large enough; null when none is large enough (`why` says so).
   std::pair<const node_id, node_info>* pick_node(const protocol::resource_set& need,
@@ -70,6 +72,8 @@ private:
   address self_;
   std::chrono::milliseconds node_timeout_;
   std::vector<address> cluster_subscribers_;
+  /// Jobs whose drivers heartbeat, and when each was last heard from.
+  std::unordered_map<job_id, std::chrono::steady_clock::time_point> jobs_;
   std::map<node_id, node_info> nodes_;
   std::unordered_map<actor_id, actor_info> actors_;
   std::unordered_map<std::string, actor_id> names_;

@@ -122,10 +122,17 @@ void node_agent::release(worker_slot& w) {
   w.blocked = false;
 }
 
+void node_agent::forget_endpoint(const address& worker) {
+  if (cfg_.spill_to_head && !worker.endpoint.empty()) {
+    (void)net_.send(cfg_.head, protocol::unsubscribe_cluster{worker.endpoint});
+  }
+}
+
 void node_agent::retire(const worker_id& id, const std::string& why) {
   auto it = workers_.find(id);
   if (it == workers_.end()) return;
   (void)net_.send(it->second.addr, protocol::shutdown_component{why});
+  forget_endpoint(it->second.addr);
   workers_.erase(it);
   std::erase(idle_, id);
 }
@@ -174,6 +181,7 @@ void node_agent::on(protocol::actor_exited& m) {
   auto it = workers_.find(m.worker);
   if (it == workers_.end()) return;
   release(it->second);
+  forget_endpoint(it->second.addr);
   workers_.erase(it);
   if (!stopping_) dispatch();
 }
@@ -243,6 +251,7 @@ void node_agent::on(protocol::worker_died& m) {
   }
   CELER_LOG(info, "node", "worker " + m.worker.short_hex() + " exited: " + m.reason);
   release(w);
+  forget_endpoint(w.addr);
   workers_.erase(it);
   std::erase(idle_, m.worker);
   if (!stopping_) dispatch();

@@ -93,6 +93,8 @@ private:
   void dispatch();
   void send_work(const worker_id& id, worker_slot& w, protocol::task_spec spec);
   worker_id take_worker(const protocol::task_spec& spec);
+  /// Tells the head that a worker process's endpoint is gone (cluster mode).
+  void forget_endpoint(const address& worker);
   /// Stops an idle or finished worker and forgets it.
   void retire(const worker_id& id, const std::string& why);
   void release(worker_slot& w);

@@ -22,7 +22,7 @@ const char* name_of(const message& m) {
     "resource_query",     "resource_reply", "shutdown_component", "worker_ready",
     "worker_died",        "tick",           "heartbeat",         "subscribe_cluster",
     "node_died",          "task_placed",    "job_finished",      "status_query",
-    "status_reply",
+    "status_reply",       "job_heartbeat",  "unsubscribe_cluster",
   };
   static_assert(std::size(names) == std::variant_size_v<message>);
   return names[m.index()];

@@ -347,6 +347,16 @@ struct job_finished {
   job_id job;
   MSGPACK_DEFINE(job)
 };
+// ---- driver core -> head, every heartbeat interval: the job's driver is alive
+struct job_heartbeat {
+  job_id job;
+  MSGPACK_DEFINE(job)
+};
+// ---- node -> head: the process at `endpoint` (a worker) is gone; stop telling it things
+struct unsubscribe_cluster {
+  std::string endpoint;
+  MSGPACK_DEFINE(endpoint)
+};
 /// One node as `celer status` shows it.
 struct node_status {
   node_id node;
@@ -382,7 +392,7 @@ using message =
                actor_update, lookup_actor, lookup_actor_reply, kill_actor, actor_exited,
                resource_query, resource_reply, shutdown_component, worker_ready, worker_died,
                tick, heartbeat, subscribe_cluster, node_died, task_placed, job_finished,
-               status_query, status_reply>;
+               status_query, status_reply, job_heartbeat, unsubscribe_cluster>;
 
 /// The message's name, for logs.
 const char* name_of(const message& m);
