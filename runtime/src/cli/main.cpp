@@ -264,7 +264,8 @@ int status(std::string address) {
     std::cout << "cluster " << address << ": " << st.nodes.size() << " node(s), " << alive
               << " alive, " << st.nodes.size() - alive << " dead\n"
               << "actors: " << st.actors_alive << " alive, " << st.actors_pending
-              << " pending; tasks queued on nodes: " << queued << "\n\n";
+              << " pending; tasks queued on nodes: " << queued << "\n"
+              << "(use and queues as of each node's last heartbeat)\n\n";
     for (const auto& n : st.nodes) {
       std::cout << "node " << n.node.short_hex() << "  " << (n.alive ? "alive" : "DEAD") << "  "
                 << n.addr.endpoint << "\n";

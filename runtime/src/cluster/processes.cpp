@@ -12,7 +12,6 @@
 #include <celer/version.hpp>
 
 #include <csignal>
-#include <fstream>
 #include <cstdlib>
 #include <future>
 #include <thread>
@@ -250,9 +249,9 @@ int run_daemon(const knob_values& k, const daemon_options& o,
   std::string ip;
   try {
     if (o.head) {
-      auto sess = create_session(cluster_address);
-      token = sess.token;
-      session_dir = sess.dir;
+      // The session directory is made once the port is bound: a head that cannot start
+      // leaves the running cluster's session_latest alone.
+      token = make_token();
       ip = head_host;
     } else {
       auto t = find_token(o.head_address);
@@ -282,10 +281,14 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     ready(error(e.code(), e.what()));
     return 1;
   }
-  if (o.head && o.port == 0) {
-    // Port 0: the system picked one; the session records the real address.
-    cluster_address = net->endpoint().substr(6);
-    std::ofstream(session_dir / "address") << cluster_address << "\n";
+  if (o.head) {
+    cluster_address = net->endpoint().substr(6);  // the real port when --port 0
+    try {
+      session_dir = create_session(cluster_address, token).dir;
+    } catch (const exception& e) {
+      ready(error(e.code(), e.what()));
+      return 1;
+    }
   }
   const address head_addr{head_component, o.head ? net->endpoint() : "tcp://" + cluster_address};
   if (!o.head) {

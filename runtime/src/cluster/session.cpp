@@ -116,7 +116,7 @@ std::string normalized(const std::string& address) {
 
 } // namespace
 
-session create_session(const std::string& address) {
+session create_session(const std::string& address, const std::string& token) {
   std::error_code ec;
   fs::create_directories(temp_root(), ec);
   const std::time_t now = std::time(nullptr);
@@ -130,7 +130,7 @@ session create_session(const std::string& address) {
   fs::create_directories(s.dir / "pids", ec);
   if (ec) throw exception(error_code::unavailable, "cannot create " + s.dir.string() + ": " + ec.message());
   ::chmod(s.dir.c_str(), 0700);
-  s.token = make_token();
+  s.token = token;
   write_file(s.dir / "token", s.token, 0600);
   write_file(s.dir / "address", normalized(address), 0644);
   const fs::path latest = temp_root() / "session_latest";

@@ -42,9 +42,9 @@ struct session {
   std::filesystem::path dir;
   std::string token;
 };
-/// Creates a new session directory for the cluster at `address` with a fresh token, and
+/// Creates a new session directory for the cluster at `address` holding `token`, and
 /// points session_latest at it.
-session create_session(const std::string& address);
+session create_session(const std::string& address, const std::string& token);
 /// The session directory on this machine of the cluster at `address`, if one exists.
 std::optional<std::filesystem::path> find_session(const std::string& address);
 /// The token to present to the cluster at `address`: the token knob, else the one in this
