@@ -246,6 +246,7 @@ void head::on(protocol::job_heartbeat& m) { jobs_[m.job] = std::chrono::steady_c
 
 void head::on(protocol::unsubscribe_cluster& m) {
   std::erase_if(cluster_subscribers_, [&](const address& a) { return a.endpoint == m.endpoint; });
+  net_.forget(m.endpoint);
 }
 
 void head::on(protocol::tick&) {

@@ -122,9 +122,13 @@ void node_agent::release(worker_slot& w) {
   w.blocked = false;
 }
 
-void node_agent::forget_endpoint(const address& worker) {
-  if (cfg_.spill_to_head && !worker.endpoint.empty()) {
-    (void)net_.send(cfg_.head, protocol::unsubscribe_cluster{worker.endpoint});
+void node_agent::forget_endpoint(const worker_id& id, const address& worker, bool exited) {
+  if (!cfg_.spill_to_head || worker.endpoint.empty()) return;
+  (void)net_.send(cfg_.head, protocol::unsubscribe_cluster{worker.endpoint});
+  if (exited) {
+    net_.forget(worker.endpoint);
+  } else {
+    exiting_[id] = worker.endpoint;  // forgotten once the process is gone (worker_died)
   }
 }
 
@@ -132,7 +136,7 @@ void node_agent::retire(const worker_id& id, const std::string& why) {
   auto it = workers_.find(id);
   if (it == workers_.end()) return;
   (void)net_.send(it->second.addr, protocol::shutdown_component{why});
-  forget_endpoint(it->second.addr);
+  forget_endpoint(id, it->second.addr, false);
   workers_.erase(it);
   std::erase(idle_, id);
 }
@@ -181,7 +185,7 @@ void node_agent::on(protocol::actor_exited& m) {
   auto it = workers_.find(m.worker);
   if (it == workers_.end()) return;
   release(it->second);
-  forget_endpoint(it->second.addr);
+  forget_endpoint(m.worker, it->second.addr, false);
   workers_.erase(it);
   if (!stopping_) dispatch();
 }
@@ -221,6 +225,10 @@ void node_agent::on(protocol::worker_ready& m) {
 }
 
 void node_agent::on(protocol::worker_died& m) {
+  if (auto gone = exiting_.find(m.worker); gone != exiting_.end()) {
+    net_.forget(gone->second);
+    exiting_.erase(gone);
+  }
   auto it = workers_.find(m.worker);
   if (it == workers_.end()) return;
   auto& w = it->second;
@@ -251,7 +259,7 @@ void node_agent::on(protocol::worker_died& m) {
   }
   CELER_LOG(info, "node", "worker " + m.worker.short_hex() + " exited: " + m.reason);
   release(w);
-  forget_endpoint(w.addr);
+  forget_endpoint(m.worker, w.addr, true);
   workers_.erase(it);
   std::erase(idle_, m.worker);
   if (!stopping_) dispatch();

@@ -93,8 +93,9 @@ private:
   void dispatch();
   void send_work(const worker_id& id, worker_slot& w, protocol::task_spec spec);
   worker_id take_worker(const protocol::task_spec& spec);
-  /// Tells the head that a worker process's endpoint is gone (cluster mode).
-  void forget_endpoint(const address& worker);
+  /// Tells the head that a worker process's endpoint is going (cluster mode), and drops the
+  /// connection to it once the process has `exited`.
+  void forget_endpoint(const worker_id& id, const address& worker, bool exited);
   /// Stops an idle or finished worker and forgets it.
   void retire(const worker_id& id, const std::string& why);
   void release(worker_slot& w);
@@ -107,6 +108,8 @@ private:
   std::unordered_map<worker_id, worker_slot> workers_;
   std::vector<worker_id> idle_;
   std::unordered_set<job_id> finished_jobs_;
+  /// Workers told to stop whose process has not exited yet: their endpoints.
+  std::unordered_map<worker_id, std::string> exiting_;
   bool stopping_ = false;
 };
 

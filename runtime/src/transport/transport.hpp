@@ -7,6 +7,8 @@
 
 #include <celer/ids.hpp>
 
+#include <string>
+
 namespace celer {
 
 class transport {
@@ -15,6 +17,8 @@ public:
   /// Queues `m` for `to`. False when `to` is unknown here or has gone away; the message
   /// is then dropped and the caller decides what that means (usually: the peer died).
   [[nodiscard]] virtual bool send(const address& to, protocol::message m) = 0;
+  /// The process at `endpoint` is gone: drop the connection to it and what is queued there.
+  virtual void forget(const std::string& endpoint) { (void)endpoint; }
 };
 
 } // namespace celer

@@ -163,6 +163,8 @@ zmq_transport::peer* zmq_transport::peer_for(const std::string& endpoint) {
     p->socket.set(zmq::sockopt::sndhwm, 0);  // never drop or block: peers' death is
                                              // detected by heartbeats and reapers
     p->socket.set(zmq::sockopt::rcvhwm, 16);
+    // A peer that went away is retried less and less often (up to every 10 s).
+    p->socket.set(zmq::sockopt::reconnect_ivl_max, 10000);
     p->socket.connect(endpoint);
     // The hello goes first on the connection; the messages queued behind it follow.
     p->socket.send(zmq::str_buffer("H"), zmq::send_flags::sndmore);
@@ -196,6 +198,20 @@ bool zmq_transport::send(const address& to, protocol::message m) {
     return false;
   }
   return true;
+}
+
+void zmq_transport::forget(const std::string& endpoint) {
+  std::unique_ptr<peer> gone;
+  {
+    std::unique_lock lock(peers_mutex_);
+    auto it = peers_.find(endpoint);
+    if (it == peers_.end()) return;
+    gone = std::move(it->second);
+    peers_.erase(it);
+  }
+  std::lock_guard plock(gone->mutex);  // no sender is inside; none can find it any more
+  gone->socket.set(zmq::sockopt::linger, 0);
+  gone->socket.close();
 }
 
 expected<void> zmq_transport::probe(const std::string& endpoint, std::chrono::milliseconds timeout) {

@@ -71,6 +71,7 @@ public:
   void stop();
 
   [[nodiscard]] bool send(const address& to, protocol::message m) override;
+  void forget(const std::string& endpoint) override;
 
   /// Says hello to `endpoint` on a fresh connection and waits for the answer: unauthenticated
   /// when the token is refused, failed_precondition for another protocol version,
