@@ -92,7 +92,8 @@ struct local_cluster {
     ::setenv("CELER_NODE_TIMEOUT_MS", std::to_string(node_timeout_ms).c_str(), 1);
     ::setenv("CELER_HEARTBEAT_MS", "200", 1);
     const std::string out = run(std::string(CELER_CLI) +
-                                " start --head --port 0 --num-cpus 1 --resources '{\"node0\": 1}'");
+                                " start --head --port 0 --num-cpus 1 --resources '{\"node0\": 1}'"
+                                " --labels zone=a,kind=spot");
     const auto at = out.find("started at ");
     REQUIRE(at != std::string::npos);
     address = out.substr(at + 11, out.find(' ', at + 11) - at - 11);
@@ -141,6 +142,10 @@ bool eventually(F f, std::chrono::milliseconds limit) {
 } // namespace
 
 int main(int argc, char** argv) {
+  // A worker that takes too long to start (for the start-timeout test below).
+  if (std::getenv("CELER_WORKER_ID") != nullptr && std::getenv("CELERTEST_SLOW_WORKER") != nullptr) {
+    std::this_thread::sleep_for(60s);
+  }
   celer::serve_if_worker();
   return Catch::Session().run(argc, argv);
 }
@@ -270,6 +275,21 @@ TEST_CASE("a driver that makes an actor and waits", "[.child-driver]") {
   std::this_thread::sleep_for(600s);
 }
 
+TEST_CASE("a worker process that never connects is killed and its task fails", "[cluster][chaos]") {
+  ::setenv("CELERTEST_SLOW_WORKER", "1", 1);  // inherited by the nodes, and so the workers
+  ::setenv("CELER_WORKER_START_TIMEOUT_MS", "1000", 1);
+  local_cluster cluster;
+  ::unsetenv("CELERTEST_SLOW_WORKER");
+  ::unsetenv("CELER_WORKER_START_TIMEOUT_MS");
+  celer::init();
+  try {
+    celer::get(celer::task(node_hex).remote(), 30s);
+    FAIL("the task returned");
+  } catch (const celer::worker_died_error& e) {
+    REQUIRE_THAT(e.what(), Contains("did not start within 1000 ms"));
+  }
+}
+
 TEST_CASE("a driver with a wrong token is refused and the head logs it", "[cluster][security]") {
   local_cluster cluster;
   ::setenv("CELER_TOKEN", "0000000000000000000000000000000000000000000000000000000000000000", 1);
@@ -299,6 +319,7 @@ TEST_CASE("celer status lists every node with its resources and labels", "[clust
   const std::string st = cluster.status();
   REQUIRE_THAT(st, Contains("node0 0/1") && Contains("node1 0/1") && Contains("node2 0/1"));
   REQUIRE_THAT(st, Contains("CPU 0/1"));
+  REQUIRE_THAT(st, Contains("labels: kind=spot zone=a"));
 }
 
 // Run by tests/cluster/netns_test.sh against a cluster it made across network namespaces

@@ -325,6 +325,7 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     }
     nc.labels = o.labels;
     nc.spill_to_head = true;
+    nc.worker_start_timeout = std::chrono::milliseconds(k.worker_start_timeout_ms);
     const double cpus = nc.total.get(protocol::cpu);
     nc.max_idle_workers =
       k.max_idle_workers > 0 ? k.max_idle_workers : static_cast<int>(2 * std::max(1.0, cpus));

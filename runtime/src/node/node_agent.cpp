@@ -75,6 +75,7 @@ worker_id node_agent::take_worker(const protocol::task_spec& spec) {
   worker_slot slot;
   slot.addr = std::move(started.addr);
   slot.ready = started.ready;
+  slot.started = std::chrono::steady_clock::now();
   slot.job = spec.job;
   slot.actor_worker = for_actor;
   workers_.emplace(id, std::move(slot));
@@ -232,6 +233,7 @@ void node_agent::on(protocol::worker_died& m) {
   auto it = workers_.find(m.worker);
   if (it == workers_.end()) return;
   auto& w = it->second;
+  if (!w.kill_reason.empty()) m.reason = w.kill_reason;
   if (w.actor_worker) {
     protocol::failure_info f;
     f.kind = detail::failure_kind::actor_died;
@@ -267,6 +269,17 @@ void node_agent::on(protocol::worker_died& m) {
 
 void node_agent::on(protocol::tick&) {
   if (stopping_) return;
+  if (cfg_.worker_start_timeout.count() > 0) {
+    const auto now = std::chrono::steady_clock::now();
+    for (auto& [id, w] : workers_) {
+      if (w.ready || !w.kill_reason.empty() || now - w.started < cfg_.worker_start_timeout) continue;
+      w.kill_reason = "did not start within " +
+                      std::to_string(cfg_.worker_start_timeout.count()) +
+                      " ms (does its main call celer::init first?)";
+      CELER_LOG(warn, "node", "worker " + id.short_hex() + " " + w.kill_reason + "; killing it");
+      launcher_.terminate(id, w.addr, w.actor);
+    }
+  }
   protocol::heartbeat h;
   h.node = cfg_.id;
   h.available = available_;

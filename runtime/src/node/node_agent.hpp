@@ -7,6 +7,7 @@
 #include "protocol/messages.hpp"
 #include "transport/transport.hpp"
 
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <map>
@@ -45,6 +46,9 @@ public:
     int max_idle_workers = 4;
     /// Cluster mode: work that cannot start here now goes to the head's scheduler.
     bool spill_to_head = false;
+    /// A worker process that has not said worker_ready after this long is killed (checked
+    /// on each tick); zero never kills one.
+    std::chrono::milliseconds worker_start_timeout{0};
   };
   node_agent(transport& net, worker_launcher& launcher, config cfg);
 
@@ -62,6 +66,9 @@ private:
     /// False until a worker process says worker_ready; `pending` waits for it.
     bool ready = true;
     std::optional<protocol::task_spec> pending;
+    std::chrono::steady_clock::time_point started;
+    /// Why the node killed it, if it did (reported instead of the bare signal).
+    std::string kill_reason;
     job_id job;
     /// The running task's owner and function, to fail it if the worker dies.
     address owner;
