@@ -9,6 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <filesystem>
+#include <string_view>
+#include <vector>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -288,9 +291,36 @@ int status(std::string address) {
   }
 }
 
+/// `celer microbenchmark ...` runs celer-microbenchmark (built from bench/), found next to
+/// this program, in the build tree's bench/, or on PATH.
+[[noreturn]] void exec_microbenchmark(int argc, char** argv) {
+  std::vector<std::string> candidates;
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    candidates.push_back((self.parent_path() / "celer-microbenchmark").string());
+    candidates.push_back((self.parent_path().parent_path() / "bench" / "celer-microbenchmark").string());
+  }
+  std::vector<char*> args{nullptr};
+  for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+  args.push_back(nullptr);
+  for (auto& c : candidates) {
+    if (::access(c.c_str(), X_OK) == 0) {
+      args[0] = c.data();
+      ::execv(c.c_str(), args.data());
+    }
+  }
+  std::string name = "celer-microbenchmark";
+  args[0] = name.data();
+  ::execvp(name.c_str(), args.data());
+  std::cerr << "celer microbenchmark: cannot find celer-microbenchmark next to celer or on PATH\n";
+  std::exit(127);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string_view(argv[1]) == "microbenchmark") exec_microbenchmark(argc, argv);
   CLI::App app{"celer: an actor-model distributed task runtime for machine-learning work"};
   app.set_version_flag("--version", std::string("celer ") + celer::version_string +
                                       " (protocol " + std::to_string(celer::protocol_version) +
@@ -331,6 +361,9 @@ int main(int argc, char** argv) {
   status_cmd->add_option("--address", status_address,
                          "the head's HOST:PORT (default: CELER_ADDRESS, else this machine's "
                          "latest session)");
+
+  app.add_subcommand("microbenchmark",
+                     "Ray's microbenchmark workloads on celer: celer microbenchmark --help");
 
   CLI11_PARSE(app, argc, argv);
   try {

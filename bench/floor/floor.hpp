@@ -1,0 +1,18 @@
+#pragma once
+// The floor under celer's figures on this machine: what a bare ZeroMQ request/reply round
+// trip costs (between two threads, and between two processes) and how fast memcpy copies.
+// No synchronous call can beat the round trip; no put can beat memcpy.
+
+#include <string>
+
+namespace celer::bench {
+
+/// Round trips per second of a 2-byte ZeroMQ REQ/REP exchange over TCP loopback between
+/// two threads of this process, for about `seconds`.
+double zmq_roundtrips_threads(double seconds);
+/// The same between this process and a forked child.
+double zmq_roundtrips_processes(double seconds);
+/// GB/s of memcpy of `bytes`-byte buffers (the size of single_client_put_gigabytes' value).
+double memcpy_gigabytes(double seconds, std::size_t bytes);
+
+} // namespace celer::bench
