@@ -1,0 +1,82 @@
+"""Merges the JSON of `celer microbenchmark` and the peers into one table:
+workload, celer, Ray, Dask, and celer's ratio to each. A peer's JSON that is missing (it
+could not run) is reported with the reason given on the command line.
+
+    python table.py celer.json ray.json dask.json [--missing-ray WHY] [--missing-dask WHY]
+"""
+
+import argparse
+import json
+import os
+
+
+def load(path):
+    if not path or not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def fmt(v):
+    if v is None:
+        return "-"
+    return f"{v:.0f}" if v >= 100 else f"{v:.3g}"
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("celer")
+    p.add_argument("ray")
+    p.add_argument("dask")
+    p.add_argument("--missing-ray", default="")
+    p.add_argument("--missing-dask", default="")
+    a = p.parse_args()
+    celer, ray, dask = load(a.celer), load(a.ray), load(a.dask)
+    if celer is None:
+        raise SystemExit("no celer results")
+
+    def by_name(doc):
+        return {r["name"]: r for r in doc["results"]} if doc else {}
+
+    c, r, d = by_name(celer), by_name(ray), by_name(dask)
+    print(f"celer ({celer.get('mode', '')}) vs {ray['system'] if ray else 'Ray: missing'} vs "
+          f"{dask['system'] if dask else 'Dask: missing'}; {celer.get('duration_s')} s trials\n")
+    head = f"{'workload':<46} {'celer':>10} {'Ray':>10} {'Dask':>10} {'celer/Ray':>10} {'celer/Dask':>10}"
+    print(head)
+    print("-" * len(head))
+    floor = []
+    for name, cr in c.items():
+        if name.startswith("floor_"):
+            floor.append(cr)
+            continue
+        cv = cr.get("value")
+        rv = r.get(name, {}).get("value")
+        dv = d.get(name, {}).get("value")
+        ratio_r = f"{cv / rv:.1f}x" if cv and rv else "-"
+        ratio_d = f"{cv / dv:.1f}x" if cv and dv else "-"
+        print(f"{name:<46} {fmt(cv):>10} {fmt(rv):>10} {fmt(dv):>10} {ratio_r:>10} {ratio_d:>10}")
+    units = {n: x.get("unit", "") for n, x in c.items()}
+    print("\nGB per second for *_gigabytes, operations per second otherwise.")
+    if floor:
+        print("\nThe floor on this machine (no runtime):")
+        for f in floor:
+            print(f"  {f['name']:<44} {fmt(f['value']):>10}  {units.get(f['name'], '')}")
+    notes = []
+    for doc, missing, label in ((ray, a.missing_ray, "Ray"), (dask, a.missing_dask, "Dask")):
+        if doc is None:
+            notes.append(f"{label} missing: {missing or 'it did not run'}")
+        else:
+            for x in doc["results"]:
+                if "skipped" in x:
+                    notes.append(f"{label} has no {x['name']}: {x['skipped']}")
+    for x in celer["results"]:
+        if "skipped" in x:
+            notes.append(f"celer skipped {x['name']}: {x['skipped']}")
+    if notes:
+        print()
+        for n in notes:
+            print(n)
+
+
+if __name__ == "__main__":
+    main()
