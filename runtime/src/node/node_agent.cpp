@@ -43,19 +43,31 @@ void node_agent::on(protocol::submit_task& m) {
     return;
   }
   if (!m.from_head && cfg_.spill_to_head &&
-      !(queue_.empty() && available_.covers(m.spec.resources))) {
+      !(queued_ == 0 && available_.covers(m.spec.resources))) {
     // Busy here: the head's scheduler places it where resources are free.
     (void)net_.send(cfg_.head, std::move(m));
     return;
   }
-  queue_.push_back(std::move(m.spec));
+  enqueue(std::move(m.spec));
   dispatch();
 }
 
 void node_agent::on(protocol::start_actor& m) {
   if (stopping_) return;
-  queue_.push_back(std::move(m.spec));
+  enqueue(std::move(m.spec));
   dispatch();
+}
+
+void node_agent::enqueue(protocol::task_spec spec) {
+  ++queued_;
+  for (auto& q : queues_) {
+    if (q.shape.amounts == spec.resources.amounts) {
+      q.tasks.push_back(std::move(spec));
+      return;
+    }
+  }
+  queues_.push_back({spec.resources, {}});
+  queues_.back().tasks.push_back(std::move(spec));
 }
 
 worker_id node_agent::take_worker(const protocol::task_spec& spec) {
@@ -93,26 +105,27 @@ void node_agent::send_work(const worker_id& id, worker_slot& w, protocol::task_s
 }
 
 void node_agent::dispatch() {
-  // Scan in submission order and start everything that fits now: a task waiting for 2 CPUs
-  // does not hold back later tasks that need 1.
-  for (auto it = queue_.begin(); it != queue_.end();) {
-    if (!available_.covers(it->resources)) {
-      ++it;
-      continue;
+  // Each shape's tasks start in order while its shape fits: a task waiting for 2 CPUs does
+  // not hold back tasks that need 1.
+  for (auto& q : queues_) {
+    while (!q.tasks.empty() && available_.covers(q.shape)) {
+      auto spec = std::move(q.tasks.front());
+      q.tasks.pop_front();
+      --queued_;
+      const worker_id wid = take_worker(spec);
+      auto& w = workers_.at(wid);
+      w.busy = true;
+      w.task = spec.id;
+      w.actor = spec.actor;
+      w.owner = spec.owner;
+      w.function = spec.function;
+      w.held = spec.resources;
+      w.granted = spec.resources;
+      available_.subtract(spec.resources);
+      send_work(wid, w, std::move(spec));
     }
-    const worker_id wid = take_worker(*it);
-    auto& w = workers_.at(wid);
-    w.busy = true;
-    w.task = it->id;
-    w.actor = it->actor;
-    w.owner = it->owner;
-    w.function = it->function;
-    w.held = it->resources;
-    w.granted = it->resources;
-    available_.subtract(it->resources);
-    send_work(wid, w, std::move(*it));
-    it = queue_.erase(it);
   }
+  std::erase_if(queues_, [](const shape_queue& q) { return q.tasks.empty(); });
 }
 
 void node_agent::release(worker_slot& w) {
@@ -193,12 +206,15 @@ void node_agent::on(protocol::actor_exited& m) {
 
 void node_agent::on(protocol::kill_actor& m) {
   // Not started yet: drop it from the queue.
-  auto q = std::find_if(queue_.begin(), queue_.end(), [&](const protocol::task_spec& s) {
-    return s.kind == protocol::task_kind::actor_creation && s.actor == m.actor;
-  });
-  if (q != queue_.end()) {
-    queue_.erase(q);
-    return;
+  for (auto& q : queues_) {
+    auto it = std::find_if(q.tasks.begin(), q.tasks.end(), [&](const protocol::task_spec& s) {
+      return s.kind == protocol::task_kind::actor_creation && s.actor == m.actor;
+    });
+    if (it != q.tasks.end()) {
+      q.tasks.erase(it);
+      --queued_;
+      return;
+    }
   }
   for (auto& [id, w] : workers_) {
     if (w.actor_worker && w.actor == m.actor) {
@@ -283,16 +299,18 @@ void node_agent::on(protocol::tick&) {
   protocol::heartbeat h;
   h.node = cfg_.id;
   h.available = available_;
-  h.queued = static_cast<std::uint32_t>(queue_.size());
+  h.queued = static_cast<std::uint32_t>(queued_);
   h.workers = static_cast<std::uint32_t>(workers_.size());
   (void)net_.send(cfg_.head, std::move(h));
 }
 
 void node_agent::on(protocol::job_finished& m) {
   finished_jobs_.insert(m.job);
-  std::erase_if(queue_, [&](const protocol::task_spec& s) {
-    return s.job == m.job && s.kind == protocol::task_kind::normal;
-  });
+  for (auto& q : queues_) {
+    queued_ -= std::erase_if(q.tasks, [&](const protocol::task_spec& s) {
+      return s.job == m.job && s.kind == protocol::task_kind::normal;
+    });
+  }
   std::vector<worker_id> idle_of_job;
   for (const auto& id : idle_) {
     if (workers_.at(id).job == m.job) idle_of_job.push_back(id);
@@ -310,7 +328,8 @@ void node_agent::on(protocol::resource_query& m) {
 
 void node_agent::on(protocol::shutdown_component& m) {
   stopping_ = true;
-  queue_.clear();
+  queues_.clear();
+  queued_ = 0;
   for (auto& [id, w] : workers_) (void)net_.send(w.addr, m);
   workers_.clear();
   idle_.clear();

@@ -57,7 +57,7 @@ public:
   void handle(protocol::message& m);
 
   [[nodiscard]] const protocol::resource_set& available() const noexcept { return available_; }
-  [[nodiscard]] std::size_t queued() const noexcept { return queue_.size(); }
+  [[nodiscard]] std::size_t queued() const noexcept { return queued_; }
   [[nodiscard]] std::size_t workers() const noexcept { return workers_.size(); }
 
 private:
@@ -111,7 +111,16 @@ private:
   worker_launcher& launcher_;
   config cfg_;
   protocol::resource_set available_;
-  std::deque<protocol::task_spec> queue_;
+  /// Queued work by resource shape (Ray's scheduling classes), shapes in order of first
+  /// arrival, FIFO within a shape. Dispatch looks at the head of each shape only, so a long
+  /// queue costs nothing per dispatch, and a large request does not hold back smaller ones.
+  struct shape_queue {
+    protocol::resource_set shape;
+    std::deque<protocol::task_spec> tasks;
+  };
+  void enqueue(protocol::task_spec spec);
+  std::vector<shape_queue> queues_;
+  std::size_t queued_ = 0;
   std::unordered_map<worker_id, worker_slot> workers_;
   std::vector<worker_id> idle_;
   std::unordered_set<job_id> finished_jobs_;
