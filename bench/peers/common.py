@@ -37,6 +37,7 @@ class Runner:
             fig = f"{fmt(r['value'])} +- {fmt(r['std'])}"
             print(f"{r['name']:<48} {fig:>28}  {r['unit']}", flush=True)
         self.results.append(r)
+        self.finish()  # after every row, so that an interrupted run keeps what it measured
 
     def timeit(self, name, fn, multiplier=1, unit="per second"):
         if not self.selected(name):
