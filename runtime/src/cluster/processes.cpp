@@ -102,6 +102,7 @@ cluster_driver::cluster_driver(const knob_values& k, const std::string& address,
                as_component(std::make_shared<core_shell>(
                  core_shell{s.core.get(), r == role::driver ? s.net.get() : nullptr})),
                "core");
+  s.net->handle_directly(where.self.id, [core = s.core.get()](protocol::message& m) { core->handle(m); });
   s.net->start();
   if (r == role::observer) return;
   // The head stops the job's actors and workers when these stop (the driver died).
@@ -193,6 +194,7 @@ worker_process::worker_process(const knob_values& k) : impl_(std::make_unique<im
   s.core = std::make_unique<core_worker>(*s.net, where);
   s.host.spawn(where.self.id, as_component(std::make_shared<core_shell>(core_shell{s.core.get()})),
                "core");
+  s.net->handle_directly(where.self.id, [core = s.core.get()](protocol::message& m) { core->handle(m); });
   const address self{id, s.net->endpoint()};
   worker::config wc{id, self, node_addr, head_addr, s.node};
   s.host.spawn_detached(id, as_component(std::make_shared<worker>(*s.net, *s.core, wc)), "worker",

@@ -125,6 +125,11 @@ zmq_transport::zmq_transport(local_transport& local, options o)
 
 zmq_transport::~zmq_transport() { stop(); }
 
+void zmq_transport::handle_directly(const unique_id& id,
+                                    std::function<void(protocol::message&)> handler) {
+  direct_[id] = std::move(handler);
+}
+
 void zmq_transport::start() { receiver_ = std::thread([this] { receive_loop(); }); }
 
 void zmq_transport::stop() {
@@ -356,6 +361,15 @@ void zmq_transport::on_frames(const std::vector<std::string_view>& parts) {
     return;
   }
   const address to{id_from_bytes(parts[2]), {}};
+  if (auto direct = direct_.find(to.id); direct != direct_.end()) {
+    try {
+      direct->second(*m);
+    } catch (const std::exception& e) {
+      CELER_LOG(error, "transport", std::string("handling ") + protocol::name_of(*m) + ": " + e.what());
+    }
+    ++delivered_;
+    return;
+  }
   const char* name = protocol::name_of(*m);
   if (!local_.send(to, std::move(*m))) {
     ++undeliverable_;

@@ -22,6 +22,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -65,6 +66,10 @@ public:
 
   /// This process's endpoint as peers reach it: "tcp://host:port".
   [[nodiscard]] const std::string& endpoint() const noexcept { return endpoint_; }
+  /// Messages from the wire for `id` are handled by `handler` on the receiver thread itself,
+  /// one hand-off fewer than through the component's mailbox. For handlers that never block
+  /// (a core_worker's). Call before start().
+  void handle_directly(const unique_id& id, std::function<void(protocol::message&)> handler);
   /// Starts the receiver thread (bind the local components first).
   void start();
   /// Stops receiving, flushes what is queued for peers (boundedly) and closes every socket.
@@ -100,8 +105,9 @@ private:
   mutable std::shared_mutex peers_mutex_;  // guards peers_ (the map, not the sockets)
   std::unordered_map<std::string, std::unique_ptr<peer>> peers_;
 
-  // Receiver thread only.
+  // Receiver thread only (direct_ is fixed before start()).
   std::unordered_set<std::string> authenticated_;
+  std::unordered_map<unique_id, std::function<void(protocol::message&)>> direct_;
 
   std::atomic<std::uint64_t> delivered_{0}, accepted_{0}, refused_{0}, unauthenticated_{0},
     malformed_{0}, undeliverable_{0};
