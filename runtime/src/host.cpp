@@ -81,12 +81,13 @@ struct component_host::impl {
         std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
     }
-    const bool all_recorded = detached_threads.size() == detached_spawned;
+    const bool spawned_any = detached_spawned > 0;
     detached_threads.clear();
     detached_spawned = 0;
-    if (all_recorded) return;
-    // A component stopped before its thread ran its initialiser is not in the list; CAF
-    // names every detached actor's thread "caf.actor", and only hosts start them.
+    if (!spawned_any) return;  // other hosts' threads in this process are not ours to await
+    // A component stopped before its thread ran its initialiser is not in the list, and a
+    // thread can linger briefly after its actor finished; CAF names every detached actor's
+    // thread "caf.actor".
     while (caf_threads_alive() && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
