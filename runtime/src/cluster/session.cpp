@@ -109,6 +109,16 @@ void write_file(const fs::path& p, const std::string& text, mode_t mode) {
   if (!ok) throw exception(error_code::unavailable, "cannot write " + p.string());
 }
 
+/// "session_<yyyymmdd-hhmmss>_<pid>".
+std::string new_session_name() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  ::localtime_r(&now, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+  return "session_" + std::string(stamp) + "_" + std::to_string(::getpid());
+}
+
 std::string normalized(const std::string& address) {
   auto p = parse_address(address);
   return p ? p->host + ":" + std::to_string(p->port) : address;
@@ -119,13 +129,8 @@ std::string normalized(const std::string& address) {
 session create_session(const std::string& address, const std::string& token) {
   std::error_code ec;
   fs::create_directories(temp_root(), ec);
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  ::localtime_r(&now, &tm);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
   session s;
-  s.dir = temp_root() / ("session_" + std::string(stamp) + "_" + std::to_string(::getpid()));
+  s.dir = temp_root() / new_session_name();
   fs::create_directories(s.dir / "logs", ec);
   fs::create_directories(s.dir / "pids", ec);
   if (ec) throw exception(error_code::unavailable, "cannot create " + s.dir.string() + ": " + ec.message());
@@ -176,12 +181,7 @@ expected<std::string> find_token(const std::string& address) {
 fs::path session_for_joining(const std::string& address) {
   if (auto dir = find_session(address)) return *dir;
   std::error_code ec;
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  ::localtime_r(&now, &tm);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-  fs::path dir = temp_root() / ("session_" + std::string(stamp) + "_" + std::to_string(::getpid()));
+  fs::path dir = temp_root() / new_session_name();
   fs::create_directories(dir / "logs", ec);
   fs::create_directories(dir / "pids", ec);
   write_file(dir / "address", normalized(address), 0644);

@@ -289,9 +289,7 @@ void core_worker::fail_actor_calls(actor_entry& actor, const actor_id& id) {
   for (auto& spec : actor.queued) fail_object(spec.return_id(), actor.fail);
   actor.queued.clear();
   for (const auto& t : actor.in_flight) {
-    protocol::task_spec probe;
-    probe.id = t;
-    fail_object(probe.return_id(), actor.fail);
+    fail_object(protocol::task_spec::return_id_of(t), actor.fail);
     call_actor_.erase(t);
   }
   actor.in_flight.clear();
@@ -468,14 +466,12 @@ void core_worker::handle(protocol::message& m) {
             ++it;
             continue;
           }
-          protocol::task_spec probe;
-          probe.id = it->first;
           auto f = make_failure(detail::failure_kind::node_died, error_code::unavailable,
                                 "task " + it->second.second + " failed: its node " +
                                   msg.node.short_hex() + " died (" + msg.reason + ")");
           f.function = it->second.second;
           f.node = msg.node.short_hex();
-          fail_object(probe.return_id(), f);
+          fail_object(protocol::task_spec::return_id_of(it->first), f);
           it = task_node_.erase(it);
         }
       } else if constexpr (std::is_same_v<T, protocol::object_reply>) {

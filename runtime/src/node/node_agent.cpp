@@ -263,9 +263,7 @@ void node_agent::on(protocol::worker_died& m) {
     protocol::task_result r;
     r.task = w.task;
     protocol::object_payload v;
-    protocol::task_spec probe;
-    probe.id = w.task;
-    v.id = probe.return_id();
+    v.id = protocol::task_spec::return_id_of(w.task);
     v.fail.kind = detail::failure_kind::worker_died;
     v.fail.code = error_code::unavailable;
     v.fail.function = w.function;

@@ -149,7 +149,8 @@ struct task_spec {
                  max_concurrency, job, binary)
 
   /// The object holding the task's (single) return value.
-  [[nodiscard]] object_id return_id() const { return object_id(unique_id{id.hi, id.lo | 1}); }
+  [[nodiscard]] object_id return_id() const { return return_id_of(id); }
+  static object_id return_id_of(const task_id& t) { return object_id(unique_id{t.hi, t.lo | 1}); }
 };
 
 /// One object's content: a msgpack payload, or the failure that replaced it.
