@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs `celer microbenchmark` and the same workloads on Ray and Dask, in one run on this
+# Runs `celer microbenchmark` (embedded, and on a local cluster: a head with its node, worker
+# processes like Ray's and Dask's) and the same workloads on Ray and Dask, in one run on this
 # machine with the same CPU count, and prints one table: workload, celer, Ray, Dask and
 # celer's ratio to each. Installs what is missing (Ray and Dask from PyPI into a virtual
 # environment); a peer that cannot run is reported as missing, with why.
@@ -52,6 +53,20 @@ common=(--duration "$duration")
 echo "compare: celer ($cpus CPUs)"
 "$build/runtime/celer" microbenchmark "${common[@]}" --json "$out/celer.json" --celer-num-cpus="$cpus" ||
   { echo "compare: celer microbenchmark failed" >&2; exit 1; }
+missing_cluster=""
+echo "compare: celer on a local cluster (head with its node, $cpus CPUs)"
+export CELER_TEMP_DIR="$out/cluster"
+started=$("$build/runtime/celer" start --head --port 0 --num-cpus "$cpus" 2>"$out/cluster-start.log")
+address=$(sed -n 's/^celer head started at \([^ ]*\).*/\1/p' <<<"$started")
+if [[ -z $address ]]; then
+  missing_cluster="celer start --head failed (see $out/cluster-start.log)"
+else
+  "$build/runtime/celer" microbenchmark "${common[@]}" --address "$address" \
+    --json "$out/celer-cluster.json" 2>"$out/cluster.log" ||
+    missing_cluster="celer microbenchmark --address failed (see $out/cluster.log)"
+fi
+"$build/runtime/celer" stop >/dev/null 2>&1
+unset CELER_TEMP_DIR
 if [[ -z $missing_ray ]]; then
   echo "compare: Ray ($cpus CPUs)"
   (cd bench/peers && "$venv/bin/python" ray_perf.py "${common[@]}" --num-cpus "$cpus" \
@@ -64,6 +79,7 @@ if [[ -z $missing_dask ]]; then
 fi
 echo
 python3 bench/peers/table.py "$out/celer.json" "$out/ray.json" "$out/dask.json" \
+  --cluster "$out/celer-cluster.json" --missing-cluster "$missing_cluster" \
   --missing-ray "$missing_ray" --missing-dask "$missing_dask" | tee "$out/table.txt"
 echo
 echo "compare: results in $out"

@@ -1,8 +1,11 @@
 """Merges the JSON of `celer microbenchmark` and the peers into one table:
-workload, celer, Ray, Dask, and celer's ratio to each. A peer's JSON that is missing (it
-could not run) is reported with the reason given on the command line.
+workload, celer (embedded), celer on a local cluster (with --cluster), Ray, Dask, and
+celer's ratio to each (the cluster's figure when there is one: like Ray's and Dask's, it
+runs in separate processes). A peer's JSON that is missing (it could not run) is reported
+with the reason given on the command line.
 
-    python table.py celer.json ray.json dask.json [--missing-ray WHY] [--missing-dask WHY]
+    python table.py celer.json ray.json dask.json [--cluster celer-cluster.json]
+                    [--missing-ray WHY] [--missing-dask WHY] [--missing-cluster WHY]
 """
 
 import argparse
@@ -28,6 +31,8 @@ def main():
     p.add_argument("celer")
     p.add_argument("ray")
     p.add_argument("dask")
+    p.add_argument("--cluster", default="")
+    p.add_argument("--missing-cluster", default="")
     p.add_argument("--missing-ray", default="")
     p.add_argument("--missing-dask", default="")
     a = p.parse_args()
@@ -38,10 +43,17 @@ def main():
     def by_name(doc):
         return {r["name"]: r for r in doc["results"]} if doc else {}
 
-    c, r, d = by_name(celer), by_name(ray), by_name(dask)
-    print(f"celer ({celer.get('mode', '')}) vs {ray['system'] if ray else 'Ray: missing'} vs "
-          f"{dask['system'] if dask else 'Dask: missing'}; {celer.get('duration_s')} s trials\n")
-    head = f"{'workload':<46} {'celer':>10} {'Ray':>10} {'Dask':>10} {'celer/Ray':>10} {'celer/Dask':>10}"
+    cluster = load(a.cluster)
+    c, r, d, k = by_name(celer), by_name(ray), by_name(dask), by_name(cluster)
+    print(f"celer ({celer.get('mode', '')}"
+          f"{', and on a local cluster' if cluster else ''}) vs "
+          f"{ray['system'] if ray else 'Ray: missing'} vs "
+          f"{dask['system'] if dask else 'Dask: missing'}; {celer.get('duration_s')} s trials")
+    if cluster:
+        print("ratios compare celer's cluster column (separate processes, like the peers)")
+    print()
+    head = (f"{'workload':<44} {'embedded':>9} {'cluster':>9} {'Ray':>9} {'Dask':>9}"
+            f" {'/Ray':>7} {'/Dask':>7}")
     print(head)
     print("-" * len(head))
     floor = []
@@ -50,11 +62,14 @@ def main():
             floor.append(cr)
             continue
         cv = cr.get("value")
+        kv = k.get(name, {}).get("value")
         rv = r.get(name, {}).get("value")
         dv = d.get(name, {}).get("value")
-        ratio_r = f"{cv / rv:.1f}x" if cv and rv else "-"
-        ratio_d = f"{cv / dv:.1f}x" if cv and dv else "-"
-        print(f"{name:<46} {fmt(cv):>10} {fmt(rv):>10} {fmt(dv):>10} {ratio_r:>10} {ratio_d:>10}")
+        base = kv if cluster else cv
+        ratio_r = f"{base / rv:.1f}x" if base and rv else "-"
+        ratio_d = f"{base / dv:.1f}x" if base and dv else "-"
+        print(f"{name:<44} {fmt(cv):>9} {fmt(kv):>9} {fmt(rv):>9} {fmt(dv):>9}"
+              f" {ratio_r:>7} {ratio_d:>7}")
     units = {n: x.get("unit", "") for n, x in c.items()}
     print("\nGB per second for *_gigabytes, operations per second otherwise.")
     if floor:
@@ -62,6 +77,8 @@ def main():
         for f in floor:
             print(f"  {f['name']:<44} {fmt(f['value']):>10}  {units.get(f['name'], '')}")
     notes = []
+    if a.cluster and cluster is None:
+        notes.append(f"celer cluster column missing: {a.missing_cluster or 'it did not run'}")
     for doc, missing, label in ((ray, a.missing_ray, "Ray"), (dask, a.missing_dask, "Dask")):
         if doc is None:
             notes.append(f"{label} missing: {missing or 'it did not run'}")

@@ -1,6 +1,7 @@
 #include "core/core_worker.hpp"
 
 #include "config/knobs.hpp"
+#include "log.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -38,7 +39,14 @@ protocol::resource_set checked_request(const std::string& what, double cpus, dou
 } // namespace
 
 core_worker::core_worker(transport& net, endpoints where)
-  : net_(net), where_(std::move(where)), id_prefix_(unique_id::random().hi | 1) {}
+  : net_(net), where_(std::move(where)), id_prefix_(unique_id::random().hi | 1) {
+  lease_reaper_ = std::thread([this] { return_idle_leases(); });
+}
+
+core_worker::~core_worker() {
+  stop("the core is destroyed");
+  lease_reaper_.join();
+}
 
 task_id core_worker::next_task_id() {
   // The low 16 bits are left for the return index (task_spec::return_id).
@@ -77,8 +85,7 @@ std::vector<protocol::task_arg> core_worker::to_wire(std::vector<detail::arg_spe
 object_ref<void> core_worker::submit_task(const detail::remote_entry& fn,
                                           std::vector<detail::arg_spec> args,
                                           const task_options& options) {
-  protocol::submit_task msg;
-  auto& spec = msg.spec;
+  protocol::task_spec spec;
   spec.resources =
     checked_request(fn.name, options.num_cpus, options.num_gpus, options.memory, options.resources);
   spec.id = next_task_id();
@@ -88,19 +95,210 @@ object_ref<void> core_worker::submit_task(const detail::remote_entry& fn,
   spec.job = where_.job;
   spec.binary = where_.binary;
   const object_id ret = spec.return_id();
-  {
-    std::lock_guard lock(mutex_);
-    check_running();
-    spec.args = to_wire(std::move(args));
-    objects_[ret];
-    if (where_.cluster) task_node_[spec.id] = {where_.this_node, fn.name};
-  }
-  if (!net_.send(where_.node, std::move(msg))) {
-    std::lock_guard lock(mutex_);
-    fail_object(ret, make_failure(detail::failure_kind::object_lost, error_code::unavailable,
-                                  "the local node is unreachable; task " + fn.name + " not run"));
-  }
+  std::lock_guard lock(mutex_);
+  check_running();
+  spec.args = to_wire(std::move(args));
+  objects_[ret];
+  const std::size_t cls = class_of(spec.resources);
+  classes_[cls].queued.push_back(std::move(spec));
+  pump(cls);
   return object_ref<void>(ret, where_.self);
+}
+
+std::size_t core_worker::class_of(const protocol::resource_set& shape) {
+  for (std::size_t i = 0; i < classes_.size(); ++i) {
+    if (classes_[i].shape.amounts == shape.amounts) return i;
+  }
+  classes_.push_back({shape, {}, 0});
+  return classes_.size() - 1;
+}
+
+void core_worker::pump(std::size_t cls) {
+  auto& c = classes_[cls];
+  const std::size_t depth =
+    static_cast<std::size_t>(std::max(1, knobs().max_tasks_in_flight_per_worker));
+  while (!c.queued.empty()) {
+    // The leased worker of this class with the fewest tasks in flight, if it has room: an
+    // idle one, or one running only tasks that never wait in get (pipelining).
+    std::pair<const worker_id, lease>* best = nullptr;
+    for (auto& entry : leases_) {
+      auto& l = entry.second;
+      if (l.cls != cls || l.running.size() >= depth) continue;
+      if (!l.running.empty() && l.may_block > 0) continue;
+      if (best == nullptr || l.running.size() < best->second.running.size()) best = &entry;
+      if (l.running.empty()) break;
+    }
+    if (best == nullptr) break;
+    auto spec = std::move(c.queued.front());
+    c.queued.pop_front();
+    push(best->first, best->second, std::move(spec));
+  }
+  if (c.queued.empty()) {
+    // Every task found a worker: leases still asked for are not needed.
+    if (c.requests > 0) cancel_requests(cls);
+    return;
+  }
+  const std::size_t wanted =
+    std::min(c.queued.size(), static_cast<std::size_t>(std::max(1, knobs().max_pending_lease_requests)));
+  while (c.requests < wanted) {
+    // The first waiting task describes the lease (without its arguments).
+    const auto& first = c.queued.front();
+    protocol::request_lease req;
+    req.spec.id = next_task_id();
+    req.spec.kind = protocol::task_kind::normal;
+    req.spec.function = first.function;
+    req.spec.resources = first.resources;
+    req.spec.owner = first.owner;
+    req.spec.job = first.job;
+    req.spec.binary = first.binary;
+    const task_id rid = req.spec.id;
+    const std::string function = first.function;
+    lease_requests_[rid] = cls;
+    ++c.requests;
+    CELER_LOG(debug, "core", "asks for a lease for " + function + " (" +
+                               std::to_string(c.queued.size()) + " waiting)");
+    if (!net_.send(node_dead_ ? where_.head : where_.node, std::move(req))) {
+      lease_requests_.erase(rid);
+      --c.requests;
+      const auto f = make_failure(detail::failure_kind::object_lost, error_code::unavailable,
+                                  "the local node is unreachable; task " + function + " not run");
+      auto queued = std::move(c.queued);
+      c.queued.clear();
+      for (auto& spec : queued) fail_object(spec.return_id(), f);
+      return;
+    }
+  }
+}
+
+bool core_worker::pipelinable(const std::string& function) const {
+  auto it = never_blocks_.find(function);
+  return it != never_blocks_.end() && it->second;
+}
+
+void core_worker::push(const worker_id& w, lease& l, protocol::task_spec spec) {
+  const task_id id = spec.id;
+  const bool may_block = !pipelinable(spec.function);
+  if (may_block) ++l.may_block;
+  running_[id] = {w, spec.function, may_block};
+  l.running.push_back(id);
+  if (!net_.send(l.worker, protocol::execute_task{std::move(spec)})) {
+    drop_lease(w, detail::failure_kind::worker_died, "is unreachable");
+  }
+}
+
+void core_worker::drop_lease(const worker_id& w, detail::failure_kind kind, const std::string& why) {
+  auto it = leases_.find(w);
+  if (it == leases_.end()) return;
+  auto l = std::move(it->second);
+  leases_.erase(it);
+  for (const auto& t : l.running) {
+    auto r = running_.find(t);
+    if (r == running_.end()) continue;
+    const std::string function = r->second.function;
+    running_.erase(r);
+    auto f = make_failure(kind, error_code::unavailable,
+                          "task " + function + " failed: " +
+                            (kind == detail::failure_kind::node_died
+                               ? "its node " + l.node.short_hex() + " died (" + why + ")"
+                               : "its worker process " + why));
+    f.function = function;
+    f.node = l.node.short_hex();
+    f.worker = w.short_hex();
+    fail_object(protocol::task_spec::return_id_of(t), f);
+  }
+  pump(l.cls);
+}
+
+void core_worker::on_lease_reply(protocol::lease_reply& r) {
+  auto req = lease_requests_.find(r.request);
+  if (req == lease_requests_.end()) {
+    // Asked for before the local node died and granted anyway: not needed any more.
+    if (r.ok) (void)net_.send(r.node_addr, protocol::return_lease{r.worker, r.request});
+    return;
+  }
+  const std::size_t cls = req->second;
+  lease_requests_.erase(req);
+  auto& c = classes_[cls];
+  --c.requests;
+  if (!r.ok) {
+    // No node can ever run this shape (or the worker started for it died before it could
+    // be lent): every task waiting for it fails with the reason.
+    auto queued = std::move(c.queued);
+    c.queued.clear();
+    for (auto& spec : queued) {
+      auto f = r.fail;
+      f.function = spec.function;
+      f.message = "task " + spec.function +
+                  (f.kind == detail::failure_kind::infeasible ? " can never run: " : " failed: ") +
+                  r.fail.message;
+      fail_object(spec.return_id(), f);
+    }
+    return;
+  }
+  CELER_LOG(debug, "core", "leased worker " + r.worker.short_hex() + " on node " +
+                             r.node.short_hex() + " for " + c.shape.to_string());
+  if (c.queued.empty()) {
+    // Its tasks already ran on other leases: not needed.
+    (void)net_.send(r.node_addr, protocol::return_lease{r.worker, r.request});
+    return;
+  }
+  auto& l = leases_[r.worker];
+  l.worker = r.worker_addr;
+  l.node = r.node;
+  l.node_addr = r.node_addr;
+  l.request = r.request;
+  l.cls = cls;
+  pump(cls);
+  if (idle(l)) {
+    // The waiting tasks went to other leases that had room first.
+    l.idle_since = std::chrono::steady_clock::now();
+    lease_cv_.notify_one();
+  }
+}
+
+void core_worker::cancel_requests(std::optional<std::size_t> cls) {
+  protocol::cancel_lease_requests m;
+  m.owner = where_.self;
+  for (auto it = lease_requests_.begin(); it != lease_requests_.end();) {
+    if (cls && it->second != *cls) {
+      ++it;
+      continue;
+    }
+    m.requests.push_back(it->first);
+    --classes_[it->second].requests;
+    it = lease_requests_.erase(it);
+  }
+  if (!m.requests.empty()) (void)net_.send(node_dead_ ? where_.head : where_.node, std::move(m));
+}
+
+bool core_worker::idle(const lease& l) const {
+  return l.running.empty() && classes_[l.cls].queued.empty();
+}
+
+void core_worker::return_idle_leases() {
+  const auto linger = std::chrono::milliseconds(std::max(0, knobs().lease_idle_ms));
+  std::unique_lock lock(mutex_);
+  while (!stopped_) {
+    const auto now = std::chrono::steady_clock::now();
+    auto next = std::chrono::steady_clock::time_point::max();
+    for (auto it = leases_.begin(); it != leases_.end();) {
+      if (!idle(it->second)) {
+        ++it;
+      } else if (now - it->second.idle_since >= linger) {
+        CELER_LOG(debug, "core", "returning idle worker " + it->first.short_hex());
+        (void)net_.send(it->second.node_addr, protocol::return_lease{it->first, it->second.request});
+        it = leases_.erase(it);
+      } else {
+        next = std::min(next, it->second.idle_since + linger);
+        ++it;
+      }
+    }
+    if (next == std::chrono::steady_clock::time_point::max()) {
+      lease_cv_.wait(lock);
+    } else {
+      lease_cv_.wait_until(lock, next);
+    }
+  }
 }
 
 object_ref<void> core_worker::put(std::string payload) {
@@ -150,7 +348,10 @@ bool core_worker::block_until(std::unique_lock<std::mutex>& lock, detail::timeou
   // A worker blocked in get lends its CPUs back to the node so that the tasks it waits
   // for can run (otherwise nested tasks deadlock once every CPU is held by a waiter).
   worker_context* ctx = current_worker_context();
-  if (ctx != nullptr) (void)net_.send(ctx->node, protocol::worker_blocked{ctx->worker});
+  if (ctx != nullptr) {
+    ctx->blocked = true;
+    (void)net_.send(ctx->node, protocol::worker_blocked{ctx->worker});
+  }
   auto pred = [&] { return stopped_ || done(); };
   if (timeout) {
     ready_cv_.wait_for(lock, *timeout, pred);
@@ -455,24 +656,41 @@ void core_worker::handle(protocol::message& m) {
           if (a != actors_.end()) a->second.in_flight.erase(msg.task);
           call_actor_.erase(it);
         }
-        if (where_.cluster) task_node_.erase(msg.task);
         for (auto& v : msg.returns) fill(std::move(v));
-      } else if constexpr (std::is_same_v<T, protocol::task_placed>) {
-        auto it = task_node_.find(msg.task);
-        if (it != task_node_.end()) it->second.first = msg.node;
-      } else if constexpr (std::is_same_v<T, protocol::node_died>) {
-        for (auto it = task_node_.begin(); it != task_node_.end();) {
-          if (it->first.nil() || it->second.first != msg.node) {
-            ++it;
-            continue;
+        if (auto r = running_.find(msg.task); r != running_.end()) {
+          const worker_id w = r->second.worker;
+          const bool counted = r->second.may_block;
+          // Learn: a function whose task waited never runs pipelined again.
+          auto [known, first] = never_blocks_.try_emplace(r->second.function, !msg.blocked);
+          if (!first && msg.blocked) known->second = false;
+          running_.erase(r);
+          if (auto l = leases_.find(w); l != leases_.end()) {
+            if (counted && l->second.may_block > 0) --l->second.may_block;
+            std::erase(l->second.running, msg.task);
+            pump(l->second.cls);
+            if (idle(l->second)) {
+              l->second.idle_since = std::chrono::steady_clock::now();
+              lease_cv_.notify_one();
+            }
           }
-          auto f = make_failure(detail::failure_kind::node_died, error_code::unavailable,
-                                "task " + it->second.second + " failed: its node " +
-                                  msg.node.short_hex() + " died (" + msg.reason + ")");
-          f.function = it->second.second;
-          f.node = msg.node.short_hex();
-          fail_object(protocol::task_spec::return_id_of(it->first), f);
-          it = task_node_.erase(it);
+        }
+      } else if constexpr (std::is_same_v<T, protocol::lease_reply>) {
+        on_lease_reply(msg);
+      } else if constexpr (std::is_same_v<T, protocol::worker_died>) {
+        drop_lease(msg.worker, detail::failure_kind::worker_died, msg.reason);
+      } else if constexpr (std::is_same_v<T, protocol::node_died>) {
+        std::vector<worker_id> lost;
+        for (const auto& [w, l] : leases_) {
+          if (l.node == msg.node) lost.push_back(w);
+        }
+        for (const auto& w : lost) drop_lease(w, detail::failure_kind::node_died, msg.reason);
+        if (msg.node == where_.this_node) node_dead_ = true;
+        // A lease request may have been waiting on that node: ask again (a late grant from
+        // elsewhere is returned unused).
+        lease_requests_.clear();
+        for (std::size_t i = 0; i < classes_.size(); ++i) {
+          classes_[i].requests = 0;
+          pump(i);
         }
       } else if constexpr (std::is_same_v<T, protocol::object_reply>) {
         fill(std::move(msg.object));
@@ -521,6 +739,12 @@ void core_worker::stop(const std::string& reason) {
   std::lock_guard lock(mutex_);
   stopped_ = true;
   stop_reason_ = reason;
+  for (const auto& [w, l] : leases_) {
+    (void)net_.send(l.node_addr, protocol::return_lease{w, l.request});
+  }
+  leases_.clear();
+  cancel_requests(std::nullopt);
+  lease_cv_.notify_all();
   for (auto& [id, p] : requests_) {
     p.set_exception(std::make_exception_ptr(
       exception(error_code::cancelled, "celer is shutting down: " + reason)));

@@ -1,8 +1,10 @@
 #pragma once
 // The per-process core: what the API calls into. It owns the objects this process's calls
-// create (an in-memory table of values and failures), submits tasks to the local node,
-// sends actor calls straight to the actor's worker, and answers other processes asking for
-// objects it owns. One per process: the driver's in embedded mode (shared by its worker
+// create (an in-memory table of values and failures), runs tasks on workers it leases from
+// nodes (Ray's lease design: tasks wait here by resource shape, the local node grants a
+// worker or spills the request to the head, and tasks are pushed straight to leased
+// workers), sends actor calls straight to the actor's worker, and answers other processes
+// asking for objects it owns. One per process: the driver's in embedded mode (shared by its worker
 // threads), each worker process's in cluster mode.
 //
 // Threads: user threads (driver, worker threads running user code) call the public
@@ -14,12 +16,15 @@
 #include <celer/api.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <future>
 #include <mutex>
+#include <optional>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -30,6 +35,8 @@ namespace celer {
 struct worker_context {
   worker_id worker;
   address node;
+  /// Set when the call running on this thread waits in get or wait.
+  bool blocked = false;
 };
 worker_context*& current_worker_context() noexcept;
 
@@ -43,11 +50,13 @@ public:
     /// The job this process's calls belong to, and (cluster mode) the binary its workers run.
     job_id job;
     std::string binary;
-    /// Cluster mode: resource questions go to the head, and tasks are tracked per node so
-    /// that a node's death fails them.
+    /// Cluster mode: resource questions go to the head.
     bool cluster = false;
   };
   core_worker(transport& net, endpoints where);
+  ~core_worker();
+  core_worker(const core_worker&) = delete;
+  core_worker& operator=(const core_worker&) = delete;
 
   [[nodiscard]] const address& self() const noexcept { return where_.self; }
   [[nodiscard]] const endpoints& where() const noexcept { return where_; }
@@ -72,9 +81,11 @@ public:
   /// call before any task is submitted).
   void attach_node(address node, node_id id);
 
-  /// Handles a message addressed to this core (runs on the core's actor).
+  /// Handles a message addressed to this core (on the core's actor, or on the transport's
+  /// receiver thread).
   void handle(protocol::message& m);
-  /// Fails every wait and every request from now on with `reason` (at shutdown).
+  /// Fails every wait and every request from now on with `reason`, and returns every
+  /// leased worker (at shutdown).
   void stop(const std::string& reason);
 
 private:
@@ -96,7 +107,44 @@ private:
     std::unordered_set<task_id> in_flight;
   };
 
+  /// Tasks of one resource shape (Ray's scheduling class) waiting for a leased worker.
+  struct task_class {
+    protocol::resource_set shape;
+    std::deque<protocol::task_spec> queued;
+    /// Lease requests sent and not answered yet.
+    std::size_t requests = 0;
+  };
+  /// A worker a node lent this process, and the tasks pushed to it and not finished.
+  struct lease {
+    address worker;
+    node_id node;
+    address node_addr;
+    /// The request it was granted for (names the lease to the node).
+    task_id request;
+    std::size_t cls = 0;
+    std::vector<task_id> running;
+    /// How many of `running` may wait in get (nothing is queued behind those).
+    std::size_t may_block = 0;
+    /// When it last became idle (nothing running, nothing of its class waiting); an idle
+    /// lease goes back to its node after lease_idle_ms.
+    std::chrono::steady_clock::time_point idle_since;
+  };
+
   task_id next_task_id();
+  // The following require mutex_.
+  std::size_t class_of(const protocol::resource_set& shape);
+  /// Pushes queued tasks of class `cls` to its leases with room, and asks for more leases
+  /// while tasks still wait.
+  void pump(std::size_t cls);
+  void push(const worker_id& w, lease& l, protocol::task_spec spec);
+  /// Fails the tasks running on lease `w` and forgets it.
+  void drop_lease(const worker_id& w, detail::failure_kind kind, const std::string& why);
+  void on_lease_reply(protocol::lease_reply& r);
+  /// Withdraws the outstanding lease requests of class `cls` (all classes if none).
+  void cancel_requests(std::optional<std::size_t> cls);
+  [[nodiscard]] bool idle(const lease& l) const;
+  /// Returns leases idle for lease_idle_ms (its own thread; sleeps while none is idle).
+  void return_idle_leases();
   std::vector<protocol::task_arg> to_wire(std::vector<detail::arg_spec> args);
   void check_running() const;  // requires mutex_
   // The following require mutex_.
@@ -125,8 +173,26 @@ private:
   std::unordered_map<object_id, object_entry> objects_;
   std::unordered_map<actor_id, actor_entry> actors_;
   std::unordered_map<task_id, actor_id> call_actor_;
-  /// Cluster mode: the node each pending task was sent to, and the task's function.
-  std::unordered_map<task_id, std::pair<node_id, std::string>> task_node_;
+  std::vector<task_class> classes_;
+  std::unordered_map<worker_id, lease> leases_;
+  /// A task pushed to a leased worker.
+  struct pushed {
+    worker_id worker;
+    std::string function;
+    /// Counted in its lease's may_block.
+    bool may_block = false;
+  };
+  std::unordered_map<task_id, pushed> running_;
+  /// Functions whose tasks have run without ever waiting in get: only those are pipelined
+  /// (queued on a worker behind another), so that no task waits behind one that blocks.
+  std::unordered_map<std::string, bool> never_blocks_;
+  [[nodiscard]] bool pipelinable(const std::string& function) const;
+  /// Lease requests not answered yet, and the class each is for.
+  std::unordered_map<task_id, std::size_t> lease_requests_;
+  /// Set once the local node died: lease requests go to the head instead.
+  bool node_dead_ = false;
+  std::condition_variable lease_cv_;
+  std::thread lease_reaper_;
   std::unordered_map<std::uint64_t, std::promise<protocol::message>> requests_;
 };
 

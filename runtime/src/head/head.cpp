@@ -83,26 +83,29 @@ std::pair<const node_id, head::node_info>* head::pick_node(const protocol::resou
   return nullptr;
 }
 
-void head::on(protocol::submit_task& m) {
+void head::on(protocol::request_lease& m) {
   std::string why;
   auto* target = pick_node(m.spec.resources, why);
   if (target == nullptr) {
-    protocol::task_result r;
-    r.task = m.spec.id;
-    protocol::object_payload v;
-    v.id = m.spec.return_id();
-    v.fail.kind = detail::failure_kind::infeasible;
-    v.fail.code = error_code::resource_exhausted;
-    v.fail.function = m.spec.function;
-    v.fail.message = "task " + m.spec.function + " can never run: " + why;
-    r.returns.push_back(std::move(v));
+    protocol::lease_reply r;
+    r.request = m.spec.id;
+    r.fail.kind = detail::failure_kind::infeasible;
+    r.fail.code = error_code::resource_exhausted;
+    r.fail.function = m.spec.function;
+    r.fail.message = why;
     (void)net_.send(m.spec.owner, std::move(r));
     return;
   }
   m.from_head = true;
-  // The owner learns where its task went, to fail it if that node dies.
-  (void)net_.send(m.spec.owner, protocol::task_placed{m.spec.id, target->first});
   (void)net_.send(target->second.addr, std::move(m));
+}
+
+void head::on(protocol::cancel_lease_requests& m) {
+  // The head does not track where it sent each request: every node drops what it holds.
+  m.from_head = true;
+  for (const auto& [id, n] : nodes_) {
+    if (n.alive) (void)net_.send(n.addr, m);
+  }
 }
 
 void head::on(protocol::create_actor& m) {
@@ -246,6 +249,10 @@ void head::on(protocol::job_heartbeat& m) { jobs_[m.job] = std::chrono::steady_c
 
 void head::on(protocol::unsubscribe_cluster& m) {
   std::erase_if(cluster_subscribers_, [&](const address& a) { return a.endpoint == m.endpoint; });
+  // Every node takes back what that process leased and drops what it asked for.
+  for (const auto& [id, n] : nodes_) {
+    if (n.alive) (void)net_.send(n.addr, m);
+  }
   net_.forget(m.endpoint);
 }
 

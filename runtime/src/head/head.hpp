@@ -44,7 +44,8 @@ private:
   };
 
   void on(protocol::register_node& m);
-  void on(protocol::submit_task& m);
+  void on(protocol::request_lease& m);
+  void on(protocol::cancel_lease_requests& m);
   void on(protocol::create_actor& m);
   void on(protocol::actor_started& m);
   void on(protocol::actor_failed& m);

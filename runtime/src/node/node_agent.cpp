@@ -35,7 +35,7 @@ void node_agent::handle(protocol::message& m) {
     m);
 }
 
-void node_agent::on(protocol::submit_task& m) {
+void node_agent::on(protocol::request_lease& m) {
   if (stopping_) return;
   if (!cfg_.total.covers(m.spec.resources)) {
     // This node can never run it; the head knows whether any node can.
@@ -99,6 +99,27 @@ void node_agent::send_work(const worker_id& id, worker_slot& w, protocol::task_s
     w.pending = std::move(spec);
     return;
   }
+  if (spec.kind == protocol::task_kind::normal) {
+    // A lease: the owner pushes its tasks to the worker until it returns the lease.
+    w.lease_request = spec.id;
+    protocol::lease_reply r;
+    r.request = spec.id;
+    r.ok = true;
+    r.worker = id;
+    r.worker_addr = w.addr;
+    r.node = cfg_.id;
+    r.node_addr = cfg_.self;
+    CELER_LOG(debug, "node", "lends worker " + id.short_hex() + " to " + spec.owner.id.short_hex() +
+                               " (" + available_.to_string() + " left)");
+    if (!net_.send(spec.owner, std::move(r))) {
+      CELER_LOG(info, "node", "the owner of a lease request is gone; worker " + id.short_hex() +
+                                " goes back to the pool");
+      release(w);
+      idle_.push_back(id);
+    }
+    return;
+  }
+  CELER_LOG(debug, "node", "worker " + id.short_hex() + " starts " + spec.function);
   if (!net_.send(w.addr, protocol::execute_task{std::move(spec)})) {
     CELER_LOG(error, "node", "worker " + id.short_hex() + " is unreachable");
   }
@@ -115,7 +136,6 @@ void node_agent::dispatch() {
       const worker_id wid = take_worker(spec);
       auto& w = workers_.at(wid);
       w.busy = true;
-      w.task = spec.id;
       w.actor = spec.actor;
       w.owner = spec.owner;
       w.function = spec.function;
@@ -155,22 +175,83 @@ void node_agent::retire(const worker_id& id, const std::string& why) {
   std::erase(idle_, id);
 }
 
-void node_agent::on(protocol::task_done& m) {
+void node_agent::on(protocol::return_lease& m) {
+  CELER_LOG(debug, "node", "worker " + m.worker.short_hex() + " returned");
   auto it = workers_.find(m.worker);
-  if (it == workers_.end()) return;
-  release(it->second);
+  if (it == workers_.end() || it->second.actor_worker || !it->second.busy ||
+      it->second.lease_request != m.request) {
+    return;  // taken back already (the request was cancelled), maybe lent again since
+  }
+  reclaim(m.worker, it->second);
+}
+
+void node_agent::reclaim(const worker_id& id, worker_slot& w) {
+  release(w);
+  w.lease_request = {};
   if (stopping_) return;
-  if (finished_jobs_.contains(it->second.job)) {
-    retire(m.worker, "its job finished");
+  if (finished_jobs_.contains(w.job)) {
+    retire(id, "its job finished");
   } else if (static_cast<int>(idle_.size()) < cfg_.max_idle_workers) {
-    idle_.push_back(m.worker);
+    idle_.push_back(id);
   } else {
-    retire(m.worker, "too many idle workers");
+    retire(id, "too many idle workers");
   }
   dispatch();
 }
 
+void node_agent::on(protocol::unsubscribe_cluster& m) {
+  // A worker process went away (killed, or retired): it owned tasks as well as ran them.
+  auto gone = [&](const address& owner) { return owner.endpoint == m.endpoint; };
+  for (auto& q : queues_) {
+    queued_ -= std::erase_if(q.tasks, [&](const protocol::task_spec& s) {
+      return s.kind == protocol::task_kind::normal && gone(s.owner);
+    });
+  }
+  std::erase_if(queues_, [](const shape_queue& q) { return q.tasks.empty(); });
+  std::vector<worker_id> back;
+  for (auto& [id, w] : workers_) {
+    if (!w.actor_worker && w.busy && gone(w.owner) && w.addr.endpoint != m.endpoint) {
+      back.push_back(id);
+    }
+  }
+  for (const auto& id : back) {
+    auto& w = workers_.at(id);
+    w.pending.reset();
+    reclaim(id, w);
+  }
+}
+
+void node_agent::on(protocol::cancel_lease_requests& m) {
+  std::unordered_set<task_id> wanted(m.requests.begin(), m.requests.end());
+  std::size_t found = 0;
+  auto cancelled = [&](const protocol::task_spec& s) {
+    return s.kind == protocol::task_kind::normal && s.owner == m.owner && wanted.contains(s.id);
+  };
+  for (auto& q : queues_) {
+    const auto n = std::erase_if(q.tasks, cancelled);
+    queued_ -= n;
+    found += n;
+  }
+  std::erase_if(queues_, [](const shape_queue& q) { return q.tasks.empty(); });
+  std::vector<worker_id> back;
+  for (auto& [id, w] : workers_) {
+    if (w.actor_worker || !w.busy) continue;
+    if (w.pending && cancelled(*w.pending)) {
+      w.pending.reset();  // still starting: it joins the pool once ready
+      back.push_back(id);
+    } else if (!w.pending && w.owner == m.owner && wanted.contains(w.lease_request)) {
+      back.push_back(id);  // lent already; the owner returns the grant unused
+    }
+  }
+  found += back.size();
+  for (const auto& id : back) reclaim(id, workers_.at(id));
+  if (found < wanted.size() && cfg_.spill_to_head && !m.from_head) {
+    (void)net_.send(cfg_.head, std::move(m));  // forwarded: the head asks every node
+  }
+}
+
 void node_agent::on(protocol::worker_blocked& m) {
+  CELER_LOG(debug, "node", "worker " + m.worker.short_hex() + " blocked");
   auto it = workers_.find(m.worker);
   if (it == workers_.end() || !it->second.busy || it->second.blocked) return;
   auto& w = it->second;
@@ -259,19 +340,19 @@ void node_agent::on(protocol::worker_died& m) {
     f.worker = m.worker.short_hex();
     f.message = "actor " + w.actor.hex() + " died: its worker process " + m.reason;
     (void)net_.send(cfg_.head, protocol::actor_failed{w.actor, std::move(f)});
-  } else if (w.busy) {
-    protocol::task_result r;
-    r.task = w.task;
-    protocol::object_payload v;
-    v.id = protocol::task_spec::return_id_of(w.task);
-    v.fail.kind = detail::failure_kind::worker_died;
-    v.fail.code = error_code::unavailable;
-    v.fail.function = w.function;
-    v.fail.node = cfg_.id.short_hex();
-    v.fail.worker = m.worker.short_hex();
-    v.fail.message = "task " + w.function + " failed: its worker process " + m.reason;
-    r.returns.push_back(std::move(v));
+  } else if (w.pending) {
+    // Started for a lease it never got to grant: the owner's waiting tasks fail with why.
+    protocol::lease_reply r;
+    r.request = w.pending->id;
+    r.fail.kind = detail::failure_kind::worker_died;
+    r.fail.code = error_code::unavailable;
+    r.fail.node = cfg_.id.short_hex();
+    r.fail.worker = m.worker.short_hex();
+    r.fail.message = "its worker process " + m.reason;
     (void)net_.send(w.owner, std::move(r));
+  } else if (w.busy) {
+    // Leased: its owner fails the tasks it pushed there.
+    (void)net_.send(w.owner, protocol::worker_died{m.worker, m.reason});
   }
   CELER_LOG(info, "node", "worker " + m.worker.short_hex() + " exited: " + m.reason);
   release(w);
@@ -294,6 +375,15 @@ void node_agent::on(protocol::tick&) {
       launcher_.terminate(id, w.addr, w.actor);
     }
   }
+  if (log_enabled(log_level::debug)) {
+    std::string dump = "available " + available_.to_string() + ", queued " + std::to_string(queued_);
+    for (const auto& [id, w] : workers_) {
+      dump += "\n  " + id.short_hex() + (w.busy ? " busy" : " idle") + (w.blocked ? " blocked" : "") +
+              (w.ready ? "" : " starting") + (w.actor_worker ? " actor" : "") + " held " +
+              w.held.to_string() + " owner " + w.owner.id.short_hex();
+    }
+    CELER_LOG(debug, "node", dump);
+  }
   protocol::heartbeat h;
   h.node = cfg_.id;
   h.available = available_;
@@ -304,6 +394,15 @@ void node_agent::on(protocol::tick&) {
 
 void node_agent::on(protocol::job_finished& m) {
   finished_jobs_.insert(m.job);
+  // Workers the job still leases come back (its driver is gone or has shut down).
+  for (auto& [id, w] : workers_) {
+    if (w.job == m.job && w.busy && !w.actor_worker) {
+      release(w);
+      w.pending.reset();
+      w.lease_request = {};
+      idle_.push_back(id);
+    }
+  }
   for (auto& q : queues_) {
     queued_ -= std::erase_if(q.tasks, [&](const protocol::task_spec& s) {
       return s.job == m.job && s.kind == protocol::task_kind::normal;

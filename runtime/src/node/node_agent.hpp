@@ -1,8 +1,9 @@
 #pragma once
-// The node agent: the node's resources, its worker pool and local dispatch. Tasks wait in
-// a queue until their resources are free, then run on an idle worker (or a new one); each
-// actor gets a worker of its own for its lifetime. What the node can never place goes to
-// the head. Plain logic behind `handle`; a CAF actor runs it (one message at a time).
+// The node agent: the node's resources, its worker pool and local dispatch. Lease requests
+// (for tasks) and actors wait in a queue until their resources are free; a lease lends an
+// idle worker (or a new one) to the owner that asked, which pushes its tasks to it directly
+// until it returns the lease; each actor gets a worker of its own for its lifetime. What
+// the node can never place, or (in a cluster) cannot place now, goes to the head. Plain logic behind `handle`; a CAF actor runs it (one message at a time).
 
 #include "protocol/messages.hpp"
 #include "transport/transport.hpp"
@@ -66,27 +67,30 @@ private:
     /// False until a worker process says worker_ready; `pending` waits for it.
     bool ready = true;
     std::optional<protocol::task_spec> pending;
+    /// The lease request it is lent for (while lent to a task owner).
+    task_id lease_request;
     std::chrono::steady_clock::time_point started;
     /// Why the node killed it, if it did (reported instead of the bare signal).
     std::string kill_reason;
     job_id job;
-    /// The running task's owner and function, to fail it if the worker dies.
+    /// Who leased it (or created its actor), and the function it was leased for.
     address owner;
     std::string function;
     bool busy = false;
     bool blocked = false;
     bool actor_worker = false;
     actor_id actor;
-    task_id task;
     /// What the worker holds now (its CPUs drop out while it is blocked in get).
     protocol::resource_set held;
     /// What its task or actor asked for.
     protocol::resource_set granted;
   };
 
-  void on(protocol::submit_task& m);
+  void on(protocol::request_lease& m);
   void on(protocol::start_actor& m);
-  void on(protocol::task_done& m);
+  void on(protocol::return_lease& m);
+  void on(protocol::cancel_lease_requests& m);
+  void on(protocol::unsubscribe_cluster& m);
   void on(protocol::worker_blocked& m);
   void on(protocol::worker_unblocked& m);
   void on(protocol::actor_exited& m);
@@ -106,6 +110,8 @@ private:
   /// Stops an idle or finished worker and forgets it.
   void retire(const worker_id& id, const std::string& why);
   void release(worker_slot& w);
+  /// Takes back a lent worker: into the pool, or retired.
+  void reclaim(const worker_id& id, worker_slot& w);
 
   transport& net_;
   worker_launcher& launcher_;

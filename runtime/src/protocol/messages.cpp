@@ -14,15 +14,15 @@ std::span<const std::string_view>*& bulk_source() noexcept {
 
 const char* name_of(const message& m) {
   static constexpr const char* names[] = {
-    "submit_task",        "execute_task",   "task_done",         "task_result",
+    "request_lease",      "execute_task",   "return_lease",        "task_result",
     "worker_blocked",     "worker_unblocked", "get_object",      "object_reply",
     "register_node",      "create_actor",   "create_actor_reply", "start_actor",
     "actor_started",      "actor_failed",   "subscribe_actor",   "actor_update",
     "lookup_actor",       "lookup_actor_reply", "kill_actor",    "actor_exited",
     "resource_query",     "resource_reply", "shutdown_component", "worker_ready",
     "worker_died",        "tick",           "heartbeat",         "subscribe_cluster",
-    "node_died",          "task_placed",    "job_finished",      "status_query",
-    "status_reply",       "job_heartbeat",  "unsubscribe_cluster",
+    "node_died",          "lease_reply",    "job_finished",      "status_query",
+    "status_reply",       "job_heartbeat",  "unsubscribe_cluster", "cancel_lease_requests",
   };
   static_assert(std::size(names) == std::variant_size_v<message>);
   return names[m.index()];

@@ -162,28 +162,48 @@ struct object_payload {
   MSGPACK_DEFINE(id, ok, payload, fail)
 };
 
-// ---- core -> node, node -> head: submit a task (node forwards what it cannot place)
-struct submit_task {
+// ---- owner core -> its node, node -> head -> node: lend me a worker for tasks shaped like
+// `spec` (the first waiting task, without its arguments; spec.id names the request). A node
+// that cannot grant it now (or ever) forwards it to the head, which picks a node.
+struct request_lease {
   task_spec spec;
   bool from_head = false;
   MSGPACK_DEFINE(spec, from_head)
 };
-// ---- node -> worker (tasks, actor creation), core -> actor's worker (actor calls)
+// ---- node -> owner core (or head -> owner core when no node can ever grant it): the
+// answer to a request_lease. A granted worker runs the owner's tasks of that shape, pushed
+// to it directly, until the owner returns the lease.
+struct lease_reply {
+  task_id request;
+  bool ok = false;
+  worker_id worker;
+  address worker_addr;
+  node_id node;
+  address node_addr;
+  failure_info fail;
+  MSGPACK_DEFINE(request, ok, worker, worker_addr, node, node_addr, fail)
+};
+// ---- owner core -> node (tasks, on a leased worker), node -> worker (actor creation),
+// core -> actor's worker (actor calls)
 struct execute_task {
   task_spec spec;
   MSGPACK_DEFINE(spec)
 };
-// ---- worker -> node: the task finished; its lease's resources return to the node
-struct task_done {
+// ---- owner core -> node: the owner is done with the worker it leased by `request`; its
+// resources return (a lease the node has already taken back is ignored)
+struct return_lease {
   worker_id worker;
-  task_id task;
-  MSGPACK_DEFINE(worker, task)
+  task_id request;
+  MSGPACK_DEFINE(worker, request)
 };
 // ---- worker (or node, head) -> owner core: results of one task
 struct task_result {
   task_id task;
   std::vector<object_payload> returns;
-  MSGPACK_DEFINE(task, returns)
+  /// The task waited in get or wait while it ran (its owner then never queues another task
+  /// behind one of this function on a worker).
+  bool blocked = false;
+  MSGPACK_DEFINE(task, returns, blocked)
 };
 // ---- worker -> node: the worker blocks in get (its CPUs are lent out) / resumes
 struct worker_blocked {
@@ -307,7 +327,8 @@ struct worker_ready {
   address addr;
   MSGPACK_DEFINE(worker, addr)
 };
-// ---- node's process reaper -> node: a worker process exited
+// ---- node's process reaper -> node: a worker process exited; node -> lease owner core:
+// the leased worker died (its running tasks fail)
 struct worker_died {
   worker_id worker;
   std::string reason;
@@ -337,12 +358,6 @@ struct node_died {
   std::string reason;
   MSGPACK_DEFINE(node, reason)
 };
-// ---- head -> owner core: the task its node could not place now runs on `node`
-struct task_placed {
-  task_id task;
-  node_id node;
-  MSGPACK_DEFINE(task, node)
-};
 // ---- driver core -> head -> nodes: the job ended; stop its actors and workers
 struct job_finished {
   job_id job;
@@ -353,7 +368,8 @@ struct job_heartbeat {
   job_id job;
   MSGPACK_DEFINE(job)
 };
-// ---- node -> head: the process at `endpoint` (a worker) is gone; stop telling it things
+// ---- node -> head -> every node: the process at `endpoint` (a worker) is gone; stop telling
+// it things, take back the workers it leased, drop its lease requests
 struct unsubscribe_cluster {
   std::string endpoint;
   MSGPACK_DEFINE(endpoint)
@@ -386,14 +402,25 @@ struct status_reply {
 };
 
 /// Every message; the index is the wire type tag.
+// ---- owner core -> its node -> head -> every node: these lease requests are not needed
+// any more (their tasks ran elsewhere, or the owner is stopping): drop them where they
+// wait, and take back a worker already lent for one
+struct cancel_lease_requests {
+  address owner;
+  std::vector<task_id> requests;
+  bool from_head = false;
+  MSGPACK_DEFINE(owner, requests, from_head)
+};
+
 using message =
-  std::variant<submit_task, execute_task, task_done, task_result, worker_blocked,
+  std::variant<request_lease, execute_task, return_lease, task_result, worker_blocked,
                worker_unblocked, get_object, object_reply, register_node, create_actor,
                create_actor_reply, start_actor, actor_started, actor_failed, subscribe_actor,
                actor_update, lookup_actor, lookup_actor_reply, kill_actor, actor_exited,
                resource_query, resource_reply, shutdown_component, worker_ready, worker_died,
-               tick, heartbeat, subscribe_cluster, node_died, task_placed, job_finished,
-               status_query, status_reply, job_heartbeat, unsubscribe_cluster>;
+               tick, heartbeat, subscribe_cluster, node_died, lease_reply, job_finished,
+               status_query, status_reply, job_heartbeat, unsubscribe_cluster,
+               cancel_lease_requests>;
 
 /// The message's name, for logs.
 const char* name_of(const message& m);

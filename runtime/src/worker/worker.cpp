@@ -122,6 +122,10 @@ void worker::send_result(const protocol::task_spec& spec, protocol::object_paylo
   v.id = spec.return_id();
   protocol::task_result r;
   r.task = spec.id;
+  if (auto* ctx = current_worker_context(); ctx != nullptr) {
+    r.blocked = ctx->blocked;
+    ctx->blocked = false;
+  }
   r.returns.push_back(std::move(v));
   if (!net_.send(spec.owner, std::move(r))) {
     CELER_LOG(info, "worker", "owner of task " + spec.function + " is gone; result dropped");
@@ -135,6 +139,8 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
     send_result(spec, std::move(v));
     return;
   }
+  // Waiting for arguments is not the call blocking: only waits in user code count.
+  if (auto* ctx = current_worker_context(); ctx != nullptr) ctx->blocked = false;
   try {
     v.payload = entry->call(*entry, instance_.get(), args);
     v.ok = true;
@@ -163,7 +169,6 @@ void worker::execute(protocol::task_spec& spec) {
       } else {
         run_call(spec, entry);
       }
-      (void)net_.send(cfg_.node, protocol::task_done{cfg_.id, spec.id});
       return;
     }
     case protocol::task_kind::actor_creation:

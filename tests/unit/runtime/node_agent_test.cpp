@@ -1,8 +1,10 @@
-// The node agent's dispatch and resource accounting, driven message by message.
+// The node agent's lease dispatch and resource accounting, driven message by message.
 #include "fakes/recording_transport.hpp"
 #include "node/node_agent.hpp"
 
 #include <catch2/catch.hpp>
+
+#include <map>
 
 using namespace celer;
 
@@ -13,11 +15,12 @@ struct node_fixture {
   fakes::fake_launcher launcher;
   address head{unique_id::random(), {}};
   node_agent node;
+  address self;
 
   explicit node_fixture(double cpus, double gpus = 0)
     : node(net, launcher, make_config(cpus, gpus, head)) {
     node.start();
-    net.take<protocol::register_node>();
+    self = net.take<protocol::register_node>().at(0).second.node_address;
   }
   static node_agent::config make_config(double cpus, double gpus, const address& head) {
     node_agent::config c;
@@ -28,6 +31,7 @@ struct node_fixture {
     c.max_idle_workers = 8;
     return c;
   }
+  [[nodiscard]] const address& node_address() const { return self; }
   protocol::task_spec task(double cpus, double gpus = 0) {
     protocol::task_spec s;
     s.id = task_id::random();
@@ -35,14 +39,24 @@ struct node_fixture {
     s.resources = *protocol::make_request(cpus, gpus, 0, {});
     return s;
   }
+  /// Asks for a lease for tasks shaped like `s` (s.id names the request).
   void submit(const protocol::task_spec& s) {
-    protocol::message m = protocol::submit_task{s, false};
+    protocol::message m = protocol::request_lease{s, false};
     node.handle(m);
   }
-  void done(const worker_id& w, const task_id& t) {
-    protocol::message m = protocol::task_done{w, t};
+  /// The owner returns the lease it holds on `w`.
+  void done(const worker_id& w) {
+    protocol::message m = protocol::return_lease{w, lent_for.at(w)};
     node.handle(m);
   }
+  /// Leases granted since the last call: (owner, reply).
+  std::vector<std::pair<address, protocol::lease_reply>> granted() {
+    auto g = net.take<protocol::lease_reply>();
+    for (const auto& [to, r] : g) lent_for[r.worker] = r.request;
+    return g;
+  }
+  std::map<worker_id, task_id> lent_for;
+  /// Work sent to workers (actor creation).
   std::vector<std::pair<address, protocol::execute_task>> started() {
     return net.take<protocol::execute_task>();
   }
@@ -50,79 +64,79 @@ struct node_fixture {
 
 } // namespace
 
-TEST_CASE("a task needing 2 CPUs waits while only 1 is free", "[node][resources]") {
+TEST_CASE("a lease for 2 CPUs waits while only 1 is free", "[node][resources]") {
   node_fixture f(2);
   auto a = f.task(1);
   f.submit(a);
-  auto first = f.started();
+  auto first = f.granted();
   REQUIRE(first.size() == 1);
   REQUIRE(f.node.available().get(protocol::cpu) == 1);
 
   auto big = f.task(2);
   f.submit(big);
-  REQUIRE(f.started().empty());
+  REQUIRE(f.granted().empty());
   REQUIRE(f.node.queued() == 1);
 
-  f.done(worker_id(first[0].first.id), a.id);
-  auto second = f.started();
+  f.done(first[0].second.worker);
+  auto second = f.granted();
   REQUIRE(second.size() == 1);
-  REQUIRE(second[0].second.spec.id == big.id);
+  REQUIRE(second[0].second.request == big.id);
   REQUIRE(f.node.available().get(protocol::cpu) == 0);
 }
 
 TEST_CASE("a waiting large task does not hold back smaller ones behind it", "[node][resources]") {
   node_fixture f(2);
   f.submit(f.task(1));
-  f.started();
+  f.granted();
   f.submit(f.task(2));  // must wait
   auto small = f.task(1);
   f.submit(small);      // fits now
-  auto s = f.started();
+  auto s = f.granted();
   REQUIRE(s.size() == 1);
-  REQUIRE(s[0].second.spec.id == small.id);
+  REQUIRE(s[0].second.request == small.id);
 }
 
 TEST_CASE("fractional GPUs share a device without exceeding it", "[node][resources]") {
   node_fixture f(8, 1);
   for (int i = 0; i < 4; ++i) f.submit(f.task(0, 0.3));
-  REQUIRE(f.started().size() == 3);  // 0.9 of the GPU in use; a fourth 0.3 would exceed 1
+  REQUIRE(f.granted().size() == 3);  // 0.9 of the GPU in use; a fourth 0.3 would exceed 1
   REQUIRE(f.node.available().get(protocol::gpu) == Approx(0.1));
 }
 
 TEST_CASE("a worker blocked in get lends its CPUs to queued tasks", "[node][resources]") {
   node_fixture f(1);
   f.submit(f.task(1));
-  auto parent = f.started();
+  auto parent = f.granted();
   REQUIRE(parent.size() == 1);
   f.submit(f.task(1));
-  REQUIRE(f.started().empty());
-  const worker_id w(parent[0].first.id);
+  REQUIRE(f.granted().empty());
+  const worker_id w = parent[0].second.worker;
   protocol::message blocked = protocol::worker_blocked{w};
   f.node.handle(blocked);
-  REQUIRE(f.started().size() == 1);  // the child runs while its parent waits
+  REQUIRE(f.granted().size() == 1);  // the child runs while its parent waits
   protocol::message unblocked = protocol::worker_unblocked{w};
   f.node.handle(unblocked);
   REQUIRE(f.node.available().get(protocol::cpu) == -1);  // briefly oversubscribed
 }
 
-TEST_CASE("finished workers are reused instead of started again", "[node]") {
+TEST_CASE("returned workers are leased again instead of started again", "[node]") {
   node_fixture f(1);
   auto a = f.task(1);
   f.submit(a);
-  auto s = f.started();
-  f.done(worker_id(s[0].first.id), a.id);
+  auto s = f.granted();
+  f.done(s[0].second.worker);
   f.submit(f.task(1));
-  auto s2 = f.started();
+  auto s2 = f.granted();
   REQUIRE(s2.size() == 1);
-  REQUIRE(s2[0].first.id == s[0].first.id);
+  REQUIRE(s2[0].second.worker == s[0].second.worker);
   REQUIRE(f.launcher.launched_ids.size() == 1);
 }
 
 TEST_CASE("a task this node can never run goes to the head", "[node][resources]") {
   node_fixture f(2);
   f.submit(f.task(4));
-  REQUIRE(f.started().empty());
-  auto fwd = f.net.take<protocol::submit_task>();
+  REQUIRE(f.granted().empty());
+  auto fwd = f.net.take<protocol::request_lease>();
   REQUIRE(fwd.size() == 1);
   REQUIRE(fwd[0].first == f.head);
 }
@@ -142,4 +156,114 @@ TEST_CASE("each actor gets a worker of its own and holds its resources until it 
   f.node.handle(exited);
   REQUIRE(f.node.available().get(protocol::cpu) == 2);
   REQUIRE(f.node.workers() == 0);
+}
+
+TEST_CASE("a lease goes to the owner that asked, with the worker's address", "[node][lease]") {
+  node_fixture f(1);
+  auto spec = f.task(1);
+  spec.owner = address{unique_id::random(), "tcp://127.0.0.1:1"};
+  f.submit(spec);
+  auto g = f.granted();
+  REQUIRE(g.size() == 1);
+  REQUIRE(g[0].first == spec.owner);
+  REQUIRE(g[0].second.ok);
+  REQUIRE(g[0].second.worker_addr.id == g[0].second.worker);
+  REQUIRE(g[0].second.node_addr == f.node_address());
+}
+
+TEST_CASE("a lease waits for its worker process to start", "[node][lease]") {
+  node_fixture f(1);
+  f.launcher.as_processes = true;
+  auto spec = f.task(1);
+  f.submit(spec);
+  REQUIRE(f.granted().empty());
+  const worker_id w = f.launcher.launched_ids.at(0);
+  const address ready_at{w, "tcp://127.0.0.1:2"};
+  protocol::message ready = protocol::worker_ready{w, ready_at};
+  f.node.handle(ready);
+  auto g = f.granted();
+  REQUIRE(g.size() == 1);
+  REQUIRE(g[0].second.worker_addr == ready_at);
+}
+
+TEST_CASE("a leased worker that dies is reported to the lease owner", "[node][lease]") {
+  node_fixture f(1);
+  auto spec = f.task(1);
+  spec.owner = address{unique_id::random(), {}};
+  f.submit(spec);
+  auto g = f.granted();
+  protocol::message died = protocol::worker_died{g[0].second.worker, "was killed by signal 9"};
+  f.node.handle(died);
+  auto told = f.net.take<protocol::worker_died>();
+  REQUIRE(told.size() == 1);
+  REQUIRE(told[0].first == spec.owner);
+  REQUIRE(told[0].second.reason == "was killed by signal 9");
+  REQUIRE(f.node.available().get(protocol::cpu) == 1);
+}
+
+TEST_CASE("a finished job's leases come back", "[node][lease]") {
+  node_fixture f(2);
+  auto spec = f.task(1);
+  spec.job = job_id::random();
+  f.submit(spec);
+  f.submit(spec);
+  REQUIRE(f.granted().size() == 2);
+  REQUIRE(f.node.available().get(protocol::cpu) == 0);
+  protocol::message fin = protocol::job_finished{spec.job};
+  f.node.handle(fin);
+  REQUIRE(f.node.available().get(protocol::cpu) == 2);
+  REQUIRE(f.node.workers() == 0);
+}
+
+TEST_CASE("a cancelled lease request leaves the queue, and a lent worker comes back",
+          "[node][lease]") {
+  node_fixture f(1);
+  auto first = f.task(1);
+  first.owner = address{unique_id::random(), {}};
+  auto second = f.task(1);
+  second.owner = first.owner;
+  f.submit(first);
+  f.submit(second);
+  auto g = f.granted();
+  REQUIRE(g.size() == 1);
+  REQUIRE(f.node.queued() == 1);
+  protocol::message cancel = protocol::cancel_lease_requests{first.owner, {first.id, second.id}, false};
+  f.node.handle(cancel);
+  REQUIRE(f.node.queued() == 0);
+  REQUIRE(f.node.available().get(protocol::cpu) == 1);
+  // The owner's late return of the grant it did not need is ignored.
+  f.done(g[0].second.worker);
+  REQUIRE(f.node.available().get(protocol::cpu) == 1);
+}
+
+TEST_CASE("a stale return does not free a worker lent to someone else since", "[node][lease]") {
+  node_fixture f(1);
+  auto a = f.task(1);
+  f.submit(a);
+  auto ga = f.granted();
+  const worker_id w = ga[0].second.worker;
+  f.done(w);
+  auto b = f.task(1);
+  f.submit(b);
+  auto gb = f.granted();
+  REQUIRE(gb[0].second.worker == w);  // the same worker, lent again
+  protocol::message stale = protocol::return_lease{w, a.id};
+  f.node.handle(stale);
+  REQUIRE(f.node.available().get(protocol::cpu) == 0);
+}
+
+TEST_CASE("a gone process's leases come back and its requests are dropped", "[node][lease]") {
+  node_fixture f(1);
+  auto spec = f.task(1);
+  spec.owner = address{unique_id::random(), "tcp://127.0.0.1:7"};
+  f.submit(spec);
+  auto waiting = spec;
+  waiting.id = task_id::random();
+  f.submit(waiting);
+  REQUIRE(f.granted().size() == 1);
+  REQUIRE(f.node.queued() == 1);
+  protocol::message gone = protocol::unsubscribe_cluster{"tcp://127.0.0.1:7"};
+  f.node.handle(gone);
+  REQUIRE(f.node.queued() == 0);
+  REQUIRE(f.node.available().get(protocol::cpu) == 1);
 }

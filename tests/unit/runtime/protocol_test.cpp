@@ -57,8 +57,8 @@ TEST_CASE("a failure round-trips through msgpack", "[protocol]") {
 TEST_CASE("every message kind has a name", "[protocol]") {
   protocol::message m = protocol::shutdown_component{"x"};
   REQUIRE(std::string(protocol::name_of(m)) == "shutdown_component");
-  m = protocol::submit_task{};
-  REQUIRE(std::string(protocol::name_of(m)) == "submit_task");
+  m = protocol::request_lease{};
+  REQUIRE(std::string(protocol::name_of(m)) == "request_lease");
 }
 
 TEST_CASE("a task's return id differs from its task id only in the index bits", "[protocol]") {

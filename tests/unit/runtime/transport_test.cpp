@@ -63,7 +63,7 @@ struct endpoint_fixture {
   [[nodiscard]] address box_address() const { return {box_id, net.endpoint()}; }
 };
 
-protocol::message sample() { return protocol::task_done{worker_id::random(), task_id::random()}; }
+protocol::message sample() { return protocol::return_lease{worker_id::random(), task_id::random()}; }
 
 void send_frames(zmq::socket_t& s, const std::vector<std::string>& frames) {
   for (std::size_t i = 0; i < frames.size(); ++i) {
@@ -207,5 +207,5 @@ TEST_CASE("a frame larger than max_message_bytes closes the connection unread", 
   REQUIRE(server.box->wait_for(1, 10s));
   std::this_thread::sleep_for(100ms);
   REQUIRE(server.box->size() == 1);
-  for (const auto& m : server.box->got) REQUIRE(std::holds_alternative<protocol::task_done>(m));
+  for (const auto& m : server.box->got) REQUIRE(std::holds_alternative<protocol::return_lease>(m));
 }

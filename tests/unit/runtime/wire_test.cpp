@@ -40,7 +40,7 @@ std::vector<protocol::message> every_message() {
       ((i == I ? (all.emplace_back(std::in_place_index<I>), void()) : void()), ...);
     }(std::make_index_sequence<std::variant_size_v<protocol::message>>{});
   }
-  all[0] = protocol::submit_task{sample_spec(), true};
+  all[0] = protocol::request_lease{sample_spec(), true};
   all[1] = protocol::execute_task{sample_spec()};
   return all;
 }
