@@ -4,16 +4,27 @@ and JSON as `celer microbenchmark`, so that bench/compare.sh can put them side b
 import argparse
 import json
 import math
+import signal
 import time
 
 
-def parse_args(system):
+class Overtime(Exception):
+    pass
+
+
+def _overtime(signum, frame):
+    raise Overtime()
+
+
+def parse_args(system, max_seconds=0.0):
     p = argparse.ArgumentParser(description=f"celer's microbenchmark workloads on {system}")
     p.add_argument("--only", default="", help="run workloads whose name contains this")
     p.add_argument("--json", default="", help="write the results here")
     p.add_argument("--duration", type=float, default=2.0, help="seconds per trial")
     p.add_argument("--num-cpus", type=int, default=0, help="CPUs to give the system (0: all)")
     p.add_argument("--smoke", action="store_true", help="tiny sizes, 0.05 s trials")
+    p.add_argument("--max-seconds", type=float, default=max_seconds,
+                   help="give up on a workload (reported as skipped) after this long; 0: never")
     a = p.parse_args()
     if a.smoke:
         a.duration = min(a.duration, 0.05)
@@ -42,6 +53,22 @@ class Runner:
     def timeit(self, name, fn, multiplier=1, unit="per second"):
         if not self.selected(name):
             return
+        cap = self.args.max_seconds
+        if cap <= 0:
+            self._timeit(name, fn, multiplier, unit)
+            return
+        old = signal.signal(signal.SIGALRM, _overtime)
+        signal.setitimer(signal.ITIMER_REAL, cap)
+        try:
+            self._timeit(name, fn, multiplier, unit)
+        except Overtime:
+            self._row({"name": name, "skipped": f"not finished within {cap:.0f} s at Ray's sizes "
+                                                f"(--max-seconds)"})
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+
+    def _timeit(self, name, fn, multiplier, unit):
         warmup = 0 if self.args.smoke else self.args.duration / 2
         count = 0
         start = time.perf_counter()

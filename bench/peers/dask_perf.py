@@ -46,7 +46,8 @@ def small_value_batch(n):
 
 
 def main():
-    args = parse_args("Dask")
+    # Some workloads take minutes per operation on Dask at Ray's sizes: cap each.
+    args = parse_args("Dask", max_seconds=60)
     batch = 20 if args.smoke else 1000
     multi_n, multi_m = (20, 2) if args.smoke else (10000, 4)
     direct_n = 20 if args.smoke else 5000
