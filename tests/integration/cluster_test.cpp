@@ -67,8 +67,19 @@ struct probe {
 };
 probe* make_probe() { return new probe(); }
 
+/// An actor that submits tasks of its own (it leases workers for them) and keeps the refs.
+struct leaser {
+  std::vector<celer::object_ref<std::string>> refs;
+  int start(int n, int ms) {
+    for (int i = 0; i < n; ++i) refs.push_back(celer::task(slow_node_hex).remote(ms));
+    return n;
+  }
+};
+leaser* make_leaser() { return new leaser(); }
+
 CELER_REMOTE(node_hex, slow_node_hex, make_here, read_there, report_pid_and_sleep, make_probe,
-             &probe::where, &probe::pid, &probe::parent_pid, &probe::nap);
+             &probe::where, &probe::pid, &probe::parent_pid, &probe::nap, make_leaser,
+             &leaser::start);
 
 std::string run(const std::string& cmd) {
   std::string out;
@@ -349,4 +360,25 @@ TEST_CASE("a cluster across network namespaces runs work on every host", "[.netn
   for (auto& r : refs) spread.insert(celer::get(r, 60s));
   REQUIRE(spread.size() == 3);
   celer::shutdown();
+}
+
+TEST_CASE("a caller killed while it leases workers gives their CPUs back", "[cluster][chaos]") {
+  local_cluster cluster;
+  celer::init();
+  // The actor leases every CPU of the cluster for its tasks and has more waiting.
+  auto a = celer::actor(make_leaser).options({.num_cpus = 0}).remote();
+  REQUIRE(celer::get(a.task(&leaser::start).remote(9, 1500), 60s) == 9);
+  std::this_thread::sleep_for(300ms);
+  celer::kill(a);
+  // Its running tasks finish; the nodes take back its leases and drop its requests, so
+  // the driver's tasks get all three CPUs.
+  std::vector<celer::object_ref<std::string>> refs;
+  for (int i = 0; i < 3; ++i) refs.push_back(celer::task(slow_node_hex).remote(10));
+  std::set<std::string> nodes;
+  for (auto& r : refs) nodes.insert(celer::get(r, 30s));
+  REQUIRE(!nodes.empty());
+  REQUIRE(eventually([&] {
+    const auto st = cluster.status();
+    return st.find("CPU 1/1") == std::string::npos && st.find("queued 0") != std::string::npos;
+  }, 15s));
 }
