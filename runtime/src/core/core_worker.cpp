@@ -18,11 +18,7 @@ worker_context*& current_worker_context() noexcept {
 namespace {
 
 protocol::failure_info make_failure(detail::failure_kind kind, error_code code, std::string msg) {
-  protocol::failure_info f;
-  f.kind = kind;
-  f.code = code;
-  f.message = std::move(msg);
-  return f;
+  return protocol::failure_info::make(kind, code, std::move(msg));
 }
 
 std::string millis(std::chrono::nanoseconds d) {

@@ -89,10 +89,8 @@ void head::on(protocol::request_lease& m) {
   if (target == nullptr) {
     protocol::lease_reply r;
     r.request = m.spec.id;
-    r.fail.kind = detail::failure_kind::infeasible;
-    r.fail.code = error_code::resource_exhausted;
-    r.fail.function = m.spec.function;
-    r.fail.message = why;
+    r.fail = protocol::failure_info::make(detail::failure_kind::infeasible,
+                                          error_code::resource_exhausted, why, m.spec.function);
     (void)net_.send(m.spec.owner, std::move(r));
     return;
   }
@@ -122,9 +120,9 @@ void head::on(protocol::create_actor& m) {
   if (!spec.actor_name.empty()) {
     auto it = names_.find(spec.actor_name);
     if (it != names_.end()) {
-      reply.fail.kind = detail::failure_kind::invalid_call;
-      reply.fail.code = error_code::already_exists;
-      reply.fail.message = "an actor named '" + spec.actor_name + "' already exists";
+      reply.fail = protocol::failure_info::make(
+        detail::failure_kind::invalid_call, error_code::already_exists,
+        "an actor named '" + spec.actor_name + "' already exists");
       (void)net_.send(m.reply_to, std::move(reply));
       return;
     }
@@ -132,10 +130,9 @@ void head::on(protocol::create_actor& m) {
   std::string why;
   auto* target = pick_node(spec.resources, why);
   if (target == nullptr) {
-    reply.fail.kind = detail::failure_kind::infeasible;
-    reply.fail.code = error_code::resource_exhausted;
-    reply.fail.function = spec.function;
-    reply.fail.message = "actor " + spec.function + " can never be placed: " + why;
+    reply.fail = protocol::failure_info::make(
+      detail::failure_kind::infeasible, error_code::resource_exhausted,
+      "actor " + spec.function + " can never be placed: " + why, spec.function);
     (void)net_.send(m.reply_to, std::move(reply));
     return;
   }
@@ -192,9 +189,8 @@ void head::on(protocol::subscribe_actor& m) {
     protocol::actor_update u;
     u.actor = m.actor;
     u.state = protocol::actor_state::dead;
-    u.fail.kind = detail::failure_kind::actor_died;
-    u.fail.code = error_code::not_found;
-    u.fail.message = "actor " + m.actor.hex() + " is not known to the cluster";
+    u.fail = protocol::failure_info::make(detail::failure_kind::actor_died, error_code::not_found,
+                                          "actor " + m.actor.hex() + " is not known to the cluster");
     (void)net_.send(m.subscriber, std::move(u));
     return;
   }
@@ -226,11 +222,9 @@ void head::on(protocol::kill_actor& m) {
   auto it = actors_.find(m.actor);
   if (it == actors_.end() || it->second.state == protocol::actor_state::dead) return;
   auto& a = it->second;
-  protocol::failure_info fail;
-  fail.kind = detail::failure_kind::actor_died;
-  fail.code = error_code::unavailable;
-  fail.message = "actor " + m.actor.hex() + " was " + m.reason;
-  mark_dead(m.actor, a, std::move(fail));
+  mark_dead(m.actor, a,
+            protocol::failure_info::make(detail::failure_kind::actor_died, error_code::unavailable,
+                                         "actor " + m.actor.hex() + " was " + m.reason));
   auto n = nodes_.find(a.node);
   if (n != nodes_.end() && n->second.alive) (void)net_.send(n->second.addr, m);
 }
@@ -290,14 +284,12 @@ void head::declare_dead(const node_id& id, node_info& n, const std::string& reas
   CELER_LOG(warn, "head", "node " + id.short_hex() + " is dead: " + reason);
   for (auto& [aid, a] : actors_) {
     if (a.node != id || a.state == protocol::actor_state::dead) continue;
-    protocol::failure_info f;
-    f.kind = detail::failure_kind::actor_died;
-    f.code = error_code::unavailable;
-    f.function = a.spec.function;
-    f.node = id.short_hex();
-    f.message = "actor " + aid.hex() + " died: its node " + id.short_hex() + " died (" +
-                reason + ")";
-    mark_dead(aid, a, std::move(f));
+    mark_dead(aid, a,
+              protocol::failure_info::make(detail::failure_kind::actor_died,
+                                           error_code::unavailable,
+                                           "actor " + aid.hex() + " died: its node " +
+                                             id.short_hex() + " died (" + reason + ")",
+                                           a.spec.function, id.short_hex()));
   }
   const protocol::node_died died{id, reason};
   for (const auto& s : cluster_subscribers_) (void)net_.send(s, died);
@@ -309,11 +301,10 @@ void head::on(protocol::job_finished& m) {
   jobs_.erase(m.job);
   for (auto& [aid, a] : actors_) {
     if (a.spec.job != m.job || a.state == protocol::actor_state::dead) continue;
-    protocol::failure_info f;
-    f.kind = detail::failure_kind::actor_died;
-    f.code = error_code::unavailable;
-    f.message = "actor " + aid.hex() + " was stopped: its job finished";
-    mark_dead(aid, a, std::move(f));
+    mark_dead(aid, a,
+              protocol::failure_info::make(detail::failure_kind::actor_died,
+                                           error_code::unavailable,
+                                           "actor " + aid.hex() + " was stopped: its job finished"));
     auto n = nodes_.find(a.node);
     if (n != nodes_.end() && n->second.alive) {
       (void)net_.send(n->second.addr, protocol::kill_actor{aid, "stopped: its job finished"});

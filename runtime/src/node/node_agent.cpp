@@ -332,23 +332,18 @@ void node_agent::on(protocol::worker_died& m) {
   auto& w = it->second;
   if (!w.kill_reason.empty()) m.reason = w.kill_reason;
   if (w.actor_worker) {
-    protocol::failure_info f;
-    f.kind = detail::failure_kind::actor_died;
-    f.code = error_code::unavailable;
-    f.function = w.function;
-    f.node = cfg_.id.short_hex();
-    f.worker = m.worker.short_hex();
-    f.message = "actor " + w.actor.hex() + " died: its worker process " + m.reason;
+    auto f = protocol::failure_info::make(
+      detail::failure_kind::actor_died, error_code::unavailable,
+      "actor " + w.actor.hex() + " died: its worker process " + m.reason, w.function,
+      cfg_.id.short_hex(), m.worker.short_hex());
     (void)net_.send(cfg_.head, protocol::actor_failed{w.actor, std::move(f)});
   } else if (w.pending) {
     // Started for a lease it never got to grant: the owner's waiting tasks fail with why.
     protocol::lease_reply r;
     r.request = w.pending->id;
-    r.fail.kind = detail::failure_kind::worker_died;
-    r.fail.code = error_code::unavailable;
-    r.fail.node = cfg_.id.short_hex();
-    r.fail.worker = m.worker.short_hex();
-    r.fail.message = "its worker process " + m.reason;
+    r.fail = protocol::failure_info::make(detail::failure_kind::worker_died,
+                                          error_code::unavailable, "its worker process " + m.reason,
+                                          {}, cfg_.id.short_hex(), m.worker.short_hex());
     (void)net_.send(w.owner, std::move(r));
   } else if (w.busy) {
     // Leased: its owner fails the tasks it pushed there.

@@ -116,6 +116,13 @@ struct failure_info {
   static failure_info from(const detail::failure& f) {
     return {f.kind, f.code, f.message, f.function, f.node, f.worker};
   }
+  /// A failure, with where it happened as far as known (empty when not).
+  static failure_info make(detail::failure_kind kind, error_code code, std::string message,
+                           std::string function = {}, std::string node = {},
+                           std::string worker = {}) {
+    return {kind, code, std::move(message), std::move(function), std::move(node),
+            std::move(worker)};
+  }
 };
 
 struct task_arg {

@@ -56,14 +56,8 @@ worker::~worker() { pool_.reset(); }
 
 protocol::failure_info worker::failure(detail::failure_kind kind, error_code code,
                                        const std::string& function, std::string message) const {
-  protocol::failure_info f;
-  f.kind = kind;
-  f.code = code;
-  f.function = function;
-  f.node = cfg_.this_node.short_hex();
-  f.worker = cfg_.id.short_hex();
-  f.message = std::move(message);
-  return f;
+  return protocol::failure_info::make(kind, code, std::move(message), function,
+                                      cfg_.this_node.short_hex(), cfg_.id.short_hex());
 }
 
 void worker::handle(protocol::message& m) {
