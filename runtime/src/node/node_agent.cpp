@@ -199,36 +199,12 @@ void node_agent::reclaim(const worker_id& id, worker_slot& w) {
   dispatch();
 }
 
-void node_agent::on(protocol::unsubscribe_cluster& m) {
-  // A worker process went away (killed, or retired): it owned tasks as well as ran them.
-  auto gone = [&](const address& owner) { return owner.endpoint == m.endpoint; };
-  for (auto& q : queues_) {
-    queued_ -= std::erase_if(q.tasks, [&](const protocol::task_spec& s) {
-      return s.kind == protocol::task_kind::normal && gone(s.owner);
-    });
-  }
-  std::erase_if(queues_, [](const shape_queue& q) { return q.tasks.empty(); });
-  std::vector<worker_id> back;
-  for (auto& [id, w] : workers_) {
-    if (!w.actor_worker && w.busy && gone(w.owner) && w.addr.endpoint != m.endpoint) {
-      back.push_back(id);
-    }
-  }
-  for (const auto& id : back) {
-    auto& w = workers_.at(id);
-    w.pending.reset();
-    reclaim(id, w);
-  }
-}
-
-void node_agent::on(protocol::cancel_lease_requests& m) {
-  std::unordered_set<task_id> wanted(m.requests.begin(), m.requests.end());
+std::size_t node_agent::withdraw_leases(const lease_match& match) {
   std::size_t found = 0;
-  auto cancelled = [&](const protocol::task_spec& s) {
-    return s.kind == protocol::task_kind::normal && s.owner == m.owner && wanted.contains(s.id);
-  };
   for (auto& q : queues_) {
-    const auto n = std::erase_if(q.tasks, cancelled);
+    const auto n = std::erase_if(q.tasks, [&](const protocol::task_spec& s) {
+      return s.kind == protocol::task_kind::normal && match(s.owner, s.id, s.job);
+    });
     queued_ -= n;
     found += n;
   }
@@ -236,15 +212,33 @@ void node_agent::on(protocol::cancel_lease_requests& m) {
   std::vector<worker_id> back;
   for (auto& [id, w] : workers_) {
     if (w.actor_worker || !w.busy) continue;
-    if (w.pending && cancelled(*w.pending)) {
-      w.pending.reset();  // still starting: it joins the pool once ready
-      back.push_back(id);
-    } else if (!w.pending && w.owner == m.owner && wanted.contains(w.lease_request)) {
-      back.push_back(id);  // lent already; the owner returns the grant unused
-    }
+    // Still starting for the request (it joins the pool once ready), or lent already (a
+    // grant the owner may still return unused is ignored then).
+    const bool matched = w.pending ? match(w.pending->owner, w.pending->id, w.job)
+                                   : match(w.owner, w.lease_request, w.job);
+    if (matched) back.push_back(id);
   }
-  found += back.size();
-  for (const auto& id : back) reclaim(id, workers_.at(id));
+  for (const auto& id : back) {
+    auto& w = workers_.at(id);
+    w.pending.reset();
+    reclaim(id, w);
+  }
+  return found + back.size();
+}
+
+void node_agent::on(protocol::unsubscribe_cluster& m) {
+  // A worker process went away (killed, or retired): it owned tasks as well as ran them.
+  withdraw_leases([&](const address& owner, const task_id&, const job_id&) {
+    return owner.endpoint == m.endpoint;
+  });
+}
+
+void node_agent::on(protocol::cancel_lease_requests& m) {
+  std::unordered_set<task_id> wanted(m.requests.begin(), m.requests.end());
+  const std::size_t found =
+    withdraw_leases([&](const address& owner, const task_id& request, const job_id&) {
+      return owner == m.owner && wanted.contains(request);
+    });
   if (found < wanted.size() && cfg_.spill_to_head && !m.from_head) {
     (void)net_.send(cfg_.head, std::move(m));  // forwarded: the head asks every node
   }
@@ -389,20 +383,10 @@ void node_agent::on(protocol::tick&) {
 
 void node_agent::on(protocol::job_finished& m) {
   finished_jobs_.insert(m.job);
-  // Workers the job still leases come back (its driver is gone or has shut down).
-  for (auto& [id, w] : workers_) {
-    if (w.job == m.job && w.busy && !w.actor_worker) {
-      release(w);
-      w.pending.reset();
-      w.lease_request = {};
-      idle_.push_back(id);
-    }
-  }
-  for (auto& q : queues_) {
-    queued_ -= std::erase_if(q.tasks, [&](const protocol::task_spec& s) {
-      return s.job == m.job && s.kind == protocol::task_kind::normal;
-    });
-  }
+  // What the job still leases or asks for comes back (its driver is gone or has shut down);
+  // its workers retire.
+  withdraw_leases(
+    [&](const address&, const task_id&, const job_id& job) { return job == m.job; });
   std::vector<worker_id> idle_of_job;
   for (const auto& id : idle_) {
     if (workers_.at(id).job == m.job) idle_of_job.push_back(id);

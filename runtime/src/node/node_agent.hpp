@@ -112,6 +112,10 @@ private:
   void release(worker_slot& w);
   /// Takes back a lent worker: into the pool, or retired.
   void reclaim(const worker_id& id, worker_slot& w);
+  /// Drops the queued lease requests that `match` (owner, request, job) picks and takes
+  /// back the workers started or lent for such requests; returns how many it found.
+  using lease_match = std::function<bool(const address&, const task_id&, const job_id&)>;
+  std::size_t withdraw_leases(const lease_match& match);
 
   transport& net_;
   worker_launcher& launcher_;
