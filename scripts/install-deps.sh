@@ -10,6 +10,7 @@ packages=(
   libzmq3-dev cppzmq-dev          # transport
   libmsgpack-cxx-dev libboost-dev # wire encoding (msgpack-cxx's CMake package wants Boost headers)
   librocksdb-dev                  # object spill, durable objects, head state
+  libxxhash-dev                   # checksums of objects on disk and in transfer
   catch2                          # tests (Catch2 v2)
   libcli11-dev                    # the celer command line
   nlohmann-json3-dev              # JSON output of CLI and benchmarks

@@ -1,0 +1,241 @@
+#include "object_store.hpp"
+
+#include <catch2/catch.hpp>
+#include <rocksdb/db.h>
+
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace celer;
+using namespace celer::store;
+
+namespace {
+
+/// A fresh directory for one test's disk tier, removed afterwards.
+struct temp_dir {
+  std::filesystem::path path;
+  temp_dir() {
+    path = std::filesystem::temp_directory_path() /
+           ("celer-store-test-" + std::to_string(::getpid()) + "-" +
+            std::to_string(std::random_device{}()));
+    std::filesystem::create_directories(path);
+  }
+  ~temp_dir() { std::filesystem::remove_all(path); }
+};
+
+std::vector<std::byte> pattern(std::size_t size, unsigned seed) {
+  std::vector<std::byte> v(size);
+  std::mt19937 gen(seed);
+  for (auto& b : v) b = static_cast<std::byte>(gen());
+  return v;
+}
+
+unique_id id_of(std::uint64_t n) { return unique_id{0xc0ffee, n}; }
+
+/// Creates, fills, seals and unpins an object; returns where it was written.
+object_store::location put(object_store& s, const unique_id& id, const std::vector<std::byte>& v,
+                           bool durable = false) {
+  auto at = s.create(id, v.size(), /*lead=*/0, {unique_id{1, 1}, unique_id{2, 2}}, durable);
+  REQUIRE(at);
+  std::memcpy(s.segment().base() + at->offset, v.data(), v.size());
+  REQUIRE(s.seal(id));
+  s.unpin(id);
+  return *at;
+}
+
+bool reads_back(object_store& s, const unique_id& id, const std::vector<std::byte>& v) {
+  auto at = s.pin(id);
+  if (!at) {
+    INFO(at.error().message());
+    return false;
+  }
+  const bool same = at->size == v.size() &&
+                    std::memcmp(s.segment().base() + at->offset, v.data(), v.size()) == 0;
+  s.unpin(id);
+  return same;
+}
+
+} // namespace
+
+TEST_CASE("a sealed object is read where its writer wrote it", "[store]") {
+  auto s = object_store::open({.capacity = 1 << 20});
+  REQUIRE(s);
+  const auto v = pattern(1000, 1);
+  const auto written = put(**s, id_of(1), v);
+  auto at = (*s)->pin(id_of(1));
+  REQUIRE(at);
+  CHECK(at->offset == written.offset);  // the same bytes, not a copy
+  CHECK(reads_back(**s, id_of(1), v));
+  (*s)->unpin(id_of(1));
+}
+
+TEST_CASE("an object is not readable before it is sealed", "[store]") {
+  auto s = object_store::open({.capacity = 1 << 20});
+  REQUIRE(s);
+  REQUIRE((*s)->create(id_of(1), 100, 0, {}, false));
+  auto at = (*s)->pin(id_of(1));
+  REQUIRE_FALSE(at);
+  CHECK(at.error().code() == error_code::not_found);
+  CHECK((*s)->create(id_of(1), 100, 0, {}, false).error().code() == error_code::already_exists);
+}
+
+TEST_CASE("the lead puts an object's bytes at the requested distance from an aligned block",
+          "[store]") {
+  auto s = object_store::open({.capacity = 1 << 20});
+  REQUIRE(s);
+  auto at = (*s)->create(id_of(1), 1000, /*lead=*/59, {}, false);
+  REQUIRE(at);
+  CHECK((at->offset + 5) % 64 == 0);  // a 5-byte header then the body lands aligned
+}
+
+TEST_CASE("a store four times over capacity spills and every object reads back byte-exact",
+          "[store]") {
+  temp_dir dir;
+  constexpr std::size_t capacity = 8 << 20;
+  constexpr std::size_t object = 1 << 20;
+  auto s = object_store::open({.capacity = capacity, .dir = dir.path.string()});
+  REQUIRE(s);
+  std::vector<std::vector<std::byte>> values;
+  for (unsigned i = 0; i < 4 * capacity / object; ++i) {
+    values.push_back(pattern(object - 64 * i, i));  // sizes differ: blocks fragment
+    put(**s, id_of(i), values.back());
+  }
+  auto st = (*s)->stats();
+  CHECK(st.spilled_objects >= values.size() - capacity / object);
+  CHECK(st.bytes_in_memory <= capacity);
+  // Read them all back, in an order unlike the one they were written in.
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const std::size_t k = (i * 7) % values.size();
+    INFO("object " << k);
+    CHECK(reads_back(**s, id_of(k), values[k]));
+  }
+  st = (*s)->stats();
+  CHECK(st.restored_objects > 0);
+  CHECK(st.restored_bytes > 0);
+  CHECK(st.bytes_in_memory <= capacity);
+}
+
+TEST_CASE("pinned objects stay in memory and a put that cannot fit says why", "[store]") {
+  temp_dir dir;
+  auto s = object_store::open({.capacity = 4 << 20, .dir = dir.path.string()});
+  REQUIRE(s);
+  const auto a = pattern(3 << 20, 1);
+  put(**s, id_of(1), a);
+  REQUIRE((*s)->pin(id_of(1)));  // a reader maps it
+  auto b = (*s)->create(id_of(2), 2 << 20, 0, {}, false);
+  REQUIRE_FALSE(b);
+  CHECK(b.error().code() == error_code::resource_exhausted);
+  CHECK(b.error().message().find("pinned") != std::string::npos);
+  CHECK((*s)->stats().spilled_objects == 0);
+  (*s)->unpin(id_of(1));
+  // Unpinned, it spills to make room.
+  REQUIRE((*s)->create(id_of(2), 2 << 20, 0, {}, false));
+  CHECK((*s)->stats().spilled_objects == 1);
+  (*s)->unpin(id_of(2));
+}
+
+TEST_CASE("with spilling off, a full store refuses new objects with their sizes", "[store]") {
+  auto s = object_store::open({.capacity = 4 << 20});
+  REQUIRE(s);
+  put(**s, id_of(1), pattern(3 << 20, 1));
+  auto b = (*s)->create(id_of(2), 2 << 20, 0, {}, false);
+  REQUIRE_FALSE(b);
+  CHECK(b.error().code() == error_code::resource_exhausted);
+  CHECK(b.error().message().find("spilling to disk is off") != std::string::npos);
+  CHECK(reads_back(**s, id_of(1), pattern(3 << 20, 1)));  // nothing lost
+  auto huge = (*s)->create(id_of(3), 5 << 20, 0, {}, false);
+  REQUIRE_FALSE(huge);
+  CHECK(huge.error().message().find("capacity") != std::string::npos);
+}
+
+TEST_CASE("a freed object's memory returns once its last reader unpins it", "[store]") {
+  auto s = object_store::open({.capacity = 1 << 20});
+  REQUIRE(s);
+  put(**s, id_of(1), pattern(4096, 1));
+  REQUIRE((*s)->pin(id_of(1)));
+  (*s)->free(id_of(1));
+  CHECK_FALSE((*s)->contains(id_of(1)));
+  CHECK((*s)->stats().bytes_in_memory == 4096);  // still mapped by the reader
+  (*s)->unpin(id_of(1));
+  CHECK((*s)->stats().bytes_in_memory == 0);
+  CHECK_FALSE((*s)->pin(id_of(1)));
+}
+
+TEST_CASE("objects of a finished job or a gone owner are freed; durable ones outlive the owner",
+          "[store]") {
+  temp_dir dir;
+  auto s = object_store::open({.capacity = 1 << 20, .dir = dir.path.string()});
+  REQUIRE(s);
+  const unique_id owner{1, 1}, job{2, 2};
+  put(**s, id_of(1), pattern(100, 1));
+  put(**s, id_of(2), pattern(100, 2), /*durable=*/true);
+  CHECK((*s)->free_owner(owner) == 1);
+  CHECK_FALSE((*s)->contains(id_of(1)));
+  CHECK((*s)->contains(id_of(2)));
+  CHECK((*s)->free_job(job) == 1);
+  CHECK_FALSE((*s)->contains(id_of(2)));
+}
+
+TEST_CASE("durable objects are found again when the store reopens; spilled ones are not",
+          "[store]") {
+  temp_dir dir;
+  const auto d = pattern(3 << 20, 7);
+  {
+    auto s = object_store::open({.capacity = 4 << 20, .dir = dir.path.string()});
+    REQUIRE(s);
+    put(**s, id_of(1), d, /*durable=*/true);
+    put(**s, id_of(2), pattern(3 << 20, 8));  // id 1 leaves memory (already on disk)
+    put(**s, id_of(3), pattern(3 << 20, 9));  // spills id 2
+    CHECK((*s)->stats().spilled_objects >= 1);
+  }  // the node stops (or dies: durable writes were synced)
+  auto s = object_store::open({.capacity = 4 << 20, .dir = dir.path.string()});
+  REQUIRE(s);
+  CHECK((*s)->contains(id_of(1)));
+  CHECK_FALSE((*s)->contains(id_of(2)));
+  CHECK_FALSE((*s)->contains(id_of(3)));
+  CHECK(reads_back(**s, id_of(1), d));
+  CHECK((*s)->stats().durable_objects == 1);
+}
+
+TEST_CASE("a corrupted copy on disk is detected and never returned", "[store]") {
+  temp_dir dir;
+  {
+    auto s = object_store::open({.capacity = 4 << 20, .dir = dir.path.string()});
+    REQUIRE(s);
+    put(**s, id_of(1), pattern(100000, 3), /*durable=*/true);
+  }
+  {
+    // Flip one byte of the stored chunk, as a failing disk would.
+    rocksdb::DB* raw = nullptr;
+    rocksdb::Options o;
+    o.enable_blob_files = true;
+    REQUIRE(rocksdb::DB::Open(o, dir.path.string(), &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+    it->Seek("c");
+    REQUIRE(it->Valid());
+    std::string key = it->key().ToString();
+    std::string value = it->value().ToString();
+    it.reset();
+    value[value.size() / 2] = static_cast<char>(value[value.size() / 2] ^ 0x40);
+    REQUIRE(db->Put(rocksdb::WriteOptions(), key, value).ok());
+  }
+  auto s = object_store::open({.capacity = 4 << 20, .dir = dir.path.string()});
+  REQUIRE(s);
+  auto at = (*s)->pin(id_of(1));
+  REQUIRE_FALSE(at);
+  CHECK(at.error().code() == error_code::data_loss);
+  CHECK(at.error().message().find("checksum") != std::string::npos);
+  CHECK((*s)->stats().bytes_in_memory == 0);
+}
+
+TEST_CASE("a durable object needs a disk tier", "[store]") {
+  auto s = object_store::open({.capacity = 1 << 20});
+  REQUIRE(s);
+  auto at = (*s)->create(id_of(1), 10, 0, {}, /*durable=*/true);
+  REQUIRE_FALSE(at);
+  CHECK(at.error().code() == error_code::failed_precondition);
+}
