@@ -7,6 +7,7 @@
 
 #include <celer/api.hpp>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -17,6 +18,25 @@ namespace {
 
 std::mutex runtime_mutex;  // guards the_runtime's replacement (init/shutdown)
 std::shared_ptr<runtime_base> the_runtime;
+/// The running core's address id, so that refs owned elsewhere (most of those decoded) are
+/// told apart without a lock.
+std::atomic<std::uint64_t> self_hi{0}, self_lo{0};
+
+void set_self(const std::shared_ptr<runtime_base>& rt) {
+  const unique_id id = rt ? rt->core().self().id : unique_id{};
+  self_hi.store(id.hi, std::memory_order_relaxed);
+  self_lo.store(id.lo, std::memory_order_relaxed);
+}
+
+/// The running runtime if `owner` is its core, else null.
+std::shared_ptr<runtime_base> owning_runtime(const address& owner) {
+  if (owner.id.nil() || owner.id.hi != self_hi.load(std::memory_order_relaxed) ||
+      owner.id.lo != self_lo.load(std::memory_order_relaxed)) {
+    return nullptr;
+  }
+  std::lock_guard lock(runtime_mutex);
+  return the_runtime;
+}
 
 std::shared_ptr<runtime_base> running() {
   std::lock_guard lock(runtime_mutex);
@@ -36,11 +56,13 @@ std::shared_ptr<runtime_base> running() {
     {
       std::lock_guard lock(runtime_mutex);
       the_runtime = rt;
+      set_self(rt);
     }
     rt->wait_until_finished();
     {
       std::lock_guard lock(runtime_mutex);
       the_runtime.reset();
+      set_self(nullptr);
     }
     rt->stop();
   } catch (const std::exception& e) {
@@ -65,6 +87,7 @@ void start(const knob_values& k, const init_options& options) {
   } else {
     the_runtime = std::make_shared<embedded_runtime>(k, options);
   }
+  set_self(the_runtime);
 }
 
 } // namespace
@@ -85,6 +108,7 @@ void shutdown() {
   {
     std::lock_guard lock(runtime_mutex);
     rt = std::move(the_runtime);
+    set_self(nullptr);
   }
   if (rt) rt->stop();
 }
@@ -109,6 +133,22 @@ std::map<std::string, double> available_resources() {
   return running()->core().query_resources().available.to_map();
 }
 
+object_store_stats local_object_store_stats() {
+  const auto c = running()->core().query_store_stats();
+  object_store_stats s;
+  s.capacity_bytes = c.capacity;
+  s.bytes_in_memory = c.bytes_in_memory;
+  s.objects_in_memory = c.objects_in_memory;
+  s.objects_on_disk_only = c.objects_on_disk_only;
+  s.spilled_objects = c.spilled_objects;
+  s.spilled_bytes = c.spilled_bytes;
+  s.restored_objects = c.restored_objects;
+  s.restored_bytes = c.restored_bytes;
+  s.pulled_objects = c.pulled_objects;
+  s.pulled_bytes = c.pulled_bytes;
+  return s;
+}
+
 namespace detail {
 
 object_ref<void> submit_task(const remote_entry& fn, std::vector<arg_spec> args,
@@ -118,6 +158,22 @@ object_ref<void> submit_task(const remote_entry& fn, std::vector<arg_spec> args,
 
 object_ref<void> put_payload(std::string payload) {
   return running()->core().put(std::move(payload));
+}
+
+std::size_t inline_object_limit() { return static_cast<std::size_t>(knobs().inline_object_bytes); }
+
+object_ref<void> put_stored(std::size_t size, unsigned char first, const put_options& options,
+                            const std::function<void(char*)>& write) {
+  return running()->core().put_stored(size, first, options.durable, write);
+}
+
+std::shared_ptr<const void> hold_object(const object_id& id, const address& owner) {
+  auto rt = owning_runtime(owner);
+  return rt ? rt->core().hold(id) : nullptr;
+}
+
+void object_escaped(const object_id& id, const address& owner) {
+  if (auto rt = owning_runtime(owner)) rt->core().escaped(id);
 }
 
 std::vector<fetched> fetch(const std::vector<object_ref<void>>& refs, timeout_t timeout) {

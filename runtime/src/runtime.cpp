@@ -6,6 +6,7 @@
 #include "worker/worker.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <thread>
 
 #include <unistd.h>
@@ -16,6 +17,11 @@ double physical_memory() {
   const long pages = ::sysconf(_SC_PHYS_PAGES);
   const long page = ::sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
+}
+
+std::size_t object_store_capacity(const knob_values& k) {
+  if (k.object_store_memory > 0) return static_cast<std::size_t>(k.object_store_memory);
+  return static_cast<std::size_t>(0.3 * physical_memory());
 }
 
 protocol::resource_set node_resources(const knob_values& k, double cpus, double gpus,
@@ -31,6 +37,9 @@ protocol::resource_set node_resources(const knob_values& k, double cpus, double 
 
 struct embedded_runtime::impl : worker_launcher {
   component_host host;
+  /// The embedded node's disk tier (removed at shutdown: nothing outlives this process
+  /// here to find its objects again), unless object_store_dir names one.
+  std::filesystem::path scratch;
   core_worker* core = nullptr;
   address head_addr, node_addr;
   node_id node;
@@ -78,6 +87,24 @@ embedded_runtime::embedded_runtime(const knob_values& k, const init_options& opt
   const double cpus = nc.total.get(protocol::cpu);
   nc.max_idle_workers =
     k.max_idle_workers > 0 ? k.max_idle_workers : static_cast<int>(2 * std::max(1.0, cpus));
+  nc.store_capacity = options.object_store_memory > 0
+                        ? static_cast<std::size_t>(options.object_store_memory)
+                        : object_store_capacity(k);
+  nc.store_spill = k.object_spilling != 0;
+  if (!k.object_store_dir.empty()) {
+    nc.store_dir = k.object_store_dir;
+  } else {
+    s.scratch = std::filesystem::path(k.temp_dir) /
+                ("embedded-" + std::to_string(::getpid()) + "-" + node_.short_hex());
+    nc.store_dir = (s.scratch / "objects").string();
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(nc.store_dir, ec);
+  if (ec) {
+    throw exception(error_code::unavailable,
+                    "celer: cannot create the object store's directory " + nc.store_dir + ": " +
+                      ec.message());
+  }
   auto n = std::make_shared<node_agent>(net, s, nc);
   n->start();  // queued for the head before anything else can reach it
   s.host.spawn(node_, as_component(n), "node");
@@ -102,6 +129,10 @@ void embedded_runtime::stop() {
   (void)net.send(s.head_addr, bye);
   (void)net.send(core_->self(), bye);
   s.host.stop();
+  if (!s.scratch.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(s.scratch, ec);
+  }
 }
 
 embedded_runtime::~embedded_runtime() { stop(); }

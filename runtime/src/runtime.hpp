@@ -45,6 +45,10 @@ private:
 /// The machine's physical memory in bytes (0 when unknown).
 double physical_memory();
 
+/// Bytes of shared memory for a node's object store: object_store_memory, else 30% of
+/// physical memory (Ray's default).
+std::size_t object_store_capacity(const knob_values& k);
+
 /// Resources a node offers: explicit values, else knobs, else the machine's.
 protocol::resource_set node_resources(const knob_values& k, double cpus, double gpus,
                                       double memory, const std::map<std::string, double>& custom);

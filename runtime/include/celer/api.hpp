@@ -19,6 +19,9 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -58,6 +61,20 @@ void shutdown();
 [[nodiscard]] std::map<std::string, double> cluster_resources();
 [[nodiscard]] std::map<std::string, double> available_resources();
 
+/// The object store of the node this code runs on, in numbers.
+struct object_store_stats {
+  std::uint64_t capacity_bytes = 0;
+  std::uint64_t bytes_in_memory = 0;
+  std::uint64_t objects_in_memory = 0;
+  /// Spilled objects not in memory now (restored when read).
+  std::uint64_t objects_on_disk_only = 0;
+  std::uint64_t spilled_objects = 0, spilled_bytes = 0;
+  std::uint64_t restored_objects = 0, restored_bytes = 0;
+  /// Objects copied here from other nodes.
+  std::uint64_t pulled_objects = 0, pulled_bytes = 0;
+};
+[[nodiscard]] object_store_stats local_object_store_stats();
+
 namespace detail {
 
 /// One argument on the wire: a msgpack value, or a reference resolved before the call.
@@ -87,11 +104,18 @@ struct failure {
   std::string function, node, worker;
 };
 
-/// The outcome of reading one object: its msgpack payload, or why there is none.
+/// The outcome of reading one object: its msgpack payload, or why there is none. A large
+/// object's payload is its bytes in the node's shared memory, mapped while `keep` lives.
 struct fetched {
   bool ok = false;
   std::string payload;
   failure fail;
+  const char* mapped = nullptr;
+  std::size_t mapped_size = 0;
+  std::shared_ptr<const void> keep;
+  [[nodiscard]] std::string_view bytes() const noexcept {
+    return mapped != nullptr ? std::string_view(mapped, mapped_size) : std::string_view(payload);
+  }
 };
 
 [[noreturn]] void throw_failure(const failure& f);
@@ -102,6 +126,12 @@ using timeout_t = std::optional<std::chrono::nanoseconds>;
 object_ref<void> submit_task(const remote_entry& fn, std::vector<arg_spec> args,
                              const task_options& options);
 object_ref<void> put_payload(std::string payload);
+/// Values larger than this (inline_object_bytes) go to the node's object store.
+std::size_t inline_object_limit();
+/// Stores a value of `size` packed bytes, starting with byte `first`, in the node's object
+/// store: `write` packs it straight into the store's memory.
+object_ref<void> put_stored(std::size_t size, unsigned char first, const put_options& options,
+                            const std::function<void(char*)>& write);
 /// Reads objects; throws get_timeout_error when `timeout` passes first.
 std::vector<fetched> fetch(const std::vector<object_ref<void>>& refs, timeout_t timeout);
 /// Indices of refs that are ready, at least `num_returns` of them unless `timeout` passes.
@@ -118,11 +148,11 @@ void kill_actor(const actor_id& actor);
 
 template <class T>
 object_ref<void> erase(const object_ref<T>& r) {
-  return object_ref<void>(r.id(), r.owner());
+  return object_ref<void>(r.id(), r.owner(), r.hold());
 }
 template <class T>
 object_ref<T> restore(const object_ref<void>& r) {
-  return object_ref<T>(r.id(), r.owner());
+  return object_ref<T>(r.id(), r.owner(), r.hold());
 }
 
 /// The registered entry of `f`; throws not_found when `f` is not in any CELER_REMOTE.
@@ -179,7 +209,9 @@ std::vector<arg_spec> encode_call(A&&... a) {
 template <class T>
 T decode_result(const fetched& f) {
   if (!f.ok) throw_failure(f.fail);
-  if constexpr (!std::is_void_v<T>) return unpack<T>(f.payload, "the object's value");
+  if constexpr (!std::is_void_v<T>) {
+    return unpack<T>(f.bytes(), "the object's value", f.keep ? &f.keep : nullptr);
+  }
 }
 
 template <class R>
@@ -274,10 +306,22 @@ detail::actor_builder<F> actor(F f) {
   return detail::actor_builder<F>(f);
 }
 
-/// Stores `value` in the object store and returns a reference to it.
+/// Stores `value` in the object store and returns a reference to it. Values above
+/// inline_object_bytes (100 KiB) are packed straight into the node's shared memory (one
+/// copy); readers on the node map them without another. Throws celer::exception
+/// (resource_exhausted) when the store cannot hold it, with the sizes.
 template <class T>
-object_ref<std::decay_t<T>> put(T&& value) {
-  return detail::restore<std::decay_t<T>>(detail::put_payload(detail::pack(value)));
+object_ref<std::decay_t<T>> put(T&& value, const put_options& options = {}) {
+  detail::size_counter counted;
+  msgpack::pack(counted, value);
+  if (counted.size <= detail::inline_object_limit() && !options.durable) {
+    return detail::restore<std::decay_t<T>>(detail::put_payload(detail::pack(value)));
+  }
+  return detail::restore<std::decay_t<T>>(
+    detail::put_stored(counted.size, counted.first, options, [&](char* out) {
+      detail::memory_writer w{out};
+      msgpack::pack(w, value);
+    }));
 }
 
 /// Waits for the object and returns its value; throws task_error, actor_died_error,
@@ -315,7 +359,8 @@ expected<T> try_get(const object_ref<T>& ref, detail::timeout_t timeout = {}) {
   try {
     auto got = detail::fetch({detail::erase(ref)}, timeout);
     if (!got.front().ok) return detail::to_error(got.front().fail);
-    return detail::unpack<T>(got.front().payload, "the object's value");
+    const auto& f = got.front();
+    return detail::unpack<T>(f.bytes(), "the object's value", f.keep ? &f.keep : nullptr);
   } catch (const exception& e) {
     return error(e.code(), e.what());
   }

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,12 @@
 namespace celer {
 
 /// A buffer of raw bytes for bulk data (tensors, files, images); travels as msgpack `bin`.
+///
+/// `celer::get` of a large `bytes` object (above inline_object_bytes) does not copy: the
+/// result is a read-only view of the object store's shared memory (`is_view()`), which
+/// stays mapped while the `bytes` (or a copy of it) lives. Read it through a const
+/// `bytes` (or `view()`): the non-const `data()`, `operator[]`, `begin()` and `end()` are
+/// for writing, and on a view they first copy it into memory of its own.
 class bytes {
 public:
   bytes() = default;
@@ -34,30 +41,72 @@ public:
   bytes(const void* data, std::size_t size)
     : data_(static_cast<const std::uint8_t*>(data), static_cast<const std::uint8_t*>(data) + size) {}
   explicit bytes(std::string_view s) : bytes(s.data(), s.size()) {}
+  /// A view of `size` bytes at `data` that `keep` keeps valid (no copy).
+  bytes(const void* data, std::size_t size, std::shared_ptr<const void> keep)
+    : view_(static_cast<const std::uint8_t*>(data)), view_size_(size), keep_(std::move(keep)) {}
 
-  [[nodiscard]] std::uint8_t* data() noexcept { return data_.data(); }
-  [[nodiscard]] const std::uint8_t* data() const noexcept { return data_.data(); }
-  [[nodiscard]] std::size_t size() const noexcept { return data_.size(); }
-  [[nodiscard]] bool empty() const noexcept { return data_.empty(); }
-  void resize(std::size_t n) { data_.resize(n); }
-  std::uint8_t& operator[](std::size_t i) noexcept { return data_[i]; }
-  std::uint8_t operator[](std::size_t i) const noexcept { return data_[i]; }
-  auto begin() noexcept { return data_.begin(); }
-  auto end() noexcept { return data_.end(); }
-  auto begin() const noexcept { return data_.begin(); }
-  auto end() const noexcept { return data_.end(); }
-  [[nodiscard]] std::string_view view() const noexcept {
-    return {reinterpret_cast<const char*>(data_.data()), data_.size()};
+  [[nodiscard]] std::uint8_t* data() { return own().data(); }
+  [[nodiscard]] const std::uint8_t* data() const noexcept {
+    return view_ != nullptr ? view_ : data_.data();
   }
-  friend bool operator==(const bytes&, const bytes&) = default;
+  [[nodiscard]] std::size_t size() const noexcept {
+    return view_ != nullptr ? view_size_ : data_.size();
+  }
+  [[nodiscard]] bool empty() const noexcept { return size() == 0; }
+  /// True when these bytes are the object store's memory, mapped without a copy.
+  [[nodiscard]] bool is_view() const noexcept { return view_ != nullptr; }
+  void resize(std::size_t n) { own().resize(n); }
+  std::uint8_t& operator[](std::size_t i) { return own()[i]; }
+  std::uint8_t operator[](std::size_t i) const noexcept { return data()[i]; }
+  auto begin() { return own().begin(); }
+  auto end() { return own().end(); }
+  const std::uint8_t* begin() const noexcept { return data(); }
+  const std::uint8_t* end() const noexcept { return data() + size(); }
+  [[nodiscard]] std::string_view view() const noexcept {
+    return {reinterpret_cast<const char*>(data()), size()};
+  }
+  friend bool operator==(const bytes& a, const bytes& b) { return a.view() == b.view(); }
 
 private:
+  std::vector<std::uint8_t>& own() {
+    if (view_ != nullptr) {
+      data_.assign(view_, view_ + view_size_);
+      view_ = nullptr;
+      view_size_ = 0;
+      keep_.reset();
+    }
+    return data_;
+  }
   std::vector<std::uint8_t> data_;
+  const std::uint8_t* view_ = nullptr;
+  std::size_t view_size_ = 0;
+  std::shared_ptr<const void> keep_;
 };
 
 namespace detail {
 
-/// Serialises `value` to msgpack.
+/// A msgpack stream that only counts: how large `value` packs, and its first byte (so
+/// that the store can align the body that follows a bin or str header).
+struct size_counter {
+  std::size_t size = 0;
+  unsigned char first = 0;
+  void write(const char* data, std::size_t n) {
+    if (size == 0 && n > 0) first = static_cast<unsigned char>(data[0]);
+    size += n;
+  }
+};
+
+/// A msgpack stream into memory sized beforehand (by size_counter).
+struct memory_writer {
+  char* at;
+  void write(const char* data, std::size_t n) {
+    std::memcpy(at, data, n);
+    at += n;
+  }
+};
+
+/// Serialises `value` to msgpack (one pass: packing may have side effects, such as bulk
+/// frames set aside by the wire encoder).
 template <class T>
 std::string pack(const T& value) {
   msgpack::sbuffer buf;
@@ -65,12 +114,30 @@ std::string pack(const T& value) {
   return std::string(buf.data(), buf.size());
 }
 
+/// While set on this thread, decoding a `bytes` value makes a view kept alive by it (the
+/// mapping of the object being decoded) instead of a copy.
+inline const std::shared_ptr<const void>*& decode_keepalive() noexcept {
+  thread_local const std::shared_ptr<const void>* keep = nullptr;
+  return keep;
+}
+
 /// Reads a T from msgpack; throws celer::exception(invalid_argument) when `data` is not
 /// a valid encoding of a T. `what` names the value in the message ("argument 2 of add").
+/// Strings and binaries are read in place (no copy into a zone); `keep`, if given, keeps
+/// `data` valid, and `bytes` values become views of it.
 template <class T>
-T unpack(std::string_view data, std::string_view what) {
+T unpack(std::string_view data, std::string_view what,
+         const std::shared_ptr<const void>* keep = nullptr) {
+  struct scoped_keep {
+    const std::shared_ptr<const void>* saved;
+    explicit scoped_keep(const std::shared_ptr<const void>* k) : saved(decode_keepalive()) {
+      decode_keepalive() = k;
+    }
+    ~scoped_keep() { decode_keepalive() = saved; }
+  } scope(keep);
   try {
-    msgpack::object_handle oh = msgpack::unpack(data.data(), data.size());
+    msgpack::object_handle oh = msgpack::unpack(
+      data.data(), data.size(), [](msgpack::type::object_type, std::size_t, void*) { return true; });
     return oh.get().as<T>();
   } catch (const std::exception& e) {
     throw exception(error_code::invalid_argument,
@@ -97,7 +164,9 @@ struct pack<celer::bytes> {
 template <>
 struct convert<celer::bytes> {
   const msgpack::object& operator()(const msgpack::object& o, celer::bytes& v) const {
-    if (o.type == msgpack::type::BIN) {
+    if (o.type == msgpack::type::BIN && celer::detail::decode_keepalive() != nullptr) {
+      v = celer::bytes(o.via.bin.ptr, o.via.bin.size, *celer::detail::decode_keepalive());
+    } else if (o.type == msgpack::type::BIN) {
       v = celer::bytes(o.via.bin.ptr, o.via.bin.size);
     } else if (o.type == msgpack::type::STR) {
       v = celer::bytes(o.via.str.ptr, o.via.str.size);
@@ -166,6 +235,7 @@ template <class T>
 struct pack<celer::object_ref<T>> {
   template <class Stream>
   packer<Stream>& operator()(packer<Stream>& o, const celer::object_ref<T>& v) const {
+    celer::detail::object_escaped(v.id(), v.owner());
     o.pack_array(2);
     o.pack(v.id());
     o.pack(v.owner());

@@ -26,6 +26,9 @@ struct init_options {
   std::map<std::string, double> resources;
   /// Bytes of memory the embedded node offers for `memory` requests; 0 means physical memory.
   double memory = 0;
+  /// Bytes of shared memory for the embedded node's object store; 0 means the
+  /// object_store_memory knob, else 30% of physical memory. Past it, objects spill to disk.
+  double object_store_memory = 0;
 };
 
 /// Resources a task or actor needs while it runs.
@@ -50,6 +53,17 @@ struct task_options {
   int max_retries = 3;
   /// A name shown in errors and listings; defaults to the function's name.
   std::string name;
+  /// Write the result through to the node's disk (synced) before it is handed out, so that
+  /// it survives the death of the worker and of the node agent (see put_options::durable).
+  bool durable = false;
+};
+
+/// Options of `celer::put`.
+struct put_options {
+  /// Write the object through to the node's disk, with a synced write-ahead log, before
+  /// `put` returns: it survives the death of the process that put it and of the node
+  /// agent (restarted on the same machine), and is found again. Freed when its job ends.
+  bool durable = false;
 };
 
 /// Options of one actor creation.

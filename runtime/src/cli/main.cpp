@@ -40,6 +40,8 @@ struct start_args {
   std::string node_ip;
   std::string token;
   bool block = false;
+  double object_store_memory = 0;
+  std::string object_store_dir;
 };
 
 std::map<std::string, double> parse_resources(const std::string& json) {
@@ -74,6 +76,12 @@ std::map<std::string, std::string> parse_labels(const std::string& text) {
   return out;
 }
 
+std::string mib(std::uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
 /// Starts the head or a node agent in the background; returns once it serves (or failed).
 int start(const start_args& a) {
   if (a.head == !a.address.empty()) {
@@ -82,6 +90,8 @@ int start(const start_args& a) {
   }
   knob_values k = load_knobs(0, nullptr);
   if (!a.token.empty()) k.token = a.token;
+  if (a.object_store_memory > 0) k.object_store_memory = a.object_store_memory;
+  if (!a.object_store_dir.empty()) k.object_store_dir = a.object_store_dir;
   set_knobs(k);
   cluster::daemon_options o;
   o.head = a.head;
@@ -275,6 +285,13 @@ int status(std::string address) {
       std::cout << "  resources (used/total): " << usage(n.total, n.available, n.alive) << "\n";
       if (n.alive) {
         std::cout << "  queued " << n.queued << ", workers " << n.workers << "\n";
+        const auto& o = n.store;
+        std::cout << "  objects: " << mib(o.bytes_in_memory) << " of " << mib(o.capacity)
+                  << " in memory (" << o.objects_in_memory << " objects), "
+                  << o.objects_on_disk_only << " on disk only; spilled " << o.spilled_objects
+                  << " (" << mib(o.spilled_bytes) << "), restored " << o.restored_objects
+                  << " (" << mib(o.restored_bytes) << "), pulled " << o.pulled_objects << " ("
+                  << mib(o.pulled_bytes) << ")\n";
       } else {
         std::cout << "  dead: " << n.dead_reason << "\n";
       }
@@ -350,6 +367,12 @@ int main(int argc, char** argv) {
                         "routes to the head; 127.0.0.1 for a head)");
   start_cmd->add_option("--token", sa.token, "the cluster token (node on another machine)");
   start_cmd->add_flag("--block", sa.block, "run in the foreground until SIGTERM/SIGINT");
+  start_cmd->add_option("--object-store-memory", sa.object_store_memory,
+                        "bytes of shared memory for this node's objects (default: 30% of "
+                        "memory); past it, objects spill to disk");
+  start_cmd->add_option("--object-store-dir", sa.object_store_dir,
+                        "where this node keeps spilled and durable objects (default: "
+                        "objects/ in the session directory)");
 
   bool force = false;
   auto* stop_cmd = app.add_subcommand("stop", "stop every head and node this machine started");

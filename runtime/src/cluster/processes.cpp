@@ -331,9 +331,30 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     const double cpus = nc.total.get(protocol::cpu);
     nc.max_idle_workers =
       k.max_idle_workers > 0 ? k.max_idle_workers : static_cast<int>(2 * std::max(1.0, cpus));
+    nc.store_capacity = object_store_capacity(k);
+    nc.store_spill = k.object_spilling != 0;
     launcher = std::make_unique<process_launcher>(
       *net, process_launcher::config{nid, node_addr, head_addr, token, ip, session_dir / "logs"});
-    agent = std::make_shared<node_agent>(*net, *launcher, nc);
+    // The disk tier: object_store_dir, else the first of <session>/objects/0, 1, ... that no
+    // other node on this machine holds (a node restarted here takes its old one back, and
+    // finds its durable objects again).
+    for (int slot = 0;; ++slot) {
+      nc.store_dir = k.object_store_dir.empty()
+                       ? (session_dir / "objects" / std::to_string(slot)).string()
+                       : k.object_store_dir;
+      std::error_code ec;
+      std::filesystem::create_directories(nc.store_dir, ec);
+      try {
+        agent = std::make_shared<node_agent>(*net, *launcher, nc);
+        break;
+      } catch (const exception& e) {
+        const bool held = std::string_view(e.what()).find("lock") != std::string_view::npos;
+        if (!k.object_store_dir.empty() || !held || slot >= 63) {
+          ready(error(e.code(), e.what()));
+          return 1;
+        }
+      }
+    }
     agent->start();
     host.spawn(nid, as_component(agent), "node");
     tick_targets.push_back(node_addr);

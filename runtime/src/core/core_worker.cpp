@@ -3,8 +3,11 @@
 #include "config/knobs.hpp"
 #include "log.hpp"
 
+#include "shm_arena.hpp"
+
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <random>
 #include <sstream>
 
@@ -35,7 +38,9 @@ protocol::resource_set checked_request(const std::string& what, double cpus, dou
 } // namespace
 
 core_worker::core_worker(transport& net, endpoints where)
-  : net_(net), where_(std::move(where)), id_prefix_(unique_id::random().hi | 1) {
+  : net_(net), where_(std::move(where)), id_prefix_(unique_id::random().hi | 1),
+    link_(std::make_shared<link>()) {
+  link_->core = this;
   lease_reaper_ = std::thread([this] { return_idle_leases(); });
 }
 
@@ -55,7 +60,8 @@ void core_worker::check_running() const {
   }
 }
 
-std::vector<protocol::task_arg> core_worker::to_wire(std::vector<detail::arg_spec> args) {
+std::vector<protocol::task_arg> core_worker::to_wire(std::vector<detail::arg_spec> args,
+                                                     const task_id& task) {
   std::vector<protocol::task_arg> out;
   out.reserve(args.size());
   for (auto& a : args) {
@@ -66,11 +72,20 @@ std::vector<protocol::task_arg> core_worker::to_wire(std::vector<detail::arg_spe
     t.value = std::move(a.value);
     if (t.is_ref && t.owner == where_.self) {
       // An object this process owns and already holds travels inline: the worker need
-      // not ask for it. Requires mutex_.
+      // not ask for it (unless it is in the object store: the worker maps it there).
       auto it = objects_.find(t.ref);
-      if (it != objects_.end() && it->second.ready && it->second.value.ok) {
+      if (it != objects_.end() && it->second.ready && it->second.value.ok &&
+          !it->second.value.stored) {
         t.is_ref = false;
         t.value = it->second.value.payload;
+      } else if (it != objects_.end() && it->second.owned) {
+        // Kept until the task finishes (an actor's constructor: until the job ends).
+        if (task.nil()) {
+          it->second.escaped = true;
+        } else {
+          ++it->second.task_uses;
+          task_args_[task].push_back(t.ref);
+        }
       }
     }
     out.push_back(std::move(t));
@@ -90,15 +105,19 @@ object_ref<void> core_worker::submit_task(const detail::remote_entry& fn,
   spec.owner = where_.self;
   spec.job = where_.job;
   spec.binary = where_.binary;
+  spec.durable = options.durable;
   const object_id ret = spec.return_id();
+  // Held until the task has counted its use of them (released after the lock).
+  const auto stored = store_large_args(args);
   std::lock_guard lock(mutex_);
   check_running();
-  spec.args = to_wire(std::move(args));
-  objects_[ret];
+  spec.args = to_wire(std::move(args), spec.id);
+  objects_[ret].owned = true;
+  auto ref = owned_ref(ret);
   const std::size_t cls = class_of(spec.resources);
   classes_[cls].queued.push_back(std::move(spec));
   pump(cls);
-  return object_ref<void>(ret, where_.self);
+  return ref;
 }
 
 std::size_t core_worker::class_of(const protocol::resource_set& shape) {
@@ -304,10 +323,208 @@ object_ref<void> core_worker::put(std::string payload) {
   check_running();
   auto& e = objects_[id];
   e.ready = true;
+  e.owned = true;
   e.value.id = id;
   e.value.ok = true;
   e.value.payload = std::move(payload);
-  return object_ref<void>(id, where_.self);
+  return owned_ref(id);
+}
+
+protocol::store_reply core_worker::store_request(protocol::message m, std::uint64_t id) {
+  auto reply = request(where_.node, std::move(m), id);
+  return std::get<protocol::store_reply>(std::move(reply));
+}
+
+protocol::object_payload core_worker::store_value(const object_id& id, std::size_t size,
+                                                  unsigned char first, bool durable,
+                                                  const address& owner, const job_id& job,
+                                                  const std::function<void(char*)>& write) {
+  protocol::object_payload v;
+  v.id = id;
+  protocol::store_create c;
+  c.request_id = counter_.fetch_add(1) + 1;
+  c.reply_to = where_.self;
+  c.id = id;
+  c.size = size;
+  c.lead = protocol::lead_for(first);
+  c.owner = owner;
+  c.job = job;
+  c.durable = durable;
+  const auto lead = c.lead;
+  auto created = store_request(std::move(c), c.request_id);
+  if (!created.ok) {
+    v.fail = created.fail;
+    return v;
+  }
+  auto map = mapping(created.segment, created.capacity);
+  auto* base = static_cast<char*>(const_cast<void*>(map.get()));
+  try {
+    write(base + created.offset);
+  } catch (...) {
+    (void)net_.send(where_.node, protocol::store_release{id, where_.self, /*abandon=*/true});
+    throw;
+  }
+  protocol::store_seal seal;
+  seal.request_id = counter_.fetch_add(1) + 1;
+  seal.reply_to = where_.self;
+  seal.id = id;
+  auto sealed = store_request(std::move(seal), seal.request_id);
+  if (!sealed.ok) {
+    v.fail = sealed.fail;
+    return v;
+  }
+  v.ok = true;
+  v.stored = true;
+  v.node = where_.this_node;
+  v.node_addr = where_.node;
+  v.size = size;
+  v.lead = lead;
+  return v;
+}
+
+object_ref<void> core_worker::put_stored(std::size_t size, unsigned char first, bool durable,
+                                         const std::function<void(char*)>& write) {
+  const task_id t = next_task_id();
+  const object_id id(unique_id{t.hi, t.lo | 1});
+  {
+    std::lock_guard lock(mutex_);
+    check_running();
+  }
+  auto v = store_value(id, size, first, durable, where_.self, where_.job, write);
+  if (!v.ok) throw exception(v.fail.code, "celer::put: " + v.fail.message);
+  std::lock_guard lock(mutex_);
+  check_running();
+  auto& e = objects_[id];
+  e.ready = true;
+  e.owned = true;
+  e.value = std::move(v);
+  return owned_ref(id);
+}
+
+std::vector<object_ref<void>> core_worker::store_large_args(std::vector<detail::arg_spec>& args) {
+  const auto limit = static_cast<std::size_t>(knobs().inline_object_bytes);
+  std::vector<object_ref<void>> stored;
+  for (auto& a : args) {
+    if (a.is_ref || a.value.size() <= limit) continue;
+    const std::string value = std::move(a.value);
+    auto ref = put_stored(value.size(), static_cast<unsigned char>(value[0]), false,
+                          [&](char* out) { std::memcpy(out, value.data(), value.size()); });
+    a = detail::arg_spec{true, ref.id(), ref.owner(), {}};
+    stored.push_back(std::move(ref));
+  }
+  return stored;
+}
+
+std::shared_ptr<const void> core_worker::mapping(const std::string& path, std::size_t capacity) {
+  std::lock_guard lock(mappings_mutex_);
+  auto& m = mappings_[path];
+  if (!m) {
+    auto seg = store::shm_segment::open(path, capacity);
+    if (!seg) throw exception(seg.error().code(), seg.error().message());
+    auto owned = std::make_shared<store::shm_segment>(std::move(*seg));
+    // The handle's pointer is the base of the mapping; it owns the segment.
+    m = std::shared_ptr<const void>(owned, owned->base());
+  }
+  return m;
+}
+
+detail::fetched core_worker::map_stored(const protocol::object_payload& v, const address& owner) {
+  detail::fetched f;
+  protocol::store_get g;
+  g.request_id = counter_.fetch_add(1) + 1;
+  g.reply_to = where_.self;
+  g.id = v.id;
+  if (v.node != where_.this_node) g.source = v.node_addr;
+  g.size = v.size;
+  g.lead = v.lead;
+  g.owner = owner;
+  g.job = where_.job;
+  protocol::store_reply r;
+  try {
+    r = store_request(std::move(g), g.request_id);
+  } catch (const exception& e) {
+    f.fail = make_failure(detail::failure_kind::object_lost, e.code(),
+                          "object " + v.id.hex() + " could not be read from the object store: " +
+                            e.what())
+               .to_failure();
+    return f;
+  }
+  if (!r.ok) {
+    f.fail = r.fail.to_failure();
+    return f;
+  }
+  auto map = mapping(r.segment, r.capacity);
+  // One pin per mapping: dropped (store_release) when the last user of the bytes is gone.
+  struct pinned {
+    std::shared_ptr<const void> map;
+    std::weak_ptr<link> core;
+    object_id id;
+    ~pinned() {
+      if (auto l = core.lock()) {
+        std::lock_guard g(l->m);
+        if (l->core != nullptr) {
+          (void)l->core->net_.send(l->core->where_.node,
+                                   protocol::store_release{id, l->core->where_.self, false});
+        }
+      }
+    }
+  };
+  auto pin = std::make_shared<pinned>(pinned{map, link_, v.id});
+  f.ok = true;
+  f.mapped = static_cast<const char*>(map.get()) + r.offset;
+  f.mapped_size = r.size;
+  f.keep = std::shared_ptr<const void>(pin, f.mapped);
+  return f;
+}
+
+object_ref<void> core_worker::owned_ref(const object_id& id) {
+  auto& e = objects_[id];
+  ++e.holders;
+  std::weak_ptr<link> weak = link_;
+  return object_ref<void>(id, where_.self,
+                          std::shared_ptr<const void>(link_.get(), [weak, id](const void*) {
+                            if (auto l = weak.lock()) {
+                              std::lock_guard g(l->m);
+                              if (l->core != nullptr) l->core->release_hold(id);
+                            }
+                          }));
+}
+
+std::shared_ptr<const void> core_worker::hold(const object_id& id) {
+  std::lock_guard lock(mutex_);
+  auto it = objects_.find(id);
+  if (it == objects_.end() || !it->second.owned) return nullptr;
+  return owned_ref(id).hold();
+}
+
+void core_worker::escaped(const object_id& id) {
+  std::lock_guard lock(mutex_);
+  if (auto it = objects_.find(id); it != objects_.end()) it->second.escaped = true;
+}
+
+void core_worker::release_hold(const object_id& id) {
+  std::lock_guard lock(mutex_);
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return;
+  --it->second.holders;
+  maybe_free(id);
+}
+
+void core_worker::maybe_free(const object_id& id) {
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return;
+  auto& e = it->second;
+  if (!e.owned || e.escaped || e.holders > 0 || e.task_uses > 0 || !e.ready) return;
+  if (e.value.stored) {
+    (void)net_.send(e.value.node_addr, protocol::store_free{{id}});
+  }
+  objects_.erase(it);
+}
+
+std::size_t core_worker::owned_objects() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<std::size_t>(
+    std::count_if(objects_.begin(), objects_.end(), [](const auto& kv) { return kv.second.owned; }));
 }
 
 std::size_t core_worker::prepare(const std::vector<object_ref<void>>& refs) {
@@ -386,17 +603,25 @@ std::vector<detail::fetched> core_worker::fetch(const std::vector<object_ref<voi
   }
   std::vector<detail::fetched> out;
   out.reserve(refs.size());
-  for (const auto& r : refs) {
-    const auto& v = objects_[r.id()].value;
+  std::vector<std::pair<std::size_t, protocol::object_payload>> stored;
+  for (std::size_t i = 0; i < refs.size(); ++i) {
+    const auto& v = objects_[refs[i].id()].value;
     detail::fetched f;
     f.ok = v.ok;
-    if (v.ok) {
+    if (v.ok && v.stored) {
+      stored.emplace_back(i, v);
+    } else if (v.ok) {
       f.payload = v.payload;
     } else {
       f.fail = v.fail.to_failure();
     }
     out.push_back(std::move(f));
   }
+  if (stored.empty()) return out;
+  // Large objects are mapped from this node's store (pulled here first when elsewhere),
+  // without mutex_: the node may take a while.
+  lock.unlock();
+  for (auto& [i, v] : stored) out[i] = map_stored(v, refs[i].owner());
   return out;
 }
 
@@ -426,14 +651,35 @@ std::vector<std::size_t> core_worker::wait_ready(const std::vector<object_ref<vo
 }
 
 void core_worker::fill(protocol::object_payload value) {
-  auto it = objects_.find(value.id);
-  if (it == objects_.end() || it->second.ready) return;  // unknown or already failed: stale
+  // A task's result (or failure) ends its use of the objects it took by ref.
+  const object_id id = value.id;
+  if ((id.lo & 0xffff) == 1) {
+    const task_id task(unique_id{id.hi, id.lo & ~std::uint64_t{0xffff}});
+    if (auto t = task_args_.find(task); t != task_args_.end()) {
+      auto used = std::move(t->second);
+      task_args_.erase(t);
+      for (const auto& arg : used) {
+        if (auto a = objects_.find(arg); a != objects_.end()) --a->second.task_uses;
+        maybe_free(arg);
+      }
+    }
+  }
+  auto it = objects_.find(id);
+  if (it == objects_.end() || it->second.ready) {
+    // Unknown (no one held it any more, so it was freed) or already failed: stale. A
+    // stored copy made for it is freed.
+    if (value.stored && it == objects_.end()) {
+      (void)net_.send(value.node_addr, protocol::store_free{{id}});
+    }
+    return;
+  }
   auto& e = it->second;
   for (const auto& w : e.remote_waiters) (void)net_.send(w, protocol::object_reply{value});
   e.remote_waiters.clear();
   e.value = std::move(value);
   e.ready = true;
   ready_cv_.notify_all();
+  maybe_free(id);
 }
 
 void core_worker::fail_object(const object_id& id, const protocol::failure_info& fail) {
@@ -515,10 +761,11 @@ actor_id core_worker::create_actor(const detail::remote_entry& factory,
   spec.job = where_.job;
   spec.binary = where_.binary;
   const actor_id id = spec.actor;
+  const auto stored = store_large_args(args);
   {
     std::lock_guard lock(mutex_);
     check_running();
-    spec.args = to_wire(std::move(args));
+    spec.args = to_wire(std::move(args), task_id{});
     auto& a = actors_[id];
     a.subscribed = true;  // the head tells the creator about its actor
   }
@@ -549,14 +796,16 @@ object_ref<void> core_worker::submit_actor_call(const actor_id& actor,
   spec.owner = where_.self;
   spec.actor = actor;
   const object_id ret = spec.return_id();
+  const auto stored = store_large_args(args);  // released after the lock
   std::lock_guard lock(mutex_);
   check_running();
-  spec.args = to_wire(std::move(args));
-  objects_[ret];
+  spec.args = to_wire(std::move(args), spec.id);
+  objects_[ret].owned = true;
+  auto ref = owned_ref(ret);
   // Sent under mutex_ so that calls from this process leave in submission order, and
   // queued calls are flushed (in handle) before any later call is sent.
   send_call(actor_slot(actor), std::move(spec));
-  return object_ref<void>(ret, where_.self);
+  return ref;
 }
 
 actor_id core_worker::find_named_actor(std::string_view name, std::string_view class_type) {
@@ -609,6 +858,15 @@ protocol::status_reply core_worker::query_status() {
   const auto rid = msg.request_id;
   auto reply = request(where_.head, std::move(msg), rid);
   return std::get<protocol::status_reply>(reply);
+}
+
+protocol::store_counters core_worker::query_store_stats() {
+  protocol::store_stats_query msg;
+  msg.request_id = counter_.fetch_add(1) + 1;
+  msg.reply_to = where_.self;
+  const auto rid = msg.request_id;
+  auto reply = request(where_.node, std::move(msg), rid);
+  return std::get<protocol::store_stats_reply>(reply).stats;
 }
 
 void core_worker::attach_node(address node, node_id id) {
@@ -719,6 +977,8 @@ void core_worker::handle(protocol::message& m) {
           fail_actor_calls(a, msg.actor);
         }
       } else if constexpr (std::is_same_v<T, protocol::create_actor_reply> ||
+                           std::is_same_v<T, protocol::store_reply> ||
+                           std::is_same_v<T, protocol::store_stats_reply> ||
                            std::is_same_v<T, protocol::lookup_actor_reply> ||
                            std::is_same_v<T, protocol::resource_reply> ||
                            std::is_same_v<T, protocol::status_reply>) {
@@ -732,6 +992,12 @@ void core_worker::handle(protocol::message& m) {
 }
 
 void core_worker::stop(const std::string& reason) {
+  {
+    // Handles and mappings that outlive the core stop reaching it (taken before mutex_, the
+    // order release_hold takes them in).
+    std::lock_guard g(link_->m);
+    link_->core = nullptr;
+  }
   std::lock_guard lock(mutex_);
   stopped_ = true;
   stop_reason_ = reason;

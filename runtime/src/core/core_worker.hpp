@@ -22,6 +22,7 @@
 #include <deque>
 #include <functional>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -64,6 +65,23 @@ public:
   object_ref<void> submit_task(const detail::remote_entry& fn, std::vector<detail::arg_spec> args,
                                const task_options& options);
   object_ref<void> put(std::string payload);
+  /// Puts a value of `size` packed bytes (starting with byte `first`) into this node's
+  /// object store; `write` packs it into the store's memory. Throws celer::exception
+  /// (resource_exhausted, ...) when the store refuses it.
+  object_ref<void> put_stored(std::size_t size, unsigned char first, bool durable,
+                              const std::function<void(char*)>& write);
+  /// Writes a value into this node's object store for `owner`, as object `id`; returns the
+  /// payload that points at it, or the failure (not ok). Does not take mutex_.
+  protocol::object_payload store_value(const object_id& id, std::size_t size, unsigned char first,
+                                       bool durable, const address& owner, const job_id& job,
+                                       const std::function<void(char*)>& write);
+  /// Reference counting of the objects this process owns (see object_ref): a handle that
+  /// keeps `id` alive while it lives (null unless this process owns it), and the mark of a
+  /// ref serialised where it cannot be counted (kept until the job ends).
+  std::shared_ptr<const void> hold(const object_id& id);
+  void escaped(const object_id& id);
+  /// How many objects this process owns now (tests, metrics).
+  [[nodiscard]] std::size_t owned_objects() const;
   std::vector<detail::fetched> fetch(const std::vector<object_ref<void>>& refs,
                                      detail::timeout_t timeout);
   std::vector<std::size_t> wait_ready(const std::vector<object_ref<void>>& refs,
@@ -77,6 +95,8 @@ public:
   protocol::resource_reply query_resources();
   /// The cluster's state, from the head.
   protocol::status_reply query_status();
+  /// This node's object store in numbers.
+  protocol::store_counters query_store_stats();
   /// Sets the node tasks are submitted to (a cluster driver learns it after connecting;
   /// call before any task is submitted).
   void attach_node(address node, node_id id);
@@ -95,6 +115,17 @@ private:
     protocol::object_payload value;
     /// Borrowers waiting for the value (owned objects only).
     std::vector<address> remote_waiters;
+    /// Owned objects: freed when no handle holds them, no pending task takes them, and no
+    /// ref to them has escaped this process.
+    bool owned = false;
+    bool escaped = false;
+    int holders = 0;
+    int task_uses = 0;
+  };
+  /// Lets handles (and mappings) outlive the core: they reach it through this while it lives.
+  struct link {
+    std::mutex m;
+    core_worker* core = nullptr;
   };
   struct actor_entry {
     protocol::actor_state state = protocol::actor_state::pending;
@@ -145,7 +176,24 @@ private:
   [[nodiscard]] bool idle(const lease& l) const;
   /// Returns leases idle for lease_idle_ms (its own thread; sleeps while none is idle).
   void return_idle_leases();
-  std::vector<protocol::task_arg> to_wire(std::vector<detail::arg_spec> args);
+  /// Moves by-value arguments above the inline limit into the object store (as refs to
+  /// objects this process owns, returned: hold them until to_wire has counted them).
+  /// Does not take mutex_.
+  std::vector<object_ref<void>> store_large_args(std::vector<detail::arg_spec>& args);
+  /// Requires mutex_. Counts refs to owned objects as used by `task` until it finishes
+  /// (nil: an actor creation, whose refs are kept until the job ends).
+  std::vector<protocol::task_arg> to_wire(std::vector<detail::arg_spec> args, const task_id& task);
+  /// Requires mutex_: a ref to an owned object, counted as a holder.
+  object_ref<void> owned_ref(const object_id& id);
+  void release_hold(const object_id& id);
+  /// Requires mutex_: frees `id` if nothing keeps it.
+  void maybe_free(const object_id& id);
+  /// Maps a stored object (pinning it at this node, pulling it here first if it is
+  /// elsewhere). Does not take mutex_.
+  detail::fetched map_stored(const protocol::object_payload& v, const address& owner);
+  std::shared_ptr<const void> mapping(const std::string& path, std::size_t capacity);
+  /// Sends a store request to this node and waits for its store_reply.
+  protocol::store_reply store_request(protocol::message m, std::uint64_t id);
   void check_running() const;  // requires mutex_
   // The following require mutex_.
   void fill(protocol::object_payload value);
@@ -194,6 +242,12 @@ private:
   std::condition_variable lease_cv_;
   std::thread lease_reaper_;
   std::unordered_map<std::uint64_t, std::promise<protocol::message>> requests_;
+  /// Owned objects passed by ref to a task still pending, by task.
+  std::unordered_map<task_id, std::vector<object_id>> task_args_;
+  std::shared_ptr<link> link_;
+  /// The node's shared memory, mapped once per segment path.
+  std::mutex mappings_mutex_;
+  std::unordered_map<std::string, std::shared_ptr<const void>> mappings_;
 };
 
 } // namespace celer

@@ -237,6 +237,7 @@ void head::on(protocol::heartbeat& m) {
   n.available = m.available;
   n.queued = m.queued;
   n.workers = m.workers;
+  n.store = m.store;
 }
 
 void head::on(protocol::job_heartbeat& m) { jobs_[m.job] = std::chrono::steady_clock::now(); }
@@ -293,6 +294,10 @@ void head::declare_dead(const node_id& id, node_info& n, const std::string& reas
   }
   const protocol::node_died died{id, reason};
   for (const auto& s : cluster_subscribers_) (void)net_.send(s, died);
+  // Live nodes too: transfers from the dead node fail instead of waiting.
+  for (const auto& [nid, other] : nodes_) {
+    if (nid != id && other.alive) (void)net_.send(other.addr, died);
+  }
 }
 
 void head::on(protocol::subscribe_cluster& m) { cluster_subscribers_.push_back(m.subscriber); }
@@ -333,6 +338,7 @@ void head::on(protocol::status_query& m) {
     s.labels = n.labels;
     s.queued = n.queued;
     s.workers = n.workers;
+    s.store = n.store;
     r.nodes.push_back(std::move(s));
   }
   for (const auto& [aid, a] : actors_) {

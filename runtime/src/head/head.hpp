@@ -33,6 +33,7 @@ private:
     protocol::resource_set available;
     std::uint32_t queued = 0;
     std::uint32_t workers = 0;
+    protocol::store_counters store;
   };
   struct actor_info {
     protocol::task_spec spec;

@@ -9,7 +9,36 @@
 namespace celer {
 
 node_agent::node_agent(transport& net, worker_launcher& launcher, config cfg)
-  : net_(net), launcher_(launcher), cfg_(std::move(cfg)), available_(cfg_.total) {}
+  : net_(net), launcher_(launcher), cfg_(std::move(cfg)), available_(cfg_.total) {
+  if (cfg_.store_capacity > 0) {
+    store_ = std::make_unique<node_store>(
+      net_, node_store::config{cfg_.id, cfg_.self, cfg_.store_capacity, cfg_.store_dir,
+                               cfg_.store_spill});
+  }
+}
+
+template <class M>
+  requires requires(node_store& s, M& m) { s.on(m); }
+void node_agent::on(M& m) {
+  if (store_) {
+    store_->on(m);
+    return;
+  }
+  if constexpr (std::is_same_v<M, protocol::store_stats_query>) {
+    (void)net_.send(m.reply_to, protocol::store_stats_reply{m.request_id, {}});
+  } else if constexpr (requires { m.reply_to; m.request_id; }) {
+    protocol::store_reply r;
+    r.request_id = m.request_id;
+    r.fail = protocol::failure_info::make(detail::failure_kind::object_lost,
+                                          error_code::failed_precondition,
+                                          "node " + cfg_.id.hex() + " has no object store");
+    (void)net_.send(m.reply_to, std::move(r));
+  }
+}
+
+void node_agent::on(protocol::node_died& m) {
+  if (store_) store_->node_died(m.node);
+}
 
 void node_agent::start() {
   protocol::register_node r;
@@ -231,6 +260,7 @@ void node_agent::on(protocol::unsubscribe_cluster& m) {
   withdraw_leases([&](const address& owner, const task_id&, const job_id&) {
     return owner.endpoint == m.endpoint;
   });
+  if (store_) store_->process_gone(m.endpoint);
 }
 
 void node_agent::on(protocol::cancel_lease_requests& m) {
@@ -378,6 +408,7 @@ void node_agent::on(protocol::tick&) {
   h.available = available_;
   h.queued = static_cast<std::uint32_t>(queued_);
   h.workers = static_cast<std::uint32_t>(workers_.size());
+  if (store_) h.store = store_->stats();
   (void)net_.send(cfg_.head, std::move(h));
 }
 
@@ -392,6 +423,7 @@ void node_agent::on(protocol::job_finished& m) {
     if (workers_.at(id).job == m.job) idle_of_job.push_back(id);
   }
   for (const auto& id : idle_of_job) retire(id, "its job finished");
+  if (store_) store_->job_finished(m.job);
 }
 
 void node_agent::on(protocol::resource_query& m) {

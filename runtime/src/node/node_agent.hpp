@@ -5,6 +5,7 @@
 // until it returns the lease; each actor gets a worker of its own for its lifetime. What
 // the node can never place, or (in a cluster) cannot place now, goes to the head. Plain logic behind `handle`; a CAF actor runs it (one message at a time).
 
+#include "node/node_store.hpp"
 #include "protocol/messages.hpp"
 #include "transport/transport.hpp"
 
@@ -50,7 +51,12 @@ public:
     /// A worker process that has not said worker_ready after this long is killed (checked
     /// on each tick); zero never kills one.
     std::chrono::milliseconds worker_start_timeout{0};
+    /// The node's object store (capacity zero: none; store requests are refused).
+    std::size_t store_capacity = 0;
+    std::string store_dir;
+    bool store_spill = true;
   };
+  /// Throws celer::exception when the object store cannot be opened.
   node_agent(transport& net, worker_launcher& launcher, config cfg);
 
   /// Registers with the head.
@@ -60,6 +66,8 @@ public:
   [[nodiscard]] const protocol::resource_set& available() const noexcept { return available_; }
   [[nodiscard]] std::size_t queued() const noexcept { return queued_; }
   [[nodiscard]] std::size_t workers() const noexcept { return workers_.size(); }
+  /// The object store (null when the node has none).
+  [[nodiscard]] const node_store* objects() const noexcept { return store_.get(); }
 
 private:
   struct worker_slot {
@@ -101,6 +109,11 @@ private:
   void on(protocol::worker_died& m);
   void on(protocol::tick& m);
   void on(protocol::job_finished& m);
+  void on(protocol::node_died& m);
+  /// store_create, store_seal, store_get, store_release, store_free, store_pull, store_chunk.
+  template <class M>
+    requires requires(node_store& s, M& m) { s.on(m); }
+  void on(M& m);
   void dispatch();
   void send_work(const worker_id& id, worker_slot& w, protocol::task_spec spec);
   worker_id take_worker(const protocol::task_spec& spec);
@@ -137,6 +150,7 @@ private:
   /// Workers told to stop whose process has not exited yet: their endpoints.
   std::unordered_map<worker_id, std::string> exiting_;
   bool stopping_ = false;
+  std::unique_ptr<node_store> store_;
 };
 
 } // namespace celer

@@ -23,6 +23,9 @@ const char* name_of(const message& m) {
     "worker_died",        "tick",           "heartbeat",         "subscribe_cluster",
     "node_died",          "lease_reply",    "job_finished",      "status_query",
     "status_reply",       "job_heartbeat",  "unsubscribe_cluster", "cancel_lease_requests",
+    "store_create",       "store_seal",     "store_get",         "store_reply",
+    "store_release",      "store_free",     "store_pull",        "store_chunk",
+    "store_stats_query",  "store_stats_reply",
   };
   static_assert(std::size(names) == std::variant_size_v<message>);
   return names[m.index()];

@@ -152,21 +152,48 @@ struct task_spec {
   job_id job;
   /// The program a worker process runs in worker mode (cluster mode; empty embedded).
   std::string binary;
+  /// The result is written through to the node's disk (task_options::durable).
+  bool durable = false;
   MSGPACK_DEFINE(id, kind, function, args, resources, owner, actor, actor_name, class_type,
-                 max_concurrency, job, binary)
+                 max_concurrency, job, binary, durable)
 
   /// The object holding the task's (single) return value.
   [[nodiscard]] object_id return_id() const { return return_id_of(id); }
   static object_id return_id_of(const task_id& t) { return object_id(unique_id{t.hi, t.lo | 1}); }
 };
 
-/// One object's content: a msgpack payload, or the failure that replaced it.
+/// Bytes to leave before a stored value that starts with msgpack byte `first`, so that
+/// the body after a bin, str or ext header starts 64-byte aligned (views of it can then be
+/// read as arrays of numbers).
+constexpr std::uint32_t lead_for(unsigned char first) noexcept {
+  std::uint32_t header = 0;
+  switch (first) {
+    case 0xc4: case 0xd9: header = 2; break;  // bin8, str8
+    case 0xc5: case 0xda: header = 3; break;  // bin16, str16
+    case 0xc6: case 0xdb: header = 5; break;  // bin32, str32
+    case 0xc7: header = 3; break;             // ext8
+    case 0xc8: header = 4; break;             // ext16
+    case 0xc9: header = 6; break;             // ext32
+    default: return 0;
+  }
+  return (64 - header) % 64;
+}
+
+/// One object's content: a msgpack payload, or the failure that replaced it. A value larger
+/// than inline_object_bytes is not carried: it sits in the object store of `node` (`stored`,
+/// `size` bytes), and readers fetch it from there.
 struct object_payload {
   object_id id;
   bool ok = false;
   bulk payload;
   failure_info fail;
-  MSGPACK_DEFINE(id, ok, payload, fail)
+  bool stored = false;
+  node_id node;
+  address node_addr;
+  std::uint64_t size = 0;
+  /// Bytes before the value in its block (the writer aligned what follows its header).
+  std::uint32_t lead = 0;
+  MSGPACK_DEFINE(id, ok, payload, fail, stored, node, node_addr, size, lead)
 };
 
 // ---- owner core -> its node, node -> head -> node: lend me a worker for tasks shaped like
@@ -346,13 +373,30 @@ struct tick {
   std::int32_t unused = 0;
   MSGPACK_DEFINE(unused)
 };
+/// A node's object store in numbers (celer status, metrics, celer::object_store_stats).
+struct store_counters {
+  std::uint64_t capacity = 0;
+  std::uint64_t bytes_in_memory = 0;
+  std::uint64_t objects_in_memory = 0;
+  std::uint64_t objects_on_disk_only = 0;
+  std::uint64_t spilled_objects = 0;
+  std::uint64_t spilled_bytes = 0;
+  std::uint64_t restored_objects = 0;
+  std::uint64_t restored_bytes = 0;
+  std::uint64_t pulled_objects = 0;
+  std::uint64_t pulled_bytes = 0;
+  MSGPACK_DEFINE(capacity, bytes_in_memory, objects_in_memory, objects_on_disk_only,
+                 spilled_objects, spilled_bytes, restored_objects, restored_bytes,
+                 pulled_objects, pulled_bytes)
+};
 // ---- node -> head, every heartbeat interval: alive, and what it has free
 struct heartbeat {
   node_id node;
   resource_set available;
   std::uint32_t queued = 0;
   std::uint32_t workers = 0;
-  MSGPACK_DEFINE(node, available, queued, workers)
+  store_counters store;
+  MSGPACK_DEFINE(node, available, queued, workers, store)
 };
 // ---- core -> head: tell me when nodes die (cluster mode)
 struct subscribe_cluster {
@@ -392,7 +436,9 @@ struct node_status {
   std::map<std::string, std::string> labels;
   std::uint32_t queued = 0;
   std::uint32_t workers = 0;
-  MSGPACK_DEFINE(node, addr, alive, dead_reason, total, available, labels, queued, workers)
+  store_counters store;
+  MSGPACK_DEFINE(node, addr, alive, dead_reason, total, available, labels, queued, workers,
+                 store)
 };
 // ---- any client -> head: the cluster's state
 struct status_query {
@@ -419,6 +465,102 @@ struct cancel_lease_requests {
   MSGPACK_DEFINE(owner, requests, from_head)
 };
 
+// ---- core -> its node: make room for an object of `size` bytes in the node's store,
+// starting `lead` bytes into an aligned block (the reply says where; the writer then
+// writes it through its own mapping and seals it)
+struct store_create {
+  std::uint64_t request_id = 0;
+  address reply_to;
+  object_id id;
+  std::uint64_t size = 0;
+  std::uint32_t lead = 0;
+  /// The core that owns the object (it frees it) and its job (freed when the job ends).
+  address owner;
+  job_id job;
+  bool durable = false;
+  MSGPACK_DEFINE(request_id, reply_to, id, size, lead, owner, job, durable)
+};
+// ---- core -> its node: the object is written; readable from now on (a durable object is
+// on disk, synced, before the reply)
+struct store_seal {
+  std::uint64_t request_id = 0;
+  address reply_to;
+  object_id id;
+  MSGPACK_DEFINE(request_id, reply_to, id)
+};
+// ---- core -> its node: pin this object for me and say where it is; when the node has no
+// copy, it pulls one from the node at `source` first (one pull however many ask)
+struct store_get {
+  std::uint64_t request_id = 0;
+  address reply_to;
+  object_id id;
+  address source;
+  std::uint64_t size = 0;
+  std::uint32_t lead = 0;
+  address owner;
+  job_id job;
+  MSGPACK_DEFINE(request_id, reply_to, id, source, size, lead, owner, job)
+};
+// ---- node -> core: the answer to store_create, store_seal and store_get: `size` bytes at
+// `offset` in the node's shared memory `segment` (a path to open) of `capacity` bytes
+struct store_reply {
+  std::uint64_t request_id = 0;
+  bool ok = false;
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+  std::string segment;
+  std::uint64_t capacity = 0;
+  /// store_get: the node pulled the object from another node (a new copy to free later).
+  bool pulled = false;
+  failure_info fail;
+  MSGPACK_DEFINE(request_id, ok, offset, size, segment, capacity, pulled, fail)
+};
+// ---- core -> its node: one mapping of the object is gone (drops one pin), or a writer
+// gives up an object it created and did not seal
+struct store_release {
+  object_id id;
+  address client;
+  bool abandon = false;
+  MSGPACK_DEFINE(id, client, abandon)
+};
+// ---- owner core -> every node holding a copy: no reference to these objects remains
+struct store_free {
+  std::vector<object_id> ids;
+  MSGPACK_DEFINE(ids)
+};
+// ---- node -> node: send `length` bytes of the object from `offset` (a pull, chunk by chunk)
+struct store_pull {
+  std::uint64_t request_id = 0;
+  address reply_to;
+  object_id id;
+  std::uint64_t offset = 0;
+  std::uint32_t length = 0;
+  MSGPACK_DEFINE(request_id, reply_to, id, offset, length)
+};
+// ---- node -> node: one chunk of a pull and its checksum, or why there is none
+struct store_chunk {
+  std::uint64_t request_id = 0;
+  object_id id;
+  std::uint64_t offset = 0;
+  bool ok = false;
+  bulk data;
+  std::uint64_t checksum = 0;
+  failure_info fail;
+  MSGPACK_DEFINE(request_id, id, offset, ok, data, checksum, fail)
+};
+
+// ---- core -> its node: the numbers of the node's object store
+struct store_stats_query {
+  std::uint64_t request_id = 0;
+  address reply_to;
+  MSGPACK_DEFINE(request_id, reply_to)
+};
+struct store_stats_reply {
+  std::uint64_t request_id = 0;
+  store_counters stats;
+  MSGPACK_DEFINE(request_id, stats)
+};
+
 using message =
   std::variant<request_lease, execute_task, return_lease, task_result, worker_blocked,
                worker_unblocked, get_object, object_reply, register_node, create_actor,
@@ -427,7 +569,9 @@ using message =
                resource_query, resource_reply, shutdown_component, worker_ready, worker_died,
                tick, heartbeat, subscribe_cluster, node_died, lease_reply, job_finished,
                status_query, status_reply, job_heartbeat, unsubscribe_cluster,
-               cancel_lease_requests>;
+               cancel_lease_requests, store_create, store_seal, store_get, store_reply,
+               store_release, store_free, store_pull, store_chunk, store_stats_query,
+               store_stats_reply>;
 
 /// The message's name, for logs.
 const char* name_of(const message& m);

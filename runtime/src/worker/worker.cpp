@@ -1,6 +1,9 @@
 #include "worker/worker.hpp"
 
+#include "config/knobs.hpp"
 #include "log.hpp"
+
+#include <cstring>
 
 namespace celer {
 
@@ -107,7 +110,9 @@ bool worker::resolve_args(const protocol::task_spec& spec, std::vector<std::stri
       fail = protocol::failure_info::from(g.fail);
       return false;
     }
-    out.push_back(std::move(g.payload));
+    // A stored argument is copied out of the mapping: arguments reach the function as
+    // encoded strings (a view would need the call to keep the mapping alive).
+    out.push_back(g.mapped != nullptr ? std::string(g.bytes()) : std::move(g.payload));
   }
   return true;
 }
@@ -138,6 +143,17 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
   try {
     v.payload = entry->call(*entry, instance_.get(), args);
     v.ok = true;
+    if (v.payload.size() > static_cast<std::size_t>(knobs().inline_object_bytes) || spec.durable) {
+      // Too large to travel in the reply (or to be kept on disk): into this node's store,
+      // owned by the caller, which reads it from there.
+      const std::string packed = std::move(v.payload);
+      v = core_.store_value(spec.return_id(), packed.size(),
+                            packed.empty() ? 0 : static_cast<unsigned char>(packed[0]),
+                            spec.durable, spec.owner, spec.job, [&](char* out) {
+                              std::memcpy(out, packed.data(), packed.size());
+                            });
+      if (!v.ok) v.fail.function = spec.function;
+    }
   } catch (const detail::argument_error& e) {
     v.fail = failure(detail::failure_kind::invalid_call, error_code::invalid_argument,
                      spec.function, e.what());

@@ -1,0 +1,337 @@
+#include "node/node_store.hpp"
+
+#include "log.hpp"
+
+#include "checksum.hpp"
+#include "object_store.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace celer {
+
+namespace {
+
+/// Bytes per pulled chunk and chunks in flight per pull: 4 x 4 MiB keeps a TCP connection
+/// busy without holding much memory in messages.
+constexpr std::uint64_t chunk_bytes = std::uint64_t{4} << 20;
+constexpr std::size_t chunks_in_flight = 4;
+
+protocol::failure_info failure_of(const error& e, detail::failure_kind kind) {
+  return protocol::failure_info::make(kind, e.code(), e.message());
+}
+
+} // namespace
+
+node_store::node_store(transport& net, config cfg) : net_(net), cfg_(std::move(cfg)) {
+  auto s = store::object_store::open({cfg_.capacity, cfg_.dir, cfg_.spill});
+  if (!s) throw exception(s.error().code(), "the node's object store: " + s.error().message());
+  store_ = std::move(*s);
+}
+
+node_store::~node_store() = default;
+
+void node_store::reply_error(std::uint64_t request_id, const address& to, const error& e,
+                             detail::failure_kind kind) {
+  protocol::store_reply r;
+  r.request_id = request_id;
+  r.ok = false;
+  r.fail = failure_of(e, kind);
+  r.fail.node = cfg_.node.hex();
+  (void)net_.send(to, std::move(r));
+}
+
+void node_store::on(protocol::store_create& m) {
+  auto at = store_->create(m.id, m.size, m.lead, {m.owner.id, m.job}, m.durable);
+  if (!at) {
+    reply_error(m.request_id, m.reply_to, at.error(), detail::failure_kind::object_lost);
+    return;
+  }
+  ++pins_[m.reply_to.id][m.id];
+  client_endpoint_[m.reply_to.id] = m.reply_to.endpoint;
+  auto& owners = owners_at_[m.owner.endpoint];
+  if (std::find(owners.begin(), owners.end(), m.owner.id) == owners.end()) owners.push_back(m.owner.id);
+  protocol::store_reply r;
+  r.request_id = m.request_id;
+  r.ok = true;
+  r.offset = at->offset;
+  r.size = at->size;
+  r.segment = store_->segment().path();
+  r.capacity = store_->segment().capacity();
+  (void)net_.send(m.reply_to, std::move(r));
+}
+
+void node_store::on(protocol::store_seal& m) {
+  auto sealed = store_->seal(m.id);
+  if (!sealed) {
+    // Not on disk as asked (a full disk, say): the object is dropped, and the writer told.
+    unpin_for(m.reply_to, m.id);
+    store_->free(m.id);
+    reply_error(m.request_id, m.reply_to, sealed.error(), detail::failure_kind::object_lost);
+    return;
+  }
+  unpin_for(m.reply_to, m.id);  // the writer's pin
+  protocol::store_reply r;
+  r.request_id = m.request_id;
+  r.ok = true;
+  (void)net_.send(m.reply_to, std::move(r));
+  // Readers that arrived before the seal (another process got the ref first) wait on it.
+  if (auto p = pulls_.find(m.id); p != pulls_.end() && p->second.source.nil()) {
+    finish_pull(m.id, nullptr);
+  }
+}
+
+void node_store::answer_get(std::uint64_t request_id, const address& client, const object_id& id,
+                            bool pulled) {
+  auto at = store_->pin(id);
+  if (!at) {
+    reply_error(request_id, client, at.error(), detail::failure_kind::object_lost);
+    return;
+  }
+  ++pins_[client.id][id];
+  client_endpoint_[client.id] = client.endpoint;
+  protocol::store_reply r;
+  r.request_id = request_id;
+  r.ok = true;
+  r.offset = at->offset;
+  r.size = at->size;
+  r.segment = store_->segment().path();
+  r.capacity = store_->segment().capacity();
+  r.pulled = pulled;
+  (void)net_.send(client, std::move(r));
+}
+
+void node_store::on(protocol::store_get& m) {
+  if (store_->sealed(m.id)) {
+    answer_get(m.request_id, m.reply_to, m.id, false);
+    return;
+  }
+  if (auto p = pulls_.find(m.id); p != pulls_.end()) {
+    p->second.waiters.push_back({m.request_id, m.reply_to});  // one transfer for all readers
+    return;
+  }
+  if (store_->contains(m.id) || m.source.nil() || m.source == cfg_.self) {
+    if (store_->contains(m.id)) {
+      // Created here and not sealed yet: its reader got the ref before its writer's seal
+      // arrived. It waits for the seal.
+      pulls_[m.id].waiters.push_back({m.request_id, m.reply_to});
+      return;
+    }
+    reply_error(m.request_id, m.reply_to,
+                error(error_code::not_found,
+                      "object " + m.id.hex() + " is not in the object store of node " +
+                        cfg_.node.hex() + " (freed, or lost with a process that held it)"),
+                detail::failure_kind::object_lost);
+    return;
+  }
+  auto at = store_->create(m.id, m.size, m.lead, {m.owner.id, m.job}, /*durable=*/false);
+  if (!at) {
+    reply_error(m.request_id, m.reply_to, at.error(), detail::failure_kind::object_lost);
+    return;
+  }
+  auto& p = pulls_[m.id];
+  p.offset = at->offset;
+  p.source = m.source;
+  p.size = m.size;
+  p.request_id = ++next_pull_;
+  p.waiters.push_back({m.request_id, m.reply_to});
+  CELER_LOG(debug, "store", "pulls " + m.id.short_hex() + " (" + std::to_string(m.size) +
+                              " bytes) from " + m.source.endpoint);
+  if (m.size == 0) {
+    finish_pull(m.id, nullptr);
+    return;
+  }
+  ask_next_chunks(m.id, p);
+}
+
+void node_store::ask_next_chunks(const object_id& id, pull& p) {
+  while (p.in_flight < chunks_in_flight && p.next < p.size) {
+    protocol::store_pull q;
+    q.request_id = p.request_id;
+    q.reply_to = cfg_.self;
+    q.id = id;
+    q.offset = p.next;
+    q.length = static_cast<std::uint32_t>(std::min(chunk_bytes, p.size - p.next));
+    p.next += q.length;
+    ++p.in_flight;
+    if (!net_.send(p.source, std::move(q))) {
+      const error e(error_code::unavailable, "object " + id.hex() + ": the node holding it (" +
+                                               p.source.endpoint + ") is unreachable");
+      finish_pull(id, &e);
+      return;
+    }
+  }
+}
+
+void node_store::on(protocol::store_pull& m) {
+  protocol::store_chunk c;
+  c.request_id = m.request_id;
+  c.id = m.id;
+  c.offset = m.offset;
+  auto at = store_->pin(m.id);
+  if (!at) {
+    c.fail = failure_of(at.error(), detail::failure_kind::object_lost);
+  } else if (m.offset > at->size || m.length > at->size - m.offset) {
+    c.fail = protocol::failure_info::make(
+      detail::failure_kind::object_lost, error_code::invalid_argument,
+      "object " + m.id.hex() + " has " + std::to_string(at->size) + " bytes; asked for " +
+        std::to_string(m.length) + " at " + std::to_string(m.offset));
+  } else {
+    const auto* bytes = store_->segment().base() + at->offset + m.offset;
+    c.data.assign(reinterpret_cast<const char*>(bytes), m.length);
+    c.checksum = store::checksum(c.data.data(), c.data.size());
+    c.ok = true;
+  }
+  if (at) store_->unpin(m.id);
+  (void)net_.send(m.reply_to, std::move(c));
+}
+
+void node_store::on(protocol::store_chunk& m) {
+  auto it = pulls_.find(m.id);
+  if (it == pulls_.end() || it->second.request_id != m.request_id) return;  // a pull that failed
+  auto& p = it->second;
+  --p.in_flight;
+  if (!m.ok) {
+    const error e(m.fail.code, m.fail.message);
+    finish_pull(m.id, &e);
+    return;
+  }
+  if (store::checksum(m.data.data(), m.data.size()) != m.checksum ||
+      m.offset + m.data.size() > p.size) {
+    const error e(error_code::data_loss, "object " + m.id.hex() + ": a chunk from " +
+                                           p.source.endpoint + " arrived damaged (checksum mismatch)");
+    finish_pull(m.id, &e);
+    return;
+  }
+  // The puller's pin (from create) keeps the block where create put it.
+  std::memcpy(store_->segment().base() + p.offset + m.offset, m.data.data(), m.data.size());
+  p.received += m.data.size();
+  if (p.received == p.size) {
+    finish_pull(m.id, nullptr);
+  } else {
+    ask_next_chunks(m.id, p);
+  }
+}
+
+void node_store::finish_pull(const object_id& id, const error* failed) {
+  auto it = pulls_.find(id);
+  if (it == pulls_.end()) return;
+  pull p = std::move(it->second);
+  pulls_.erase(it);
+  const bool transfer = !p.source.nil();
+  if (failed == nullptr && transfer) {
+    if (auto sealed = store_->seal(id); !sealed) {
+      store_->unpin(id);
+      store_->free(id);
+      for (const auto& w : p.waiters) {
+        reply_error(w.request_id, w.reply_to, sealed.error(), detail::failure_kind::object_lost);
+      }
+      return;
+    }
+    store_->unpin(id);  // the puller's pin; readers pin below
+    ++pulled_objects_;
+    pulled_bytes_ += p.size;
+    CELER_LOG(debug, "store", "pulled " + id.short_hex() + " (" + std::to_string(p.size) + " bytes)");
+  }
+  if (failed != nullptr) {
+    if (transfer) {
+      store_->unpin(id);
+      store_->free(id);
+    }
+    for (const auto& w : p.waiters) {
+      reply_error(w.request_id, w.reply_to, *failed, detail::failure_kind::object_lost);
+    }
+    return;
+  }
+  for (const auto& w : p.waiters) answer_get(w.request_id, w.reply_to, id, transfer);
+}
+
+void node_store::unpin_for(const address& client, const object_id& id) {
+  auto c = pins_.find(client.id);
+  if (c == pins_.end()) return;
+  auto o = c->second.find(id);
+  if (o == c->second.end()) return;
+  store_->unpin(id);
+  if (--o->second == 0) c->second.erase(o);
+  if (c->second.empty()) {
+    pins_.erase(c);
+    client_endpoint_.erase(client.id);
+  }
+}
+
+void node_store::on(protocol::store_release& m) {
+  unpin_for(m.client, m.id);
+  if (!m.abandon) return;
+  store_->free(m.id);
+  if (auto p = pulls_.find(m.id); p != pulls_.end() && p->second.source.nil()) {
+    const error e(error_code::not_found,
+                  "object " + m.id.hex() + " was abandoned by its writer before it was complete");
+    finish_pull(m.id, &e);
+  }
+}
+
+void node_store::on(protocol::store_free& m) {
+  for (const auto& id : m.ids) {
+    if (pulls_.contains(id)) continue;  // a copy still arriving stays until its job ends
+    store_->free(id);
+  }
+}
+
+void node_store::process_gone(const std::string& endpoint) {
+  if (endpoint.empty()) return;
+  std::vector<unique_id> gone;
+  for (const auto& [client, where] : client_endpoint_) {
+    if (where == endpoint) gone.push_back(client);
+  }
+  for (const auto& client : gone) {
+    for (const auto& [id, n] : pins_[client]) {
+      for (int i = 0; i < n; ++i) store_->unpin(id);
+    }
+    pins_.erase(client);
+    client_endpoint_.erase(client);
+  }
+  if (auto o = owners_at_.find(endpoint); o != owners_at_.end()) {
+    std::size_t freed = 0;
+    for (const auto& owner : o->second) freed += store_->free_owner(owner);
+    owners_at_.erase(o);
+    if (freed > 0) {
+      CELER_LOG(debug, "store", "freed " + std::to_string(freed) + " object(s) of " + endpoint);
+    }
+  }
+}
+
+void node_store::job_finished(const job_id& job) { (void)store_->free_job(job); }
+
+void node_store::node_died(const node_id& node) {
+  std::vector<object_id> failed;
+  for (const auto& [id, p] : pulls_) {
+    if (!p.source.nil() && p.source.id == node) failed.push_back(id);
+  }
+  for (const auto& id : failed) {
+    const error e(error_code::unavailable,
+                  "object " + id.hex() + ": the node holding it died during the transfer");
+    finish_pull(id, &e);
+  }
+}
+
+void node_store::on(protocol::store_stats_query& m) {
+  (void)net_.send(m.reply_to, protocol::store_stats_reply{m.request_id, stats()});
+}
+
+protocol::store_counters node_store::stats() const {
+  const auto s = store_->stats();
+  protocol::store_counters c;
+  c.capacity = s.capacity;
+  c.bytes_in_memory = s.bytes_in_memory;
+  c.objects_in_memory = s.objects_in_memory;
+  c.objects_on_disk_only = s.objects_on_disk_only;
+  c.spilled_objects = s.spilled_objects;
+  c.spilled_bytes = s.spilled_bytes;
+  c.restored_objects = s.restored_objects;
+  c.restored_bytes = s.restored_bytes;
+  c.pulled_objects = pulled_objects_;
+  c.pulled_bytes = pulled_bytes_;
+  return c;
+}
+
+} // namespace celer

@@ -1,0 +1,96 @@
+#pragma once
+// The node agent's side of the object store: it answers the store_* messages of the
+// processes on this node (create, seal, get, release) and of other nodes (pull), keeps
+// count of which process maps what, and pulls objects this node lacks from the node that
+// holds them, chunk by chunk with several chunks in flight and one pull per object however
+// many readers wait. Runs on the node agent's actor (one message at a time).
+
+#include "protocol/messages.hpp"
+#include "transport/transport.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace celer {
+
+namespace store {
+class object_store;
+}
+
+class node_store {
+public:
+  struct config {
+    node_id node;
+    address self;
+    std::size_t capacity = 0;
+    /// The disk tier (spill and durable objects); empty: none.
+    std::string dir;
+    bool spill = true;
+  };
+  /// Opens the store; throws celer::exception when the memory or the disk tier cannot be had.
+  node_store(transport& net, config cfg);
+  ~node_store();
+  node_store(const node_store&) = delete;
+  node_store& operator=(const node_store&) = delete;
+
+  void on(protocol::store_create& m);
+  void on(protocol::store_seal& m);
+  void on(protocol::store_get& m);
+  void on(protocol::store_release& m);
+  void on(protocol::store_free& m);
+  void on(protocol::store_pull& m);
+  void on(protocol::store_chunk& m);
+  /// The process at `endpoint` is gone: its mappings are dropped and the objects it owned
+  /// freed (durable ones stay).
+  void process_gone(const std::string& endpoint);
+  /// The job ended: its objects are freed.
+  void job_finished(const job_id& job);
+  /// A node died: pulls from it fail.
+  void node_died(const node_id& node);
+
+  void on(protocol::store_stats_query& m);
+  [[nodiscard]] protocol::store_counters stats() const;
+
+private:
+  struct waiter {
+    std::uint64_t request_id = 0;
+    address reply_to;
+  };
+  struct pull {
+    address source;
+    std::uint64_t size = 0;
+    /// Where create() put the new copy (the puller's pin keeps it there).
+    std::uint64_t offset = 0;
+    std::uint64_t next = 0;      // next offset to ask for
+    std::uint64_t received = 0;  // bytes written so far
+    std::size_t in_flight = 0;
+    std::uint64_t request_id = 0;
+    std::vector<waiter> waiters;
+  };
+
+  void reply_error(std::uint64_t request_id, const address& to, const error& e,
+                   detail::failure_kind kind);
+  /// Pins `id` for `client` and answers where it is.
+  void answer_get(std::uint64_t request_id, const address& client, const object_id& id,
+                  bool pulled);
+  void ask_next_chunks(const object_id& id, pull& p);
+  void finish_pull(const object_id& id, const error* failed);
+  void unpin_for(const address& client, const object_id& id);
+
+  transport& net_;
+  config cfg_;
+  std::unique_ptr<store::object_store> store_;
+  /// Pins each process holds, by its address, to drop them if it dies.
+  std::unordered_map<unique_id, std::unordered_map<object_id, int>> pins_;
+  std::unordered_map<unique_id, std::string> client_endpoint_;
+  /// Owners of objects created here, by the endpoint of their process.
+  std::unordered_map<std::string, std::vector<unique_id>> owners_at_;
+  std::unordered_map<object_id, pull> pulls_;
+  std::uint64_t next_pull_ = 0;
+  std::uint64_t pulled_objects_ = 0, pulled_bytes_ = 0;
+};
+
+} // namespace celer
