@@ -239,6 +239,19 @@ bool object_store::contains(const unique_id& id) const {
   return it != objects_.end() && !it->second.freed;
 }
 
+std::vector<unique_id> object_store::durable_ids() const {
+  std::vector<unique_id> out;
+  for (const auto& [id, e] : objects_) {
+    if (!e.freed && e.rec.durable && e.on_disk) out.push_back(id);
+  }
+  return out;
+}
+
+bool object_store::durable(const unique_id& id) const {
+  auto it = objects_.find(id);
+  return it != objects_.end() && !it->second.freed && it->second.rec.durable;
+}
+
 bool object_store::sealed(const unique_id& id) const {
   auto it = objects_.find(id);
   return it != objects_.end() && !it->second.freed && it->second.sealed;

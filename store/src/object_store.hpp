@@ -23,6 +23,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace celer::store {
 
@@ -88,6 +89,9 @@ public:
   std::size_t free_job(const unique_id& job);
 
   [[nodiscard]] bool contains(const unique_id& id) const;
+  /// The durable objects the store holds (on disk).
+  [[nodiscard]] std::vector<unique_id> durable_ids() const;
+  [[nodiscard]] bool durable(const unique_id& id) const;
   [[nodiscard]] bool sealed(const unique_id& id) const;
   [[nodiscard]] counters stats() const;
 

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -77,9 +78,41 @@ struct leaser {
 };
 leaser* make_leaser() { return new leaser(); }
 
+/// `size` bytes of a pattern (64-bit words of an LCG seeded with `seed`).
+celer::bytes big_pattern(std::int64_t size, int seed) {
+  celer::bytes b(static_cast<std::size_t>(size));
+  std::uint64_t x = static_cast<std::uint64_t>(seed) * 0x9e3779b97f4a7c15ULL + 1;
+  std::size_t i = 0;
+  for (; i + 8 <= b.size(); i += 8) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    std::memcpy(b.data() + i, &x, 8);
+  }
+  for (; i < b.size(); ++i) b[i] = static_cast<std::uint8_t>(i);
+  return b;
+}
+
+/// A digest of every byte, position-sensitive.
+std::uint64_t digest(const celer::bytes& b) {
+  std::uint64_t h = b.size();
+  std::size_t i = 0;
+  for (; i + 8 <= b.size(); i += 8) {
+    std::uint64_t w = 0;
+    std::memcpy(&w, b.data() + i, 8);
+    h = (h ^ w) * 0x100000001b3ULL;
+  }
+  for (; i < b.size(); ++i) h = (h ^ b.data()[i]) * 0x100000001b3ULL;
+  return h;
+}
+
+/// Reads the object where it runs: its digest, and how many objects this node has pulled.
+std::pair<std::uint64_t, std::uint64_t> digest_there(celer::object_ref<celer::bytes> r) {
+  const auto b = celer::get(r);
+  return {digest(b), celer::local_object_store_stats().pulled_objects};
+}
+
 CELER_REMOTE(node_hex, slow_node_hex, make_here, read_there, report_pid_and_sleep, make_probe,
              &probe::where, &probe::pid, &probe::parent_pid, &probe::nap, make_leaser,
-             &leaser::start);
+             &leaser::start, big_pattern, digest_there);
 
 std::string run(const std::string& cmd) {
   std::string out;
@@ -381,4 +414,55 @@ TEST_CASE("a caller killed while it leases workers gives their CPUs back", "[clu
     const auto st = cluster.status();
     return st.find("CPU 1/1") == std::string::npos && st.find("queued 0") != std::string::npos;
   }, 15s));
+}
+
+TEST_CASE("a 1 GiB object made on one node is read byte-exact on two others, one pull each",
+          "[cluster][store]") {
+  local_cluster cluster;
+  celer::init();
+  constexpr std::int64_t size = std::int64_t{1} << 30;
+  const std::uint64_t want = digest(big_pattern(size, 7));
+  auto big = celer::task(big_pattern).options(on_node(1)).remote(size, 7);
+  // Two readers on node 2 at once: one transfer serves both.
+  auto r1 = celer::task(digest_there).options(on_node(2)).remote(big);
+  auto r2 = celer::task(digest_there).options(on_node(2)).remote(big);
+  const auto [d1, pulled1] = celer::get(r1, 300s);
+  const auto [d2, pulled2] = celer::get(r2, 300s);
+  CHECK(d1 == want);
+  CHECK(d2 == want);
+  CHECK(std::max(pulled1, pulled2) == 1);
+  // The driver's node (node 0) pulls its own copy, which the driver maps.
+  const auto here = celer::get(big, 300s);
+  CHECK(here.is_view());
+  CHECK(here.size() == static_cast<std::size_t>(size));
+  CHECK(digest(here) == want);
+  CHECK(celer::local_object_store_stats().pulled_objects == 1);
+}
+
+TEST_CASE("a durable result survives SIGKILL of its node agent and is found after a restart",
+          "[cluster][store][chaos]") {
+  local_cluster cluster(/*node_timeout_ms=*/1500);
+  celer::init();
+  auto a = celer::actor(make_probe).options({.num_cpus = 0, .resources = {{"node1", 0.5}}}).remote();
+  const int agent = celer::get(a.task(&probe::parent_pid).remote(), 60s);
+  auto opts = on_node(1);
+  opts.durable = true;
+  auto kept = celer::task(big_pattern).options(opts).remote(3 << 20, 11);
+  auto lost = celer::task(big_pattern).options(on_node(1)).remote(3 << 20, 12);
+  // Made, but not read yet: the only copies are on node 1.
+  REQUIRE(celer::wait(std::vector{kept, lost}, 2, 60s).ready.size() == 2);
+  REQUIRE(::kill(agent, SIGKILL) == 0);
+  REQUIRE(eventually([&] { return cluster.status().find("1 dead") != std::string::npos; }, 15s));
+  const std::string again = run(std::string(CELER_CLI) + " start --address " + cluster.address +
+                                " --num-cpus 1 --resources '{\"node1\": 1}'");
+  REQUIRE_THAT(again, Contains("joined"));
+  const auto back = celer::get(kept, 60s);
+  CHECK(digest(back) == digest(big_pattern(3 << 20, 11)));
+  // What was not durable died with the node, and says so.
+  try {
+    (void)celer::get(lost, 60s);
+    FAIL("a non-durable object of a dead node was read");
+  } catch (const celer::object_lost_error& e) {
+    CHECK_THAT(e.what(), Contains("died"));
+  }
 }

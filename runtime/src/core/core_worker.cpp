@@ -621,7 +621,34 @@ std::vector<detail::fetched> core_worker::fetch(const std::vector<object_ref<voi
   // Large objects are mapped from this node's store (pulled here first when elsewhere),
   // without mutex_: the node may take a while.
   lock.unlock();
-  for (auto& [i, v] : stored) out[i] = map_stored(v, refs[i].owner());
+  for (auto& [i, v] : stored) {
+    out[i] = map_stored(v, refs[i].owner());
+    if (out[i].ok || !where_.cluster) continue;
+    // Its node is gone: a durable copy may live on (on a node agent restarted on the same
+    // machine, under a new id). The head's directory knows.
+    protocol::locate_object q;
+    q.request_id = counter_.fetch_add(1) + 1;
+    q.reply_to = where_.self;
+    q.id = v.id;
+    const auto rid = q.request_id;
+    protocol::object_location at;
+    try {
+      at = std::get<protocol::object_location>(request(where_.head, std::move(q), rid));
+    } catch (const exception&) {
+      continue;  // the first failure stands
+    }
+    if (!at.found || at.node == v.node) continue;
+    v.node = at.node;
+    v.node_addr = at.node_addr;
+    auto again = map_stored(v, refs[i].owner());
+    if (!again.ok) continue;
+    out[i] = std::move(again);
+    std::lock_guard relock(mutex_);
+    if (auto e = objects_.find(v.id); e != objects_.end() && e->second.value.stored) {
+      e->second.value.node = at.node;
+      e->second.value.node_addr = at.node_addr;
+    }
+  }
   return out;
 }
 
@@ -979,6 +1006,7 @@ void core_worker::handle(protocol::message& m) {
       } else if constexpr (std::is_same_v<T, protocol::create_actor_reply> ||
                            std::is_same_v<T, protocol::store_reply> ||
                            std::is_same_v<T, protocol::store_stats_reply> ||
+                           std::is_same_v<T, protocol::object_location> ||
                            std::is_same_v<T, protocol::lookup_actor_reply> ||
                            std::is_same_v<T, protocol::resource_reply> ||
                            std::is_same_v<T, protocol::status_reply>) {

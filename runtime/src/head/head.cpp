@@ -300,6 +300,23 @@ void head::declare_dead(const node_id& id, node_info& n, const std::string& reas
   }
 }
 
+void head::on(protocol::durable_objects& m) {
+  for (const auto& id : m.ids) durable_[id] = m.node;
+}
+
+void head::on(protocol::locate_object& m) {
+  protocol::object_location r;
+  r.request_id = m.request_id;
+  if (auto d = durable_.find(m.id); d != durable_.end()) {
+    if (auto n = nodes_.find(d->second); n != nodes_.end() && n->second.alive) {
+      r.found = true;
+      r.node = d->second;
+      r.node_addr = n->second.addr;
+    }
+  }
+  (void)net_.send(m.reply_to, std::move(r));
+}
+
 void head::on(protocol::subscribe_cluster& m) { cluster_subscribers_.push_back(m.subscriber); }
 
 void head::on(protocol::job_finished& m) {

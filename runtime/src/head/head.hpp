@@ -62,6 +62,8 @@ private:
   void on(protocol::resource_query& m);
   void on(protocol::job_heartbeat& m);
   void on(protocol::unsubscribe_cluster& m);
+  void on(protocol::durable_objects& m);
+  void on(protocol::locate_object& m);
   /// The live node to place `need` on: one with enough free (the most free CPUs), else the
   /// least queued of those large enough; null when none is large enough (`why` says so).
   std::pair<const node_id, node_info>* pick_node(const protocol::resource_set& need,
@@ -77,6 +79,9 @@ private:
   /// Jobs whose drivers heartbeat, and when each was last heard from.
   std::unordered_map<job_id, std::chrono::steady_clock::time_point> jobs_;
   std::map<node_id, node_info> nodes_;
+  /// The object directory's durable part: which node holds each durable object on disk
+  /// (the latest report wins: a node restarted under a new id reports what it found).
+  std::unordered_map<object_id, node_id> durable_;
   std::unordered_map<actor_id, actor_info> actors_;
   std::unordered_map<std::string, actor_id> names_;
 };

@@ -12,8 +12,8 @@ node_agent::node_agent(transport& net, worker_launcher& launcher, config cfg)
   : net_(net), launcher_(launcher), cfg_(std::move(cfg)), available_(cfg_.total) {
   if (cfg_.store_capacity > 0) {
     store_ = std::make_unique<node_store>(
-      net_, node_store::config{cfg_.id, cfg_.self, cfg_.store_capacity, cfg_.store_dir,
-                               cfg_.store_spill});
+      net_, node_store::config{cfg_.id, cfg_.self, cfg_.head, cfg_.store_capacity,
+                               cfg_.store_dir, cfg_.store_spill});
   }
 }
 
@@ -50,6 +50,7 @@ void node_agent::start() {
   if (!net_.send(cfg_.head, std::move(r))) {
     CELER_LOG(error, "node", "cannot reach the head to register");
   }
+  if (store_) store_->announce_durable();
 }
 
 void node_agent::handle(protocol::message& m) {

@@ -71,6 +71,9 @@ void node_store::on(protocol::store_seal& m) {
     return;
   }
   unpin_for(m.reply_to, m.id);  // the writer's pin
+  if (store_->durable(m.id)) {
+    (void)net_.send(cfg_.head, protocol::durable_objects{cfg_.node, {m.id}});
+  }
   protocol::store_reply r;
   r.request_id = m.request_id;
   r.ok = true;
@@ -121,6 +124,13 @@ void node_store::on(protocol::store_get& m) {
                 error(error_code::not_found,
                       "object " + m.id.hex() + " is not in the object store of node " +
                         cfg_.node.hex() + " (freed, or lost with a process that held it)"),
+                detail::failure_kind::object_lost);
+    return;
+  }
+  if (dead_nodes_.contains(node_id(m.source.id))) {
+    reply_error(m.request_id, m.reply_to,
+                error(error_code::unavailable, "object " + m.id.hex() + " was on node " +
+                                                 m.source.id.hex() + ", which died"),
                 detail::failure_kind::object_lost);
     return;
   }
@@ -302,10 +312,21 @@ void node_store::process_gone(const std::string& endpoint) {
 
 void node_store::job_finished(const job_id& job) { (void)store_->free_job(job); }
 
+void node_store::announce_durable() {
+  auto ids = store_->durable_ids();
+  if (ids.empty()) return;
+  CELER_LOG(info, "store", std::to_string(ids.size()) + " durable object(s) found on disk");
+  std::vector<object_id> typed;
+  typed.reserve(ids.size());
+  for (const auto& id : ids) typed.emplace_back(id);
+  (void)net_.send(cfg_.head, protocol::durable_objects{cfg_.node, std::move(typed)});
+}
+
 void node_store::node_died(const node_id& node) {
+  dead_nodes_.insert(node);
   std::vector<object_id> failed;
   for (const auto& [id, p] : pulls_) {
-    if (!p.source.nil() && p.source.id == node) failed.push_back(id);
+    if (!p.source.nil() && node_id(p.source.id) == node) failed.push_back(id);
   }
   for (const auto& id : failed) {
     const error e(error_code::unavailable,

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace celer {
@@ -25,6 +26,8 @@ public:
   struct config {
     node_id node;
     address self;
+    /// Told of the durable objects this node holds.
+    address head;
     std::size_t capacity = 0;
     /// The disk tier (spill and durable objects); empty: none.
     std::string dir;
@@ -48,8 +51,10 @@ public:
   void process_gone(const std::string& endpoint);
   /// The job ended: its objects are freed.
   void job_finished(const job_id& job);
-  /// A node died: pulls from it fail.
+  /// A node died: pulls from it fail, now and later.
   void node_died(const node_id& node);
+  /// Tells the head which durable objects this node found on disk (after registering).
+  void announce_durable();
 
   void on(protocol::store_stats_query& m);
   [[nodiscard]] protocol::store_counters stats() const;
@@ -89,6 +94,7 @@ private:
   /// Owners of objects created here, by the endpoint of their process.
   std::unordered_map<std::string, std::vector<unique_id>> owners_at_;
   std::unordered_map<object_id, pull> pulls_;
+  std::unordered_set<node_id> dead_nodes_;
   std::uint64_t next_pull_ = 0;
   std::uint64_t pulled_objects_ = 0, pulled_bytes_ = 0;
 };

@@ -25,7 +25,8 @@ const char* name_of(const message& m) {
     "status_reply",       "job_heartbeat",  "unsubscribe_cluster", "cancel_lease_requests",
     "store_create",       "store_seal",     "store_get",         "store_reply",
     "store_release",      "store_free",     "store_pull",        "store_chunk",
-    "store_stats_query",  "store_stats_reply",
+    "store_stats_query",  "store_stats_reply", "durable_objects",  "locate_object",
+    "object_location",
   };
   static_assert(std::size(names) == std::variant_size_v<message>);
   return names[m.index()];

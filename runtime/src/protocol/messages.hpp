@@ -549,6 +549,28 @@ struct store_chunk {
   MSGPACK_DEFINE(request_id, id, offset, ok, data, checksum, fail)
 };
 
+// ---- node -> head: durable objects this node holds on disk (at start, all it found
+// there; then each one as it is sealed), so that readers can find them again after the
+// node agent restarts under a new id
+struct durable_objects {
+  node_id node;
+  std::vector<object_id> ids;
+  MSGPACK_DEFINE(node, ids)
+};
+// ---- core -> head: which live node has a durable copy of this object?
+struct locate_object {
+  std::uint64_t request_id = 0;
+  address reply_to;
+  object_id id;
+  MSGPACK_DEFINE(request_id, reply_to, id)
+};
+struct object_location {
+  std::uint64_t request_id = 0;
+  bool found = false;
+  node_id node;
+  address node_addr;
+  MSGPACK_DEFINE(request_id, found, node, node_addr)
+};
 // ---- core -> its node: the numbers of the node's object store
 struct store_stats_query {
   std::uint64_t request_id = 0;
@@ -571,7 +593,7 @@ using message =
                status_query, status_reply, job_heartbeat, unsubscribe_cluster,
                cancel_lease_requests, store_create, store_seal, store_get, store_reply,
                store_release, store_free, store_pull, store_chunk, store_stats_query,
-               store_stats_reply>;
+               store_stats_reply, durable_objects, locate_object, object_location>;
 
 /// The message's name, for logs.
 const char* name_of(const message& m);
