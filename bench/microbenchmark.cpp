@@ -98,6 +98,24 @@ int work(std::vector<celer::actor_handle<bench_actor>> actors, int n) {
   return n;
 }
 
+/// `size` bytes, each its index's low byte plus `seed`.
+celer::bytes make_bytes(std::int64_t size, int seed) {
+  celer::bytes b(static_cast<std::size_t>(size));
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::uint8_t>(i + static_cast<unsigned>(seed));
+  return b;
+}
+
+void check_bytes(const celer::bytes& b, std::size_t size, int seed) {
+  if (b.size() != size) throw std::runtime_error("an object came back with the wrong size");
+  for (std::size_t i = 0; i < size; i += 4093) {
+    if (b.data()[i] != static_cast<std::uint8_t>(i + static_cast<unsigned>(seed))) {
+      throw std::runtime_error("an object came back with the wrong bytes");
+    }
+  }
+}
+
+CELER_REMOTE(make_bytes);
+
 CELER_REMOTE(small_value, small_value_batch, do_put_small, create_object_containing_ref,
              make_bench_actor, &bench_actor::small_value, &bench_actor::small_value_arg,
              &bench_actor::small_value_batch, make_client, &client::small_value_batch,
@@ -194,6 +212,72 @@ void write_json(const std::string& path, const std::vector<result>& results, con
   out << "  ]\n}\n";
 }
 
+/// GB/s of reading objects made on another node (each read pulls one to this node).
+result transfer(const options& o, std::size_t bytes, std::size_t count) {
+  const std::string here = "node:" + celer::current_node_id().hex();
+  std::string other;
+  for (const auto& [name, amount] : celer::cluster_resources()) {
+    if (name.starts_with("node:") && name != here) other = name;
+  }
+  if (other.empty()) return {"object_transfer_gigabytes", "", 0, 0, "needs a cluster of two nodes or more"};
+  std::vector<double> rates;
+  for (int trial = 0; trial < (o.smoke ? 1 : 2); ++trial) {
+    std::vector<celer::object_ref<celer::bytes>> made;
+    for (std::size_t i = 0; i < count; ++i) {
+      made.push_back(celer::task(make_bytes)
+                       .options({.num_cpus = 0, .resources = {{other, 0.001}}})
+                       .remote(static_cast<std::int64_t>(bytes), static_cast<int>(i)));
+    }
+    (void)celer::wait(made, made.size());  // made there; none read yet
+    for (std::size_t i = 0; i < count; ++i) {
+      const auto t0 = clock_type::now();
+      const auto b = celer::get(made[i]);
+      rates.push_back(static_cast<double>(bytes) / 1e9 / seconds_since(t0));
+      check_bytes(b, bytes, static_cast<int>(i));
+    }
+  }
+  result r{"object_transfer_gigabytes", "GB per second", 0, 0, {}};
+  r.mean = std::accumulate(rates.begin(), rates.end(), 0.0) / static_cast<double>(rates.size());
+  for (double x : rates) r.stddev += (x - r.mean) * (x - r.mean);
+  r.stddev = std::sqrt(r.stddev / static_cast<double>(rates.size()));
+  return r;
+}
+
+/// GB/s of spilling (puts into a full store, each moving an older object to disk) and of
+/// restoring (reading spilled objects back), in an embedded runtime with a store of
+/// `count` objects' size.
+std::vector<result> spill_and_restore(std::size_t bytes, std::size_t count) {
+  celer::init({.object_store_memory = static_cast<double>(bytes * count + (1u << 20))});
+  std::vector<celer::object_ref<celer::bytes>> first, second;
+  std::vector<celer::bytes> values;
+  for (std::size_t i = 0; i < 2 * count; ++i) {
+    values.push_back(make_bytes(static_cast<std::int64_t>(bytes), static_cast<int>(i)));
+  }
+  for (std::size_t i = 0; i < count; ++i) first.push_back(celer::put(values[i]));
+  const auto before = celer::local_object_store_stats();
+  auto t0 = clock_type::now();
+  for (std::size_t i = 0; i < count; ++i) second.push_back(celer::put(values[count + i]));
+  const double spill_s = seconds_since(t0);
+  const auto spilled = celer::local_object_store_stats();
+  second.clear();  // freed: the restores below need not spill again
+  while (celer::local_object_store_stats().objects_in_memory > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  t0 = clock_type::now();
+  for (std::size_t i = 0; i < count; ++i) check_bytes(celer::get(first[i]), bytes, static_cast<int>(i));
+  const double restore_s = seconds_since(t0);
+  const auto restored = celer::local_object_store_stats();
+  first.clear();
+  celer::shutdown();
+  const double spill_bytes = static_cast<double>(spilled.spilled_bytes - before.spilled_bytes);
+  const double restore_bytes = static_cast<double>(restored.restored_bytes - before.restored_bytes);
+  if (spill_bytes < static_cast<double>(bytes) || restore_bytes < static_cast<double>(bytes)) {
+    throw std::runtime_error("the store did not spill and restore as expected");
+  }
+  return {{"object_spill_gigabytes", "GB per second", spill_bytes / 1e9 / spill_s, 0, {}},
+          {"object_restore_gigabytes", "GB per second", restore_bytes / 1e9 / restore_s, 0, {}}};
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -239,6 +323,9 @@ int main(int argc, char** argv) {
   const int arg_n = o.smoke ? 20 : 1000;          // n:n with arg
   const int n_cpu = std::max(1u, std::thread::hardware_concurrency() / 2);
   const std::size_t big_bytes = o.smoke ? (8u << 20) : (800u << 20);  // 100M int64 in Ray
+  // Objects of the transfer, spill and restore workloads (celer's own, not Ray's).
+  const std::size_t store_object_bytes = o.smoke ? (4u << 20) : (128u << 20);
+  const std::size_t store_objects = 8;
 
   std::vector<result> results;
   auto record = [&](result r) {
@@ -259,6 +346,12 @@ int main(int argc, char** argv) {
   if (selected(o, "floor_memcpy_gigabytes")) {
     record({"floor_memcpy_gigabytes", "GB per second",
             celer::bench::memcpy_gigabytes(o.duration, big_bytes), 0, {}});
+  }
+  const std::string temp_dir =
+    std::getenv("CELER_TEMP_DIR") != nullptr ? std::getenv("CELER_TEMP_DIR") : "/tmp";
+  if (selected(o, "floor_file_write_gigabytes")) {
+    record({"floor_file_write_gigabytes", "GB per second",
+            celer::bench::file_write_gigabytes(o.duration, store_object_bytes, temp_dir), 0, {}});
   }
 
   std::vector<char*> init_args = rest;
@@ -404,6 +497,7 @@ int main(int argc, char** argv) {
       for (auto& c : clients) celer::kill(c);
       for (auto& a : actors) celer::kill(a);
     }
+    if (selected(o, "object_transfer_gigabytes")) record(transfer(o, store_object_bytes, store_objects));
     if (selected(o, "placement_group_create/removal")) {
       record({"placement_group_create/removal", "", 0, 0,
               "placement groups do not exist yet (the scheduling issue adds them)"});
@@ -414,6 +508,21 @@ int main(int argc, char** argv) {
     return 1;
   }
   celer::shutdown();
+  if (selected(o, "object_spill_gigabytes") || selected(o, "object_restore_gigabytes")) {
+    if (!o.address.empty()) {
+      const std::string why = "needs an embedded store whose capacity it sets (run without --address)";
+      record({"object_spill_gigabytes", "", 0, 0, why});
+      record({"object_restore_gigabytes", "", 0, 0, why});
+    } else {
+      try {
+        for (auto& r : spill_and_restore(store_object_bytes, store_objects)) record(std::move(r));
+      } catch (const std::exception& e) {
+        std::cerr << "celer microbenchmark: a workload failed: " << e.what() << "\n";
+        if (celer::is_initialized()) celer::shutdown();
+        return 1;
+      }
+    }
+  }
   if (!o.json.empty()) write_json(o.json, results, o);
   for (const auto& r : results) {
     if (r.skipped.empty() && !(r.mean > 0)) {

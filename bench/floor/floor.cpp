@@ -3,6 +3,7 @@
 #include <zmq.hpp>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <thread>
@@ -115,6 +116,23 @@ double memcpy_gigabytes(double seconds, std::size_t bytes) {
   while (seconds_since(t0) < seconds) {
     std::memcpy(to.data(), from.data(), bytes);
     from[n % bytes] = static_cast<char>(n);  // keep the copies from being elided
+    ++n;
+  }
+  return static_cast<double>(n) * static_cast<double>(bytes) / 1e9 / seconds_since(t0);
+}
+
+double file_write_gigabytes(double seconds, std::size_t bytes, const std::string& dir) {
+  std::vector<char> from(bytes, 1);
+  const std::string path = dir + "/celer-floor-write-" + std::to_string(::getpid());
+  std::size_t n = 0;
+  const auto t0 = clock_type::now();
+  while (n == 0 || seconds_since(t0) < seconds) {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    if (f == nullptr) return 0;
+    const bool ok = std::fwrite(from.data(), 1, bytes, f) == bytes;
+    std::fclose(f);
+    std::remove(path.c_str());
+    if (!ok) return 0;
     ++n;
   }
   return static_cast<double>(n) * static_cast<double>(bytes) / 1e9 / seconds_since(t0);

@@ -14,5 +14,8 @@ double zmq_roundtrips_threads(double seconds);
 double zmq_roundtrips_processes(double seconds);
 /// GB/s of memcpy of `bytes`-byte buffers (the size of single_client_put_gigabytes' value).
 double memcpy_gigabytes(double seconds, std::size_t bytes);
+/// GB/s of writing `bytes` to a new file in `dir` and closing it (no fsync: what the page
+/// cache and the disk take, like a spill), for about `seconds`.
+double file_write_gigabytes(double seconds, std::size_t bytes, const std::string& dir);
 
 } // namespace celer::bench

@@ -167,11 +167,6 @@ object_ref<void> put_stored(std::size_t size, unsigned char first, const put_opt
   return running()->core().put_stored(size, first, options.durable, write);
 }
 
-std::shared_ptr<const void> hold_object(const object_id& id, const address& owner) {
-  auto rt = owning_runtime(owner);
-  return rt ? rt->core().hold(id) : nullptr;
-}
-
 void object_escaped(const object_id& id, const address& owner) {
   if (auto rt = owning_runtime(owner)) rt->core().escaped(id);
 }

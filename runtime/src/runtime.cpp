@@ -84,6 +84,7 @@ embedded_runtime::embedded_runtime(const knob_values& k, const init_options& opt
   nc.self = s.node_addr;
   nc.head = s.head_addr;
   nc.total = std::move(total);
+  nc.total.set(node_resource_name(node_), 1);
   const double cpus = nc.total.get(protocol::cpu);
   nc.max_idle_workers =
     k.max_idle_workers > 0 ? k.max_idle_workers : static_cast<int>(2 * std::max(1.0, cpus));

@@ -49,6 +49,10 @@ double physical_memory();
 /// physical memory (Ray's default).
 std::size_t object_store_capacity(const knob_values& k);
 
+/// The resource every node offers one of under its own name, "node:<32 hex digits>" (as
+/// Ray's "node:<ip>"): asking for a little of it pins work to that node.
+inline std::string node_resource_name(const node_id& id) { return "node:" + id.hex(); }
+
 /// Resources a node offers: explicit values, else knobs, else the machine's.
 protocol::resource_set node_resources(const knob_values& k, double cpus, double gpus,
                                       double memory, const std::map<std::string, double>& custom);

@@ -100,7 +100,7 @@ expected<std::unique_ptr<spill_db>> spill_db::open(
   options.enable_blob_files = true;
   options.min_blob_size = 4096;
   options.enable_blob_garbage_collection = true;
-  options.write_buffer_size = 64 << 20;
+  options.max_background_jobs = 4;
   rocksdb::DB* raw = nullptr;
   auto s = rocksdb::DB::Open(options, dir, &raw);
   if (!s.ok()) return from(s, "opening the object store's disk tier at " + dir);
@@ -144,9 +144,17 @@ expected<void> spill_db::write(disk_record& rec, const std::byte* data) {
   rec.checksum = sum.digest();
   wo.sync = rec.durable;
   auto s = db_->Put(wo, record_key(rec.id), encode(rec));
+  if (s.ok() && !rec.durable) {
+    // A spill is written out now, not held in RocksDB's memory until a later flush: the
+    // point is to free memory, and a full disk must show here, while the object is still
+    // in memory to keep.
+    rocksdb::FlushOptions fo;
+    fo.wait = true;
+    s = db_->Flush(fo);
+  }
   if (!s.ok()) {
     erase(rec.id);
-    return from(s, "writing object " + hex(rec.id) + "'s record to " + dir_);
+    return from(s, "writing object " + hex(rec.id) + " to " + dir_);
   }
   return {};
 }

@@ -437,6 +437,14 @@ TEST_CASE("a 1 GiB object made on one node is read byte-exact on two others, one
   CHECK(here.size() == static_cast<std::size_t>(size));
   CHECK(digest(here) == want);
   CHECK(celer::local_object_store_stats().pulled_objects == 1);
+  // The job ends: every node frees its objects and copies.
+  celer::shutdown();
+  auto count = [](const std::string& st, const std::string& what) {
+    std::size_t n = 0;
+    for (auto at = st.find(what); at != std::string::npos; at = st.find(what, at + 1)) ++n;
+    return n;
+  };
+  CHECK(eventually([&] { return count(cluster.status(), "in memory (0 objects)") == 3; }, 15s));
 }
 
 TEST_CASE("a durable result survives SIGKILL of its node agent and is found after a restart",

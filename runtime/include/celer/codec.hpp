@@ -19,9 +19,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace celer {
@@ -81,6 +83,44 @@ private:
   const std::uint8_t* view_ = nullptr;
   std::size_t view_size_ = 0;
   std::shared_ptr<const void> keep_;
+};
+
+/// An array of numbers for bulk numeric data (weights, gradients, samples): stored as raw
+/// bytes in native byte order (msgpack `bin`), so that `celer::get` of a large one maps the
+/// object store's memory as a `const T*` without a copy (`is_view()`), like `bytes`.
+///
+///   celer::array<float> w(1 << 20);                 // 4 MiB of floats
+///   auto ref = celer::put(w);
+///   const auto back = celer::get(ref);              // a view: back.data() is in the store
+template <class T>
+class array {
+  static_assert(std::is_arithmetic_v<T>, "celer::array holds numbers");
+
+public:
+  array() = default;
+  explicit array(std::size_t n) : raw_(n * sizeof(T)) {}
+  array(const T* data, std::size_t n) : raw_(data, n * sizeof(T)) {}
+  explicit array(const std::vector<T>& v) : array(v.data(), v.size()) {}
+  array(std::initializer_list<T> v) : array(v.begin(), v.size()) {}
+  /// Wraps raw bytes (a view stays a view); their size must be a multiple of sizeof(T).
+  explicit array(bytes raw) : raw_(std::move(raw)) {}
+
+  [[nodiscard]] const T* data() const noexcept { return reinterpret_cast<const T*>(raw_.data()); }
+  /// For writing; on a view, copies it first.
+  [[nodiscard]] T* data() { return reinterpret_cast<T*>(raw_.data()); }
+  [[nodiscard]] std::size_t size() const noexcept { return raw_.size() / sizeof(T); }
+  [[nodiscard]] bool empty() const noexcept { return size() == 0; }
+  [[nodiscard]] bool is_view() const noexcept { return raw_.is_view(); }
+  T operator[](std::size_t i) const noexcept { return data()[i]; }
+  T& operator[](std::size_t i) { return data()[i]; }
+  const T* begin() const noexcept { return data(); }
+  const T* end() const noexcept { return data() + size(); }
+  [[nodiscard]] std::vector<T> to_vector() const { return std::vector<T>(begin(), end()); }
+  [[nodiscard]] const bytes& raw() const noexcept { return raw_; }
+  friend bool operator==(const array& a, const array& b) { return a.raw_ == b.raw_; }
+
+private:
+  bytes raw_;
 };
 
 namespace detail {
@@ -172,6 +212,28 @@ struct convert<celer::bytes> {
       v = celer::bytes(o.via.str.ptr, o.via.str.size);
     } else {
       throw msgpack::type_error();
+    }
+    return o;
+  }
+};
+
+template <class T>
+struct pack<celer::array<T>> {
+  template <class Stream>
+  packer<Stream>& operator()(packer<Stream>& o, const celer::array<T>& v) const {
+    return o.pack(v.raw());
+  }
+};
+template <class T>
+struct convert<celer::array<T>> {
+  const msgpack::object& operator()(const msgpack::object& o, celer::array<T>& v) const {
+    if (o.type != msgpack::type::BIN || o.via.bin.size % sizeof(T) != 0) throw msgpack::type_error();
+    const bool aligned = reinterpret_cast<std::uintptr_t>(o.via.bin.ptr) % alignof(T) == 0;
+    if (aligned && celer::detail::decode_keepalive() != nullptr) {
+      v = celer::array<T>(celer::bytes(o.via.bin.ptr, o.via.bin.size, *celer::detail::decode_keepalive()));
+    } else {
+      // A copy: vector storage is aligned for any number type.
+      v = celer::array<T>(celer::bytes(o.via.bin.ptr, o.via.bin.size));
     }
     return o;
   }

@@ -30,9 +30,6 @@ inline constexpr bool is_object_ref_v = is_object_ref<std::decay_t<T>>::value;
 template <class Method>
 class actor_call_builder;
 
-/// Keeps the object alive at its owner while a handle made from the result lives in this
-/// process; null when this process does not own the object (or celer is not running).
-std::shared_ptr<const void> hold_object(const object_id& id, const address& owner);
 /// The ref is being serialised (into an argument or a value): it may be held where its
 /// owner cannot count it, so the owner keeps the object until its job ends.
 void object_escaped(const object_id& id, const address& owner);
@@ -42,17 +39,17 @@ void object_escaped(const object_id& id, const address& owner);
 /// reads it; passing it to a task resolves it to its value before the task runs (unless the
 /// parameter is itself an `object_ref`).
 ///
-/// The object lives while a ref to it does: once the last copy of every ref to it is gone
-/// in its owner's process (and no pending task takes it as an argument), it is freed, and
-/// its memory and disk space are reused. A ref passed to another process as an `object_ref`
-/// parameter or inside a value keeps the object until its job ends.
+/// The object lives while a ref to it does: once the last copy of the ref that `put` or
+/// `remote` returned is gone (and no pending task takes it as an argument), it is freed,
+/// and its memory and disk space are reused. A ref passed to another process as an
+/// `object_ref` parameter or inside a value (serialised) keeps the object until its job
+/// ends; so refs rebuilt from their id and owner (deserialised) need not count.
 template <class T>
 class object_ref {
 public:
   using value_type = T;
   object_ref() = default;
-  object_ref(object_id id, address owner)
-    : id_(id), owner_(std::move(owner)), hold_(detail::hold_object(id_, owner_)) {}
+  object_ref(object_id id, address owner) : id_(id), owner_(std::move(owner)) {}
   /// A ref sharing `hold` (what keeps the object alive) with another.
   object_ref(object_id id, address owner, std::shared_ptr<const void> hold)
     : id_(id), owner_(std::move(owner)), hold_(std::move(hold)) {}

@@ -237,6 +237,7 @@ std::string usage(const protocol::resource_set& total, const protocol::resource_
   std::string out;
   const auto free = available.to_map();
   for (const auto& [name, amount] : total.to_map()) {
+    if (name.starts_with("node:")) continue;  // the node's own resource: its id is shown
     if (!out.empty()) out += ", ";
     const double left = free.contains(name) ? free.at(name) : 0.0;
     if (name == protocol::memory) {

@@ -321,6 +321,7 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     nc.head = head_addr;
     try {
       nc.total = node_resources(k, o.num_cpus, o.num_gpus, o.memory, o.resources);
+      nc.total.set(node_resource_name(nid), 1);
     } catch (const exception& e) {
       ready(error(e.code(), e.what()));
       return 2;

@@ -490,13 +490,6 @@ object_ref<void> core_worker::owned_ref(const object_id& id) {
                           }));
 }
 
-std::shared_ptr<const void> core_worker::hold(const object_id& id) {
-  std::lock_guard lock(mutex_);
-  auto it = objects_.find(id);
-  if (it == objects_.end() || !it->second.owned) return nullptr;
-  return owned_ref(id).hold();
-}
-
 void core_worker::escaped(const object_id& id) {
   std::lock_guard lock(mutex_);
   if (auto it = objects_.find(id); it != objects_.end()) it->second.escaped = true;

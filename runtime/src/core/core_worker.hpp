@@ -75,10 +75,8 @@ public:
   protocol::object_payload store_value(const object_id& id, std::size_t size, unsigned char first,
                                        bool durable, const address& owner, const job_id& job,
                                        const std::function<void(char*)>& write);
-  /// Reference counting of the objects this process owns (see object_ref): a handle that
-  /// keeps `id` alive while it lives (null unless this process owns it), and the mark of a
-  /// ref serialised where it cannot be counted (kept until the job ends).
-  std::shared_ptr<const void> hold(const object_id& id);
+  /// Marks a ref to an object this process owns as serialised, where its holders cannot
+  /// be counted: the object is kept until the job ends (see object_ref).
   void escaped(const object_id& id);
   /// How many objects this process owns now (tests, metrics).
   [[nodiscard]] std::size_t owned_objects() const;

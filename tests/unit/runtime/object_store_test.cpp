@@ -36,8 +36,14 @@ celer::bytes make_pattern(int size, int seed) {
 }
 std::uint64_t bytes_sum(celer::bytes b) { return sum_of(b); }
 std::uint64_t ref_sum(celer::object_ref<celer::bytes> r) { return sum_of(celer::get(r)); }
+double array_sum(celer::array<double> a) { return std::accumulate(a.begin(), a.end(), 0.0); }
+celer::array<float> ramp(int n) {
+  celer::array<float> a(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) a[static_cast<std::size_t>(i)] = static_cast<float>(i) * 0.5f;
+  return a;
+}
 
-CELER_REMOTE(make_pattern, bytes_sum, ref_sum);
+CELER_REMOTE(make_pattern, bytes_sum, ref_sum, array_sum, ramp);
 
 /// Waits (bounded) until this node's store holds `n` objects more than `base`: frees travel
 /// as messages, so the count follows a dropped ref a moment later.
@@ -198,4 +204,24 @@ TEST_CASE("a durable put is written through to disk and reads back", "[store]") 
   CHECK(celer::get(small) == "small but durable");
   auto result = celer::task(make_pattern).options({.durable = true}).remote(1000, 22);
   CHECK(celer::get(result) == pattern(1000, 22));
+}
+
+TEST_CASE("a large array of numbers is read in place, aligned, from the store", "[store]") {
+  scoped_runtime rt;
+  celer::array<double> w(200000);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<double>(i) / 3;
+  const auto back = celer::get(celer::put(w));
+  REQUIRE(back.is_view());
+  CHECK(reinterpret_cast<std::uintptr_t>(back.data()) % 64 == 0);
+  CHECK(back == w);
+  CHECK(celer::get(celer::task(array_sum).remote(w)) ==
+        Approx(std::accumulate(w.begin(), w.end(), 0.0)));
+  const auto made = celer::get(celer::task(ramp).remote(100000));
+  CHECK(made.is_view());
+  REQUIRE(made.size() == 100000);
+  CHECK(made[99999] == 99999 * 0.5f);
+  // Small arrays travel inline, as copies.
+  const auto small = celer::get(celer::put(celer::array<int>{1, 2, 3}));
+  CHECK_FALSE(small.is_view());
+  CHECK(small.to_vector() == std::vector<int>{1, 2, 3});
 }

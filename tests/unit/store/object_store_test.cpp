@@ -2,9 +2,12 @@
 
 #include <catch2/catch.hpp>
 #include <rocksdb/db.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -238,4 +241,45 @@ TEST_CASE("a durable object needs a disk tier", "[store]") {
   auto at = (*s)->create(id_of(1), 10, 0, {}, /*durable=*/true);
   REQUIRE_FALSE(at);
   CHECK(at.error().code() == error_code::failed_precondition);
+}
+
+TEST_CASE("a full disk fails the put with resource_exhausted and loses nothing", "[store]") {
+  if (::geteuid() != 0) {
+    WARN("skipped: mounting a small tmpfs as the full disk needs root");
+    return;
+  }
+  temp_dir dir;
+  const std::string mnt = (dir.path / "small").string();
+  std::filesystem::create_directories(mnt);
+  REQUIRE(std::system(("mount -t tmpfs -o size=6m tmpfs " + mnt).c_str()) == 0);
+  struct unmount {
+    std::string at;
+    ~unmount() { (void)std::system(("umount -l " + at).c_str()); }
+  } guard{mnt};
+  {
+    auto s = object_store::open({.capacity = 8 << 20, .dir = mnt});
+    REQUIRE(s);
+    std::vector<std::vector<std::byte>> kept;
+    std::optional<celer::error> failed;
+    for (unsigned i = 0; i < 12 && !failed; ++i) {
+      kept.push_back(pattern(2 << 20, 40 + i));
+      auto at = (*s)->create(id_of(i), kept.back().size(), 0, {}, false);
+      if (!at) {
+        failed = at.error();
+        kept.pop_back();
+        break;
+      }
+      std::memcpy((*s)->segment().base() + at->offset, kept.back().data(), kept.back().size());
+      REQUIRE((*s)->seal(id_of(i)));
+      (*s)->unpin(id_of(i));
+    }
+    REQUIRE(failed);
+    CHECK(failed->code() == error_code::resource_exhausted);
+    CHECK(failed->message().find("full") != std::string::npos);
+    // Every object created before the disk filled reads back, from memory or disk.
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+      INFO("object " << i);
+      CHECK(reads_back(**s, id_of(i), kept[i]));
+    }
+  }
 }
