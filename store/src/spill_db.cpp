@@ -3,11 +3,13 @@
 #include "checksum.hpp"
 
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -87,10 +89,35 @@ error from(const rocksdb::Status& s, const std::string& what) {
                what + ": " + (full ? "the disk is full (" + s.ToString() + ")" : s.ToString()));
 }
 
+// RocksDB's background threads belong to its process-wide default Env and outlive the
+// databases that used them; when the last one here closes, they are told to exit, so that
+// a runtime that shuts down leaves no thread behind. (The next open starts them again.)
+std::mutex open_mutex;
+int open_count = 0;
+
+void opened() {
+  std::lock_guard lock(open_mutex);
+  ++open_count;
+}
+
+void closed() {
+  std::lock_guard lock(open_mutex);
+  if (--open_count > 0) return;
+  auto* env = rocksdb::Env::Default();
+  for (auto pri : {rocksdb::Env::Priority::BOTTOM, rocksdb::Env::Priority::LOW,
+                   rocksdb::Env::Priority::HIGH}) {
+    env->SetBackgroundThreads(0, pri);
+  }
+}
+
 } // namespace
 
-spill_db::spill_db(std::string dir, rocksdb::DB* db) : dir_(std::move(dir)), db_(db) {}
-spill_db::~spill_db() = default;
+spill_db::spill_db(std::string dir, rocksdb::DB* db) : dir_(std::move(dir)), db_(db) { opened(); }
+
+spill_db::~spill_db() {
+  db_.reset();
+  closed();
+}
 
 expected<std::unique_ptr<spill_db>> spill_db::open(
   const std::string& dir, const std::function<void(const disk_record&)>& found) {

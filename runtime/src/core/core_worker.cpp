@@ -429,7 +429,14 @@ std::shared_ptr<const void> core_worker::mapping(const std::string& path, std::s
 }
 
 detail::fetched core_worker::map_stored(const protocol::object_payload& v, const address& owner) {
-  detail::fetched f;
+  auto p = start_map(v, owner);
+  return finish_map(p);
+}
+
+core_worker::pending_map core_worker::start_map(const protocol::object_payload& v,
+                                                const address& owner) {
+  pending_map p;
+  p.object = v.id;
   protocol::store_get g;
   g.request_id = counter_.fetch_add(1) + 1;
   g.reply_to = where_.self;
@@ -439,13 +446,31 @@ detail::fetched core_worker::map_stored(const protocol::object_payload& v, const
   g.lead = v.lead;
   g.owner = owner;
   g.job = where_.job;
+  p.request = g.request_id;
+  try {
+    p.reply = send_request(where_.node, std::move(g), p.request);
+  } catch (const exception& e) {
+    p.failed = make_failure(detail::failure_kind::object_lost, e.code(),
+                            "object " + v.id.hex() + " could not be read from the object store: " +
+                              e.what())
+                 .to_failure();
+  }
+  return p;
+}
+
+detail::fetched core_worker::finish_map(pending_map& p) {
+  detail::fetched f;
+  if (p.failed) {
+    f.fail = *p.failed;
+    return f;
+  }
   protocol::store_reply r;
   try {
-    r = store_request(std::move(g), g.request_id);
+    r = std::get<protocol::store_reply>(await_reply(p.reply, p.request, "store_get"));
   } catch (const exception& e) {
     f.fail = make_failure(detail::failure_kind::object_lost, e.code(),
-                          "object " + v.id.hex() + " could not be read from the object store: " +
-                            e.what())
+                          "object " + p.object.hex() +
+                            " could not be read from the object store: " + e.what())
                .to_failure();
     return f;
   }
@@ -469,7 +494,7 @@ detail::fetched core_worker::map_stored(const protocol::object_payload& v, const
       }
     }
   };
-  auto pin = std::make_shared<pinned>(pinned{map, link_, v.id});
+  auto pin = std::make_shared<pinned>(pinned{map, link_, p.object});
   f.ok = true;
   f.mapped = static_cast<const char*>(map.get()) + r.offset;
   f.mapped_size = r.size;
@@ -614,8 +639,13 @@ std::vector<detail::fetched> core_worker::fetch(const std::vector<object_ref<voi
   // Large objects are mapped from this node's store (pulled here first when elsewhere),
   // without mutex_: the node may take a while.
   lock.unlock();
-  for (auto& [i, v] : stored) {
-    out[i] = map_stored(v, refs[i].owner());
+  // All asked at once: pulls from other nodes run in parallel.
+  std::vector<pending_map> asked;
+  asked.reserve(stored.size());
+  for (auto& [i, v] : stored) asked.push_back(start_map(v, refs[i].owner()));
+  for (std::size_t k = 0; k < stored.size(); ++k) {
+    auto& [i, v] = stored[k];
+    out[i] = finish_map(asked[k]);
     if (out[i].ok || !where_.cluster) continue;
     // Its node is gone: a durable copy may live on (on a node agent restarted on the same
     // machine, under a new id). The head's directory knows.
@@ -896,6 +926,13 @@ void core_worker::attach_node(address node, node_id id) {
 }
 
 protocol::message core_worker::request(const address& to, protocol::message m, std::uint64_t id) {
+  const char* what = protocol::name_of(m);
+  auto reply = send_request(to, std::move(m), id);
+  return await_reply(reply, id, what);
+}
+
+std::future<protocol::message> core_worker::send_request(const address& to, protocol::message m,
+                                                         std::uint64_t id) {
   std::future<protocol::message> reply;
   {
     std::lock_guard lock(mutex_);
@@ -908,6 +945,11 @@ protocol::message core_worker::request(const address& to, protocol::message m, s
     requests_.erase(id);
     throw exception(error_code::unavailable, std::string(what) + ": the peer is unreachable");
   }
+  return reply;
+}
+
+protocol::message core_worker::await_reply(std::future<protocol::message>& reply, std::uint64_t id,
+                                           const char* what) {
   const auto limit = std::chrono::milliseconds(knobs().request_timeout_ms);
   if (reply.wait_for(limit) != std::future_status::ready) {
     std::lock_guard lock(mutex_);

@@ -189,6 +189,15 @@ private:
   /// Maps a stored object (pinning it at this node, pulling it here first if it is
   /// elsewhere). Does not take mutex_.
   detail::fetched map_stored(const protocol::object_payload& v, const address& owner);
+  /// map_stored in two steps, so that several objects are asked for at once.
+  struct pending_map {
+    object_id object;
+    std::uint64_t request = 0;
+    std::future<protocol::message> reply;
+    std::optional<detail::failure> failed;
+  };
+  pending_map start_map(const protocol::object_payload& v, const address& owner);
+  detail::fetched finish_map(pending_map& p);
   std::shared_ptr<const void> mapping(const std::string& path, std::size_t capacity);
   /// Sends a store request to this node and waits for its store_reply.
   protocol::store_reply store_request(protocol::message m, std::uint64_t id);
@@ -206,6 +215,11 @@ private:
                    const std::function<bool()>& done);
   /// Sends a request and waits for its reply.
   protocol::message request(const address& to, protocol::message m, std::uint64_t id);
+  std::future<protocol::message> send_request(const address& to, protocol::message m,
+                                              std::uint64_t id);
+  /// Waits (request_timeout_ms at most) for the reply to request `id`.
+  protocol::message await_reply(std::future<protocol::message>& reply, std::uint64_t id,
+                                const char* what);
 
   transport& net_;
   endpoints where_;
