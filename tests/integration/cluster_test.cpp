@@ -464,7 +464,14 @@ TEST_CASE("a durable result survives SIGKILL of its node agent and is found afte
   const std::string again = run(std::string(CELER_CLI) + " start --address " + cluster.address +
                                 " --num-cpus 1 --resources '{\"node1\": 1}'");
   REQUIRE_THAT(again, Contains("joined"));
-  const auto back = celer::get(kept, 60s);
+  // The restarted node reports what it found on disk to the head just after it registers;
+  // a read finds the object once the head has that report.
+  celer::bytes back;
+  REQUIRE(eventually([&] {
+    auto got = celer::try_get(kept, 10s);
+    if (got) back = std::move(*got);
+    return got.has_value();
+  }, 20s));
   CHECK(digest(back) == digest(big_pattern(3 << 20, 11)));
   // What was not durable died with the node, and says so.
   try {
