@@ -64,7 +64,13 @@ expected<std::size_t> object_store::allocate(std::size_t bytes, const unique_id&
     if (auto at = blocks_.allocate(bytes)) return *at;
     if (lru_.empty()) break;
     auto it = objects_.find(lru_.back());
-    if (auto evicted = evict(it->second); !evicted) return evicted.error();
+    if (auto evicted = evict(it->second); !evicted) {
+      return error(evicted.error().code(),
+                   "object " + hex(for_id) + " (" + mib(bytes) + ") needs room in the object store (" +
+                     mib(blocks_.used()) + " of " + mib(blocks_.capacity()) +
+                     " in use), and spilling another object to disk failed: " +
+                     evicted.error().message());
+    }
   }
   std::size_t pinned = 0;
   for (const auto& [id, e] : objects_) {

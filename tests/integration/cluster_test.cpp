@@ -481,3 +481,20 @@ TEST_CASE("a durable result survives SIGKILL of its node agent and is found afte
     CHECK_THAT(e.what(), Contains("died"));
   }
 }
+
+TEST_CASE("an object no ref holds is freed on every node that has a copy", "[cluster][store]") {
+  local_cluster cluster;
+  celer::init();
+  auto count = [](const std::string& st, const std::string& what) {
+    std::size_t n = 0;
+    for (auto at = st.find(what); at != std::string::npos; at = st.find(what, at + 1)) ++n;
+    return n;
+  };
+  {
+    auto made = celer::task(big_pattern).options(on_node(1)).remote(8 << 20, 3);
+    const auto here = celer::get(made, 60s);  // pulled to the driver's node: two copies
+    CHECK(digest(here) == digest(big_pattern(8 << 20, 3)));
+    REQUIRE(eventually([&] { return count(cluster.status(), "in memory (1 objects)") == 2; }, 15s));
+  }  // the ref and the view are gone: the owner frees both copies
+  CHECK(eventually([&] { return count(cluster.status(), "in memory (0 objects)") == 3; }, 15s));
+}

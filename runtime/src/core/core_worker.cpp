@@ -437,6 +437,7 @@ core_worker::pending_map core_worker::start_map(const protocol::object_payload& 
                                                 const address& owner) {
   pending_map p;
   p.object = v.id;
+  p.owner = owner;
   protocol::store_get g;
   g.request_id = counter_.fetch_add(1) + 1;
   g.reply_to = where_.self;
@@ -477,6 +478,16 @@ detail::fetched core_worker::finish_map(pending_map& p) {
   if (!r.ok) {
     f.fail = r.fail.to_failure();
     return f;
+  }
+  if (r.pulled) {
+    // A new copy on this node: its owner frees it with the object.
+    protocol::object_copied c{p.object, where_.this_node, where_.node};
+    if (p.owner == where_.self) {
+      std::lock_guard lock(mutex_);
+      on_copied(c);
+    } else {
+      (void)net_.send(p.owner, std::move(c));
+    }
   }
   auto map = mapping(r.segment, r.capacity);
   // One pin per mapping: dropped (store_release) when the last user of the bytes is gone.
@@ -535,8 +546,22 @@ void core_worker::maybe_free(const object_id& id) {
   if (!e.owned || e.escaped || e.holders > 0 || e.task_uses > 0 || !e.ready) return;
   if (e.value.stored) {
     (void)net_.send(e.value.node_addr, protocol::store_free{{id}});
+    for (const auto& node : e.copies) (void)net_.send(node, protocol::store_free{{id}});
   }
   objects_.erase(it);
+}
+
+void core_worker::on_copied(const protocol::object_copied& m) {
+  auto it = objects_.find(m.id);
+  if (it == objects_.end() || !it->second.owned) {
+    // Freed before the news arrived: the copy goes too.
+    (void)net_.send(m.node_addr, protocol::store_free{{m.id}});
+    return;
+  }
+  auto& copies = it->second.copies;
+  if (std::find(copies.begin(), copies.end(), m.node_addr) == copies.end()) {
+    copies.push_back(m.node_addr);
+  }
 }
 
 std::size_t core_worker::owned_objects() const {
@@ -1010,6 +1035,8 @@ void core_worker::handle(protocol::message& m) {
         }
       } else if constexpr (std::is_same_v<T, protocol::object_reply>) {
         fill(std::move(msg.object));
+      } else if constexpr (std::is_same_v<T, protocol::object_copied>) {
+        on_copied(msg);
       } else if constexpr (std::is_same_v<T, protocol::get_object>) {
         auto it = objects_.find(msg.id);
         if (it == objects_.end()) {

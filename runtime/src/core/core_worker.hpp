@@ -119,6 +119,8 @@ private:
     bool escaped = false;
     int holders = 0;
     int task_uses = 0;
+    /// Stored objects: other nodes that pulled a copy (freed with the object).
+    std::vector<address> copies;
   };
   /// Lets handles (and mappings) outlive the core: they reach it through this while it lives.
   struct link {
@@ -186,12 +188,15 @@ private:
   void release_hold(const object_id& id);
   /// Requires mutex_: frees `id` if nothing keeps it.
   void maybe_free(const object_id& id);
+  /// Requires mutex_: records another node's copy of an owned object.
+  void on_copied(const protocol::object_copied& m);
   /// Maps a stored object (pinning it at this node, pulling it here first if it is
   /// elsewhere). Does not take mutex_.
   detail::fetched map_stored(const protocol::object_payload& v, const address& owner);
   /// map_stored in two steps, so that several objects are asked for at once.
   struct pending_map {
     object_id object;
+    address owner;
     std::uint64_t request = 0;
     std::future<protocol::message> reply;
     std::optional<detail::failure> failed;

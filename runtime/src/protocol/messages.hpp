@@ -571,6 +571,14 @@ struct object_location {
   address node_addr;
   MSGPACK_DEFINE(request_id, found, node, node_addr)
 };
+// ---- reader core -> owner core: a copy of the owner's object now lives on `node` too
+// (pulled there for the reader); the owner frees it with the rest
+struct object_copied {
+  object_id id;
+  node_id node;
+  address node_addr;
+  MSGPACK_DEFINE(id, node, node_addr)
+};
 // ---- core -> its node: the numbers of the node's object store
 struct store_stats_query {
   std::uint64_t request_id = 0;
@@ -593,7 +601,8 @@ using message =
                status_query, status_reply, job_heartbeat, unsubscribe_cluster,
                cancel_lease_requests, store_create, store_seal, store_get, store_reply,
                store_release, store_free, store_pull, store_chunk, store_stats_query,
-               store_stats_reply, durable_objects, locate_object, object_location>;
+               store_stats_reply, durable_objects, locate_object, object_location,
+               object_copied>;
 
 /// The message's name, for logs.
 const char* name_of(const message& m);

@@ -7,6 +7,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <string>
 #include <numeric>
 #include <thread>
 #include <utility>
@@ -56,6 +59,18 @@ bool objects_settle_at(std::uint64_t base, std::uint64_t n) {
   return false;
 }
 
+/// The line of /proc/self/maps that holds `p` (what is mapped there).
+std::string mapping_of(const void* p) {
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    std::uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) == 2 && lo <= at && at < hi) return line;
+  }
+  return {};
+}
+
 } // namespace
 
 TEST_CASE("a large object read on its node is a view of the store's memory", "[store]") {
@@ -67,6 +82,7 @@ TEST_CASE("a large object read on its node is a view of the store's memory", "[s
   REQUIRE(a.is_view());
   REQUIRE(b.is_view());
   CHECK(a.data() == b.data());  // both map the store's one copy
+  CHECK(mapping_of(a.data()).find("celer-object-store") != std::string::npos);
   // The value after a bin header starts aligned (arrays of numbers can be read in place).
   CHECK(reinterpret_cast<std::uintptr_t>(a.data()) % 64 == 0);
   CHECK(a == value);
