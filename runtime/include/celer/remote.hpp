@@ -48,11 +48,20 @@ F target_as(const target_bytes& t) {
 }
 
 struct remote_entry;
+/// One argument as a call receives it: its msgpack bytes and, when those are a view of the
+/// object store, what keeps them mapped (then `bytes` and `array` arguments are views too).
+struct arg_bytes {
+  std::string_view data;
+  std::shared_ptr<const void> keep;
+  arg_bytes(std::string_view d, std::shared_ptr<const void> k = nullptr)  // NOLINT: implicit
+    : data(d), keep(std::move(k)) {}
+  arg_bytes(const std::string& s) : data(s) {}  // NOLINT: implicit, for calls from tests
+};
 /// Runs a function or method: decodes `args`, calls, and returns the msgpack-encoded result.
 using call_fn = std::string (*)(const remote_entry&, void* instance,
-                                const std::vector<std::string>& args);
+                                const std::vector<arg_bytes>& args);
 /// Runs a factory: decodes `args` and returns the new actor instance.
-using make_fn = std::shared_ptr<void> (*)(const remote_entry&, const std::vector<std::string>& args);
+using make_fn = std::shared_ptr<void> (*)(const remote_entry&, const std::vector<arg_bytes>& args);
 
 struct remote_entry {
   std::string name;
@@ -129,7 +138,7 @@ template <class F>
 using remote_args_t = typename remote_traits<F>::args;
 
 template <class Tuple, std::size_t... I>
-Tuple decode_args(const remote_entry& e, const std::vector<std::string>& args,
+Tuple decode_args(const remote_entry& e, const std::vector<arg_bytes>& args,
                   std::index_sequence<I...>) {
   if (args.size() != sizeof...(I)) {
     throw argument_error(e.name + " takes " + std::to_string(sizeof...(I)) + " argument(s), " +
@@ -137,7 +146,8 @@ Tuple decode_args(const remote_entry& e, const std::vector<std::string>& args,
   }
   try {
     return Tuple{unpack<std::tuple_element_t<I, Tuple>>(
-      args[I], "argument " + std::to_string(I + 1) + " of " + e.name)...};
+      args[I].data, "argument " + std::to_string(I + 1) + " of " + e.name,
+      args[I].keep ? &args[I].keep : nullptr)...};
   } catch (const exception& ex) {
     throw argument_error(ex.what());
   }
@@ -155,7 +165,7 @@ std::string pack_result(auto&& call) {
 
 template <class F>
 std::string call_remote(const remote_entry& e, void* instance,
-                        const std::vector<std::string>& raw) {
+                        const std::vector<arg_bytes>& raw) {
   using traits = remote_traits<F>;
   using args_t = typename traits::args;
   auto args = decode_args<args_t>(e, raw, std::make_index_sequence<std::tuple_size_v<args_t>>{});
@@ -174,7 +184,7 @@ std::string call_remote(const remote_entry& e, void* instance,
 }
 
 template <class F>
-std::shared_ptr<void> make_remote(const remote_entry& e, const std::vector<std::string>& raw) {
+std::shared_ptr<void> make_remote(const remote_entry& e, const std::vector<arg_bytes>& raw) {
   using traits = remote_traits<F>;
   using args_t = typename traits::args;
   using T = typename traits::actor_class;

@@ -80,15 +80,15 @@ void worker::handle(protocol::message& m) {
   }
 }
 
-bool worker::resolve_args(const protocol::task_spec& spec, std::vector<std::string>& out,
-                          protocol::failure_info& fail) {
+bool worker::resolve_args(const protocol::task_spec& spec, std::vector<detail::fetched>& got,
+                          std::vector<detail::arg_bytes>& out, protocol::failure_info& fail) {
   out.clear();
   out.reserve(spec.args.size());
   std::vector<object_ref<void>> refs;
   for (const auto& a : spec.args) {
     if (a.is_ref) refs.emplace_back(a.ref, a.owner);
   }
-  std::vector<detail::fetched> got;
+  got.clear();
   if (!refs.empty()) {
     try {
       got = core_.fetch(refs, std::nullopt);
@@ -100,7 +100,7 @@ bool worker::resolve_args(const protocol::task_spec& spec, std::vector<std::stri
   std::size_t next = 0;
   for (const auto& a : spec.args) {
     if (!a.is_ref) {
-      out.push_back(a.value);
+      out.emplace_back(std::string_view(a.value));
       continue;
     }
     auto& g = got[next++];
@@ -110,9 +110,9 @@ bool worker::resolve_args(const protocol::task_spec& spec, std::vector<std::stri
       fail = protocol::failure_info::from(g.fail);
       return false;
     }
-    // A stored argument is copied out of the mapping: arguments reach the function as
-    // encoded strings (a view would need the call to keep the mapping alive).
-    out.push_back(g.mapped != nullptr ? std::string(g.bytes()) : std::move(g.payload));
+    // `got` outlives the call, so its payloads can be viewed; a stored argument is a view
+    // of the store, kept mapped as long as the call (or what it keeps of it) needs.
+    out.emplace_back(g.bytes(), g.keep);
   }
   return true;
 }
@@ -133,8 +133,9 @@ void worker::send_result(const protocol::task_spec& spec, protocol::object_paylo
 
 void worker::run_call(const protocol::task_spec& spec, const detail::remote_entry* entry) {
   protocol::object_payload v;
-  std::vector<std::string> args;
-  if (!resolve_args(spec, args, v.fail)) {
+  std::vector<detail::fetched> fetched;
+  std::vector<detail::arg_bytes> args;
+  if (!resolve_args(spec, fetched, args, v.fail)) {
     send_result(spec, std::move(v));
     return;
   }
@@ -212,12 +213,13 @@ void worker::create_actor(protocol::task_spec& spec) {
   const auto* entry = detail::find_remote(spec.function);
   protocol::failure_info fail;
   bool ok = false;
-  std::vector<std::string> args;
+  std::vector<detail::fetched> fetched;
+  std::vector<detail::arg_bytes> args;
   if (entry == nullptr || entry->kind != detail::remote_kind::factory) {
     fail = failure(detail::failure_kind::actor_died, error_code::not_found, spec.function,
                    "actor factory '" + spec.function +
                      "' is not registered in this worker's binary (CELER_REMOTE)");
-  } else if (resolve_args(spec, args, fail)) {
+  } else if (resolve_args(spec, fetched, args, fail)) {
     try {
       instance_ = entry->make(*entry, args);
       actor_class_ = entry->class_type;

@@ -44,7 +44,10 @@ private:
   /// Runs one call (task or actor method) and sends its result to the owner.
   void run_call(const protocol::task_spec& spec, const detail::remote_entry* entry);
   /// Resolves the arguments (fetching references); false and `fail` set when one failed.
-  bool resolve_args(const protocol::task_spec& spec, std::vector<std::string>& out,
+  /// The call's arguments: views of the spec's inline values, of fetched values (kept in
+  /// `fetched`), or of the object store (kept mapped by each arg's keep).
+  bool resolve_args(const protocol::task_spec& spec, std::vector<detail::fetched>& fetched,
+                    std::vector<detail::arg_bytes>& out,
                     protocol::failure_info& fail);
   void send_result(const protocol::task_spec& spec, protocol::object_payload v);
   protocol::failure_info failure(detail::failure_kind kind, error_code code,

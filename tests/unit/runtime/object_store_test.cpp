@@ -46,7 +46,10 @@ celer::array<float> ramp(int n) {
   return a;
 }
 
-CELER_REMOTE(make_pattern, bytes_sum, ref_sum, array_sum, ramp);
+/// Whether a large argument reached the task as a view of the store, and its sum.
+std::pair<bool, std::uint64_t> view_and_sum(celer::bytes b) { return {b.is_view(), sum_of(b)}; }
+
+CELER_REMOTE(make_pattern, bytes_sum, ref_sum, array_sum, ramp, view_and_sum);
 
 /// Waits (bounded) until this node's store holds `n` objects more than `base`: frees travel
 /// as messages, so the count follows a dropped ref a moment later.
@@ -121,6 +124,20 @@ TEST_CASE("large arguments and results go through the store and arrive intact", 
   for (std::size_t i = 0; i < made.size(); i += 4093) {
     REQUIRE(flipped[i] == static_cast<std::uint8_t>(~made[i]));
   }
+}
+
+TEST_CASE("a large argument reaches the task as a view of the store", "[store]") {
+  scoped_runtime rt;
+  const auto value = pattern(2 << 20, 6);
+  const auto [by_value_view, by_value_sum] = celer::get(celer::task(view_and_sum).remote(value));
+  CHECK(by_value_view);
+  CHECK(by_value_sum == sum_of(value));
+  const auto [by_ref_view, by_ref_sum] =
+    celer::get(celer::task(view_and_sum).remote(celer::put(value)));
+  CHECK(by_ref_view);
+  CHECK(by_ref_sum == sum_of(value));
+  // A small argument is a plain copy.
+  CHECK_FALSE(celer::get(celer::task(view_and_sum).remote(pattern(100, 1))).first);
 }
 
 TEST_CASE("many concurrent readers of one object read the same bytes", "[store]") {
