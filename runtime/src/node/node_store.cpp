@@ -49,6 +49,7 @@ void node_store::on(protocol::store_create& m) {
   }
   ++pins_[m.reply_to.id][m.id];
   client_endpoint_[m.reply_to.id] = m.reply_to.endpoint;
+  client_job_[m.reply_to.id] = m.job;
   auto& owners = owners_at_[m.owner.endpoint];
   if (std::find(owners.begin(), owners.end(), m.owner.id) == owners.end()) owners.push_back(m.owner.id);
   protocol::store_reply r;
@@ -105,6 +106,7 @@ void node_store::answer_get(std::uint64_t request_id, const address& client, con
 }
 
 void node_store::on(protocol::store_get& m) {
+  client_job_[m.reply_to.id] = m.job;
   if (store_->sealed(m.id)) {
     answer_get(m.request_id, m.reply_to, m.id, false);
     return;
@@ -266,7 +268,19 @@ void node_store::unpin_for(const address& client, const object_id& id) {
   if (c->second.empty()) {
     pins_.erase(c);
     client_endpoint_.erase(client.id);
+    client_job_.erase(client.id);
   }
+}
+
+void node_store::drop_client(const unique_id& client) {
+  if (auto c = pins_.find(client); c != pins_.end()) {
+    for (const auto& [id, n] : c->second) {
+      for (int i = 0; i < n; ++i) store_->unpin(id);
+    }
+    pins_.erase(c);
+  }
+  client_endpoint_.erase(client);
+  client_job_.erase(client);
 }
 
 void node_store::on(protocol::store_release& m) {
@@ -293,13 +307,7 @@ void node_store::process_gone(const std::string& endpoint) {
   for (const auto& [client, where] : client_endpoint_) {
     if (where == endpoint) gone.push_back(client);
   }
-  for (const auto& client : gone) {
-    for (const auto& [id, n] : pins_[client]) {
-      for (int i = 0; i < n; ++i) store_->unpin(id);
-    }
-    pins_.erase(client);
-    client_endpoint_.erase(client);
-  }
+  for (const auto& client : gone) drop_client(client);
   if (auto o = owners_at_.find(endpoint); o != owners_at_.end()) {
     std::size_t freed = 0;
     for (const auto& owner : o->second) freed += store_->free_owner(owner);
@@ -310,7 +318,14 @@ void node_store::process_gone(const std::string& endpoint) {
   }
 }
 
-void node_store::job_finished(const job_id& job) { (void)store_->free_job(job); }
+void node_store::job_finished(const job_id& job) {
+  std::vector<unique_id> clients;
+  for (const auto& [client, j] : client_job_) {
+    if (j == job) clients.push_back(client);
+  }
+  for (const auto& client : clients) drop_client(client);
+  (void)store_->free_job(job);
+}
 
 void node_store::announce_durable() {
   auto ids = store_->durable_ids();

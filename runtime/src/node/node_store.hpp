@@ -91,6 +91,10 @@ private:
   /// Pins each process holds, by its address, to drop them if it dies.
   std::unordered_map<unique_id, std::unordered_map<object_id, int>> pins_;
   std::unordered_map<unique_id, std::string> client_endpoint_;
+  /// The job of each process holding pins (a job's end drops its pins too: a driver that
+  /// died, or kept a view past shutdown, never sends its releases).
+  std::unordered_map<unique_id, job_id> client_job_;
+  void drop_client(const unique_id& client);
   /// Owners of objects created here, by the endpoint of their process.
   std::unordered_map<std::string, std::vector<unique_id>> owners_at_;
   std::unordered_map<object_id, pull> pulls_;
