@@ -9,6 +9,10 @@
 #include <filesystem>
 #include <thread>
 
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+
 #include <unistd.h>
 
 namespace celer {
@@ -34,6 +38,27 @@ protocol::resource_set node_resources(const knob_values& k, double cpus, double 
   if (!total) throw exception(total.error().code(), "celer: " + total.error().message());
   return std::move(*total);
 }
+
+namespace {
+
+/// Removes the scratch disk tiers of embedded runtimes whose process is gone (killed before
+/// its shutdown could remove them): `embedded-<pid>-<node>` under `temp_dir`.
+void remove_stale_scratch(const std::filesystem::path& temp_dir) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(temp_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!name.starts_with("embedded-")) continue;
+    const auto dash = name.find('-', 9);
+    if (dash == std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::atol(name.substr(9, dash - 9).c_str()));
+    if (pid <= 0 || (::kill(pid, 0) != 0 && errno == ESRCH)) {
+      std::error_code ignored;
+      std::filesystem::remove_all(e.path(), ignored);
+    }
+  }
+}
+
+} // namespace
 
 struct embedded_runtime::impl : worker_launcher {
   component_host host;
@@ -95,6 +120,7 @@ embedded_runtime::embedded_runtime(const knob_values& k, const init_options& opt
   if (!k.object_store_dir.empty()) {
     nc.store_dir = k.object_store_dir;
   } else {
+    remove_stale_scratch(k.temp_dir);
     s.scratch = std::filesystem::path(k.temp_dir) /
                 ("embedded-" + std::to_string(::getpid()) + "-" + node_.short_hex());
     nc.store_dir = (s.scratch / "objects").string();

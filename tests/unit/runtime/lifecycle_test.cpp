@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 using namespace celer_test;
@@ -154,4 +156,15 @@ TEST_CASE("init with a malformed cluster address names it", "[lifecycle][embedde
     REQUIRE_THAT(e.what(), Contains("no-port-here"));
   }
   REQUIRE_FALSE(celer::is_initialized());
+}
+
+TEST_CASE("an embedded start removes the disk tiers of runtimes that were killed",
+          "[lifecycle][store][embedded]") {
+  const char* temp = std::getenv("CELER_TEMP_DIR");
+  // No process has this pid (above Linux's largest pid_max).
+  const auto stale = std::filesystem::path(temp != nullptr ? temp : "/tmp/celer") /
+                     "embedded-999999999-deadbeef" / "objects";
+  std::filesystem::create_directories(stale);
+  { celer_test::scoped_runtime rt; }
+  CHECK_FALSE(std::filesystem::exists(stale.parent_path()));
 }
