@@ -1,5 +1,7 @@
 #include "object_store.hpp"
 
+#include "names.hpp"
+
 #include <algorithm>
 #include <functional>
 #include <vector>
@@ -7,15 +9,6 @@
 namespace celer::store {
 
 namespace {
-
-std::string hex(const unique_id& id) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string s;
-  for (const std::uint64_t word : {id.hi, id.lo}) {
-    for (int i = 15; i >= 0; --i) s.push_back(digits[(word >> (4 * i)) & 0xf]);
-  }
-  return s;
-}
 
 std::string mib(std::size_t bytes) {
   const double m = static_cast<double>(bytes) / (1024.0 * 1024.0);

@@ -1,6 +1,7 @@
 #include "spill_db.hpp"
 
 #include "checksum.hpp"
+#include "names.hpp"
 
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
@@ -71,15 +72,6 @@ std::optional<disk_record> decode(const rocksdb::Slice& v) {
   r.owner = get_id(p + 37);
   r.job = get_id(p + 53);
   return r;
-}
-
-std::string hex(const unique_id& id) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string s;
-  for (const std::uint64_t word : {id.hi, id.lo}) {
-    for (int i = 15; i >= 0; --i) s.push_back(digits[(word >> (4 * i)) & 0xf]);
-  }
-  return s;
 }
 
 error from(const rocksdb::Status& s, const std::string& what) {

@@ -675,13 +675,10 @@ std::vector<detail::fetched> core_worker::fetch(const std::vector<object_ref<voi
     // Its node is gone: a durable copy may live on (on a node agent restarted on the same
     // machine, under a new id). The head's directory knows.
     protocol::locate_object q;
-    q.request_id = counter_.fetch_add(1) + 1;
-    q.reply_to = where_.self;
     q.id = v.id;
-    const auto rid = q.request_id;
     protocol::object_location at;
     try {
-      at = std::get<protocol::object_location>(request(where_.head, std::move(q), rid));
+      at = ask<protocol::object_location>(where_.head, std::move(q));
     } catch (const exception&) {
       continue;  // the first failure stands
     }
@@ -885,12 +882,8 @@ object_ref<void> core_worker::submit_actor_call(const actor_id& actor,
 
 actor_id core_worker::find_named_actor(std::string_view name, std::string_view class_type) {
   protocol::lookup_actor msg;
-  msg.request_id = counter_.fetch_add(1) + 1;
-  msg.reply_to = where_.self;
   msg.name = std::string(name);
-  const auto rid = msg.request_id;
-  auto reply = request(where_.head, std::move(msg), rid);
-  auto& r = std::get<protocol::lookup_actor_reply>(reply);
+  auto r = ask<protocol::lookup_actor_reply>(where_.head, std::move(msg));
   if (!r.found) {
     throw exception(error_code::not_found, "no live actor is named '" + std::string(name) + "'");
   }
@@ -918,30 +911,24 @@ void core_worker::kill_actor(const actor_id& actor) {
 }
 
 protocol::resource_reply core_worker::query_resources() {
-  protocol::resource_query msg;
+  return ask<protocol::resource_reply>(where_.cluster ? where_.head : where_.node,
+                                       protocol::resource_query{});
+}
+
+template <class Reply, class Query>
+Reply core_worker::ask(const address& to, Query msg) {
   msg.request_id = counter_.fetch_add(1) + 1;
   msg.reply_to = where_.self;
   const auto rid = msg.request_id;
-  auto reply = request(where_.cluster ? where_.head : where_.node, std::move(msg), rid);
-  return std::get<protocol::resource_reply>(reply);
+  return std::get<Reply>(request(to, std::move(msg), rid));
 }
 
 protocol::status_reply core_worker::query_status() {
-  protocol::status_query msg;
-  msg.request_id = counter_.fetch_add(1) + 1;
-  msg.reply_to = where_.self;
-  const auto rid = msg.request_id;
-  auto reply = request(where_.head, std::move(msg), rid);
-  return std::get<protocol::status_reply>(reply);
+  return ask<protocol::status_reply>(where_.head, protocol::status_query{});
 }
 
 protocol::store_counters core_worker::query_store_stats() {
-  protocol::store_stats_query msg;
-  msg.request_id = counter_.fetch_add(1) + 1;
-  msg.reply_to = where_.self;
-  const auto rid = msg.request_id;
-  auto reply = request(where_.node, std::move(msg), rid);
-  return std::get<protocol::store_stats_reply>(reply).stats;
+  return ask<protocol::store_stats_reply>(where_.node, protocol::store_stats_query{}).stats;
 }
 
 void core_worker::attach_node(address node, node_id id) {

@@ -220,6 +220,9 @@ private:
                    const std::function<bool()>& done);
   /// Sends a request and waits for its reply.
   protocol::message request(const address& to, protocol::message m, std::uint64_t id);
+  /// request() for a query with request_id and reply_to, which it fills in.
+  template <class Reply, class Query>
+  Reply ask(const address& to, Query msg);
   std::future<protocol::message> send_request(const address& to, protocol::message m,
                                               std::uint64_t id);
   /// Waits (request_timeout_ms at most) for the reply to request `id`.
