@@ -315,7 +315,11 @@ object_ref<std::decay_t<T>> put(T&& value, const put_options& options = {}) {
   detail::size_counter counted;
   msgpack::pack(counted, value);
   if (counted.size <= detail::inline_object_limit() && !options.durable) {
-    return detail::restore<std::decay_t<T>>(detail::put_payload(detail::pack(value)));
+    // Its size is known: packed once, into a buffer of exactly that size.
+    std::string packed(counted.size, '\0');
+    detail::memory_writer w{packed.data()};
+    msgpack::pack(w, value);
+    return detail::restore<std::decay_t<T>>(detail::put_payload(std::move(packed)));
   }
   return detail::restore<std::decay_t<T>>(
     detail::put_stored(counted.size, counted.first, options, [&](char* out) {

@@ -330,11 +330,6 @@ object_ref<void> core_worker::put(std::string payload) {
   return owned_ref(id);
 }
 
-protocol::store_reply core_worker::store_request(protocol::message m, std::uint64_t id) {
-  auto reply = request(where_.node, std::move(m), id);
-  return std::get<protocol::store_reply>(std::move(reply));
-}
-
 protocol::object_payload core_worker::store_value(const object_id& id, std::size_t size,
                                                   unsigned char first, bool durable,
                                                   const address& owner, const job_id& job,
@@ -342,8 +337,6 @@ protocol::object_payload core_worker::store_value(const object_id& id, std::size
   protocol::object_payload v;
   v.id = id;
   protocol::store_create c;
-  c.request_id = counter_.fetch_add(1) + 1;
-  c.reply_to = where_.self;
   c.id = id;
   c.size = size;
   c.lead = protocol::lead_for(first);
@@ -351,7 +344,7 @@ protocol::object_payload core_worker::store_value(const object_id& id, std::size
   c.job = job;
   c.durable = durable;
   const auto lead = c.lead;
-  auto created = store_request(std::move(c), c.request_id);
+  auto created = ask<protocol::store_reply>(where_.node, std::move(c));
   if (!created.ok) {
     v.fail = created.fail;
     return v;
@@ -365,10 +358,8 @@ protocol::object_payload core_worker::store_value(const object_id& id, std::size
     throw;
   }
   protocol::store_seal seal;
-  seal.request_id = counter_.fetch_add(1) + 1;
-  seal.reply_to = where_.self;
   seal.id = id;
-  auto sealed = store_request(std::move(seal), seal.request_id);
+  auto sealed = ask<protocol::store_reply>(where_.node, std::move(seal));
   if (!sealed.ok) {
     v.fail = sealed.fail;
     return v;
@@ -386,10 +377,6 @@ object_ref<void> core_worker::put_stored(std::size_t size, unsigned char first, 
                                          const std::function<void(char*)>& write) {
   const task_id t = next_task_id();
   const object_id id(unique_id{t.hi, t.lo | 1});
-  {
-    std::lock_guard lock(mutex_);
-    check_running();
-  }
   auto v = store_value(id, size, first, durable, where_.self, where_.job, write);
   if (!v.ok) throw exception(v.fail.code, "celer::put: " + v.fail.message);
   std::lock_guard lock(mutex_);

@@ -204,8 +204,6 @@ private:
   pending_map start_map(const protocol::object_payload& v, const address& owner);
   detail::fetched finish_map(pending_map& p);
   std::shared_ptr<const void> mapping(const std::string& path, std::size_t capacity);
-  /// Sends a store request to this node and waits for its store_reply.
-  protocol::store_reply store_request(protocol::message m, std::uint64_t id);
   void check_running() const;  // requires mutex_
   // The following require mutex_.
   void fill(protocol::object_payload value);
