@@ -58,6 +58,7 @@ std::shared_ptr<runtime_base> running() {
       the_runtime = rt;
       set_self(rt);
     }
+    rt->start();  // only now: a task may arrive at once and call the API
     rt->wait_until_finished();
     {
       std::lock_guard lock(runtime_mutex);

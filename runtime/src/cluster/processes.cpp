@@ -161,6 +161,8 @@ struct worker_process::impl {
   std::unique_ptr<zmq_transport> net;
   std::unique_ptr<core_worker> core;
   node_id node;
+  worker_id id;
+  address self, node_addr, head_addr;
   std::promise<void> finished;
   std::atomic<bool> finished_set{false};
   bool stopped = false;
@@ -201,9 +203,17 @@ worker_process::worker_process(const knob_values& k) : impl_(std::make_unique<im
                         [&s] {
                           if (!s.finished_set.exchange(true)) s.finished.set_value();
                         });
+  s.id = id;
+  s.self = self;
+  s.node_addr = node_addr;
+  s.head_addr = head_addr;
+}
+
+void worker_process::start() {
+  auto& s = *impl_;
   s.net->start();
-  (void)s.net->send(head_addr, protocol::subscribe_cluster{where.self});
-  (void)s.net->send(node_addr, protocol::worker_ready{id, self});
+  (void)s.net->send(s.head_addr, protocol::subscribe_cluster{s.core->self()});
+  (void)s.net->send(s.node_addr, protocol::worker_ready{s.id, s.self});
 }
 
 worker_process::~worker_process() { stop(); }

@@ -41,12 +41,16 @@ bool worker_mode_requested();
 
 class worker_process final : public runtime_base {
 public:
-  /// Reads what the node agent put in the environment, connects and announces itself.
+  /// Reads what the node agent put in the environment and connects; receives nothing
+  /// until start().
   explicit worker_process(const knob_values& k);
   ~worker_process() override;
   core_worker& core() noexcept override;
   [[nodiscard]] const node_id& node() const noexcept override;
   void stop() override;
+  /// Announces the worker to its node, which may then send it a task at once: call it
+  /// once the process's API calls reach this runtime (tasks call the API).
+  void start();
   /// Blocks until the node tells the worker to stop, or its actor exits.
   void wait_until_finished();
 
