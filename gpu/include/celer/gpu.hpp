@@ -88,9 +88,10 @@ struct sample {
 /// NVML cannot report stays at its default.
 [[nodiscard]] std::vector<sample> sample_devices(const std::string& library = {});
 
-/// Measures device `index`'s speed in FP32 TFLOPS with a short (~0.2 s) matrix-multiply probe
-/// run through the CUDA driver API, loaded with dlopen("libcuda.so.1"). unavailable, saying
-/// why, when there is no driver or no such device, or any CUDA call fails.
+/// Measures device `index`'s speed in FP32 TFLOPS with a short matrix-multiply probe run
+/// through the CUDA driver API, loaded with dlopen("libcuda.so.1"): a few hundred
+/// milliseconds, most of it creating a context. unavailable, saying why, when there is no
+/// driver or no such device, or any CUDA call fails.
 [[nodiscard]] expected<double> probe_speed(int index);
 
 /// Splits `total` items across `devices` in proportion to their speed, by largest remainder:
