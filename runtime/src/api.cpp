@@ -126,6 +126,11 @@ worker_id current_worker_id() {
   return ctx == nullptr ? worker_id{} : ctx->worker;
 }
 
+std::vector<int> gpu_ids() {
+  const worker_context* ctx = current_worker_context();
+  return ctx == nullptr ? std::vector<int>{} : ctx->gpu_ids;
+}
+
 std::map<std::string, double> cluster_resources() {
   return running()->core().query_resources().total.to_map();
 }

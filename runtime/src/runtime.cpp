@@ -3,9 +3,11 @@
 #include "head/head.hpp"
 #include "host.hpp"
 #include "node/node_agent.hpp"
+#include "scheduler/device_pool.hpp"
 #include "worker/worker.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <thread>
 
@@ -32,11 +34,28 @@ protocol::resource_set node_resources(const knob_values& k, double cpus, double 
                                       double memory, const std::map<std::string, double>& custom) {
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   cpus = cpus >= 0 ? cpus : k.num_cpus > 0 ? k.num_cpus : static_cast<double>(hw);
-  gpus = gpus >= 0 ? gpus : k.num_gpus;
+  gpus = std::max(0.0, gpus);
   memory = memory > 0 ? memory : k.memory > 0 ? k.memory : physical_memory();
   auto total = protocol::make_request(cpus, gpus, memory, custom);
   if (!total) throw exception(total.error().code(), "celer: " + total.error().message());
   return std::move(*total);
+}
+
+std::vector<gpu::device> node_gpus(double num_gpus, const std::string& declared) {
+  std::vector<gpu::device> devices;
+  if (!declared.empty()) {
+    auto parsed = gpu::parse_declared(declared);
+    if (!parsed) throw exception(parsed.error().code(), "celer: " + parsed.error().message());
+    devices = std::move(*parsed);
+  } else {
+    devices = gpu::discover();
+  }
+  if (num_gpus < 0) return devices;
+  if (num_gpus != std::floor(num_gpus)) {
+    throw exception(error_code::invalid_argument,
+                    "celer: a node offers whole GPUs, not " + protocol::format_amount(num_gpus));
+  }
+  return scheduling::with_count(std::move(devices), static_cast<std::size_t>(num_gpus));
 }
 
 namespace {
@@ -71,9 +90,10 @@ struct embedded_runtime::impl : worker_launcher {
 
   explicit impl(int threads) : host(threads) {}
 
-  launched launch(const worker_id& id, const protocol::task_spec&) override {
+  launched launch(const worker_id& id, const protocol::task_spec&,
+                  const std::vector<int>& gpus) override {
     address addr{id, {}};
-    worker::config wc{id, addr, node_addr, head_addr, node};
+    worker::config wc{id, addr, node_addr, head_addr, node, gpus};
     host.spawn_detached(id, as_component(std::make_shared<worker>(host.local(), *core, wc)),
                         "worker");
     return {addr, true};
@@ -89,8 +109,10 @@ struct embedded_runtime::impl : worker_launcher {
 embedded_runtime::embedded_runtime(const knob_values& k, const init_options& options)
   : impl_(std::make_unique<impl>(k.scheduler_threads)) {
   auto& s = *impl_;
+  auto gpus = node_gpus(options.num_gpus > 0 ? options.num_gpus : k.num_gpus,
+                       options.gpus.empty() ? k.gpus : options.gpus);
   auto total = node_resources(k, options.num_cpus > 0 ? options.num_cpus : -1,
-                              options.num_gpus > 0 ? options.num_gpus : -1, options.memory,
+                              static_cast<double>(gpus.size()), options.memory,
                               options.resources);
   auto& net = s.host.local();
   node_ = node_id::random();
@@ -102,7 +124,10 @@ embedded_runtime::embedded_runtime(const knob_values& k, const init_options& opt
     net, core_worker::endpoints{core_addr, s.node_addr, s.head_addr, node_});
   s.core = core_.get();
 
-  s.host.spawn(s.head_addr.id, as_component(std::make_shared<head>(net, s.head_addr)), "head");
+  s.host.spawn(s.head_addr.id,
+               as_component(std::make_shared<head>(net, s.head_addr, std::chrono::milliseconds(0),
+                                                   k.spread_threshold)),
+               "head");
 
   node_agent::config nc;
   nc.id = node_;
@@ -110,6 +135,7 @@ embedded_runtime::embedded_runtime(const knob_values& k, const init_options& opt
   nc.head = s.head_addr;
   nc.total = std::move(total);
   nc.total.set(node_resource_name(node_), 1);
+  nc.gpus = std::move(gpus);
   const double cpus = nc.total.get(protocol::cpu);
   nc.max_idle_workers =
     k.max_idle_workers > 0 ? k.max_idle_workers : static_cast<int>(2 * std::max(1.0, cpus));

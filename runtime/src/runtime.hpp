@@ -7,6 +7,7 @@
 #include "config/knobs.hpp"
 #include "core/core_worker.hpp"
 
+#include <celer/gpu.hpp>
 #include <celer/options.hpp>
 
 #include <memory>
@@ -54,6 +55,11 @@ std::size_t object_store_capacity(const knob_values& k);
 inline std::string node_resource_name(const node_id& id) { return "node:" + id.hex(); }
 
 /// Resources a node offers: explicit values, else knobs, else the machine's.
+/// A node's GPUs: those `declared` ("A100-80GB:2"), else those NVML finds. `num_gpus`
+/// >= 0 keeps that many (a whole number), adding plain devices (model "GPU") past those
+/// found; negative keeps all. Throws celer::exception (invalid_argument) on a bad spec.
+std::vector<gpu::device> node_gpus(double num_gpus, const std::string& declared);
+
 protocol::resource_set node_resources(const knob_values& k, double cpus, double gpus,
                                       double memory, const std::map<std::string, double>& custom);
 

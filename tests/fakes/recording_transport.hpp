@@ -39,8 +39,10 @@ class fake_launcher final : public worker_launcher {
 public:
   /// Workers start ready (like threads) unless `as_processes`: then they wait for
   /// worker_ready, like processes.
-  launched launch(const worker_id& id, const protocol::task_spec&) override {
+  launched launch(const worker_id& id, const protocol::task_spec&,
+                  const std::vector<int>& gpus) override {
     launched_ids.push_back(id);
+    launched_gpus.push_back(gpus);
     return {address{id, {}}, !as_processes};
   }
   void terminate(const worker_id& id, const address&, const actor_id&) override {
@@ -48,6 +50,8 @@ public:
   }
   bool as_processes = false;
   std::vector<worker_id> launched_ids;
+  /// The GPUs each launched worker was given to see.
+  std::vector<std::vector<int>> launched_gpus;
   std::vector<worker_id> terminated;
 };
 

@@ -57,6 +57,10 @@ void shutdown();
 [[nodiscard]] node_id current_node_id();
 /// The worker this code runs on; nil in the driver.
 [[nodiscard]] worker_id current_worker_id();
+/// The GPUs given to the task or actor running this code, as device indices on its node
+/// (a worker process sees exactly these in CUDA_VISIBLE_DEVICES); empty in the driver and
+/// for work that asked for no GPU. Fractional requests sharing a device see the same index.
+[[nodiscard]] std::vector<int> gpu_ids();
 /// Total and available resources of the cluster, by name ("CPU", "GPU", "memory", custom).
 [[nodiscard]] std::map<std::string, double> cluster_resources();
 [[nodiscard]] std::map<std::string, double> available_resources();

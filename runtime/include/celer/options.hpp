@@ -5,14 +5,44 @@
 ///   celer::init({.num_cpus = 4});
 ///   celer::task(train).options({.num_cpus = 2, .num_gpus = 0.5}).remote(cfg);
 ///   celer::actor(make_counter).options({.name = "counter", .max_concurrency = 4}).remote(0);
+///   celer::task(step).options({.num_gpus = 1, .accelerator_type = "A100",
+///                              .label_selector = {"zone=a", "kind!=spot"}}).remote(x);
+
+#include <celer/ids.hpp>
 
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace celer {
+
+/// How the scheduler chooses among the nodes (and GPUs) that fit a request.
+struct scheduling_strategy {
+  enum class kind : std::uint8_t {
+    /// The default: packs work onto busy nodes until they pass a load threshold, then
+    /// spreads; prefers the node that already holds most of the arguments' bytes.
+    hybrid,
+    /// Round-robin over the nodes that fit.
+    spread,
+    /// On `node` only (hard), or there while it fits and elsewhere otherwise (soft).
+    node_affinity,
+    /// The GPU with the earliest expected finish, given its speed score and its queue.
+    speed_weighted,
+  };
+  kind how = kind::hybrid;
+  node_id node;
+  bool soft = false;
+
+  static scheduling_strategy hybrid() { return {}; }
+  static scheduling_strategy spread() { return {kind::spread}; }
+  static scheduling_strategy speed_weighted() { return {kind::speed_weighted}; }
+  static scheduling_strategy node_affinity(node_id node, bool soft = false) {
+    return {kind::node_affinity, node, soft};
+  }
+};
 
 /// How `celer::init` runs the runtime.
 struct init_options {
@@ -20,8 +50,12 @@ struct init_options {
   std::string address;
   /// CPUs the embedded node offers; 0 means the machine's hardware threads.
   double num_cpus = 0;
-  /// GPUs the embedded node offers.
+  /// GPUs the embedded node offers; 0 means the devices NVML finds (none without a driver),
+  /// or those `gpus` declares.
   double num_gpus = 0;
+  /// GPUs the embedded node declares instead of discovering, as `celer start --gpus`
+  /// takes them: "A100-80GB:2,V100-16GB:2@15.7" (model-memory:count@speed score).
+  std::string gpus;
   /// Custom resources of the embedded node, e.g. {{"disk_ssd", 1}}.
   std::map<std::string, double> resources;
   /// Bytes of memory the embedded node offers for `memory` requests; 0 means physical memory.
@@ -49,6 +83,16 @@ struct task_options {
   double memory = 0;
   /// Custom resources, e.g. {{"disk_ssd", 1}}.
   std::map<std::string, double> resources;
+  /// A GPU model the devices must be ("A100", "V100", "H200"), matched against the model
+  /// name; empty takes any.
+  std::string accelerator_type;
+  /// The least memory, in GB (10^9 bytes), each GPU given must have.
+  double gpu_memory_gb = 0;
+  /// Node labels to match: "key=value", "key!=value", "key=a|b" (one of), "key!=a|b",
+  /// "key" (has the label), "!key" (has not).
+  std::vector<std::string> label_selector;
+  /// How to choose among the nodes that fit.
+  scheduling_strategy scheduling;
   /// Retries after a system failure (worker or node death); used by cluster mode.
   int max_retries = 3;
   /// A name shown in errors and listings; defaults to the function's name.
@@ -74,6 +118,16 @@ struct actor_options {
   double num_gpus = 0;
   double memory = 0;
   std::map<std::string, double> resources;
+  /// A GPU model the devices must be ("A100", "V100", "H200"), matched against the model
+  /// name; empty takes any.
+  std::string accelerator_type;
+  /// The least memory, in GB (10^9 bytes), each GPU given must have.
+  double gpu_memory_gb = 0;
+  /// Node labels to match: "key=value", "key!=value", "key=a|b" (one of), "key!=a|b",
+  /// "key" (has the label), "!key" (has not).
+  std::vector<std::string> label_selector;
+  /// How to choose among the nodes that fit.
+  scheduling_strategy scheduling;
   /// A cluster-wide name; `celer::get_actor<T>(name)` finds the actor by it.
   std::string name;
   /// Calls the actor runs at once. 1 (the default) runs calls one at a time, in order.

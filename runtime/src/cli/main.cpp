@@ -34,6 +34,7 @@ struct start_args {
   std::string address;
   double num_cpus = -1;
   double num_gpus = -1;
+  std::string gpus;
   double memory = 0;
   std::string resources;
   std::string labels;
@@ -99,11 +100,13 @@ int start(const start_args& a) {
   o.head_address = a.address;
   o.num_cpus = a.num_cpus;
   o.num_gpus = a.num_gpus;
+  o.gpus = a.gpus;
   o.memory = a.memory;
   o.resources = parse_resources(a.resources);
   o.labels = parse_labels(a.labels);
   o.node_ip = a.node_ip.empty() ? k.node_ip : a.node_ip;
-  o.with_node = !(a.head && a.num_cpus == 0 && a.num_gpus <= 0 && o.resources.empty());
+  o.with_node = !(a.head && a.num_cpus == 0 && a.num_gpus <= 0 && a.gpus.empty() &&
+                  o.resources.empty());
 
   if (a.block) {
     return cluster::run_daemon(k, o, [](const expected<std::string>& r) {
@@ -358,7 +361,11 @@ int main(int argc, char** argv) {
   start_cmd->add_option("--port", sa.port, "head: the port to listen on")->capture_default_str();
   start_cmd->add_option("--address", sa.address, "node: the head's HOST:PORT");
   start_cmd->add_option("--num-cpus", sa.num_cpus, "CPUs this node offers (default: all)");
-  start_cmd->add_option("--num-gpus", sa.num_gpus, "GPUs this node offers (default: 0)");
+  start_cmd->add_option("--num-gpus", sa.num_gpus,
+                        "GPUs this node offers (default: those NVML finds, or --gpus)");
+  start_cmd->add_option("--gpus", sa.gpus,
+                        "GPUs to declare instead of discovering, e.g. "
+                        "'A100-80GB:2,V100-16GB:2@15.7' (model-memory:count@speed score)");
   start_cmd->add_option("--memory", sa.memory, "bytes of memory this node offers");
   start_cmd->add_option("--resources", sa.resources,
                         "custom resources as JSON, e.g. '{\"disk\": 2}'");

@@ -175,8 +175,17 @@ worker_process::worker_process(const knob_values& k) : impl_(std::make_unique<im
   const address node_addr{s.node, require_env("CELER_WORKER_NODE_ENDPOINT")};
   const address head_addr{head_component, require_env("CELER_WORKER_HEAD_ENDPOINT")};
   const job_id job(require_id("CELER_WORKER_JOB"));
+  std::vector<int> gpu_ids;
+  if (const char* g = std::getenv("CELER_WORKER_GPUS")) {
+    for (const char* p = g; *p != '\0';) {
+      char* end = nullptr;
+      gpu_ids.push_back(static_cast<int>(std::strtol(p, &end, 10)));
+      if (end == p) break;
+      p = *end == ',' ? end + 1 : end;
+    }
+  }
   for (const char* v : {"CELER_WORKER_ID", "CELER_WORKER_NODE", "CELER_WORKER_NODE_ENDPOINT",
-                        "CELER_WORKER_HEAD_ENDPOINT", "CELER_WORKER_JOB"}) {
+                        "CELER_WORKER_HEAD_ENDPOINT", "CELER_WORKER_JOB", "CELER_WORKER_GPUS"}) {
     ::unsetenv(v);  // not inherited by what user code starts
   }
   zmq_transport::options zo;
@@ -198,7 +207,7 @@ worker_process::worker_process(const knob_values& k) : impl_(std::make_unique<im
                "core");
   s.net->handle_directly(where.self.id, [core = s.core.get()](protocol::message& m) { core->handle(m); });
   const address self{id, s.net->endpoint()};
-  worker::config wc{id, self, node_addr, head_addr, s.node};
+  worker::config wc{id, self, node_addr, head_addr, s.node, std::move(gpu_ids)};
   s.host.spawn_detached(id, as_component(std::make_shared<worker>(*s.net, *s.core, wc)), "worker",
                         [&s] {
                           if (!s.finished_set.exchange(true)) s.finished.set_value();
@@ -315,7 +324,8 @@ int run_daemon(const knob_values& k, const daemon_options& o,
   if (o.head) {
     host.spawn(head_addr.id,
                as_component(std::make_shared<head>(
-                 *net, head_addr, std::chrono::milliseconds(k.node_timeout_ms))),
+                 *net, head_addr, std::chrono::milliseconds(k.node_timeout_ms),
+                 k.spread_threshold)),
                "head");
     tick_targets.push_back(head_addr);
   }
@@ -330,7 +340,9 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     nc.self = node_addr;
     nc.head = head_addr;
     try {
-      nc.total = node_resources(k, o.num_cpus, o.num_gpus, o.memory, o.resources);
+      nc.gpus = node_gpus(o.num_gpus, o.gpus.empty() ? k.gpus : o.gpus);
+      nc.total = node_resources(k, o.num_cpus, static_cast<double>(nc.gpus.size()), o.memory,
+                                o.resources);
       nc.total.set(node_resource_name(nid), 1);
     } catch (const exception& e) {
       ready(error(e.code(), e.what()));
@@ -345,7 +357,8 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     nc.store_capacity = object_store_capacity(k);
     nc.store_spill = k.object_spilling != 0;
     launcher = std::make_unique<process_launcher>(
-      *net, process_launcher::config{nid, node_addr, head_addr, token, ip, session_dir / "logs"});
+      *net, process_launcher::config{nid, node_addr, head_addr, token, ip, session_dir / "logs",
+                                     !nc.gpus.empty()});
     // The disk tier: object_store_dir, else the first of <session>/objects/0, 1, ... that no
     // other node on this machine holds (a node restarted here takes its old one back, and
     // finds its durable objects again).

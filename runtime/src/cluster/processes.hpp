@@ -67,6 +67,8 @@ struct daemon_options {
   /// Negative: the machine's (CPUs) or none (GPUs).
   double num_cpus = -1;
   double num_gpus = -1;
+  /// GPUs declared instead of discovered ("A100-80GB:2"); empty: the gpus knob, else NVML.
+  std::string gpus;
   double memory = 0;
   std::map<std::string, double> resources;
   std::map<std::string, std::string> labels;

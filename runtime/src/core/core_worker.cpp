@@ -2,6 +2,7 @@
 
 #include "config/knobs.hpp"
 #include "log.hpp"
+#include "scheduler/labels.hpp"
 
 #include "shm_arena.hpp"
 
@@ -33,6 +34,32 @@ protocol::resource_set checked_request(const std::string& what, double cpus, dou
   auto req = protocol::make_request(cpus, gpus, memory, custom);
   if (!req) throw exception(req.error().code(), what + ": " + req.error().message());
   return std::move(*req);
+}
+
+/// Where a task or actor may go and how to choose, from its options.
+protocol::placement checked_placement(const std::string& what, const std::string& accelerator_type,
+                                      double gpu_memory_gb,
+                                      const std::vector<std::string>& label_selector,
+                                      const scheduling_strategy& strategy) {
+  protocol::placement p;
+  if (!(gpu_memory_gb >= 0)) {
+    throw exception(error_code::invalid_argument,
+                    what + ": gpu_memory_gb must be zero or positive, got " +
+                      protocol::format_amount(gpu_memory_gb));
+  }
+  auto labels = scheduling::parse_label_selectors(label_selector);
+  if (!labels) throw exception(labels.error().code(), what + ": " + labels.error().message());
+  if (strategy.how == scheduling_strategy::kind::node_affinity && strategy.node.nil()) {
+    throw exception(error_code::invalid_argument,
+                    what + ": node affinity needs a node id (scheduling_strategy::node_affinity)");
+  }
+  p.how = strategy.how;
+  p.node = strategy.node;
+  p.soft = strategy.soft;
+  p.accelerator_type = accelerator_type;
+  p.gpu_memory_bytes = static_cast<std::uint64_t>(gpu_memory_gb * 1e9);
+  p.labels = std::move(*labels);
+  return p;
 }
 
 } // namespace
@@ -106,6 +133,8 @@ object_ref<void> core_worker::submit_task(const detail::remote_entry& fn,
   spec.job = where_.job;
   spec.binary = where_.binary;
   spec.durable = options.durable;
+  spec.where = checked_placement(fn.name, options.accelerator_type, options.gpu_memory_gb,
+                                 options.label_selector, options.scheduling);
   const object_id ret = spec.return_id();
   // Held until the task has counted its use of them (released after the lock).
   const auto stored = store_large_args(args);
@@ -114,18 +143,36 @@ object_ref<void> core_worker::submit_task(const detail::remote_entry& fn,
   spec.args = to_wire(std::move(args), spec.id);
   objects_[ret].owned = true;
   auto ref = owned_ref(ret);
-  const std::size_t cls = class_of(spec.resources);
+  const std::size_t cls = class_of(spec.resources, spec.where);
   classes_[cls].queued.push_back(std::move(spec));
   pump(cls);
   return ref;
 }
 
-std::size_t core_worker::class_of(const protocol::resource_set& shape) {
+std::size_t core_worker::class_of(const protocol::resource_set& shape,
+                                  const protocol::placement& where) {
   for (std::size_t i = 0; i < classes_.size(); ++i) {
-    if (classes_[i].shape.amounts == shape.amounts) return i;
+    if (classes_[i].shape.amounts == shape.amounts && classes_[i].where == where) return i;
   }
-  classes_.push_back({shape, {}, 0});
+  classes_.push_back({shape, where, {}, 0});
   return classes_.size() - 1;
+}
+
+std::vector<protocol::node_bytes> core_worker::locality_of(const protocol::task_spec& spec) const {
+  std::vector<protocol::node_bytes> out;
+  for (const auto& a : spec.args) {
+    if (!a.is_ref) continue;
+    const auto it = objects_.find(a.ref);
+    if (it == objects_.end() || !it->second.ready || !it->second.value.stored) continue;
+    const auto& v = it->second.value;
+    auto same = std::find_if(out.begin(), out.end(), [&](const auto& n) { return n.node == v.node; });
+    if (same == out.end()) {
+      out.push_back({v.node, v.size});
+    } else {
+      same->bytes += v.size;
+    }
+  }
+  return out;
 }
 
 void core_worker::pump(std::size_t cls) {
@@ -166,6 +213,8 @@ void core_worker::pump(std::size_t cls) {
     req.spec.owner = first.owner;
     req.spec.job = first.job;
     req.spec.binary = first.binary;
+    req.spec.where = first.where;
+    req.locality = locality_of(first);
     const task_id rid = req.spec.id;
     const std::string function = first.function;
     lease_requests_[rid] = cls;
@@ -809,6 +858,8 @@ actor_id core_worker::create_actor(const detail::remote_entry& factory,
   auto& spec = msg.spec;
   spec.resources = checked_request(factory.name, options.num_cpus, options.num_gpus,
                                    options.memory, options.resources);
+  spec.where = checked_placement(factory.name, options.accelerator_type, options.gpu_memory_gb,
+                                 options.label_selector, options.scheduling);
   spec.id = next_task_id();
   spec.kind = protocol::task_kind::actor_creation;
   spec.function = factory.name;

@@ -38,6 +38,8 @@ struct worker_context {
   address node;
   /// Set when the call running on this thread waits in get or wait.
   bool blocked = false;
+  /// The GPUs (device indices) the worker was given.
+  std::vector<int> gpu_ids;
 };
 worker_context*& current_worker_context() noexcept;
 
@@ -141,6 +143,7 @@ private:
   /// Tasks of one resource shape (Ray's scheduling class) waiting for a leased worker.
   struct task_class {
     protocol::resource_set shape;
+    protocol::placement where;
     std::deque<protocol::task_spec> queued;
     /// Lease requests sent and not answered yet.
     std::size_t requests = 0;
@@ -163,7 +166,9 @@ private:
 
   task_id next_task_id();
   // The following require mutex_.
-  std::size_t class_of(const protocol::resource_set& shape);
+  std::size_t class_of(const protocol::resource_set& shape, const protocol::placement& where);
+  /// The nodes holding `spec`'s stored arguments that this process owns, with their bytes.
+  std::vector<protocol::node_bytes> locality_of(const protocol::task_spec& spec) const;
   /// Pushes queued tasks of class `cls` to its leases with room, and asks for more leases
   /// while tasks still wait.
   void pump(std::size_t cls);

@@ -6,8 +6,9 @@
 
 namespace celer {
 
-head::head(transport& net, address self, std::chrono::milliseconds node_timeout)
-  : net_(net), self_(std::move(self)), node_timeout_(node_timeout) {}
+head::head(transport& net, address self, std::chrono::milliseconds node_timeout,
+           double spread_threshold)
+  : net_(net), self_(std::move(self)), node_timeout_(node_timeout), view_(spread_threshold) {}
 
 void head::handle(protocol::message& m) {
   std::visit(
@@ -31,61 +32,32 @@ void head::on(protocol::register_node& m) {
   }
   auto& n = nodes_[m.node];
   n.addr = m.node_address;
-  n.total = m.total;
-  n.labels = m.labels;
   n.alive = true;
   n.dead_reason.clear();
-  n.available = m.total;
   n.last_seen = std::chrono::steady_clock::now();
-  CELER_LOG(info, "head", "node " + m.node.short_hex() + " joined with " + m.total.to_string());
+  n.waiting.clear();
+  std::string gpus;
+  for (const auto& d : m.gpus) gpus += (gpus.empty() ? " (" : ", ") + d.name;
+  CELER_LOG(info, "head", "node " + m.node.short_hex() + " joined with " + m.total.to_string() +
+                            (gpus.empty() ? "" : gpus + ")"));
+  view_.add_node(m.node, m.total, m.labels, m.gpus);
 }
 
-std::pair<const node_id, head::node_info>* head::pick_node(const protocol::resource_set& need,
-                                                         std::string& why) {
-  std::pair<const node_id, node_info>* free_best = nullptr;
-  std::pair<const node_id, node_info>* queue_best = nullptr;
-  std::size_t alive = 0;
-  for (auto& entry : nodes_) {
-    auto& n = entry.second;
-    if (!n.alive) continue;
-    ++alive;
-    if (!n.total.covers(need)) continue;
-    if (n.available.covers(need) &&
-        (free_best == nullptr ||
-         n.available.get(protocol::cpu) > free_best->second.available.get(protocol::cpu))) {
-      free_best = &entry;
-    }
-    if (queue_best == nullptr || n.queued < queue_best->second.queued) queue_best = &entry;
-  }
-  if (free_best != nullptr) {
-    free_best->second.available.subtract(need);
-    return free_best;
-  }
-  if (queue_best != nullptr) {
-    ++queue_best->second.queued;
-    return queue_best;
-  }
-  if (alive == 0) {
-    why = "the cluster has no live nodes";
+std::pair<const node_id, head::node_info>* head::pick_node(
+  const protocol::task_spec& spec, std::span<const protocol::node_bytes> locality,
+  std::string& why) {
+  auto d = view_.place(spec.resources, spec.where, locality);
+  if (d.never()) {
+    why = std::move(d.why);
     return nullptr;
   }
-  // Name the largest node's amount of the first resource that nothing offers enough of.
-  std::string short_of;
-  double best = 0;
-  for (const auto& [nid, n] : nodes_) {
-    if (!n.alive) continue;
-    if (short_of.empty()) short_of = n.total.first_short(need);
-    best = std::max(best, n.total.get(short_of));
-  }
-  why = "it needs " + need.to_string() + ", but no node has enough " + short_of +
-        " (the most any of the " + std::to_string(alive) + " live node(s) has is " +
-        protocol::format_amount(best) + ")";
-  return nullptr;
+  auto it = nodes_.find(d.target);
+  return it == nodes_.end() ? nullptr : &*it;
 }
 
 void head::on(protocol::request_lease& m) {
   std::string why;
-  auto* target = pick_node(m.spec.resources, why);
+  auto* target = pick_node(m.spec, m.locality, why);
   if (target == nullptr) {
     protocol::lease_reply r;
     r.request = m.spec.id;
@@ -128,7 +100,7 @@ void head::on(protocol::create_actor& m) {
     }
   }
   std::string why;
-  auto* target = pick_node(spec.resources, why);
+  auto* target = pick_node(spec, {}, why);
   if (target == nullptr) {
     reply.fail = protocol::failure_info::make(
       detail::failure_kind::infeasible, error_code::resource_exhausted,
@@ -234,10 +206,10 @@ void head::on(protocol::heartbeat& m) {
   if (it == nodes_.end() || !it->second.alive) return;  // declared dead: stays dead
   auto& n = it->second;
   n.last_seen = std::chrono::steady_clock::now();
-  n.available = m.available;
-  n.queued = m.queued;
   n.workers = m.workers;
   n.store = m.store;
+  n.waiting = std::move(m.waiting);
+  view_.refresh(m.node, m.available, m.gpu_free, m.queued, m.queued_gpus);
 }
 
 void head::on(protocol::job_heartbeat& m) { jobs_[m.job] = std::chrono::steady_clock::now(); }
@@ -279,9 +251,9 @@ void head::on(protocol::tick&) {
 void head::declare_dead(const node_id& id, node_info& n, const std::string& reason) {
   n.alive = false;
   n.dead_reason = reason;
-  n.available = {};
-  n.queued = 0;
   n.workers = 0;
+  n.waiting.clear();
+  view_.mark_dead(id);
   CELER_LOG(warn, "head", "node " + id.short_hex() + " is dead: " + reason);
   for (auto& [aid, a] : actors_) {
     if (a.node != id || a.state == protocol::actor_state::dead) continue;
@@ -350,12 +322,21 @@ void head::on(protocol::status_query& m) {
     s.addr = n.addr;
     s.alive = n.alive;
     s.dead_reason = n.dead_reason;
-    s.total = n.total;
-    s.available = n.available;
-    s.labels = n.labels;
-    s.queued = n.queued;
+    if (const auto* v = view_.find(id)) {
+      s.total = v->total;
+      s.available = n.alive ? v->available : protocol::resource_set{};
+      s.labels = v->labels;
+      s.queued = n.alive ? v->queued : 0;
+      s.gpus = v->gpus.devices();
+      s.gpu_free = v->gpus.free();
+    }
     s.workers = n.workers;
     s.store = n.store;
+    s.waiting = n.waiting;
+    for (auto& w : s.waiting) {
+      w.why = view_.explain(w.need, w.where);
+      if (w.why.empty()) w.why = "queued behind earlier work on its node";
+    }
     r.nodes.push_back(std::move(s));
   }
   for (const auto& [aid, a] : actors_) {
@@ -368,7 +349,7 @@ void head::on(protocol::status_query& m) {
 void head::on(protocol::resource_query& m) {
   protocol::resource_reply r;
   r.request_id = m.request_id;
-  for (const auto& [id, n] : nodes_) {
+  for (const auto& n : view_.nodes()) {
     if (!n.alive) continue;
     r.total.add(n.total);
     r.available.add(n.available);

@@ -4,6 +4,7 @@
 // message at a time, so no locks).
 
 #include "protocol/messages.hpp"
+#include "scheduler/cluster_view.hpp"
 #include "transport/transport.hpp"
 
 #include <chrono>
@@ -18,22 +19,21 @@ public:
   /// `node_timeout`: a node silent for longer is declared dead (checked on each tick;
   /// zero never declares one dead, as in embedded mode where nothing ticks).
   head(transport& net, address self,
-       std::chrono::milliseconds node_timeout = std::chrono::milliseconds(0));
+       std::chrono::milliseconds node_timeout = std::chrono::milliseconds(0),
+       double spread_threshold = 0.5);
   void handle(protocol::message& m);
 
 private:
+  /// What the head knows of a node beyond what its scheduler weighs (view_ has that).
   struct node_info {
     address addr;
-    protocol::resource_set total;
-    std::map<std::string, std::string> labels;
     bool alive = true;
     std::string dead_reason;
     std::chrono::steady_clock::time_point last_seen;
-    /// The node's free resources as of its last heartbeat, less what the head sent since.
-    protocol::resource_set available;
-    std::uint32_t queued = 0;
     std::uint32_t workers = 0;
     protocol::store_counters store;
+    /// Its oldest waiting requests, as of its last heartbeat.
+    std::vector<protocol::waiting_request> waiting;
   };
   struct actor_info {
     protocol::task_spec spec;
@@ -64,9 +64,9 @@ private:
   void on(protocol::unsubscribe_cluster& m);
   void on(protocol::durable_objects& m);
   void on(protocol::locate_object& m);
-  /// The live node to place `need` on: one with enough free (the most free CPUs), else the
-  /// least queued of those large enough; null when none is large enough (`why` says so).
-  std::pair<const node_id, node_info>* pick_node(const protocol::resource_set& need,
+  /// Where `spec` goes (view_ decides); null, with `why`, when it can never run.
+  std::pair<const node_id, node_info>* pick_node(const protocol::task_spec& spec,
+                                                 std::span<const protocol::node_bytes> locality,
                                                  std::string& why);
   void declare_dead(const node_id& id, node_info& n, const std::string& reason);
   void publish(const actor_id& id, actor_info& a);
@@ -79,6 +79,8 @@ private:
   /// Jobs whose drivers heartbeat, and when each was last heard from.
   std::unordered_map<job_id, std::chrono::steady_clock::time_point> jobs_;
   std::map<node_id, node_info> nodes_;
+  /// The scheduler's view: each node's resources, labels, GPUs and queue.
+  scheduling::cluster_view view_;
   /// The object directory's durable part: which node holds each durable object on disk
   /// (the latest report wins: a node restarted under a new id reports what it found).
   std::unordered_map<object_id, node_id> durable_;

@@ -1,6 +1,8 @@
 #include "node/node_agent.hpp"
 
 #include "log.hpp"
+#include "scheduler/cluster_view.hpp"
+#include "scheduler/labels.hpp"
 
 #include <celer/version.hpp>
 
@@ -10,6 +12,10 @@ namespace celer {
 
 node_agent::node_agent(transport& net, worker_launcher& launcher, config cfg)
   : net_(net), launcher_(launcher), cfg_(std::move(cfg)), available_(cfg_.total) {
+  // Every GPU the node offers is a device to hand out, known or not.
+  cfg_.gpus = scheduling::with_count(
+    std::move(cfg_.gpus), static_cast<std::size_t>(std::max(0.0, cfg_.total.get(protocol::gpu))));
+  gpus_ = scheduling::device_pool(cfg_.gpus);
   if (cfg_.store_capacity > 0) {
     store_ = std::make_unique<node_store>(
       net_, node_store::config{cfg_.id, cfg_.self, cfg_.head, cfg_.store_capacity,
@@ -47,6 +53,7 @@ void node_agent::start() {
   r.node_address = cfg_.self;
   r.total = cfg_.total;
   r.labels = cfg_.labels;
+  r.gpus = cfg_.gpus;
   if (!net_.send(cfg_.head, std::move(r))) {
     CELER_LOG(error, "node", "cannot reach the head to register");
   }
@@ -65,16 +72,51 @@ void node_agent::handle(protocol::message& m) {
     m);
 }
 
+std::string node_agent::never_here(const protocol::task_spec& spec) const {
+  const auto& p = spec.where;
+  if (p.how == scheduling_strategy::kind::node_affinity && p.node != cfg_.id) {
+    return "it asks for node " + p.node.short_hex();
+  }
+  scheduling::cluster_view::node self;
+  self.id = cfg_.id;
+  self.total = cfg_.total;
+  self.labels = cfg_.labels;
+  self.gpus = gpus_;
+  return scheduling::cluster_view::never_on(self, spec.resources, p);
+}
+
+bool node_agent::head_should_place(const protocol::request_lease& m) const {
+  if (m.from_head || !cfg_.spill_to_head) return false;
+  using kind = scheduling_strategy::kind;
+  const auto how = m.spec.where.how;
+  // Strategies that weigh the whole cluster are the head's to decide.
+  if (how == kind::spread || how == kind::speed_weighted) return true;
+  // Hard affinity waits here (never_here() checked the node); soft goes elsewhere if busy.
+  if (how == kind::node_affinity && !m.spec.where.soft) return false;
+  // The default prefers the node holding most of the arguments.
+  for (const auto& l : m.locality) {
+    if (l.node != cfg_.id && l.bytes > 0) {
+      const bool more_here = std::any_of(m.locality.begin(), m.locality.end(), [&](const auto& o) {
+        return o.node == cfg_.id && o.bytes >= l.bytes;
+      });
+      if (!more_here) return true;
+    }
+  }
+  // Busy here: the head places it where resources are free.
+  const auto gpus = m.spec.resources.amounts.find(protocol::gpu);
+  const std::int64_t gpu_units = gpus == m.spec.resources.amounts.end() ? 0 : gpus->second;
+  return !(queued_ == 0 && available_.covers(m.spec.resources) &&
+           gpus_.fits(gpu_units, m.spec.where));
+}
+
 void node_agent::on(protocol::request_lease& m) {
   if (stopping_) return;
-  if (!cfg_.total.covers(m.spec.resources)) {
+  if (!m.from_head && !never_here(m.spec).empty()) {
     // This node can never run it; the head knows whether any node can.
     (void)net_.send(cfg_.head, std::move(m));
     return;
   }
-  if (!m.from_head && cfg_.spill_to_head &&
-      !(queued_ == 0 && available_.covers(m.spec.resources))) {
-    // Busy here: the head's scheduler places it where resources are free.
+  if (head_should_place(m)) {
     (void)net_.send(cfg_.head, std::move(m));
     return;
   }
@@ -90,22 +132,32 @@ void node_agent::on(protocol::start_actor& m) {
 
 void node_agent::enqueue(protocol::task_spec spec) {
   ++queued_;
+  const auto now = std::chrono::steady_clock::now();
   for (auto& q : queues_) {
-    if (q.shape.amounts == spec.resources.amounts) {
-      q.tasks.push_back(std::move(spec));
+    if (q.shape.amounts == spec.resources.amounts &&
+        q.gpus_wanted.accelerator_type == spec.where.accelerator_type &&
+        q.gpus_wanted.gpu_memory_bytes == spec.where.gpu_memory_bytes &&
+        q.gpus_wanted.how == spec.where.how) {
+      q.tasks.push_back({std::move(spec), now});
       return;
     }
   }
-  queues_.push_back({spec.resources, {}});
-  queues_.back().tasks.push_back(std::move(spec));
+  protocol::placement wanted;
+  wanted.how = spec.where.how;
+  wanted.accelerator_type = spec.where.accelerator_type;
+  wanted.gpu_memory_bytes = spec.where.gpu_memory_bytes;
+  queues_.push_back({spec.resources, std::move(wanted), {}});
+  queues_.back().tasks.push_back({std::move(spec), now});
 }
 
-worker_id node_agent::take_worker(const protocol::task_spec& spec) {
+worker_id node_agent::take_worker(const protocol::task_spec& spec, const std::vector<int>& gpus) {
   const bool for_actor = spec.kind == protocol::task_kind::actor_creation;
   if (!for_actor) {
-    // The most recently idle worker of the same job (its cache is warmest).
+    // The most recently idle worker of the same job that sees the same GPUs (its cache is
+    // warmest).
     for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
-      if (workers_.at(*it).job == spec.job) {
+      const auto& w = workers_.at(*it);
+      if (w.job == spec.job && w.visible == gpus) {
         const worker_id id = *it;
         idle_.erase(std::next(it).base());
         return id;
@@ -113,8 +165,9 @@ worker_id node_agent::take_worker(const protocol::task_spec& spec) {
     }
   }
   worker_id id = worker_id::random();
-  auto started = launcher_.launch(id, spec);
+  auto started = launcher_.launch(id, spec, gpus);
   worker_slot slot;
+  slot.visible = gpus;
   slot.addr = std::move(started.addr);
   slot.ready = started.ready;
   slot.started = std::chrono::steady_clock::now();
@@ -159,12 +212,21 @@ void node_agent::dispatch() {
   // Each shape's tasks start in order while its shape fits: a task waiting for 2 CPUs does
   // not hold back tasks that need 1.
   for (auto& q : queues_) {
-    while (!q.tasks.empty() && available_.covers(q.shape)) {
-      auto spec = std::move(q.tasks.front());
+    const auto gpus_it = q.shape.amounts.find(protocol::gpu);
+    const std::int64_t gpu_units = gpus_it == q.shape.amounts.end() ? 0 : gpus_it->second;
+    while (!q.tasks.empty() && available_.covers(q.shape) &&
+           gpus_.fits(gpu_units, q.gpus_wanted)) {
+      auto spec = std::move(q.tasks.front().spec);
       q.tasks.pop_front();
       --queued_;
-      const worker_id wid = take_worker(spec);
+      auto shares = gpus_.take(gpu_units, q.gpus_wanted);
+      std::vector<int> visible;
+      if (shares) {
+        for (const auto& s : *shares) visible.push_back(s.index);
+      }
+      const worker_id wid = take_worker(spec, visible);
       auto& w = workers_.at(wid);
+      if (shares) w.gpus = std::move(*shares);
       w.busy = true;
       w.actor = spec.actor;
       w.owner = spec.owner;
@@ -180,6 +242,8 @@ void node_agent::dispatch() {
 
 void node_agent::release(worker_slot& w) {
   available_.add(w.held);
+  gpus_.give_back(w.gpus);
+  w.gpus.clear();
   w.held = {};
   w.granted = {};
   w.busy = false;
@@ -232,7 +296,8 @@ void node_agent::reclaim(const worker_id& id, worker_slot& w) {
 std::size_t node_agent::withdraw_leases(const lease_match& match) {
   std::size_t found = 0;
   for (auto& q : queues_) {
-    const auto n = std::erase_if(q.tasks, [&](const protocol::task_spec& s) {
+    const auto n = std::erase_if(q.tasks, [&](const queued_work& w) {
+      const auto& s = w.spec;
       return s.kind == protocol::task_kind::normal && match(s.owner, s.id, s.job);
     });
     queued_ -= n;
@@ -313,8 +378,8 @@ void node_agent::on(protocol::actor_exited& m) {
 void node_agent::on(protocol::kill_actor& m) {
   // Not started yet: drop it from the queue.
   for (auto& q : queues_) {
-    auto it = std::find_if(q.tasks.begin(), q.tasks.end(), [&](const protocol::task_spec& s) {
-      return s.kind == protocol::task_kind::actor_creation && s.actor == m.actor;
+    auto it = std::find_if(q.tasks.begin(), q.tasks.end(), [&](const queued_work& w) {
+      return w.spec.kind == protocol::task_kind::actor_creation && w.spec.actor == m.actor;
     });
     if (it != q.tasks.end()) {
       q.tasks.erase(it);
@@ -410,6 +475,33 @@ void node_agent::on(protocol::tick&) {
   h.queued = static_cast<std::uint32_t>(queued_);
   h.workers = static_cast<std::uint32_t>(workers_.size());
   if (store_) h.store = store_->stats();
+  h.gpu_free = gpus_.free();
+  // The oldest waiting requests, so the head can say why they wait.
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<const queued_work*> oldest;
+  for (const auto& q : queues_) {
+    const auto gpus_it = q.shape.amounts.find(protocol::gpu);
+    if (gpus_it != q.shape.amounts.end()) {
+      h.queued_gpus += gpus_it->second * static_cast<std::int64_t>(q.tasks.size());
+    }
+    for (const auto& w : q.tasks) oldest.push_back(&w);
+  }
+  constexpr std::size_t reported = 20;
+  const auto cut = oldest.begin() + static_cast<std::ptrdiff_t>(std::min(reported, oldest.size()));
+  std::partial_sort(oldest.begin(), cut, oldest.end(),
+                    [](const auto* a, const auto* b) { return a->since < b->since; });
+  for (auto it = oldest.begin(); it != cut; ++it) {
+    const auto& s = (*it)->spec;
+    protocol::waiting_request w;
+    w.function = s.function;
+    w.kind = s.kind;
+    w.job = s.job;
+    w.need = s.resources;
+    w.where = s.where;
+    w.waiting_ms = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(now - (*it)->since).count());
+    h.waiting.push_back(std::move(w));
+  }
   (void)net_.send(cfg_.head, std::move(h));
 }
 

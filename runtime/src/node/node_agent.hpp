@@ -7,6 +7,7 @@
 
 #include "node/node_store.hpp"
 #include "protocol/messages.hpp"
+#include "scheduler/device_pool.hpp"
 #include "transport/transport.hpp"
 
 #include <chrono>
@@ -30,8 +31,10 @@ public:
     bool ready = true;
   };
   virtual ~worker_launcher() = default;
-  /// Starts a worker with id `id` for the job of `first`, the work it will run first.
-  virtual launched launch(const worker_id& id, const protocol::task_spec& first) = 0;
+  /// Starts a worker with id `id` for the job of `first`, the work it will run first; it
+  /// sees only the GPUs `gpus` (device indices; CUDA_VISIBLE_DEVICES for a process).
+  virtual launched launch(const worker_id& id, const protocol::task_spec& first,
+                          const std::vector<int>& gpus) = 0;
   /// Stops the worker hosting `actor` now (a process is killed; a thread is asked).
   virtual void terminate(const worker_id& id, const address& addr, const actor_id& actor) = 0;
 };
@@ -44,6 +47,8 @@ public:
     address head;
     protocol::resource_set total;
     std::map<std::string, std::string> labels;
+    /// The node's GPUs (total's "GPU" counts them).
+    std::vector<gpu::device> gpus;
     /// Idle task workers kept for reuse.
     int max_idle_workers = 4;
     /// Cluster mode: work that cannot start here now goes to the head's scheduler.
@@ -92,6 +97,10 @@ private:
     protocol::resource_set held;
     /// What its task or actor asked for.
     protocol::resource_set granted;
+    /// The GPU shares it holds now, and the devices it was started to see (a process
+    /// cannot change CUDA_VISIBLE_DEVICES later, so it is reused only for the same ones).
+    std::vector<protocol::gpu_share> gpus;
+    std::vector<int> visible;
   };
 
   void on(protocol::request_lease& m);
@@ -116,7 +125,11 @@ private:
   void on(M& m);
   void dispatch();
   void send_work(const worker_id& id, worker_slot& w, protocol::task_spec spec);
-  worker_id take_worker(const protocol::task_spec& spec);
+  worker_id take_worker(const protocol::task_spec& spec, const std::vector<int>& gpus);
+  /// Whether this node could run `m` some day, and should decide it here rather than
+  /// leave the choice to the head's scheduler.
+  [[nodiscard]] std::string never_here(const protocol::task_spec& spec) const;
+  [[nodiscard]] bool head_should_place(const protocol::request_lease& m) const;
   /// Tells the head that a worker process's endpoint is going (cluster mode), and drops the
   /// connection to it once the process has `exited`.
   void forget_endpoint(const worker_id& id, const address& worker, bool exited);
@@ -134,12 +147,19 @@ private:
   worker_launcher& launcher_;
   config cfg_;
   protocol::resource_set available_;
+  scheduling::device_pool gpus_;
   /// Queued work by resource shape (Ray's scheduling classes), shapes in order of first
   /// arrival, FIFO within a shape. Dispatch looks at the head of each shape only, so a long
   /// queue costs nothing per dispatch, and a large request does not hold back smaller ones.
+  struct queued_work {
+    protocol::task_spec spec;
+    std::chrono::steady_clock::time_point since;
+  };
   struct shape_queue {
     protocol::resource_set shape;
-    std::deque<protocol::task_spec> tasks;
+    /// What its requests ask of each GPU (model, memory; part of the shape).
+    protocol::placement gpus_wanted;
+    std::deque<queued_work> tasks;
   };
   void enqueue(protocol::task_spec spec);
   std::vector<shape_queue> queues_;

@@ -35,14 +35,26 @@ process_launcher::process_launcher(transport& local, config cfg)
 process_launcher::~process_launcher() { stop(std::chrono::milliseconds(0)); }
 
 worker_launcher::launched process_launcher::launch(const worker_id& id,
-                                                    const protocol::task_spec& first) {
+                                                    const protocol::task_spec& first,
+                                                    const std::vector<int>& gpus) {
   // Everything the child needs is built before fork: after it, only async-signal-safe calls.
   const std::string binary = first.binary;
   const std::string log = (cfg_.log_dir / ("worker-" + id.short_hex() + ".log")).string();
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "CELER_", 6) != 0) env_strings.emplace_back(*e);
+    if (std::strncmp(*e, "CELER_", 6) != 0 && std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0) {
+      env_strings.emplace_back(*e);
+    }
   }
+  // The worker sees only its GPUs; on a node with GPUs, one given none sees none.
+  std::string ids;
+  for (int g : gpus) ids += (ids.empty() ? "" : ",") + std::to_string(g);
+  // Indices count as NVML does, in PCI bus order (CUDA's own default is fastest first).
+  if (!gpus.empty() || cfg_.node_has_gpus) {
+    env_strings.push_back("CUDA_VISIBLE_DEVICES=" + ids);
+    env_strings.push_back("CUDA_DEVICE_ORDER=PCI_BUS_ID");
+  }
+  env_strings.push_back("CELER_WORKER_GPUS=" + ids);
   env_strings.push_back("CELER_WORKER_ID=" + id.hex());
   env_strings.push_back("CELER_WORKER_NODE=" + cfg_.node.hex());
   env_strings.push_back("CELER_WORKER_NODE_ENDPOINT=" + cfg_.node_addr.endpoint);

@@ -26,12 +26,15 @@ public:
     std::string token;
     std::string node_ip;
     std::filesystem::path log_dir;
+    /// Workers given no GPU see none (CUDA_VISIBLE_DEVICES empty) on a node that has some.
+    bool node_has_gpus = false;
   };
   /// `local` reaches the node agent in this process (for worker_died).
   process_launcher(transport& local, config cfg);
   ~process_launcher() override;
 
-  launched launch(const worker_id& id, const protocol::task_spec& first) override;
+  launched launch(const worker_id& id, const protocol::task_spec& first,
+                  const std::vector<int>& gpus) override;
   void terminate(const worker_id& id, const address& addr, const actor_id& actor) override;
   /// Waits up to `grace` for every worker to exit, kills what is left, and stops reaping.
   void stop(std::chrono::milliseconds grace);

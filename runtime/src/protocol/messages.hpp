@@ -7,6 +7,7 @@
 // Adding or reordering a field or a message changes the wire: bump celer::protocol_version
 // and docs/protocol.md with it.
 
+#include "protocol/placement.hpp"
 #include "protocol/resources.hpp"
 
 #include <celer/api.hpp>
@@ -154,8 +155,10 @@ struct task_spec {
   std::string binary;
   /// The result is written through to the node's disk (task_options::durable).
   bool durable = false;
+  /// GPU model and memory, node labels and strategy: where it may go and how to choose.
+  placement where;
   MSGPACK_DEFINE(id, kind, function, args, resources, owner, actor, actor_name, class_type,
-                 max_concurrency, job, binary, durable)
+                 max_concurrency, job, binary, durable, where)
 
   /// The object holding the task's (single) return value.
   [[nodiscard]] object_id return_id() const { return return_id_of(id); }
@@ -202,7 +205,9 @@ struct object_payload {
 struct request_lease {
   task_spec spec;
   bool from_head = false;
-  MSGPACK_DEFINE(spec, from_head)
+  /// Nodes holding the first waiting task's stored arguments, and how many bytes each.
+  std::vector<node_bytes> locality;
+  MSGPACK_DEFINE(spec, from_head, locality)
 };
 // ---- node -> owner core (or head -> owner core when no node can ever grant it): the
 // answer to a request_lease. A granted worker runs the owner's tasks of that shape, pushed
@@ -266,7 +271,9 @@ struct register_node {
   address node_address;
   resource_set total;
   std::map<std::string, std::string> labels;
-  MSGPACK_DEFINE(protocol_version, node, node_address, total, labels)
+  /// Its GPUs, found or declared (total's "GPU" counts them).
+  std::vector<gpu::device> gpus;
+  MSGPACK_DEFINE(protocol_version, node, node_address, total, labels, gpus)
 };
 // ---- core -> head: register (and name) an actor, then place it
 struct create_actor {
@@ -390,13 +397,30 @@ struct store_counters {
                  pulled_objects, pulled_bytes)
 };
 // ---- node -> head, every heartbeat interval: alive, and what it has free
+/// A task lease or actor that waits in a node's queue.
+struct waiting_request {
+  std::string function;
+  task_kind kind = task_kind::normal;
+  job_id job;
+  resource_set need;
+  placement where;
+  std::uint64_t waiting_ms = 0;
+  /// Filled in by the head for status: why it cannot start.
+  std::string why;
+  MSGPACK_DEFINE(function, kind, job, need, where, waiting_ms, why)
+};
 struct heartbeat {
   node_id node;
   resource_set available;
   std::uint32_t queued = 0;
   std::uint32_t workers = 0;
   store_counters store;
-  MSGPACK_DEFINE(node, available, queued, workers, store)
+  /// Free units of each GPU (register_node's order), and GPU units among the queued.
+  std::vector<std::int64_t> gpu_free;
+  std::int64_t queued_gpus = 0;
+  /// The oldest requests waiting here (at most 20), so the head can say why.
+  std::vector<waiting_request> waiting;
+  MSGPACK_DEFINE(node, available, queued, workers, store, gpu_free, queued_gpus, waiting)
 };
 // ---- core -> head: tell me when nodes die (cluster mode)
 struct subscribe_cluster {
@@ -437,8 +461,11 @@ struct node_status {
   std::uint32_t queued = 0;
   std::uint32_t workers = 0;
   store_counters store;
+  std::vector<gpu::device> gpus;
+  std::vector<std::int64_t> gpu_free;
+  std::vector<waiting_request> waiting;
   MSGPACK_DEFINE(node, addr, alive, dead_reason, total, available, labels, queued, workers,
-                 store)
+                 store, gpus, gpu_free, waiting)
 };
 // ---- any client -> head: the cluster's state
 struct status_query {

@@ -53,7 +53,7 @@ private:
 };
 
 worker::worker(transport& net, core_worker& core, config cfg)
-  : net_(net), core_(core), cfg_(std::move(cfg)), ctx_{cfg_.id, cfg_.node} {}
+  : net_(net), core_(core), cfg_(std::move(cfg)), ctx_{cfg_.id, cfg_.node, false, cfg_.gpu_ids} {}
 
 worker::~worker() { pool_.reset(); }
 

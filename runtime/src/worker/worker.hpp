@@ -28,6 +28,8 @@ public:
     address node;
     address head;
     celer::node_id this_node;
+    /// The GPUs it was given (device indices on its node).
+    std::vector<int> gpu_ids;
   };
   worker(transport& net, core_worker& core, config cfg);
   ~worker();
