@@ -126,6 +126,15 @@ worker_id current_worker_id() {
   return ctx == nullptr ? worker_id{} : ctx->worker;
 }
 
+namespace detail {
+std::string pending_reason_of_task(const object_id& id) {
+  return running()->core().pending_reason(id);
+}
+std::string pending_reason_of_actor(const actor_id& id) {
+  return running()->core().pending_reason(id);
+}
+} // namespace detail
+
 std::vector<int> gpu_ids() {
   const worker_context* ctx = current_worker_context();
   return ctx == nullptr ? std::vector<int>{} : ctx->gpu_ids;

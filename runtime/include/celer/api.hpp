@@ -57,6 +57,24 @@ void shutdown();
 [[nodiscard]] node_id current_node_id();
 /// The worker this code runs on; nil in the driver.
 [[nodiscard]] worker_id current_worker_id();
+namespace detail {
+std::string pending_reason_of_task(const object_id& id);
+std::string pending_reason_of_actor(const actor_id& id);
+} // namespace detail
+
+/// Why the task that returns `ref` (submitted by this process) has not started: which
+/// resources it waits for, on which nodes. "" once it runs or has run.
+template <class T>
+[[nodiscard]] std::string pending_reason(const object_ref<T>& ref) {
+  return detail::pending_reason_of_task(ref.id());
+}
+/// Why the actor has not started: which resources it waits for, on which nodes. "" once
+/// it is alive (or dead: calls then fail with why).
+template <class T>
+[[nodiscard]] std::string pending_reason(const actor_handle<T>& actor) {
+  return detail::pending_reason_of_actor(actor.id());
+}
+
 /// The GPUs given to the task or actor running this code, as device indices on its node
 /// (a worker process sees exactly these in CUDA_VISIBLE_DEVICES); empty in the driver and
 /// for work that asked for no GPU. Fractional requests sharing a device see the same index.

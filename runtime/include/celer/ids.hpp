@@ -11,7 +11,9 @@
 #include <compare>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace celer {
 
@@ -27,6 +29,8 @@ struct unique_id {
   [[nodiscard]] std::string short_hex() const { return hex().substr(0, 8); }
   /// A fresh random id.
   static unique_id random();
+  /// The id `hex()` wrote (32 lowercase hex digits); nullopt for anything else.
+  static std::optional<unique_id> parse(std::string_view hex);
   friend auto operator<=>(const unique_id&, const unique_id&) = default;
 };
 
@@ -36,6 +40,12 @@ struct typed_id : unique_id {
   typed_id() = default;
   explicit typed_id(unique_id id) : unique_id(id) {}
   static typed_id random() { return typed_id(unique_id::random()); }
+  /// The id `hex()` wrote; nullopt for anything else. E.g. a node id from `celer status`
+  /// for scheduling_strategy::node_affinity.
+  static std::optional<typed_id> parse(std::string_view hex) {
+    auto id = unique_id::parse(hex);
+    return id ? std::optional<typed_id>(typed_id(*id)) : std::nullopt;
+  }
   friend auto operator<=>(const typed_id&, const typed_id&) = default;
 };
 

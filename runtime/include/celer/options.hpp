@@ -29,7 +29,8 @@ struct scheduling_strategy {
     spread,
     /// On `node` only (hard), or there while it fits and elsewhere otherwise (soft).
     node_affinity,
-    /// The GPU with the earliest expected finish, given its speed score and its queue.
+    /// The GPU with the earliest expected finish, given its speed score and its queue
+    /// (work that asks for no GPU is placed as by `hybrid`).
     speed_weighted,
   };
   kind how = kind::hybrid;

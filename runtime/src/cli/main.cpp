@@ -304,6 +304,27 @@ int status(std::string address) {
         for (const auto& [key, v] : n.labels) std::cout << " " << key << "=" << v;
         std::cout << "\n";
       }
+      for (std::size_t i = 0; i < n.gpus.size(); ++i) {
+        const auto& d = n.gpus[i];
+        const double used =
+          i < n.gpu_free.size() && n.alive
+            ? 1.0 - static_cast<double>(n.gpu_free[i]) / protocol::resource_unit
+            : 0.0;
+        std::cout << "  gpu " << d.index << ": " << d.name << " (" << d.model << ", "
+                  << std::fixed << std::setprecision(1)
+                  << static_cast<double>(d.memory_bytes) / 1e9 << " GB"
+                  << (d.compute_major > 0 ? ", cc " + std::to_string(d.compute_major) + "." +
+                                              std::to_string(d.compute_minor)
+                                          : std::string())
+                  << ")  speed " << std::setprecision(2) << d.speed
+                  << (d.declared ? " declared" : "") << "  in use " << used << "\n"
+                  << std::defaultfloat;
+      }
+      for (const auto& w : n.waiting) {
+        std::cout << "  waiting " << w.waiting_ms << " ms: "
+                  << (w.kind == protocol::task_kind::actor_creation ? "actor " : "task ")
+                  << w.function << " (job " << w.job.short_hex() << "): " << w.why << "\n";
+      }
     }
     return 0;
   } catch (const celer::exception& e) {

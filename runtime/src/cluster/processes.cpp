@@ -48,7 +48,7 @@ std::string require_env(const char* name) {
 }
 
 unique_id require_id(const char* name) {
-  auto id = parse_id(require_env(name));
+  auto id = unique_id::parse(require_env(name));
   if (!id) throw exception(error_code::invalid_argument, std::string("worker mode: bad ") + name);
   return *id;
 }

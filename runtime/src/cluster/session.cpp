@@ -66,25 +66,6 @@ std::string local_ip_towards(const std::string& host) {
   return out;
 }
 
-std::optional<unique_id> parse_id(std::string_view hex) {
-  if (hex.size() != 32) return std::nullopt;
-  unique_id id;
-  for (std::size_t i = 0; i < 32; ++i) {
-    const char c = hex[i];
-    int v = 0;
-    if (c >= '0' && c <= '9') {
-      v = c - '0';
-    } else if (c >= 'a' && c <= 'f') {
-      v = c - 'a' + 10;
-    } else {
-      return std::nullopt;
-    }
-    auto& half = i < 16 ? id.hi : id.lo;
-    half = (half << 4) | static_cast<std::uint64_t>(v);
-  }
-  return id;
-}
-
 fs::path temp_root() { return fs::path(knobs().temp_dir); }
 
 namespace {

@@ -34,8 +34,6 @@ std::string tcp_endpoint(const endpoint_parts& p);
 std::string local_ip_towards(const std::string& host);
 
 /// 32 hex digits to an id.
-std::optional<unique_id> parse_id(std::string_view hex);
-
 std::filesystem::path temp_root();
 
 struct session {

@@ -961,6 +961,37 @@ Reply core_worker::ask(const address& to, Query msg) {
   return std::get<Reply>(request(to, std::move(msg), rid));
 }
 
+std::string core_worker::pending_reason(const object_id& id) {
+  protocol::explain_placement q;
+  {
+    std::lock_guard lock(mutex_);
+    const protocol::task_spec* waiting = nullptr;
+    for (const auto& c : classes_) {
+      for (const auto& spec : c.queued) {
+        if (spec.return_id() == id) waiting = &spec;
+      }
+    }
+    if (waiting == nullptr) return {};  // running, done, or not a task of this process
+    q.need = waiting->resources;
+    q.where = waiting->where;
+  }
+  auto r = ask<protocol::placement_explained>(where_.head, std::move(q));
+  return r.why.empty() ? "waits for a worker: some node has room for it, and its lease request "
+                         "is on its way there"
+                       : r.why;
+}
+
+std::string core_worker::pending_reason(const actor_id& actor) {
+  {
+    std::lock_guard lock(mutex_);
+    auto it = actors_.find(actor);
+    if (it != actors_.end() && it->second.state != protocol::actor_state::pending) return {};
+  }
+  protocol::explain_placement q;
+  q.actor = actor;
+  return ask<protocol::placement_explained>(where_.head, std::move(q)).why;
+}
+
 protocol::status_reply core_worker::query_status() {
   return ask<protocol::status_reply>(where_.head, protocol::status_query{});
 }
@@ -1096,6 +1127,7 @@ void core_worker::handle(protocol::message& m) {
                            std::is_same_v<T, protocol::object_location> ||
                            std::is_same_v<T, protocol::lookup_actor_reply> ||
                            std::is_same_v<T, protocol::resource_reply> ||
+                           std::is_same_v<T, protocol::placement_explained> ||
                            std::is_same_v<T, protocol::status_reply>) {
         auto it = requests_.find(msg.request_id);
         if (it == requests_.end()) return;  // the requester gave up waiting

@@ -95,6 +95,10 @@ public:
   protocol::resource_reply query_resources();
   /// The cluster's state, from the head.
   protocol::status_reply query_status();
+  /// Why the task returning `id` (owned here) or the actor `actor` has not started; ""
+  /// once it runs.
+  std::string pending_reason(const object_id& id);
+  std::string pending_reason(const actor_id& actor);
   /// This node's object store in numbers.
   protocol::store_counters query_store_stats();
   /// Sets the node tasks are submitted to (a cluster driver learns it after connecting;

@@ -289,6 +289,21 @@ void head::on(protocol::locate_object& m) {
   (void)net_.send(m.reply_to, std::move(r));
 }
 
+void head::on(protocol::explain_placement& m) {
+  protocol::placement_explained r;
+  r.request_id = m.request_id;
+  if (!m.actor.nil()) {
+    auto it = actors_.find(m.actor);
+    if (it != actors_.end() && it->second.state == protocol::actor_state::pending) {
+      r.why = view_.explain(it->second.spec.resources, it->second.spec.where);
+      if (r.why.empty()) r.why = "starting on node " + it->second.node.short_hex();
+    }
+  } else {
+    r.why = view_.explain(m.need, m.where);
+  }
+  (void)net_.send(m.reply_to, std::move(r));
+}
+
 void head::on(protocol::subscribe_cluster& m) { cluster_subscribers_.push_back(m.subscriber); }
 
 void head::on(protocol::job_finished& m) {

@@ -64,6 +64,7 @@ private:
   void on(protocol::unsubscribe_cluster& m);
   void on(protocol::durable_objects& m);
   void on(protocol::locate_object& m);
+  void on(protocol::explain_placement& m);
   /// Where `spec` goes (view_ decides); null, with `why`, when it can never run.
   std::pair<const node_id, node_info>* pick_node(const protocol::task_spec& spec,
                                                  std::span<const protocol::node_bytes> locality,

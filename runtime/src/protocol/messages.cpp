@@ -26,7 +26,7 @@ const char* name_of(const message& m) {
     "store_create",       "store_seal",     "store_get",         "store_reply",
     "store_release",      "store_free",     "store_pull",        "store_chunk",
     "store_stats_query",  "store_stats_reply", "durable_objects",  "locate_object",
-    "object_location",    "object_copied",
+    "object_location",    "object_copied",     "explain_placement", "placement_explained",
   };
   static_assert(std::size(names) == std::variant_size_v<message>);
   return names[m.index()];

@@ -618,6 +618,22 @@ struct store_stats_reply {
   MSGPACK_DEFINE(request_id, stats)
 };
 
+// ---- core -> head: why does this request (an actor of the cluster, or a task's shape)
+// not start? The head answers from its view of every node
+struct explain_placement {
+  std::uint64_t request_id = 0;
+  address reply_to;
+  actor_id actor;  ///< a pending actor (nil: explain `need` and `where`)
+  resource_set need;
+  placement where;
+  MSGPACK_DEFINE(request_id, reply_to, actor, need, where)
+};
+struct placement_explained {
+  std::uint64_t request_id = 0;
+  std::string why;  ///< "" when it could start now (or the actor is not pending)
+  MSGPACK_DEFINE(request_id, why)
+};
+
 using message =
   std::variant<request_lease, execute_task, return_lease, task_result, worker_blocked,
                worker_unblocked, get_object, object_reply, register_node, create_actor,
@@ -629,7 +645,7 @@ using message =
                cancel_lease_requests, store_create, store_seal, store_get, store_reply,
                store_release, store_free, store_pull, store_chunk, store_stats_query,
                store_stats_reply, durable_objects, locate_object, object_location,
-               object_copied>;
+               object_copied, explain_placement, placement_explained>;
 
 /// The message's name, for logs.
 const char* name_of(const message& m);

@@ -119,6 +119,17 @@ double cluster_view::load_of(const node& n) {
   return load;
 }
 
+double cluster_view::backlog(const node& n, const protocol::resource_set& need,
+                             const protocol::placement& p) {
+  if (gpu_units(need) > 0) {
+    const auto devices = static_cast<double>(n.gpus.count_of(p)) * protocol::resource_unit;
+    const auto work = n.gpus.busy_of(p) + n.queued_gpus + gpu_units(need);
+    return static_cast<double>(work) / std::max(devices, 1.0);
+  }
+  const double cpus = n.total.get(protocol::cpu);
+  return (static_cast<double>(n.queued) + 1) / std::max(cpus, 1.0);
+}
+
 double cluster_view::expected_finish(const node& n, const protocol::resource_set& need,
                                      const protocol::placement& p) {
   const double speed = n.gpus.speed_of(p);
@@ -260,7 +271,7 @@ cluster_view::survey cluster_view::look(const protocol::resource_set& need,
     if (!n.alive) continue;
     ++out.alive;
     if (!could_run(n, need, p)) {
-      if (out.refusals.size() < 3) out.refusals.emplace_back(i, never_on(n, need, p));
+      if (out.refusals.size() < 3) out.refusals.push_back(i);
       continue;
     }
     out.could.push_back(i);
@@ -274,7 +285,9 @@ std::string cluster_view::never_text(const survey& s, const protocol::resource_s
   if (s.alive == 0) return "the cluster has no live nodes";
   std::string why = "it needs " + request_text(need, p) + ", and none of the " +
                     std::to_string(s.alive) + " live node(s) can ever run it:";
-  for (const auto& [i, reason] : s.refusals) why += " node " + nodes_[i].id.short_hex() + " " + reason + ";";
+  for (const auto i : s.refusals) {
+    why += " node " + nodes_[i].id.short_hex() + " " + never_on(nodes_[i], need, p) + ";";
+  }
   if (s.alive > s.refusals.size()) {
     why += " and " + std::to_string(s.alive - s.refusals.size()) + " more";
   } else {
@@ -338,9 +351,19 @@ cluster_view::decision cluster_view::place(const protocol::resource_set& need,
         best = f;
       }
     }
-  } else {
+  } else if (p.how == kind::spread) {
     for (auto i : s.could) {
       if (wait == nullptr || nodes_[i].queued < wait->queued) wait = &nodes_[i];
+    }
+  } else {
+    // The default: where the least work is ahead of it for the node's size.
+    double best = 0;
+    for (auto i : s.could) {
+      const double b = backlog(nodes_[i], need, p);
+      if (wait == nullptr || b < best) {
+        wait = &nodes_[i];
+        best = b;
+      }
     }
   }
   return enqueue(*wait, need, why_waiting(s.could, need, p));

@@ -104,7 +104,8 @@ private:
   /// with room now (`fit`), and the first few refusals with their reasons.
   struct survey {
     std::vector<std::size_t> could, fit;
-    std::vector<std::pair<std::size_t, std::string>> refusals;
+    /// The first few nodes that refused (their reasons are worded only if needed).
+    std::vector<std::size_t> refusals;
     std::size_t alive = 0;
   };
   survey look(const protocol::resource_set& need, const protocol::placement& p) const;
@@ -121,6 +122,10 @@ private:
                const protocol::placement& p, std::span<const node_bytes> locality);
   node* choose_hybrid(const std::vector<node*>& fit, const protocol::resource_set& need,
                       std::span<const node_bytes> locality);
+  /// How long `need` would wait on `n` relative to its size: the work ahead of it on the
+  /// resource it needs most (GPUs, else CPUs) over that resource's total.
+  [[nodiscard]] static double backlog(const node& n, const protocol::resource_set& need,
+                                      const protocol::placement& p);
   /// Expected finish of `need`'s GPU work on `n`: (busy + queued + need) / speed.
   [[nodiscard]] static double expected_finish(const node& n, const protocol::resource_set& need,
                                               const protocol::placement& p);

@@ -12,7 +12,7 @@ constexpr std::int64_t whole = protocol::resource_unit;
 
 std::string gigabytes(std::uint64_t bytes) {
   char out[32];
-  std::snprintf(out, sizeof out, "%g GB", static_cast<double>(bytes) / 1e9);
+  std::snprintf(out, sizeof out, "%.3g GB", static_cast<double>(bytes) / 1e9);
   return out;
 }
 
@@ -140,6 +140,12 @@ double device_pool::speed_of(const protocol::placement& p) const {
   double sum = 0;
   for (const auto& d : devices_) sum += accepts(d, p) ? d.speed : 0;
   return sum;
+}
+
+std::size_t device_pool::count_of(const protocol::placement& p) const {
+  std::size_t n = 0;
+  for (const auto& d : devices_) n += accepts(d, p) ? 1 : 0;
+  return n;
 }
 
 std::int64_t device_pool::busy_of(const protocol::placement& p) const {

@@ -43,6 +43,8 @@ public:
   [[nodiscard]] bool empty() const noexcept { return devices_.empty(); }
   /// Sum of the speed scores of the devices `p` accepts.
   [[nodiscard]] double speed_of(const protocol::placement& p) const;
+  /// How many devices `p` accepts.
+  [[nodiscard]] std::size_t count_of(const protocol::placement& p) const;
   /// Units in use on the devices `p` accepts.
   [[nodiscard]] std::int64_t busy_of(const protocol::placement& p) const;
 

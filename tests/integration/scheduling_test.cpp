@@ -1,0 +1,197 @@
+// GPU- and resource-aware scheduling on a real local cluster whose three nodes declare
+// mixed GPUs (`celer start --gpus`): matching by model and memory, fractional sharing,
+// each strategy, and the reasons given for work that waits or can never run.
+#include "local_cluster.hpp"
+
+#include <celer/celer.hpp>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <time.h>
+
+using namespace celer_it;
+
+namespace {
+
+std::int64_t monotonic_ns() {
+  timespec t{};
+  ::clock_gettime(CLOCK_MONOTONIC, &t);  // one clock for every process on the machine
+  return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
+
+/// Where a GPU task ran: its node, the device it was given, and what CUDA would see.
+struct gpu_run {
+  std::string node;
+  std::vector<int> ids;
+  std::string visible;
+  std::int64_t start = 0, end = 0;
+  MSGPACK_DEFINE(node, ids, visible, start, end)
+};
+
+gpu_run use_gpu(int ms) {
+  gpu_run r;
+  r.start = monotonic_ns();
+  r.node = celer::current_node_id().hex();
+  r.ids = celer::gpu_ids();
+  const char* v = std::getenv("CUDA_VISIBLE_DEVICES");
+  r.visible = v == nullptr ? "(unset)" : v;
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  r.end = monotonic_ns();
+  return r;
+}
+
+std::string here() { return celer::current_node_id().hex(); }
+
+struct gpu_holder {
+  std::vector<int> ids() const { return celer::gpu_ids(); }
+};
+gpu_holder* make_gpu_holder() { return new gpu_holder(); }
+
+CELER_REMOTE(use_gpu, here, make_gpu_holder, &gpu_holder::ids);
+
+/// node0 (the head's): 2 x A100 80 GB; node1: 2 x V100 16 GB, zone=b; node2: an A100 40 GB
+/// and a V100 32 GB, zone=a. node0 also has zone=a, kind=spot (local_cluster).
+struct gpu_cluster : local_cluster {
+  gpu_cluster()
+    : local_cluster(2000, {"--gpus A100-80GB:2@2", "--gpus V100-16GB:2@1 --labels zone=b",
+                           "--gpus A100-40GB:1@2,V100-32GB:1@1 --labels zone=a"}) {
+    celer::init();
+    for (int i = 0; i < 3; ++i) {
+      const auto hex = celer::get(celer::task(here).options(on_node(i)).remote(), 60s);
+      node_of[hex] = i;
+      id_of.push_back(*celer::node_id::parse(hex));
+    }
+  }
+  std::map<std::string, int> node_of;
+  std::vector<celer::node_id> id_of;
+
+  /// Runs `n` GPU tasks with `o` at once; (node, device) of each, checked against
+  /// CUDA_VISIBLE_DEVICES.
+  std::vector<gpu_run> run_all(int n, celer::task_options o, int ms = 200) {
+    std::vector<celer::object_ref<gpu_run>> refs;
+    for (int i = 0; i < n; ++i) refs.push_back(celer::task(use_gpu).options(o).remote(ms));
+    std::vector<gpu_run> out;
+    for (auto& r : refs) out.push_back(celer::get(r, 120s));
+    for (const auto& r : out) {
+      REQUIRE(node_of.contains(r.node));
+      std::string ids;
+      for (int g : r.ids) ids += (ids.empty() ? "" : ",") + std::to_string(g);
+      CHECK(r.visible == ids);  // the worker process sees exactly its devices
+    }
+    return out;
+  }
+  std::pair<int, int> device(const gpu_run& r) {
+    REQUIRE(r.ids.size() == 1);
+    return {node_of.at(r.node), r.ids[0]};
+  }
+};
+
+} // namespace
+
+TEST_CASE("declared GPUs: accelerator_type and gpu_memory_gb land on matching devices only",
+          "[cluster][scheduling]") {
+  gpu_cluster c;
+  const std::set<std::pair<int, int>> a100{{0, 0}, {0, 1}, {2, 0}};
+  for (const auto& r : c.run_all(6, {.num_cpus = 0, .num_gpus = 1, .accelerator_type = "A100"})) {
+    CHECK(a100.contains(c.device(r)));
+  }
+  const std::set<std::pair<int, int>> big{{0, 0}, {0, 1}, {2, 0}, {2, 1}};
+  for (const auto& r : c.run_all(4, {.num_cpus = 0, .num_gpus = 1, .gpu_memory_gb = 30})) {
+    CHECK(big.contains(c.device(r)));
+  }
+  for (const auto& r : c.run_all(
+         3, {.num_cpus = 0, .num_gpus = 1, .accelerator_type = "V100", .gpu_memory_gb = 20})) {
+    CHECK(c.device(r) == std::pair{2, 1});
+  }
+  // Work that asks for no GPU sees none on a GPU node.
+  const auto plain = celer::get(celer::task(use_gpu).options(on_node(1)).remote(0), 60s);
+  CHECK(plain.ids.empty());
+  CHECK(plain.visible.empty());
+}
+
+TEST_CASE("fractional GPU requests share devices and never oversubscribe them",
+          "[cluster][scheduling]") {
+  gpu_cluster c;
+  auto runs = c.run_all(12, {.num_cpus = 0, .num_gpus = 0.5, .label_selector = {"zone=b"}}, 300);
+  // Every moment, at most two halves on each device.
+  std::map<int, std::vector<std::pair<std::int64_t, int>>> edges;
+  for (const auto& r : runs) {
+    const auto [node, dev] = c.device(r);
+    CHECK(node == 1);
+    edges[dev].push_back({r.start, +1});
+    edges[dev].push_back({r.end, -1});
+  }
+  for (auto& [dev, e] : edges) {
+    std::sort(e.begin(), e.end());  // an end before a start at the same instant
+    int now = 0, most = 0;
+    for (const auto& [t, d] : e) most = std::max(most, now += d);
+    INFO("device " << dev);
+    CHECK(most <= 2);
+  }
+}
+
+TEST_CASE("each strategy places as it says: spread, node affinity, speed_weighted, labels",
+          "[cluster][scheduling]") {
+  gpu_cluster c;
+  std::set<int> spread;
+  for (const auto& r : c.run_all(3, {.num_cpus = 0, .scheduling = celer::scheduling_strategy::spread()}, 800)) {
+    spread.insert(c.node_of.at(r.node));
+  }
+  CHECK(spread.size() == 3);
+  for (const auto& r : c.run_all(4, {.num_cpus = 0,
+                                     .scheduling = celer::scheduling_strategy::node_affinity(c.id_of[1])})) {
+    CHECK(c.node_of.at(r.node) == 1);
+  }
+  // Speed-weighted: the first GPU task goes where it should finish first (node0's A100s
+  // score 2 each; node1's V100s 1 each; node2's pair 3 in all).
+  const auto fast = c.run_all(1, {.num_cpus = 0, .num_gpus = 1,
+                                  .scheduling = celer::scheduling_strategy::speed_weighted()});
+  CHECK(c.node_of.at(fast[0].node) == 0);
+  // zone=a but not spot: node2 only.
+  for (const auto& r : c.run_all(3, {.num_cpus = 0, .label_selector = {"zone=a", "kind!=spot"}})) {
+    CHECK(c.node_of.at(r.node) == 2);
+  }
+}
+
+TEST_CASE("a GPU request no node can satisfy fails at once, saying why", "[cluster][scheduling]") {
+  gpu_cluster c;
+  auto ref = celer::task(use_gpu).options({.num_gpus = 1, .accelerator_type = "H100"}).remote(0);
+  try {
+    (void)celer::get(ref, 60s);
+    FAIL("an H100 task ran on a cluster without one");
+  } catch (const celer::exception& e) {
+    CHECK_THAT(std::string(e.what()), Contains("H100") && Contains("none of the 3 live node(s)"));
+  }
+  // An actor's creation is answered by the head: it fails at once.
+  CHECK_THROWS_WITH(
+    celer::actor(make_gpu_holder).options({.num_gpus = 1, .gpu_memory_gb = 100}).remote(),
+    Contains("can never be placed") && Contains("at least 100 GB") && Contains("V100 17.2 GB"));
+  auto labels = celer::task(here).options({.label_selector = {"zone=c"}}).remote();
+  CHECK_THROWS_WITH(celer::get(labels, 60s), Contains("do not match zone=c"));
+}
+
+TEST_CASE("a waiting GPU request says why in celer status and on its handle", "[cluster][scheduling]") {
+  gpu_cluster c;
+  // Both 80 GB A100s (only node0 has two A100s) held by an actor.
+  auto holder = celer::actor(make_gpu_holder).options({.num_gpus = 2, .accelerator_type = "A100"}).remote();
+  auto held = celer::get(holder.task(&gpu_holder::ids).remote(), 60s);
+  CHECK(held == std::vector<int>{0, 1});
+  auto waiting = celer::task(use_gpu).options({.num_cpus = 0, .num_gpus = 2, .accelerator_type = "A100"}).remote(0);
+  REQUIRE(eventually([&] {
+    return celer::pending_reason(waiting).find("waits for resources") != std::string::npos;
+  }, 10s));
+  CHECK_THAT(celer::pending_reason(waiting), Contains("A100"));
+  REQUIRE(eventually([&] { return c.status().find("waiting") != std::string::npos; }, 10s));
+  const auto st = c.status();
+  CHECK_THAT(st, Contains("task use_gpu") && Contains("waits for resources"));
+  CHECK_THAT(st, Contains("gpu 0: A100-80GB (A100, 85.9 GB") && Contains("speed 2.00 declared"));
+  // Freed: it runs, on the devices the actor held, and no longer waits.
+  celer::kill(holder);
+  const auto ran = celer::get(waiting, 60s);
+  CHECK(c.node_of.at(ran.node) == 0);
+  CHECK(ran.ids == std::vector<int>{0, 1});
+  CHECK(celer::pending_reason(waiting).empty());
+}
