@@ -126,6 +126,35 @@ worker_id current_worker_id() {
   return ctx == nullptr ? worker_id{} : ctx->worker;
 }
 
+bool placement_group::ready(std::chrono::milliseconds timeout) const {
+  return running()->core().placement_group_ready(id_, timeout);
+}
+
+placement_group create_placement_group(const placement_group_options& options) {
+  return placement_group(running()->core().create_placement_group(options));
+}
+
+void remove_placement_group(const placement_group& group) {
+  running()->core().remove_placement_group(group.id());
+}
+
+std::vector<placement_group_state> list_placement_groups() {
+  std::vector<placement_group_state> out;
+  for (auto& g : running()->core().query_placement_groups({})) {
+    placement_group_state s;
+    s.id = g.id;
+    s.name = g.name;
+    s.strategy = g.strategy;
+    s.state = g.state == protocol::group_state::created   ? "created"
+              : g.state == protocol::group_state::removed ? "removed"
+                                                          : "pending";
+    s.nodes = g.nodes;
+    s.why = g.why;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 namespace detail {
 std::string pending_reason_of_task(const object_id& id) {
   return running()->core().pending_reason(id);

@@ -170,6 +170,11 @@ embedded_runtime::embedded_runtime(const knob_values& k, const init_options& opt
   };
   s.host.spawn(core_addr.id, as_component(std::make_shared<core_shell>(core_shell{core_.get()})),
                "core");
+  // The node reports its free resources and waiting work to the head (so that the head's
+  // view and its reasons stay true), and the head retries pending placement groups.
+  // In-process messages cost little: more often than a cluster's heartbeat.
+  s.host.start_ticks({s.head_addr, s.node_addr},
+                     std::chrono::milliseconds(std::clamp(k.heartbeat_ms, 10, 100)));
 }
 
 void embedded_runtime::stop() {

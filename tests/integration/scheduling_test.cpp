@@ -195,3 +195,56 @@ TEST_CASE("a waiting GPU request says why in celer status and on its handle", "[
   CHECK(ran.ids == std::vector<int>{0, 1});
   CHECK(celer::pending_reason(waiting).empty());
 }
+
+namespace {
+
+celer::placement_group_state group_state(const celer::placement_group& pg) {
+  for (auto& g : celer::list_placement_groups()) {
+    if (g.id == pg.id()) return g;
+  }
+  return {};
+}
+
+} // namespace
+
+TEST_CASE("placement groups across three nodes: a bundle per node, all or nothing under contention",
+          "[cluster][scheduling][groups]") {
+  gpu_cluster c;
+  // A GPU bundle on each node (STRICT_SPREAD), and work run in each bundle lands there.
+  auto gpus = celer::create_placement_group({.bundles = {{.num_gpus = 1}, {.num_gpus = 1}, {.num_gpus = 1}},
+                                             .strategy = celer::bundle_strategy::strict_spread,
+                                             .name = "one-gpu-per-node"});
+  REQUIRE(gpus.ready(30s));
+  const auto nodes = group_state(gpus).nodes;
+  REQUIRE(std::set<celer::node_id>(nodes.begin(), nodes.end()).size() == 3);
+  for (int b = 0; b < 3; ++b) {
+    const auto r = celer::get(celer::task(use_gpu).options({.num_cpus = 0, .num_gpus = 1,
+                                                             .scheduling = gpus.bundle(b)}).remote(0), 60s);
+    CHECK(r.node == nodes[static_cast<std::size_t>(b)].hex());
+    CHECK(r.ids.size() == 1);
+  }
+  // Two groups that each need every node's only CPU: one is created whole, the other waits
+  // holding nothing, and is created once the first is removed.
+  const celer::placement_group_options every_cpu{
+    .bundles = {{.num_cpus = 1}, {.num_cpus = 1}, {.num_cpus = 1}},
+    .strategy = celer::bundle_strategy::strict_spread};
+  auto first = celer::create_placement_group(every_cpu);
+  auto second = celer::create_placement_group(every_cpu);
+  REQUIRE(eventually([&] {
+    return group_state(first).state == "created" || group_state(second).state == "created";
+  }, 30s));
+  auto& won = group_state(first).state == "created" ? first : second;
+  auto& lost = &won == &first ? second : first;
+  std::this_thread::sleep_for(500ms);  // a few retries of the loser: it must stay whole-or-nothing
+  const auto waiting = group_state(lost);
+  CHECK(waiting.state == "pending");
+  CHECK(waiting.nodes.empty());
+  const auto st = c.status();
+  CHECK_THAT(st, Contains("CPU 1/1"));
+  const auto listed = run(std::string(CELER_CLI) + " list placement-groups");
+  CHECK_THAT(listed, Contains("3 placement group(s)") && Contains("STRICT_SPREAD  CREATED") &&
+                       Contains("STRICT_SPREAD  PENDING") && Contains("one-gpu-per-node"));
+  celer::remove_placement_group(won);
+  REQUIRE(lost.ready(30s));
+  CHECK(group_state(won).state == "removed");
+}

@@ -57,6 +57,54 @@ void shutdown();
 [[nodiscard]] node_id current_node_id();
 /// The worker this code runs on; nil in the driver.
 [[nodiscard]] worker_id current_worker_id();
+/// Bundles of resources reserved together, all or nothing, on one node or across several
+/// (bundle_strategy); tasks and actors then run inside a bundle, on what it reserved.
+///
+///   auto pg = celer::create_placement_group({.bundles = {{.num_cpus = 1, .num_gpus = 1},
+///                                                       {.num_cpus = 1, .num_gpus = 1}},
+///                                           .strategy = celer::bundle_strategy::strict_spread});
+///   pg.ready(std::chrono::seconds(30));
+///   auto t = celer::task(train).options({.num_gpus = 1, .scheduling = pg.bundle(0)}).remote();
+///   celer::remove_placement_group(pg);   // stops what runs in it
+class placement_group {
+public:
+  placement_group() = default;
+  explicit placement_group(placement_group_id id) : id_(id) {}
+  [[nodiscard]] const placement_group_id& id() const noexcept { return id_; }
+  /// Waits until every bundle is reserved: true, or false when `timeout` passes first.
+  /// Throws celer::exception (failed_precondition) once the group was removed.
+  bool ready(std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
+  /// The strategy that runs work in bundle `index` (-1: any bundle it fits in).
+  [[nodiscard]] scheduling_strategy bundle(int index = -1) const {
+    return scheduling_strategy::in_placement_group(id_, index);
+  }
+
+private:
+  placement_group_id id_;
+};
+
+/// Asks the cluster to reserve the bundles. Returns at once (see placement_group::ready);
+/// throws celer::exception (resource_exhausted, saying why) when no layout of the cluster's
+/// nodes could ever hold them, invalid_argument for a bad bundle.
+placement_group create_placement_group(const placement_group_options& options);
+/// Gives the bundles back; tasks and actors running in them are stopped.
+void remove_placement_group(const placement_group& group);
+
+/// A placement group as the head sees it.
+struct placement_group_state {
+  placement_group_id id;
+  std::string name;
+  bundle_strategy strategy = bundle_strategy::pack;
+  /// "pending", "created" or "removed".
+  std::string state;
+  /// The node of each bundle (nil while pending).
+  std::vector<node_id> nodes;
+  /// Why it is pending, or why it was removed.
+  std::string why;
+};
+/// Every placement group of the cluster (`celer list placement-groups` prints them).
+std::vector<placement_group_state> list_placement_groups();
+
 namespace detail {
 std::string pending_reason_of_task(const object_id& id);
 std::string pending_reason_of_actor(const actor_id& id);

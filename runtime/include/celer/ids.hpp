@@ -55,6 +55,7 @@ using object_id = typed_id<struct object_tag>;
 using actor_id = typed_id<struct actor_tag>;
 using node_id = typed_id<struct node_tag>;
 using worker_id = typed_id<struct worker_tag>;
+using placement_group_id = typed_id<struct placement_group_tag>;
 
 /// Where a component can be reached: its id and, in cluster mode, its process's endpoint
 /// ("tcp://host:port"; empty when it lives in this process).

@@ -32,10 +32,15 @@ struct scheduling_strategy {
     /// The GPU with the earliest expected finish, given its speed score and its queue
     /// (work that asks for no GPU is placed as by `hybrid`).
     speed_weighted,
+    /// Inside a bundle of placement group `group` (bundle `bundle`, or any when -1), on
+    /// the resources the group reserved.
+    placement_group,
   };
   kind how = kind::hybrid;
   node_id node;
   bool soft = false;
+  placement_group_id group;
+  int bundle = -1;
 
   static scheduling_strategy hybrid() { return {}; }
   static scheduling_strategy spread() { return {kind::spread}; }
@@ -43,6 +48,36 @@ struct scheduling_strategy {
   static scheduling_strategy node_affinity(node_id node, bool soft = false) {
     return {kind::node_affinity, node, soft};
   }
+  static scheduling_strategy in_placement_group(placement_group_id group, int bundle = -1) {
+    return {kind::placement_group, {}, false, group, bundle};
+  }
+};
+
+/// How a placement group's bundles are laid over the nodes.
+enum class bundle_strategy : std::uint8_t {
+  pack,           ///< as few nodes as possible (one if it fits)
+  spread,         ///< as many nodes as possible
+  strict_pack,    ///< all on one node, or not at all
+  strict_spread,  ///< each on a node of its own, or not at all
+};
+
+/// Resources one bundle of a placement group reserves.
+struct bundle {
+  double num_cpus = 0;
+  double num_gpus = 0;
+  double memory = 0;
+  std::map<std::string, double> resources;
+  /// What each GPU of the bundle must be (see task_options).
+  std::string accelerator_type;
+  double gpu_memory_gb = 0;
+};
+
+/// Options of `celer::create_placement_group`.
+struct placement_group_options {
+  std::vector<bundle> bundles;
+  bundle_strategy strategy = bundle_strategy::pack;
+  /// Shown in `celer list placement-groups`.
+  std::string name;
 };
 
 /// How `celer::init` runs the runtime.

@@ -256,19 +256,67 @@ std::string usage(const protocol::resource_set& total, const protocol::resource_
   return out;
 }
 
-int status(std::string address) {
-  knob_values k = load_knobs(0, nullptr);
-  set_knobs(k);
+/// The cluster a command asks: --address, else CELER_ADDRESS, else this machine's latest
+/// session; "" (with a message on stderr) when there is none.
+std::string cluster_address(std::string address, const knob_values& k, const char* command) {
   if (address.empty()) address = k.address;
   if (address.empty()) {
     std::ifstream in(cluster::temp_root() / "session_latest" / "address");
     std::getline(in, address);
   }
   if (address.empty()) {
-    std::cerr << "celer status: no cluster: give --address HOST:PORT, set CELER_ADDRESS, or "
-                 "start one with celer start --head\n";
+    std::cerr << "celer " << command << ": no cluster: give --address HOST:PORT, set "
+              << "CELER_ADDRESS, or start one with celer start --head\n";
+  }
+  return address;
+}
+
+const char* strategy_name(bundle_strategy s) {
+  switch (s) {
+    case bundle_strategy::pack: return "PACK";
+    case bundle_strategy::spread: return "SPREAD";
+    case bundle_strategy::strict_pack: return "STRICT_PACK";
+    case bundle_strategy::strict_spread: return "STRICT_SPREAD";
+  }
+  return "?";
+}
+
+int list_placement_groups(std::string address) {
+  knob_values k = load_knobs(0, nullptr);
+  set_knobs(k);
+  address = cluster_address(std::move(address), k, "list placement-groups");
+  if (address.empty()) return 1;
+  try {
+    cluster::cluster_driver client(k, address, cluster::cluster_driver::role::observer);
+    auto groups = client.core().query_placement_groups({});
+    client.stop();
+    std::cout << groups.size() << " placement group(s)\n";
+    for (const auto& g : groups) {
+      const char* state = g.state == protocol::group_state::created   ? "CREATED"
+                          : g.state == protocol::group_state::removed ? "REMOVED"
+                                                                      : "PENDING";
+      std::cout << "group " << g.id.hex() << (g.name.empty() ? "" : "  " + g.name) << "  "
+                << strategy_name(g.strategy) << "  " << state << "  job " << g.job.short_hex()
+                << "\n";
+      for (std::size_t i = 0; i < g.bundles.size(); ++i) {
+        std::cout << "  bundle " << i << ": " << g.bundles[i].need.to_string();
+        if (i < g.nodes.size() && !g.nodes[i].nil()) std::cout << "  on node " << g.nodes[i].short_hex();
+        std::cout << "\n";
+      }
+      if (!g.why.empty()) std::cout << "  " << g.why << "\n";
+    }
+    return 0;
+  } catch (const celer::exception& e) {
+    std::cerr << "celer list placement-groups: " << to_string(e.code()) << ": " << e.what() << "\n";
     return 1;
   }
+}
+
+int status(std::string address) {
+  knob_values k = load_knobs(0, nullptr);
+  set_knobs(k);
+  address = cluster_address(std::move(address), k, "status");
+  if (address.empty()) return 1;
   try {
     cluster::cluster_driver client(k, address, cluster::cluster_driver::role::observer);
     auto st = client.status();
@@ -414,6 +462,15 @@ int main(int argc, char** argv) {
                          "the head's HOST:PORT (default: CELER_ADDRESS, else this machine's "
                          "latest session)");
 
+  std::string list_address;
+  auto* list_cmd = app.add_subcommand("list", "list the cluster's state");
+  auto* list_groups_cmd =
+    list_cmd->add_subcommand("placement-groups", "every placement group, its bundles and nodes");
+  list_groups_cmd->add_option("--address", list_address,
+                              "the head's HOST:PORT (default: CELER_ADDRESS, else this "
+                              "machine's latest session)");
+  list_cmd->require_subcommand(1);
+
   app.add_subcommand("microbenchmark",
                      "Ray's microbenchmark workloads on celer: celer microbenchmark --help");
 
@@ -422,6 +479,7 @@ int main(int argc, char** argv) {
     if (*start_cmd) return start(sa);
     if (*stop_cmd) return stop(force);
     if (*status_cmd) return status(status_address);
+    if (*list_groups_cmd) return list_placement_groups(list_address);
   } catch (const CLI::Error& e) {
     return app.exit(e);
   } catch (const celer::exception& e) {

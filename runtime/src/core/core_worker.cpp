@@ -7,6 +7,7 @@
 #include "shm_arena.hpp"
 
 #include <algorithm>
+#include <thread>
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -53,6 +54,12 @@ protocol::placement checked_placement(const std::string& what, const std::string
     throw exception(error_code::invalid_argument,
                     what + ": node affinity needs a node id (scheduling_strategy::node_affinity)");
   }
+  if (strategy.how == scheduling_strategy::kind::placement_group && strategy.group.nil()) {
+    throw exception(error_code::invalid_argument,
+                    what + ": a placement group strategy needs the group (placement_group::bundle)");
+  }
+  p.group = strategy.group;
+  p.bundle = strategy.bundle;
   p.how = strategy.how;
   p.node = strategy.node;
   p.soft = strategy.soft;
@@ -961,6 +968,71 @@ Reply core_worker::ask(const address& to, Query msg) {
   return std::get<Reply>(request(to, std::move(msg), rid));
 }
 
+placement_group_id core_worker::create_placement_group(const placement_group_options& options) {
+  protocol::create_placement_group m;
+  m.id = placement_group_id::random();
+  m.name = options.name;
+  m.strategy = options.strategy;
+  m.job = where_.job;
+  const std::string what = "placement group " + (options.name.empty() ? m.id.short_hex() : options.name);
+  if (options.bundles.empty()) {
+    throw exception(error_code::invalid_argument, what + ": it has no bundles");
+  }
+  for (std::size_t i = 0; i < options.bundles.size(); ++i) {
+    const auto& b = options.bundles[i];
+    const std::string bundle = what + ", bundle " + std::to_string(i);
+    protocol::bundle_spec spec;
+    spec.need = checked_request(bundle, b.num_cpus, b.num_gpus, b.memory, b.resources);
+    if (spec.need.amounts.empty()) {
+      throw exception(error_code::invalid_argument, bundle + ": it reserves nothing");
+    }
+    spec.where = checked_placement(bundle, b.accelerator_type, b.gpu_memory_gb, {}, {});
+    m.bundles.push_back(std::move(spec));
+  }
+  const auto id = m.id;
+  auto r = ask<protocol::placement_group_reply>(where_.head, std::move(m));
+  if (!r.ok) throw exception(r.fail.code, r.fail.message);
+  return id;
+}
+
+bool core_worker::placement_group_ready(const placement_group_id& id,
+                                        std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (auto pause = std::chrono::milliseconds(2);; pause = std::min(pause * 2, std::chrono::milliseconds(50))) {
+    const auto groups = query_placement_groups(id);
+    if (groups.empty()) {
+      throw exception(error_code::not_found, "placement group " + id.short_hex() + " is not known");
+    }
+    const auto& g = groups.front();
+    if (g.state == protocol::group_state::created) return true;
+    if (g.state == protocol::group_state::removed) {
+      throw exception(error_code::failed_precondition,
+                      "placement group " + id.short_hex() + " was " + g.why);
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    // The head tells no one when a group is created: asked again, less often as it waits.
+    std::this_thread::sleep_for(std::min(pause, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                  deadline - std::chrono::steady_clock::now())));
+  }
+}
+
+void core_worker::remove_placement_group(const placement_group_id& id) {
+  {
+    std::lock_guard lock(mutex_);
+    check_running();
+  }
+  if (!net_.send(where_.head, protocol::remove_placement_group{id})) {
+    throw exception(error_code::unavailable, "remove_placement_group: the head is unreachable");
+  }
+}
+
+std::vector<protocol::placement_group_info> core_worker::query_placement_groups(
+  const placement_group_id& id) {
+  protocol::placement_group_query q;
+  q.id = id;
+  return ask<protocol::placement_group_list>(where_.head, std::move(q)).groups;
+}
+
 std::string core_worker::pending_reason(const object_id& id) {
   protocol::explain_placement q;
   {
@@ -1128,6 +1200,8 @@ void core_worker::handle(protocol::message& m) {
                            std::is_same_v<T, protocol::lookup_actor_reply> ||
                            std::is_same_v<T, protocol::resource_reply> ||
                            std::is_same_v<T, protocol::placement_explained> ||
+                           std::is_same_v<T, protocol::placement_group_reply> ||
+                           std::is_same_v<T, protocol::placement_group_list> ||
                            std::is_same_v<T, protocol::status_reply>) {
         auto it = requests_.find(msg.request_id);
         if (it == requests_.end()) return;  // the requester gave up waiting

@@ -99,6 +99,12 @@ public:
   /// once it runs.
   std::string pending_reason(const object_id& id);
   std::string pending_reason(const actor_id& actor);
+  /// Placement groups: asks the head to reserve the bundles (throws when they can never
+  /// be placed), waits until it has, removes them, lists them.
+  placement_group_id create_placement_group(const placement_group_options& options);
+  bool placement_group_ready(const placement_group_id& id, std::chrono::milliseconds timeout);
+  void remove_placement_group(const placement_group_id& id);
+  std::vector<protocol::placement_group_info> query_placement_groups(const placement_group_id& id);
   /// This node's object store in numbers.
   protocol::store_counters query_store_stats();
   /// Sets the node tasks are submitted to (a cluster driver learns it after connecting;

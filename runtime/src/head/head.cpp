@@ -57,6 +57,19 @@ std::pair<const node_id, head::node_info>* head::pick_node(
 
 void head::on(protocol::request_lease& m) {
   std::string why;
+  if (m.spec.where.how == scheduling_strategy::kind::placement_group) {
+    bool never = false;
+    auto* node = route_to_group(m.spec, why, never);
+    if (node != nullptr) {
+      m.from_head = true;
+      (void)net_.send(node->second.addr, std::move(m));
+    } else if (never) {
+      fail_request(m.spec, why);
+    } else {
+      groups_.at(m.spec.where.group).leases.push_back(std::move(m));  // until it is created
+    }
+    return;
+  }
   auto* target = pick_node(m.spec, m.locality, why);
   if (target == nullptr) {
     protocol::lease_reply r;
@@ -81,7 +94,7 @@ void head::on(protocol::cancel_lease_requests& m) {
 void head::on(protocol::create_actor& m) {
   protocol::create_actor_reply reply;
   reply.request_id = m.request_id;
-  const auto& spec = m.spec;
+  auto& spec = m.spec;
   if (auto known = actors_.find(spec.actor); known != actors_.end()) {
     // A retried request (its reply was lost): the actor is already registered and placed.
     known->second.subscribers.push_back(m.reply_to);
@@ -100,8 +113,10 @@ void head::on(protocol::create_actor& m) {
     }
   }
   std::string why;
-  auto* target = pick_node(spec, {}, why);
-  if (target == nullptr) {
+  bool never = true;
+  const bool in_group = spec.where.how == scheduling_strategy::kind::placement_group;
+  auto* target = in_group ? route_to_group(spec, why, never) : pick_node(spec, {}, why);
+  if (target == nullptr && never) {
     reply.fail = protocol::failure_info::make(
       detail::failure_kind::infeasible, error_code::resource_exhausted,
       "actor " + spec.function + " can never be placed: " + why, spec.function);
@@ -110,12 +125,268 @@ void head::on(protocol::create_actor& m) {
   }
   auto& a = actors_[spec.actor];
   a.spec = spec;
-  a.node = target->first;
+  if (target != nullptr) a.node = target->first;
   a.subscribers.push_back(m.reply_to);
   if (!spec.actor_name.empty()) names_[spec.actor_name] = spec.actor;
   reply.ok = true;
   (void)net_.send(m.reply_to, std::move(reply));
-  (void)net_.send(target->second.addr, protocol::start_actor{spec});
+  if (target != nullptr) {
+    (void)net_.send(target->second.addr, protocol::start_actor{spec});
+  } else {
+    groups_.at(spec.where.group).actors.push_back(spec);  // started once the group is created
+  }
+}
+
+void head::fail_request(const protocol::task_spec& spec, const std::string& why) {
+  auto fail = protocol::failure_info::make(detail::failure_kind::infeasible,
+                                           error_code::resource_exhausted, why, spec.function);
+  if (spec.kind == protocol::task_kind::actor_creation) {
+    auto it = actors_.find(spec.actor);
+    if (it != actors_.end()) mark_dead(spec.actor, it->second, std::move(fail));
+    return;
+  }
+  protocol::lease_reply r;
+  r.request = spec.id;
+  r.fail = std::move(fail);
+  (void)net_.send(spec.owner, std::move(r));
+}
+
+// ------------------------------------------------------------------ placement groups
+
+void head::on(protocol::create_placement_group& m) {
+  protocol::placement_group_reply reply;
+  reply.request_id = m.request_id;
+  if (groups_.contains(m.id)) {  // a retried request
+    reply.ok = true;
+    (void)net_.send(m.reply_to, std::move(reply));
+    return;
+  }
+  auto plan = view_.plan_group(m.bundles, m.strategy);
+  if (plan.never || m.bundles.empty()) {
+    reply.fail = protocol::failure_info::make(
+      detail::failure_kind::infeasible, error_code::resource_exhausted,
+      "placement group " + (m.name.empty() ? m.id.short_hex() : m.name) +
+        (m.bundles.empty() ? " has no bundles" : " can never be placed: " + plan.why));
+    (void)net_.send(m.reply_to, std::move(reply));
+    return;
+  }
+  auto& g = groups_[m.id];
+  g.info.id = m.id;
+  g.info.name = m.name;
+  g.info.strategy = m.strategy;
+  g.info.job = m.job;
+  g.info.bundles = std::move(m.bundles);
+  g.info.why = plan.why;
+  reply.ok = true;
+  (void)net_.send(m.reply_to, std::move(reply));
+  CELER_LOG(info, "head", "placement group " + m.id.short_hex() + " (" +
+                            std::to_string(g.info.bundles.size()) + " bundles) asked for");
+  if (!plan.nodes.empty()) {
+    g.info.nodes = std::move(plan.nodes);
+    try_reserve(g);
+  }
+}
+
+void head::try_reserve(group_info& g) {
+  if (g.info.state != protocol::group_state::pending || g.replies_due > 0) return;
+  if (g.info.nodes.empty()) {
+    auto plan = view_.plan_group(g.info.bundles, g.info.strategy);
+    g.info.why = plan.why;
+    if (plan.nodes.empty()) return;
+    g.info.nodes = std::move(plan.nodes);
+  }
+  // Phase one: every chosen node reserves its bundle (the view is only an estimate); the
+  // group is created when all said yes, and what was reserved goes back if one said no.
+  g.replies_due = g.info.bundles.size();
+  g.reserved.assign(g.info.bundles.size(), false);
+  g.refusal.clear();
+  for (std::size_t i = 0; i < g.info.bundles.size(); ++i) {
+    auto n = nodes_.find(g.info.nodes[i]);
+    protocol::reserve_bundle r{g.info.id, static_cast<std::int32_t>(i), g.info.bundles[i], g.info.job};
+    if (n == nodes_.end() || !n->second.alive || !net_.send(n->second.addr, std::move(r))) {
+      protocol::bundle_reserved no{g.info.id, static_cast<std::int32_t>(i), g.info.nodes[i], false,
+                                   "its node is unreachable"};
+      on(no);
+    }
+  }
+}
+
+void head::on(protocol::bundle_reserved& m) {
+  auto it = groups_.find(m.group);
+  if (it == groups_.end() || it->second.info.state == protocol::group_state::removed) {
+    // Removed meanwhile: the node gives the bundle back.
+    if (m.ok) {
+      if (auto n = nodes_.find(m.node); n != nodes_.end() && n->second.alive) {
+        (void)net_.send(n->second.addr, protocol::return_bundles{m.group, {m.index}, "removed"});
+      }
+    }
+    return;
+  }
+  auto& g = it->second;
+  if (g.replies_due == 0 || m.index < 0 || static_cast<std::size_t>(m.index) >= g.reserved.size()) return;
+  g.reserved[static_cast<std::size_t>(m.index)] = m.ok;
+  if (!m.ok && g.refusal.empty()) {
+    g.refusal = "node " + m.node.short_hex() + " refused bundle " + std::to_string(m.index) + ": " + m.why;
+  }
+  if (--g.replies_due > 0) return;
+  if (std::all_of(g.reserved.begin(), g.reserved.end(), [](bool b) { return b; })) {
+    g.info.state = protocol::group_state::created;
+    g.info.why.clear();
+    CELER_LOG(info, "head", "placement group " + g.info.id.short_hex() + " created");
+    release_waiting(g);
+    return;
+  }
+  // All or nothing: the bundles that were reserved go back; it is tried again later.
+  std::vector<std::int32_t> back;
+  for (std::size_t i = 0; i < g.reserved.size(); ++i) {
+    if (g.reserved[i]) back.push_back(static_cast<std::int32_t>(i));
+  }
+  return_bundles(g, back, "the group's other bundles could not be reserved");
+  for (std::size_t i = 0; i < g.info.bundles.size(); ++i) {
+    if (!g.reserved[i]) view_.release(g.info.nodes[i], g.info.bundles[i].need, {});
+  }
+  g.info.nodes.clear();
+  g.info.why = "waits for resources: " + g.refusal;
+}
+
+void head::return_bundles(group_info& g, const std::vector<std::int32_t>& indices,
+                          const std::string& why) {
+  std::map<node_id, std::vector<std::int32_t>> by_node;
+  for (auto i : indices) by_node[g.info.nodes[static_cast<std::size_t>(i)]].push_back(i);
+  for (auto& [nid, list] : by_node) {
+    for (auto i : list) view_.release(nid, g.info.bundles[static_cast<std::size_t>(i)].need, {});
+    auto n = nodes_.find(nid);
+    if (n != nodes_.end() && n->second.alive) {
+      (void)net_.send(n->second.addr, protocol::return_bundles{g.info.id, std::move(list), why});
+    }
+  }
+}
+
+void head::remove_group(group_info& g, const std::string& why) {
+  if (g.info.state == protocol::group_state::removed) return;
+  // Created: every bundle goes back. Reserving: those already reserved go back now, the
+  // others when their node answers (on(bundle_reserved) sees the group removed).
+  std::vector<std::int32_t> held;
+  for (std::size_t i = 0; i < g.info.nodes.size(); ++i) {
+    const bool reserved = g.info.state == protocol::group_state::created ||
+                          (g.replies_due > 0 && i < g.reserved.size() && g.reserved[i]);
+    if (reserved) held.push_back(static_cast<std::int32_t>(i));
+  }
+  return_bundles(g, held, why);
+  g.info.state = protocol::group_state::removed;
+  g.info.why = why;
+  g.replies_due = 0;
+  release_waiting(g);
+  // Actors placed in it are gone with their bundles.
+  for (auto& [aid, a] : actors_) {
+    if (a.spec.where.how != scheduling_strategy::kind::placement_group ||
+        a.spec.where.group != g.info.id || a.state == protocol::actor_state::dead) {
+      continue;
+    }
+    mark_dead(aid, a,
+              protocol::failure_info::make(detail::failure_kind::actor_died, error_code::unavailable,
+                                           "actor " + aid.hex() + " died: its placement group " +
+                                             g.info.id.short_hex() + " was " + why));
+  }
+}
+
+void head::release_waiting(group_info& g) {
+  auto leases = std::move(g.leases);
+  auto actors = std::move(g.actors);
+  g.leases.clear();
+  g.actors.clear();
+  for (auto& m : leases) on(m);
+  for (auto& spec : actors) {
+    std::string why;
+    bool never = false;
+    auto* target = route_to_group(spec, why, never);
+    auto a = actors_.find(spec.actor);
+    if (a == actors_.end() || a->second.state != protocol::actor_state::pending) continue;
+    if (target != nullptr) {
+      a->second.node = target->first;
+      a->second.spec = spec;
+      (void)net_.send(target->second.addr, protocol::start_actor{spec});
+    } else {
+      fail_request(spec, "actor " + spec.function + " can never be placed: " + why);
+    }
+  }
+}
+
+std::pair<const node_id, head::node_info>* head::route_to_group(protocol::task_spec& spec,
+                                                                std::string& why, bool& never) {
+  never = true;
+  auto it = groups_.find(spec.where.group);
+  if (it == groups_.end()) {
+    why = "placement group " + spec.where.group.short_hex() + " is not known to the cluster";
+    return nullptr;
+  }
+  auto& g = it->second;
+  if (g.info.state == protocol::group_state::removed) {
+    why = "placement group " + spec.where.group.short_hex() + " was " + g.info.why;
+    return nullptr;
+  }
+  const auto& bundles = g.info.bundles;
+  auto fits = [&](std::size_t b) {
+    protocol::resource_set need = spec.resources;
+    for (auto a = need.amounts.begin(); a != need.amounts.end();) {
+      a = a->first.starts_with("node:") ? need.amounts.erase(a) : std::next(a);
+    }
+    return bundles[b].need.covers(need);
+  };
+  if (spec.where.bundle >= static_cast<std::int32_t>(bundles.size())) {
+    why = "placement group " + spec.where.group.short_hex() + " has " +
+          std::to_string(bundles.size()) + " bundles; there is no bundle " +
+          std::to_string(spec.where.bundle);
+    return nullptr;
+  }
+  std::size_t chosen = bundles.size();
+  if (spec.where.bundle >= 0) {
+    chosen = static_cast<std::size_t>(spec.where.bundle);
+    if (!fits(chosen)) chosen = bundles.size();
+  } else {
+    for (std::size_t k = 0; k < bundles.size(); ++k) {
+      const std::size_t b = (g.next_bundle + k) % bundles.size();
+      if (fits(b)) {
+        chosen = b;
+        g.next_bundle = b + 1;
+        break;
+      }
+    }
+  }
+  if (chosen == bundles.size()) {
+    why = "it needs " + spec.resources.to_string() + ", more than " +
+          (spec.where.bundle >= 0 ? "bundle " + std::to_string(spec.where.bundle)
+                                  : std::string("any bundle")) +
+          " of placement group " + spec.where.group.short_hex() + " reserves";
+    return nullptr;
+  }
+  never = false;
+  if (g.info.state != protocol::group_state::created) {
+    why = "waits for its placement group " + spec.where.group.short_hex() + " (" + g.info.why + ")";
+    return nullptr;
+  }
+  spec.where.bundle = static_cast<std::int32_t>(chosen);
+  auto n = nodes_.find(g.info.nodes[chosen]);
+  if (n == nodes_.end()) {
+    never = true;
+    why = "the node of its bundle is gone";
+    return nullptr;
+  }
+  return &*n;
+}
+
+void head::on(protocol::remove_placement_group& m) {
+  auto it = groups_.find(m.id);
+  if (it != groups_.end()) remove_group(it->second, "removed");
+}
+
+void head::on(protocol::placement_group_query& m) {
+  protocol::placement_group_list r;
+  r.request_id = m.request_id;
+  for (const auto& [id, g] : groups_) {
+    if (m.id.nil() || m.id == id) r.groups.push_back(g.info);
+  }
+  (void)net_.send(m.reply_to, std::move(r));
 }
 
 void head::publish(const actor_id& id, actor_info& a) {
@@ -224,6 +495,9 @@ void head::on(protocol::unsubscribe_cluster& m) {
 }
 
 void head::on(protocol::tick&) {
+  for (auto& [id, g] : groups_) {
+    if (g.info.state == protocol::group_state::pending) try_reserve(g);
+  }
   if (node_timeout_.count() <= 0) return;
   const auto now = std::chrono::steady_clock::now();
   std::vector<job_id> silent;
@@ -263,6 +537,20 @@ void head::declare_dead(const node_id& id, node_info& n, const std::string& reas
                                            "actor " + aid.hex() + " died: its node " +
                                              id.short_hex() + " died (" + reason + ")",
                                            a.spec.function, id.short_hex()));
+  }
+  // Groups with a bundle there are laid out again (all or nothing), their other bundles
+  // given back.
+  for (auto& [gid, g] : groups_) {
+    if (g.info.state != protocol::group_state::created) continue;
+    if (std::find(g.info.nodes.begin(), g.info.nodes.end(), id) == g.info.nodes.end()) continue;
+    std::vector<std::int32_t> others;
+    for (std::size_t i = 0; i < g.info.nodes.size(); ++i) {
+      if (g.info.nodes[i] != id) others.push_back(static_cast<std::int32_t>(i));
+    }
+    return_bundles(g, others, "a bundle's node died; the group is reserved again");
+    g.info.state = protocol::group_state::pending;
+    g.info.nodes.clear();
+    g.info.why = "node " + id.short_hex() + " of a bundle died; reserving again";
   }
   const protocol::node_died died{id, reason};
   for (const auto& s : cluster_subscribers_) (void)net_.send(s, died);
@@ -308,6 +596,12 @@ void head::on(protocol::subscribe_cluster& m) { cluster_subscribers_.push_back(m
 
 void head::on(protocol::job_finished& m) {
   jobs_.erase(m.job);
+  for (auto& [gid, g] : groups_) {
+    if (g.info.job == m.job) remove_group(g, "removed: its job finished");
+  }
+  std::erase_if(groups_, [&](const auto& entry) {
+    return entry.second.info.job == m.job && entry.second.replies_due == 0;
+  });
   for (auto& [aid, a] : actors_) {
     if (a.spec.job != m.job || a.state == protocol::actor_state::dead) continue;
     mark_dead(aid, a,

@@ -65,11 +65,41 @@ private:
   void on(protocol::durable_objects& m);
   void on(protocol::locate_object& m);
   void on(protocol::explain_placement& m);
+  void on(protocol::create_placement_group& m);
+  void on(protocol::remove_placement_group& m);
+  void on(protocol::placement_group_query& m);
+  void on(protocol::bundle_reserved& m);
   /// Where `spec` goes (view_ decides); null, with `why`, when it can never run.
   std::pair<const node_id, node_info>* pick_node(const protocol::task_spec& spec,
                                                  std::span<const protocol::node_bytes> locality,
                                                  std::string& why);
   void declare_dead(const node_id& id, node_info& n, const std::string& reason);
+
+  /// A placement group: its bundles, where they are reserved, and work waiting for it.
+  struct group_info {
+    protocol::placement_group_info info;
+    /// Replies still expected from nodes asked to reserve a bundle, and those that said yes.
+    std::size_t replies_due = 0;
+    std::vector<bool> reserved;
+    std::string refusal;
+    /// Requests for the group that came before it was created.
+    std::vector<protocol::request_lease> leases;
+    std::vector<protocol::task_spec> actors;
+    /// Round-robin position for work that takes any bundle.
+    std::size_t next_bundle = 0;
+  };
+  /// Tries to lay out a pending group now; asks the nodes to reserve its bundles.
+  void try_reserve(group_info& g);
+  /// Gives back what reserved bundles of `g` hold (`indices`; all when empty).
+  void return_bundles(group_info& g, const std::vector<std::int32_t>& indices, const std::string& why);
+  void remove_group(group_info& g, const std::string& why);
+  /// Where work for a group goes: sets spec.where.bundle and returns the node; null with
+  /// `why` (and `never`) when it cannot go yet, or ever.
+  std::pair<const node_id, node_info>* route_to_group(protocol::task_spec& spec, std::string& why,
+                                                      bool& never);
+  /// Sends the group's early requests on once it is created (or fails them).
+  void release_waiting(group_info& g);
+  void fail_request(const protocol::task_spec& spec, const std::string& why);
   void publish(const actor_id& id, actor_info& a);
   void mark_dead(const actor_id& id, actor_info& a, protocol::failure_info fail);
 
@@ -87,6 +117,7 @@ private:
   std::unordered_map<object_id, node_id> durable_;
   std::unordered_map<actor_id, actor_info> actors_;
   std::unordered_map<std::string, actor_id> names_;
+  std::unordered_map<placement_group_id, group_info> groups_;
 };
 
 } // namespace celer

@@ -42,6 +42,99 @@ void node_agent::on(M& m) {
   }
 }
 
+node_agent::bundle_account* node_agent::bundle_of(const protocol::placement& where) {
+  auto it = bundles_.find({where.group, where.bundle});
+  return it == bundles_.end() ? nullptr : &it->second;
+}
+
+protocol::resource_set& node_agent::account_of(const worker_slot& w) {
+  if (!w.in_bundle.group.nil()) {
+    if (auto* b = bundle_of(w.in_bundle)) return b->available;
+  }
+  return available_;
+}
+
+void node_agent::refuse(const protocol::task_spec& spec, const std::string& why) {
+  auto fail = protocol::failure_info::make(detail::failure_kind::infeasible,
+                                           error_code::resource_exhausted, why, spec.function,
+                                           cfg_.id.short_hex());
+  if (spec.kind == protocol::task_kind::actor_creation) {
+    (void)net_.send(cfg_.head, protocol::actor_failed{spec.actor, std::move(fail)});
+  } else {
+    protocol::lease_reply r;
+    r.request = spec.id;
+    r.fail = std::move(fail);
+    (void)net_.send(spec.owner, std::move(r));
+  }
+}
+
+void node_agent::on(protocol::reserve_bundle& m) {
+  protocol::bundle_reserved r{m.group, m.index, cfg_.id, false, {}};
+  const auto& need = m.bundle.need;
+  const auto gpus_it = need.amounts.find(protocol::gpu);
+  const std::int64_t gpu_units = gpus_it == need.amounts.end() ? 0 : gpus_it->second;
+  if (stopping_) {
+    r.why = "the node is stopping";
+  } else if (bundles_.contains({m.group, m.index})) {
+    r.ok = true;  // a repeated request
+  } else if (!available_.covers(need) || !gpus_.fits(gpu_units, m.bundle.where)) {
+    r.why = "it needs " + need.to_string() + ", and " + available_.to_string() + " is free";
+  } else {
+    bundle_account b;
+    b.reserved = need;
+    b.available = need;
+    b.shares = *gpus_.take(gpu_units, m.bundle.where);
+    std::vector<gpu::device> devices;
+    std::vector<std::int64_t> free;
+    for (const auto& s : b.shares) {
+      for (const auto& d : cfg_.gpus) {
+        if (d.index == s.index) devices.push_back(d);
+      }
+      free.push_back(s.amount);
+    }
+    b.gpus = scheduling::device_pool(std::move(devices), std::move(free));
+    available_.subtract(need);
+    bundles_.emplace(bundle_key{m.group, m.index}, std::move(b));
+    r.ok = true;
+  }
+  (void)net_.send(cfg_.head, std::move(r));
+}
+
+void node_agent::on(protocol::return_bundles& m) {
+  std::vector<bundle_key> gone;
+  for (const auto& [key, b] : bundles_) {
+    if (key.first != m.group) continue;
+    if (m.indices.empty() ||
+        std::find(m.indices.begin(), m.indices.end(), key.second) != m.indices.end()) {
+      gone.push_back(key);
+    }
+  }
+  const std::string why = "its placement group bundle was given back (" + m.why + ")";
+  for (const auto& key : gone) {
+    // Waiting work fails; running work is stopped (processes are killed).
+    for (auto& q : queues_) {
+      if (q.where.group != key.first || q.where.bundle != key.second) continue;
+      for (auto& w : q.tasks) refuse(w.spec, why);
+      queued_ -= q.tasks.size();
+      q.tasks.clear();
+    }
+    for (auto& [id, w] : workers_) {
+      if (w.in_bundle.group != key.first || w.in_bundle.bundle != key.second || !w.busy) continue;
+      w.kill_reason = "was stopped: " + why;
+      w.in_bundle = {};  // its resources go back with the bundle
+      w.held = {};
+      w.gpus.clear();
+      launcher_.terminate(id, w.addr, w.actor);
+    }
+    auto& b = bundles_.at(key);
+    available_.add(b.reserved);
+    gpus_.give_back(b.shares);
+    bundles_.erase(key);
+  }
+  std::erase_if(queues_, [](const shape_queue& q) { return q.tasks.empty(); });
+  dispatch();
+}
+
 void node_agent::on(protocol::node_died& m) {
   if (store_) store_->node_died(m.node);
 }
@@ -74,6 +167,9 @@ void node_agent::handle(protocol::message& m) {
 
 std::string node_agent::never_here(const protocol::task_spec& spec) const {
   const auto& p = spec.where;
+  if (p.how == scheduling_strategy::kind::placement_group) {
+    return "its placement group decides where it runs";
+  }
   if (p.how == scheduling_strategy::kind::node_affinity && p.node != cfg_.id) {
     return "it asks for node " + p.node.short_hex();
   }
@@ -134,19 +230,12 @@ void node_agent::enqueue(protocol::task_spec spec) {
   ++queued_;
   const auto now = std::chrono::steady_clock::now();
   for (auto& q : queues_) {
-    if (q.shape.amounts == spec.resources.amounts &&
-        q.gpus_wanted.accelerator_type == spec.where.accelerator_type &&
-        q.gpus_wanted.gpu_memory_bytes == spec.where.gpu_memory_bytes &&
-        q.gpus_wanted.how == spec.where.how) {
+    if (q.shape.amounts == spec.resources.amounts && q.where == spec.where) {
       q.tasks.push_back({std::move(spec), now});
       return;
     }
   }
-  protocol::placement wanted;
-  wanted.how = spec.where.how;
-  wanted.accelerator_type = spec.where.accelerator_type;
-  wanted.gpu_memory_bytes = spec.where.gpu_memory_bytes;
-  queues_.push_back({spec.resources, std::move(wanted), {}});
+  queues_.push_back({spec.resources, spec.where, {}});
   queues_.back().tasks.push_back({std::move(spec), now});
 }
 
@@ -214,12 +303,25 @@ void node_agent::dispatch() {
   for (auto& q : queues_) {
     const auto gpus_it = q.shape.amounts.find(protocol::gpu);
     const std::int64_t gpu_units = gpus_it == q.shape.amounts.end() ? 0 : gpus_it->second;
-    while (!q.tasks.empty() && available_.covers(q.shape) &&
-           gpus_.fits(gpu_units, q.gpus_wanted)) {
+    // Work in a placement group draws on its bundle's reservation, other work on the rest.
+    auto* available = &available_;
+    auto* gpus = &gpus_;
+    if (!q.where.group.nil()) {
+      auto* b = bundle_of(q.where);
+      if (b == nullptr) {
+        for (auto& w : q.tasks) refuse(w.spec, "its placement group bundle is not reserved here");
+        queued_ -= q.tasks.size();
+        q.tasks.clear();
+        continue;
+      }
+      available = &b->available;
+      gpus = &b->gpus;
+    }
+    while (!q.tasks.empty() && available->covers(q.shape) && gpus->fits(gpu_units, q.where)) {
       auto spec = std::move(q.tasks.front().spec);
       q.tasks.pop_front();
       --queued_;
-      auto shares = gpus_.take(gpu_units, q.gpus_wanted);
+      auto shares = gpus->take(gpu_units, q.where);
       std::vector<int> visible;
       if (shares) {
         for (const auto& s : *shares) visible.push_back(s.index);
@@ -233,7 +335,8 @@ void node_agent::dispatch() {
       w.function = spec.function;
       w.held = spec.resources;
       w.granted = spec.resources;
-      available_.subtract(spec.resources);
+      w.in_bundle = q.where.group.nil() ? protocol::placement{} : q.where;
+      available->subtract(spec.resources);
       send_work(wid, w, std::move(spec));
     }
   }
@@ -241,8 +344,14 @@ void node_agent::dispatch() {
 }
 
 void node_agent::release(worker_slot& w) {
-  available_.add(w.held);
-  gpus_.give_back(w.gpus);
+  if (w.in_bundle.group.nil()) {
+    available_.add(w.held);
+    gpus_.give_back(w.gpus);
+  } else if (auto* b = bundle_of(w.in_bundle)) {
+    b->available.add(w.held);
+    b->gpus.give_back(w.gpus);
+  }  // else its bundle went back whole
+  w.in_bundle = {};
   w.gpus.clear();
   w.held = {};
   w.granted = {};
@@ -349,7 +458,7 @@ void node_agent::on(protocol::worker_blocked& m) {
   protocol::resource_set lent;
   lent.set(protocol::cpu, w.granted.get(protocol::cpu));
   w.held.subtract(lent);
-  available_.add(lent);
+  account_of(w).add(lent);
   dispatch();
 }
 
@@ -363,7 +472,7 @@ void node_agent::on(protocol::worker_unblocked& m) {
   // Taken back even if that oversubscribes the node for a while: the worker is running
   // again, and stopping it is worse. Later dispatches wait until usage falls.
   w.held.add(lent);
-  available_.subtract(lent);
+  account_of(w).subtract(lent);
 }
 
 void node_agent::on(protocol::actor_exited& m) {

@@ -101,7 +101,17 @@ private:
     /// cannot change CUDA_VISIBLE_DEVICES later, so it is reused only for the same ones).
     std::vector<protocol::gpu_share> gpus;
     std::vector<int> visible;
+    /// The placement group bundle whose resources it holds (group nil: the node's).
+    protocol::placement in_bundle;
   };
+  /// What a placement group's bundle reserved on this node, and what of it is free.
+  struct bundle_account {
+    protocol::resource_set reserved;
+    protocol::resource_set available;
+    scheduling::device_pool gpus;
+    std::vector<protocol::gpu_share> shares;
+  };
+  using bundle_key = std::pair<placement_group_id, std::int32_t>;
 
   void on(protocol::request_lease& m);
   void on(protocol::start_actor& m);
@@ -119,6 +129,14 @@ private:
   void on(protocol::tick& m);
   void on(protocol::job_finished& m);
   void on(protocol::node_died& m);
+  void on(protocol::reserve_bundle& m);
+  void on(protocol::return_bundles& m);
+  /// The bundle `where` names, if reserved here.
+  bundle_account* bundle_of(const protocol::placement& where);
+  /// The free resources `w` draws on: its bundle's, or the node's.
+  protocol::resource_set& account_of(const worker_slot& w);
+  /// Fails a queued request that cannot be served here any more.
+  void refuse(const protocol::task_spec& spec, const std::string& why);
   /// store_create, store_seal, store_get, store_release, store_free, store_pull, store_chunk.
   template <class M>
     requires requires(node_store& s, M& m) { s.on(m); }
@@ -148,6 +166,7 @@ private:
   config cfg_;
   protocol::resource_set available_;
   scheduling::device_pool gpus_;
+  std::map<bundle_key, bundle_account> bundles_;
   /// Queued work by resource shape (Ray's scheduling classes), shapes in order of first
   /// arrival, FIFO within a shape. Dispatch looks at the head of each shape only, so a long
   /// queue costs nothing per dispatch, and a large request does not hold back smaller ones.
@@ -157,8 +176,8 @@ private:
   };
   struct shape_queue {
     protocol::resource_set shape;
-    /// What its requests ask of each GPU (model, memory; part of the shape).
-    protocol::placement gpus_wanted;
+    /// Where its requests may go (GPU model and memory, bundle; part of the shape).
+    protocol::placement where;
     std::deque<queued_work> tasks;
   };
   void enqueue(protocol::task_spec spec);

@@ -27,6 +27,9 @@ const char* name_of(const message& m) {
     "store_release",      "store_free",     "store_pull",        "store_chunk",
     "store_stats_query",  "store_stats_reply", "durable_objects",  "locate_object",
     "object_location",    "object_copied",     "explain_placement", "placement_explained",
+    "create_placement_group", "placement_group_reply", "remove_placement_group",
+    "placement_group_query", "placement_group_list", "reserve_bundle", "bundle_reserved",
+    "return_bundles",
   };
   static_assert(std::size(names) == std::variant_size_v<message>);
   return names[m.index()];

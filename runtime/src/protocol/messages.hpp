@@ -43,6 +43,7 @@ std::span<const std::string_view>*& bulk_source() noexcept;
 
 enum class task_kind : std::uint8_t { normal, actor_creation, actor_call };
 enum class actor_state : std::uint8_t { pending, alive, dead };
+enum class group_state : std::uint8_t { pending, created, removed };
 } // namespace celer::protocol
 
 namespace msgpack {
@@ -99,6 +100,7 @@ MSGPACK_ADD_ENUM(celer::detail::failure_kind);
 MSGPACK_ADD_ENUM(celer::error_code);
 MSGPACK_ADD_ENUM(celer::protocol::task_kind);
 MSGPACK_ADD_ENUM(celer::protocol::actor_state);
+MSGPACK_ADD_ENUM(celer::protocol::group_state);
 namespace celer::protocol {
 
 /// Why an object or a request failed; mirrors detail::failure.
@@ -634,6 +636,79 @@ struct placement_explained {
   MSGPACK_DEFINE(request_id, why)
 };
 
+// ---- placement groups. core -> head: reserve these bundles together
+struct create_placement_group {
+  std::uint64_t request_id = 0;
+  address reply_to;
+  placement_group_id id;
+  std::string name;
+  bundle_strategy strategy = bundle_strategy::pack;
+  std::vector<bundle_spec> bundles;
+  job_id job;
+  MSGPACK_DEFINE(request_id, reply_to, id, name, strategy, bundles, job)
+};
+// ---- head -> core: accepted (it is reserved when resources allow), or never possible
+struct placement_group_reply {
+  std::uint64_t request_id = 0;
+  bool ok = false;
+  failure_info fail;
+  MSGPACK_DEFINE(request_id, ok, fail)
+};
+// ---- core -> head: the group is no longer needed; its bundles and the work in them go
+struct remove_placement_group {
+  placement_group_id id;
+  MSGPACK_DEFINE(id)
+};
+// ---- any client -> head: placement groups (one, or all when id is nil)
+struct placement_group_query {
+  std::uint64_t request_id = 0;
+  address reply_to;
+  placement_group_id id;
+  MSGPACK_DEFINE(request_id, reply_to, id)
+};
+struct placement_group_info {
+  placement_group_id id;
+  std::string name;
+  bundle_strategy strategy = bundle_strategy::pack;
+  group_state state = group_state::pending;
+  job_id job;
+  std::vector<bundle_spec> bundles;
+  /// Where each bundle is reserved (nil while pending).
+  std::vector<node_id> nodes;
+  /// Why it is pending, or why it was removed.
+  std::string why;
+  MSGPACK_DEFINE(id, name, strategy, state, job, bundles, nodes, why)
+};
+struct placement_group_list {
+  std::uint64_t request_id = 0;
+  std::vector<placement_group_info> groups;
+  MSGPACK_DEFINE(request_id, groups)
+};
+// ---- head -> node: reserve bundle `index` of a group here; node -> head: done or not
+struct reserve_bundle {
+  placement_group_id group;
+  std::int32_t index = 0;
+  bundle_spec bundle;
+  job_id job;
+  MSGPACK_DEFINE(group, index, bundle, job)
+};
+struct bundle_reserved {
+  placement_group_id group;
+  std::int32_t index = 0;
+  node_id node;
+  bool ok = false;
+  std::string why;
+  MSGPACK_DEFINE(group, index, node, ok, why)
+};
+// ---- head -> node: give back these bundles of a group (all when `indices` is empty) and
+// stop the work running in them
+struct return_bundles {
+  placement_group_id group;
+  std::vector<std::int32_t> indices;
+  std::string why;
+  MSGPACK_DEFINE(group, indices, why)
+};
+
 using message =
   std::variant<request_lease, execute_task, return_lease, task_result, worker_blocked,
                worker_unblocked, get_object, object_reply, register_node, create_actor,
@@ -645,7 +720,9 @@ using message =
                cancel_lease_requests, store_create, store_seal, store_get, store_reply,
                store_release, store_free, store_pull, store_chunk, store_stats_query,
                store_stats_reply, durable_objects, locate_object, object_location,
-               object_copied, explain_placement, placement_explained>;
+               object_copied, explain_placement, placement_explained, create_placement_group,
+               placement_group_reply, remove_placement_group, placement_group_query,
+               placement_group_list, reserve_bundle, bundle_reserved, return_bundles>;
 
 /// The message's name, for logs.
 const char* name_of(const message& m);

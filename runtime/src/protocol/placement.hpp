@@ -3,6 +3,8 @@
 // strategy), the GPUs a node has, and the devices a grant hands out. Part of the wire:
 // changing a field changes celer::protocol_version.
 
+#include "protocol/resources.hpp"
+
 #include <celer/codec.hpp>
 #include <celer/gpu.hpp>
 #include <celer/ids.hpp>
@@ -33,7 +35,10 @@ struct placement {
   std::string accelerator_type;
   std::uint64_t gpu_memory_bytes = 0;  ///< the least each device given must have
   std::vector<label_selector> labels;
-  MSGPACK_DEFINE(how, node, soft, accelerator_type, gpu_memory_bytes, labels)
+  /// placement_group: the group and bundle (-1: any of its bundles).
+  placement_group_id group;
+  std::int32_t bundle = -1;
+  MSGPACK_DEFINE(how, node, soft, accelerator_type, gpu_memory_bytes, labels, group, bundle)
   bool operator==(const placement&) const = default;
 
   /// Whether anything beyond amounts constrains the devices.
@@ -50,6 +55,13 @@ struct node_bytes {
   MSGPACK_DEFINE(node, bytes)
 };
 
+/// One bundle of a placement group: what it reserves.
+struct bundle_spec {
+  resource_set need;
+  placement where;  ///< what its GPUs must be (accelerator_type, gpu_memory_bytes)
+  MSGPACK_DEFINE(need, where)
+};
+
 /// A share of one device: `amount` in resource units (resource_unit is a whole device).
 struct gpu_share {
   std::int32_t index = 0;
@@ -61,6 +73,7 @@ struct gpu_share {
 
 MSGPACK_ADD_ENUM(celer::protocol::label_op);
 MSGPACK_ADD_ENUM(celer::scheduling_strategy::kind);
+MSGPACK_ADD_ENUM(celer::bundle_strategy);
 
 // celer::gpu::device travels as an array of its fields (the gpu module knows no msgpack).
 namespace msgpack {

@@ -62,7 +62,13 @@ std::string resource_set::to_string() const {
   std::ostringstream out;
   bool first = true;
   for (const auto& [name, v] : amounts) {
-    out << (first ? "" : ", ") << name << ": " << from_fixed(v);
+    if (name.starts_with("node:")) continue;  // the node's own resource: its id says it
+    out << (first ? "" : ", ") << name << ": ";
+    if (name == memory) {
+      out << from_fixed(v) / 1e9 << " GB";
+    } else {
+      out << from_fixed(v);
+    }
     first = false;
   }
   return first ? "nothing" : out.str();

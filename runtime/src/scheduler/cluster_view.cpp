@@ -369,6 +369,107 @@ cluster_view::decision cluster_view::place(const protocol::resource_set& need,
   return enqueue(*wait, need, why_waiting(s.could, need, p));
 }
 
+cluster_view::group_plan cluster_view::plan_group(
+  const std::vector<protocol::bundle_spec>& bundles,
+  bundle_strategy strategy) {
+  group_plan out;
+  const bool strict_pack = strategy == bundle_strategy::strict_pack;
+  const bool strict_spread = strategy == bundle_strategy::strict_spread;
+  auto fits_all = [&](node n) {  // on a copy
+    for (const auto& [need, p] : bundles) {
+      if (!could_run(n, need, p) || !fits_now(n, need, p)) return false;
+      (void)take(n, need, p);
+    }
+    return true;
+  };
+  // Never: judged on empty nodes.
+  std::size_t alive = 0, hosts = 0;
+  for (const auto& n : nodes_) {
+    if (!n.alive) continue;
+    ++alive;
+    node empty = n;
+    empty.available = n.total;
+    empty.gpus = device_pool(n.gpus.devices());
+    if (strict_pack ? fits_all(empty) : std::any_of(bundles.begin(), bundles.end(), [&](const auto& b) {
+          return could_run(n, b.need, b.where);
+        })) {
+      ++hosts;
+    }
+  }
+  for (std::size_t i = 0; i < bundles.size() && !strict_pack; ++i) {
+    survey s = look(bundles[i].need, bundles[i].where);
+    if (s.could.empty()) {
+      out.never = true;
+      out.why = "bundle " + std::to_string(i) + " " + never_text(s, bundles[i].need, bundles[i].where);
+      return out;
+    }
+  }
+  if (strict_pack && hosts == 0) {
+    out.never = true;
+    out.why = "no node of the " + std::to_string(alive) + " live can ever hold all " +
+              std::to_string(bundles.size()) + " bundles together (strict_pack)";
+    return out;
+  }
+  if (strict_spread && hosts < bundles.size()) {
+    out.never = true;
+    out.why = std::to_string(bundles.size()) + " bundles need as many nodes (strict_spread), but " +
+              "only " + std::to_string(hosts) + " of the " + std::to_string(alive) +
+              " live can hold one";
+    return out;
+  }
+  // Now: tried on a copy of the view, kept only if every bundle found a node.
+  auto trial = nodes_;
+  std::vector<std::size_t> where;
+  auto least_loaded = [&](std::size_t b, auto&& allowed) {
+    std::size_t best = trial.size();
+    for (std::size_t i = 0; i < trial.size(); ++i) {
+      auto& n = trial[i];
+      if (!n.alive || !allowed(i) || !could_run(n, bundles[b].need, bundles[b].where) ||
+          !fits_now(n, bundles[b].need, bundles[b].where)) {
+        continue;
+      }
+      if (best == trial.size() || load_of(n) < load_of(trial[best])) best = i;
+    }
+    return best;
+  };
+  auto used = [&](std::size_t i) { return std::find(where.begin(), where.end(), i) != where.end(); };
+  if (strategy == bundle_strategy::pack || strict_pack) {
+    // One node for all, the least loaded that holds them.
+    for (std::size_t i = 0; i < trial.size() && where.empty(); ++i) {
+      if (!trial[i].alive) continue;
+      node copy = trial[i];
+      if (fits_all(copy)) where.assign(bundles.size(), i);
+    }
+  }
+  if (where.empty() && !strict_pack) {
+    for (std::size_t b = 0; b < bundles.size(); ++b) {
+      std::size_t i = trial.size();
+      if (strategy == bundle_strategy::pack) i = least_loaded(b, used);
+      if (i == trial.size()) i = least_loaded(b, [&](std::size_t k) { return !used(k); });
+      if (i == trial.size() && strategy == bundle_strategy::spread) i = least_loaded(b, used);
+      if (i == trial.size() && strategy == bundle_strategy::pack) {
+        i = least_loaded(b, [](std::size_t) { return true; });
+      }
+      if (i == trial.size()) {
+        where.clear();
+        break;
+      }
+      (void)take(trial[i], bundles[b].need, bundles[b].where);
+      where.push_back(i);
+    }
+  }
+  if (where.size() != bundles.size()) {
+    out.why = "waits for resources: the " + std::to_string(bundles.size()) +
+              " bundles do not all fit the nodes' free resources now";
+    return out;
+  }
+  for (std::size_t b = 0; b < bundles.size(); ++b) {
+    (void)take(nodes_[where[b]], bundles[b].need, bundles[b].where);
+    out.nodes.push_back(nodes_[where[b]].id);
+  }
+  return out;
+}
+
 std::string cluster_view::explain(const protocol::resource_set& need,
                                   const protocol::placement& p) const {
   auto s = look(need, p);

@@ -81,6 +81,16 @@ public:
   /// some node has room for it now.
   [[nodiscard]] std::string explain(const protocol::resource_set& need,
                                     const protocol::placement& p) const;
+  /// What plan_group() decided: a node for each bundle (empty when not now), else why.
+  struct group_plan {
+    std::vector<node_id> nodes;
+    std::string why;
+    bool never = false;
+  };
+  /// Lays `bundles` over the nodes under `strategy` with what is free now, all or nothing;
+  /// what it lays out is taken from the view (release() gives a bundle back).
+  group_plan plan_group(const std::vector<protocol::bundle_spec>& bundles,
+                        bundle_strategy strategy);
   /// Gives back what a `now` decision took (the work finished or went elsewhere).
   void release(const node_id& id, const protocol::resource_set& need,
                const std::vector<protocol::gpu_share>& gpus);

@@ -21,6 +21,11 @@ std::string gigabytes(std::uint64_t bytes) {
 device_pool::device_pool(std::vector<gpu::device> devices)
   : devices_(std::move(devices)), free_(devices_.size(), whole) {}
 
+device_pool::device_pool(std::vector<gpu::device> devices, std::vector<std::int64_t> free)
+  : devices_(std::move(devices)), free_(std::move(free)) {
+  free_.resize(devices_.size(), 0);
+}
+
 bool device_pool::accepts(const gpu::device& d, const protocol::placement& p) const {
   if (d.memory_bytes < p.gpu_memory_bytes) return false;
   if (p.accelerator_type.empty()) return true;

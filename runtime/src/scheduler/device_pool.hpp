@@ -20,6 +20,9 @@ class device_pool {
 public:
   device_pool() = default;
   explicit device_pool(std::vector<gpu::device> devices);
+  /// Devices of which only `free` (units, in the same order) are to be had: the shares a
+  /// placement group's bundle reserved.
+  device_pool(std::vector<gpu::device> devices, std::vector<std::int64_t> free);
 
   /// Why `amount` (resource units) of devices that `p` accepts can never be had here, ""
   /// when they can. An amount of zero with a GPU constraint needs one matching device.

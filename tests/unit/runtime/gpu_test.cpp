@@ -204,13 +204,10 @@ TEST_CASE("num_gpus without a declaration offers plain devices where NVML finds 
   REQUIRE(got == std::set<std::vector<int>>{{0}, {1}});
 }
 
-// RUNTIME BUG (kept visible, tagged [!mayfail] so that it reports without failing the run):
-// an embedded runtime never sends its node's heartbeats to its head (runtime.cpp starts no
-// ticks), so the head's cluster view, which pending_reason asks, never learns what the node
-// has handed out itself. A task waiting for CPUs that other tasks hold is then explained as
-// "waits for a worker: some node has room for it" instead of "waits for resources".
+// The embedded node reports to its head on ticks, so its view (which pending_reason
+// asks) knows what the node handed out itself.
 TEST_CASE("a task waiting for CPUs that other tasks hold says it waits for resources",
-          "[embedded][gpus][!mayfail]") {
+          "[embedded][gpus]") {
   scoped_runtime rt({.num_cpus = 1, .gpus = "T4-16GB:1"});
   closed_gate gate;
   auto holder = celer::task(hold_until_released).remote(1);
@@ -223,7 +220,7 @@ TEST_CASE("a task waiting for CPUs that other tasks hold says it waits for resou
     REQUIRE(celer::wait(std::vector{r}, 1, 20ms).ready.empty());
   }
   INFO("pending_reason: " << why);
-  CHECK_THAT(why, Contains("waits for resources"));  // RUNTIME BUG: fails embedded, see above
+  CHECK_THAT(why, Contains("waits for resources"));
   release_gate = true;
   REQUIRE(celer::get(holder, 30s) == 1);
   REQUIRE(celer::get(r, 30s) == std::vector<int>{0});

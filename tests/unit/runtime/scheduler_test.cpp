@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <random>
+#include <set>
 
 using namespace celer;
 using scheduling::cluster_view;
@@ -382,4 +383,54 @@ TEST_CASE("1,000 simulated nodes take 100,000 requests and every placement is va
   CHECK(now > 50'000);
   CHECK(waited > 100);
   CHECK(never > 100);
+}
+
+namespace {
+
+std::vector<protocol::bundle_spec> bundles_of(int n, double cpus, double gpus = 0) {
+  std::vector<protocol::bundle_spec> out(static_cast<std::size_t>(n));
+  for (auto& b : out) b.need = amounts(cpus, gpus);
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("placement group layouts follow their strategy, all or nothing", "[scheduler][groups]") {
+  cluster_view v;
+  const auto a = add(v, 4, "A100-80GB:2");
+  const auto b = add(v, 4, "V100-16GB:2");
+  const auto c = add(v, 2);
+  // STRICT_PACK: all on one node that holds them together.
+  auto packed = v.plan_group(bundles_of(2, 1, 1), bundle_strategy::strict_pack);
+  REQUIRE(packed.nodes.size() == 2);
+  CHECK(packed.nodes[0] == packed.nodes[1]);
+  CHECK(packed.nodes[0] != c);
+  // STRICT_SPREAD: a node each.
+  auto spread = v.plan_group(bundles_of(3, 1), bundle_strategy::strict_spread);
+  REQUIRE(spread.nodes.size() == 3);
+  CHECK(std::set<node_id>(spread.nodes.begin(), spread.nodes.end()).size() == 3);
+  // Four bundles cannot spread strictly over three nodes: never, and it says so.
+  auto four = v.plan_group(bundles_of(4, 1), bundle_strategy::strict_spread);
+  CHECK(four.never);
+  CHECK_THAT(four.why, Catch::Contains("only 3 of the 3 live can hold one"));
+  // Three whole GPUs on one node exist nowhere.
+  auto three = v.plan_group(bundles_of(3, 0, 1), bundle_strategy::strict_pack);
+  CHECK(three.never);
+  // PACK falls back to several nodes when one cannot hold them all.
+  cluster_view ones;
+  for (int i = 0; i < 3; ++i) add(ones, 2, "T4-16GB:1");
+  auto pack = ones.plan_group(bundles_of(2, 1, 1), bundle_strategy::pack);
+  REQUIRE(pack.nodes.size() == 2);
+  CHECK(pack.nodes[0] != pack.nodes[1]);
+  // Two of the four GPUs are taken: three GPU bundles wait, and take nothing meanwhile.
+  const auto free_before = v.find(c)->available.amounts;
+  const auto gpus_before = v.find(a)->gpus.free();
+  auto waiting = v.plan_group(bundles_of(3, 1, 1), bundle_strategy::spread);
+  CHECK_FALSE(waiting.never);
+  CHECK(waiting.nodes.empty());
+  CHECK_THAT(waiting.why, Catch::Contains("waits for resources"));
+  CHECK(v.find(c)->available.amounts == free_before);
+  CHECK(v.find(a)->gpus.free() == gpus_before);
+  (void)a;
+  (void)b;
 }
