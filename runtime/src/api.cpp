@@ -164,6 +164,12 @@ std::string pending_reason_of_actor(const actor_id& id) {
 }
 } // namespace detail
 
+void report_gpu_usage(double utilisation, std::uint64_t memory_used_bytes) {
+  const auto ids = gpu_ids();
+  if (ids.empty()) return;
+  running()->core().report_gpu_usage(ids, utilisation, memory_used_bytes);
+}
+
 std::vector<int> gpu_ids() {
   const worker_context* ctx = current_worker_context();
   return ctx == nullptr ? std::vector<int>{} : ctx->gpu_ids;

@@ -49,6 +49,12 @@ std::vector<gpu::device> node_gpus(double num_gpus, const std::string& declared)
     devices = std::move(*parsed);
   } else {
     devices = gpu::discover();
+    // Found devices are measured (declared ones carry their declared or nominal score).
+    if (knobs().gpu_probe != 0) {
+      for (auto& d : devices) {
+        if (auto tflops = gpu::probe_speed(d.index)) d.speed = *tflops;
+      }
+    }
   }
   if (num_gpus < 0) return devices;
   if (num_gpus != std::floor(num_gpus)) {

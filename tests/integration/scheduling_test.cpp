@@ -45,12 +45,18 @@ gpu_run use_gpu(int ms) {
 
 std::string here() { return celer::current_node_id().hex(); }
 
+/// Reports its (declared) GPU as 73% busy with 5 GB in use.
+std::vector<int> report_usage() {
+  celer::report_gpu_usage(0.73, 5'000'000'000ULL);
+  return celer::gpu_ids();
+}
+
 struct gpu_holder {
   std::vector<int> ids() const { return celer::gpu_ids(); }
 };
 gpu_holder* make_gpu_holder() { return new gpu_holder(); }
 
-CELER_REMOTE(use_gpu, here, make_gpu_holder, &gpu_holder::ids);
+CELER_REMOTE(use_gpu, here, report_usage, make_gpu_holder, &gpu_holder::ids);
 
 /// node0 (the head's): 2 x A100 80 GB; node1: 2 x V100 16 GB, zone=b; node2: an A100 40 GB
 /// and a V100 32 GB, zone=a. node0 also has zone=a, kind=spot (local_cluster).
@@ -106,6 +112,11 @@ TEST_CASE("declared GPUs: accelerator_type and gpu_memory_gb land on matching de
          3, {.num_cpus = 0, .num_gpus = 1, .accelerator_type = "V100", .gpu_memory_gb = 20})) {
     CHECK(c.device(r) == std::pair{2, 1});
   }
+  // A declared device shows what its workers report.
+  const auto reported = celer::get(celer::task(report_usage).options(
+    {.num_cpus = 0, .num_gpus = 1, .accelerator_type = "V100", .gpu_memory_gb = 20}).remote(), 60s);
+  CHECK(reported == std::vector<int>{1});
+  REQUIRE(eventually([&] { return c.status().find("util 73%  memory 5.0 GB") != std::string::npos; }, 10s));
   // Work that asks for no GPU sees none on a GPU node.
   const auto plain = celer::get(celer::task(use_gpu).options(on_node(1)).remote(0), 60s);
   CHECK(plain.ids.empty());

@@ -127,6 +127,10 @@ template <class T>
 /// (a worker process sees exactly these in CUDA_VISIBLE_DEVICES); empty in the driver and
 /// for work that asked for no GPU. Fractional requests sharing a device see the same index.
 [[nodiscard]] std::vector<int> gpu_ids();
+/// Reports how busy this task's or actor's GPUs are (0..1) and the bytes of their memory
+/// in use: what `celer status` shows for declared devices, which NVML cannot sample.
+/// Nothing happens outside work that holds GPUs.
+void report_gpu_usage(double utilisation, std::uint64_t memory_used_bytes);
 /// Total and available resources of the cluster, by name ("CPU", "GPU", "memory", custom).
 [[nodiscard]] std::map<std::string, double> cluster_resources();
 [[nodiscard]] std::map<std::string, double> available_resources();

@@ -365,8 +365,16 @@ int status(std::string address) {
                                               std::to_string(d.compute_minor)
                                           : std::string())
                   << ")  speed " << std::setprecision(2) << d.speed
-                  << (d.declared ? " declared" : "") << "  in use " << used << "\n"
-                  << std::defaultfloat;
+                  << (d.declared ? " declared" : "") << "  in use " << used;
+        for (const auto& s : n.gpu_samples) {
+          if (s.index != d.index) continue;
+          std::cout << "  util " << std::setprecision(0) << s.utilisation * 100 << "%  memory "
+                    << std::setprecision(1) << static_cast<double>(s.memory_used_bytes) / 1e9
+                    << " GB";
+          if (s.temperature_c > 0) std::cout << "  " << s.temperature_c << " C";
+          if (s.throttled) std::cout << "  throttled: " << s.throttle_reasons;
+        }
+        std::cout << "\n" << std::defaultfloat;
       }
       for (const auto& w : n.waiting) {
         std::cout << "  waiting " << w.waiting_ms << " ms: "

@@ -1033,6 +1033,15 @@ std::vector<protocol::placement_group_info> core_worker::query_placement_groups(
   return ask<protocol::placement_group_list>(where_.head, std::move(q)).groups;
 }
 
+void core_worker::report_gpu_usage(const std::vector<int>& devices, double utilisation,
+                                   std::uint64_t memory_used_bytes) {
+  protocol::gpu_usage m;
+  m.devices.assign(devices.begin(), devices.end());
+  m.utilisation = utilisation;
+  m.memory_used_bytes = memory_used_bytes;
+  (void)net_.send(where_.node, std::move(m));
+}
+
 std::string core_worker::pending_reason(const object_id& id) {
   protocol::explain_placement q;
   {

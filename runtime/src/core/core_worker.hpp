@@ -105,6 +105,9 @@ public:
   bool placement_group_ready(const placement_group_id& id, std::chrono::milliseconds timeout);
   void remove_placement_group(const placement_group_id& id);
   std::vector<protocol::placement_group_info> query_placement_groups(const placement_group_id& id);
+  /// Tells the node how busy the calling work's GPUs are.
+  void report_gpu_usage(const std::vector<int>& devices, double utilisation,
+                        std::uint64_t memory_used_bytes);
   /// This node's object store in numbers.
   protocol::store_counters query_store_stats();
   /// Sets the node tasks are submitted to (a cluster driver learns it after connecting;

@@ -199,6 +199,7 @@ void head::try_reserve(group_info& g) {
   // group is created when all said yes, and what was reserved goes back if one said no.
   g.replies_due = g.info.bundles.size();
   g.reserved.assign(g.info.bundles.size(), false);
+  g.answered.assign(g.info.bundles.size(), false);
   g.refusal.clear();
   for (std::size_t i = 0; i < g.info.bundles.size(); ++i) {
     auto n = nodes_.find(g.info.nodes[i]);
@@ -223,7 +224,11 @@ void head::on(protocol::bundle_reserved& m) {
     return;
   }
   auto& g = it->second;
-  if (g.replies_due == 0 || m.index < 0 || static_cast<std::size_t>(m.index) >= g.reserved.size()) return;
+  if (g.replies_due == 0 || m.index < 0 || static_cast<std::size_t>(m.index) >= g.reserved.size() ||
+      g.answered[static_cast<std::size_t>(m.index)]) {
+    return;
+  }
+  g.answered[static_cast<std::size_t>(m.index)] = true;
   g.reserved[static_cast<std::size_t>(m.index)] = m.ok;
   if (!m.ok && g.refusal.empty()) {
     g.refusal = "node " + m.node.short_hex() + " refused bundle " + std::to_string(m.index) + ": " + m.why;
@@ -480,6 +485,7 @@ void head::on(protocol::heartbeat& m) {
   n.workers = m.workers;
   n.store = m.store;
   n.waiting = std::move(m.waiting);
+  n.gpu_samples = std::move(m.gpu_samples);
   view_.refresh(m.node, m.available, m.gpu_free, m.queued, m.queued_gpus);
 }
 
@@ -539,8 +545,14 @@ void head::declare_dead(const node_id& id, node_info& n, const std::string& reas
                                            a.spec.function, id.short_hex()));
   }
   // Groups with a bundle there are laid out again (all or nothing), their other bundles
-  // given back.
+  // given back; a reservation it never answered counts as refused.
   for (auto& [gid, g] : groups_) {
+    for (std::size_t i = 0; g.replies_due > 0 && i < g.info.nodes.size(); ++i) {
+      if (g.info.nodes[i] == id && !g.answered[i]) {
+        protocol::bundle_reserved no{gid, static_cast<std::int32_t>(i), id, false, "its node died"};
+        on(no);
+      }
+    }
     if (g.info.state != protocol::group_state::created) continue;
     if (std::find(g.info.nodes.begin(), g.info.nodes.end(), id) == g.info.nodes.end()) continue;
     std::vector<std::int32_t> others;
@@ -642,6 +654,7 @@ void head::on(protocol::status_query& m) {
     s.workers = n.workers;
     s.store = n.store;
     s.waiting = n.waiting;
+    s.gpu_samples = n.alive ? n.gpu_samples : std::vector<gpu::sample>{};
     for (auto& w : s.waiting) {
       w.why = view_.explain(w.need, w.where);
       if (w.why.empty()) w.why = "queued behind earlier work on its node";

@@ -32,8 +32,9 @@ private:
     std::chrono::steady_clock::time_point last_seen;
     std::uint32_t workers = 0;
     protocol::store_counters store;
-    /// Its oldest waiting requests, as of its last heartbeat.
+    /// Its oldest waiting requests, and its GPUs' monitoring, as of its last heartbeat.
     std::vector<protocol::waiting_request> waiting;
+    std::vector<gpu::sample> gpu_samples;
   };
   struct actor_info {
     protocol::task_spec spec;
@@ -80,7 +81,7 @@ private:
     protocol::placement_group_info info;
     /// Replies still expected from nodes asked to reserve a bundle, and those that said yes.
     std::size_t replies_due = 0;
-    std::vector<bool> reserved;
+    std::vector<bool> reserved, answered;
     std::string refusal;
     /// Requests for the group that came before it was created.
     std::vector<protocol::request_lease> leases;

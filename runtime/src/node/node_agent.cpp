@@ -68,6 +68,15 @@ void node_agent::refuse(const protocol::task_spec& spec, const std::string& why)
   }
 }
 
+void node_agent::on(protocol::gpu_usage& m) {
+  for (auto index : m.devices) {
+    auto& s = reported_[index];
+    s.index = index;
+    s.utilisation = std::clamp(m.utilisation, 0.0, 1.0);
+    s.memory_used_bytes = m.memory_used_bytes;
+  }
+}
+
 void node_agent::on(protocol::reserve_bundle& m) {
   protocol::bundle_reserved r{m.group, m.index, cfg_.id, false, {}};
   const auto& need = m.bundle.need;
@@ -585,6 +594,23 @@ void node_agent::on(protocol::tick&) {
   h.workers = static_cast<std::uint32_t>(workers_.size());
   if (store_) h.store = store_->stats();
   h.gpu_free = gpus_.free();
+  // Devices NVML knows are sampled; declared ones carry what their workers reported.
+  const bool any_real = std::any_of(cfg_.gpus.begin(), cfg_.gpus.end(),
+                                    [](const gpu::device& d) { return !d.declared; });
+  const auto sampled = any_real ? gpu::sample_devices() : std::vector<gpu::sample>{};
+  for (const auto& d : cfg_.gpus) {
+    auto real = std::find_if(sampled.begin(), sampled.end(),
+                             [&](const gpu::sample& s) { return s.index == d.index; });
+    if (!d.declared && real != sampled.end()) {
+      h.gpu_samples.push_back(*real);
+    } else if (auto r = reported_.find(d.index); r != reported_.end()) {
+      h.gpu_samples.push_back(r->second);
+    } else {
+      gpu::sample none;
+      none.index = d.index;
+      h.gpu_samples.push_back(none);
+    }
+  }
   // The oldest waiting requests, so the head can say why they wait.
   const auto now = std::chrono::steady_clock::now();
   std::vector<const queued_work*> oldest;

@@ -130,6 +130,7 @@ private:
   void on(protocol::job_finished& m);
   void on(protocol::node_died& m);
   void on(protocol::reserve_bundle& m);
+  void on(protocol::gpu_usage& m);
   void on(protocol::return_bundles& m);
   /// The bundle `where` names, if reserved here.
   bundle_account* bundle_of(const protocol::placement& where);
@@ -167,6 +168,8 @@ private:
   protocol::resource_set available_;
   scheduling::device_pool gpus_;
   std::map<bundle_key, bundle_account> bundles_;
+  /// Declared devices' monitoring, as their workers last reported it (by device index).
+  std::map<int, gpu::sample> reported_;
   /// Queued work by resource shape (Ray's scheduling classes), shapes in order of first
   /// arrival, FIFO within a shape. Dispatch looks at the head of each shape only, so a long
   /// queue costs nothing per dispatch, and a large request does not hold back smaller ones.

@@ -422,7 +422,11 @@ struct heartbeat {
   std::int64_t queued_gpus = 0;
   /// The oldest requests waiting here (at most 20), so the head can say why.
   std::vector<waiting_request> waiting;
-  MSGPACK_DEFINE(node, available, queued, workers, store, gpu_free, queued_gpus, waiting)
+  /// Each GPU's monitoring: sampled through NVML, or (declared devices) as its workers
+  /// last reported it (gpu_usage).
+  std::vector<gpu::sample> gpu_samples;
+  MSGPACK_DEFINE(node, available, queued, workers, store, gpu_free, queued_gpus, waiting,
+                 gpu_samples)
 };
 // ---- core -> head: tell me when nodes die (cluster mode)
 struct subscribe_cluster {
@@ -466,8 +470,9 @@ struct node_status {
   std::vector<gpu::device> gpus;
   std::vector<std::int64_t> gpu_free;
   std::vector<waiting_request> waiting;
+  std::vector<gpu::sample> gpu_samples;
   MSGPACK_DEFINE(node, addr, alive, dead_reason, total, available, labels, queued, workers,
-                 store, gpus, gpu_free, waiting)
+                 store, gpus, gpu_free, waiting, gpu_samples)
 };
 // ---- any client -> head: the cluster's state
 struct status_query {
@@ -709,6 +714,15 @@ struct return_bundles {
   MSGPACK_DEFINE(group, indices, why)
 };
 
+// ---- core -> its node: how busy the calling work's GPUs are (celer::report_gpu_usage;
+// what declared devices report, having no NVML)
+struct gpu_usage {
+  std::vector<std::int32_t> devices;
+  double utilisation = 0;
+  std::uint64_t memory_used_bytes = 0;
+  MSGPACK_DEFINE(devices, utilisation, memory_used_bytes)
+};
+
 using message =
   std::variant<request_lease, execute_task, return_lease, task_result, worker_blocked,
                worker_unblocked, get_object, object_reply, register_node, create_actor,
@@ -722,7 +736,8 @@ using message =
                store_stats_reply, durable_objects, locate_object, object_location,
                object_copied, explain_placement, placement_explained, create_placement_group,
                placement_group_reply, remove_placement_group, placement_group_query,
-               placement_group_list, reserve_bundle, bundle_reserved, return_bundles>;
+               placement_group_list, reserve_bundle, bundle_reserved, return_bundles,
+               gpu_usage>;
 
 /// The message's name, for logs.
 const char* name_of(const message& m);

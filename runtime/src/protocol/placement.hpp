@@ -92,6 +92,32 @@ struct pack<celer::gpu::device> {
 };
 
 template <>
+struct pack<celer::gpu::sample> {
+  template <class Stream>
+  packer<Stream>& operator()(packer<Stream>& o, const celer::gpu::sample& s) const {
+    o.pack_array(6);
+    o.pack(s.index).pack(s.utilisation).pack(s.memory_used_bytes).pack(s.temperature_c);
+    o.pack(s.throttled).pack(s.throttle_reasons);
+    return o;
+  }
+};
+
+template <>
+struct convert<celer::gpu::sample> {
+  const msgpack::object& operator()(const msgpack::object& o, celer::gpu::sample& s) const {
+    if (o.type != msgpack::type::ARRAY || o.via.array.size != 6) throw msgpack::type_error();
+    const auto* f = o.via.array.ptr;
+    f[0].convert(s.index);
+    f[1].convert(s.utilisation);
+    f[2].convert(s.memory_used_bytes);
+    f[3].convert(s.temperature_c);
+    f[4].convert(s.throttled);
+    f[5].convert(s.throttle_reasons);
+    return o;
+  }
+};
+
+template <>
 struct convert<celer::gpu::device> {
   const msgpack::object& operator()(const msgpack::object& o, celer::gpu::device& d) const {
     if (o.type != msgpack::type::ARRAY || o.via.array.size != 9) throw msgpack::type_error();

@@ -472,6 +472,14 @@ cluster_view::group_plan cluster_view::plan_group(
 
 std::string cluster_view::explain(const protocol::resource_set& need,
                                   const protocol::placement& p) const {
+  if (p.how == scheduling_strategy::kind::node_affinity && !p.soft) {
+    const auto* n = find(p.node);
+    if (n == nullptr || !n->alive) return "node " + p.node.short_hex() + " is not a live node";
+    if (auto never = never_on(*n, need, p); !never.empty()) return "node " + p.node.short_hex() + " " + never;
+    if (fits_now(*n, need, p)) return {};
+    return "waits for node " + p.node.short_hex() + " (it has " + n->available.to_string() +
+           " free; it needs " + request_text(need, p) + ")";
+  }
   auto s = look(need, p);
   if (s.could.empty()) return never_text(s, need, p);
   if (!s.fit.empty()) return {};
