@@ -72,6 +72,7 @@ const char* name_of(kind how) {
   case kind::spread: return "spread";
   case kind::node_affinity: return "node_affinity";
   case kind::speed_weighted: return "speed_weighted";
+  case kind::placement_group: return "placement_group";
   }
   return "?";
 }
