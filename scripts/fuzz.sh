@@ -14,7 +14,7 @@ mkdir -p "$out"
 sources=(runtime/src/transport/wire.cpp runtime/src/protocol/messages.cpp
          runtime/src/protocol/resources.cpp runtime/src/common.cpp)
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
-       -Iruntime/include -Iruntime/src)
+       -Iruntime/include -Iruntime/src -Igpu/include)
 # The runtime sources are compiled once (as a library for libFuzzer: no main) and linked
 # into every target.
 objects=()

@@ -74,11 +74,13 @@ TEST_CASE("shutdown with work in flight returns and leaves no thread behind", "[
   // RocksDB's pool threads (the object store's disk tier) are told to exit at shutdown and
   // finish on their own a moment later.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (thread_count() != before && std::chrono::steady_clock::now() < deadline) {
+  while (thread_count() > before && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   CAPTURE(names_before, thread_names());
-  REQUIRE(thread_count() == before);
+  // At most as many as before: the joined helper thread above may still have been counted
+  // then (its task lingers in /proc for a moment on a busy machine; seen once in CI).
+  REQUIRE(thread_count() <= before);
 }
 
 TEST_CASE("a get blocked in another thread returns with an error at shutdown", "[lifecycle][embedded]") {
