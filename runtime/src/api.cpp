@@ -4,6 +4,7 @@
 #include "core/core_worker.hpp"
 #include "log.hpp"
 #include "runtime.hpp"
+#include "worker/preemption.hpp"
 
 #include <celer/api.hpp>
 
@@ -74,8 +75,10 @@ std::shared_ptr<runtime_base> running() {
   std::_Exit(code);  // user code's static objects belong to the driver, not to workers
 }
 
-void start(const knob_values& k, const init_options& options) {
-  if (cluster::worker_mode_requested()) serve_as_worker(k);
+void start(const knob_values& knobs_in, const init_options& options) {
+  if (cluster::worker_mode_requested()) serve_as_worker(knobs_in);
+  knob_values k = knobs_in;
+  if (options.priority) k.job_priority = *options.priority;
   std::string address = options.address.empty() ? k.address : options.address;
   std::lock_guard lock(runtime_mutex);
   if (the_runtime) {
@@ -173,6 +176,21 @@ void report_gpu_usage(double utilisation, std::uint64_t memory_used_bytes) {
 std::vector<int> gpu_ids() {
   const worker_context* ctx = current_worker_context();
   return ctx == nullptr ? std::vector<int>{} : ctx->gpu_ids;
+}
+
+void on_preempt(std::function<void(const preemption&)> callback) {
+  const worker_context* ctx = current_worker_context();
+  if (ctx == nullptr || ctx->actor.nil()) {
+    throw exception(error_code::invalid_argument,
+                    "celer::on_preempt is called from inside an actor (its constructor or a method)");
+  }
+  preemption_board::instance().set_callback(ctx->actor, std::move(callback), *ctx);
+}
+
+std::optional<preemption> preemption_notice() {
+  const worker_context* ctx = current_worker_context();
+  if (ctx == nullptr || ctx->actor.nil()) return std::nullopt;
+  return preemption_board::instance().notice(ctx->actor);
 }
 
 std::map<std::string, double> cluster_resources() {

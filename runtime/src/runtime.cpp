@@ -4,6 +4,7 @@
 #include "host.hpp"
 #include "node/node_agent.hpp"
 #include "scheduler/device_pool.hpp"
+#include "worker/preemption.hpp"
 #include "worker/worker.hpp"
 
 #include <algorithm>
@@ -110,6 +111,16 @@ struct embedded_runtime::impl : worker_launcher {
     (void)id;
     (void)host.local().send(addr, protocol::kill_actor{actor, "killed"});
   }
+
+  bool preempt(const worker_id& id, const protocol::preempt_actor& notice) override {
+    // The worker's thread may be in a long call: the callback runs beside it.
+    preemption_board::instance().notify(
+      notice.actor, std::chrono::milliseconds(notice.grace_ms), notice.reason,
+      [this, id, actor = notice.actor] {
+        (void)host.local().send(node_addr, protocol::preempt_ready{actor, id});
+      });
+    return true;
+  }
 };
 
 embedded_runtime::embedded_runtime(const knob_values& k, const init_options& options)
@@ -127,7 +138,11 @@ embedded_runtime::embedded_runtime(const knob_values& k, const init_options& opt
   s.node_addr = address{node_, {}};
   const address core_addr{unique_id::random(), {}};
   core_ = std::make_unique<core_worker>(
-    net, core_worker::endpoints{core_addr, s.node_addr, s.head_addr, node_});
+    net, core_worker::endpoints{.self = core_addr,
+                                .node = s.node_addr,
+                                .head = s.head_addr,
+                                .this_node = node_,
+                                .priority = k.job_priority});
   s.core = core_.get();
 
   s.host.spawn(s.head_addr.id,
@@ -149,6 +164,7 @@ embedded_runtime::embedded_runtime(const knob_values& k, const init_options& opt
                         ? static_cast<std::size_t>(options.object_store_memory)
                         : object_store_capacity(k);
   nc.store_spill = k.object_spilling != 0;
+  nc.preemption_grace = std::chrono::milliseconds(std::max(0, k.preemption_grace_ms));
   if (!k.object_store_dir.empty()) {
     nc.store_dir = k.object_store_dir;
   } else {

@@ -259,3 +259,101 @@ TEST_CASE("placement groups across three nodes: a bundle per node, all or nothin
   REQUIRE(lost.ready(30s));
   CHECK(group_state(won).state == "removed");
 }
+
+namespace {
+
+/// Where preempted trials note their checkpoint (a plain actor; its calls come from the
+/// trials' preemption callbacks, in their own processes).
+struct preempt_ledger {
+  int note(std::string name, std::int64_t ms_left, std::string reason) {
+    notes.push_back(name + " " + std::to_string(ms_left) + " " + reason);
+    return static_cast<int>(notes.size());
+  }
+  std::vector<std::string> all() const { return notes; }
+  std::vector<std::string> notes;
+};
+preempt_ledger* make_preempt_ledger() { return new preempt_ledger(); }
+
+/// A tuning trial on one GPU. Its preemption callback notes it in the ledger, then takes
+/// `hang_ms` more (a checkpoint too slow for its grace).
+struct preempt_trial {
+  preempt_trial(std::string name, int hang_ms) {
+    celer::on_preempt([name, hang_ms](const celer::preemption& p) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          p.deadline - std::chrono::steady_clock::now())
+                          .count();
+      auto ledger = celer::get_actor<preempt_ledger>("ledger");
+      (void)celer::get(ledger.task(&preempt_ledger::note).remote(name, left, p.reason), 10s);
+      std::this_thread::sleep_for(std::chrono::milliseconds(hang_ms));
+    });
+  }
+  std::string node() const { return celer::current_node_id().hex(); }
+};
+preempt_trial* make_preempt_trial(std::string name, int hang_ms) {
+  return new preempt_trial(std::move(name), hang_ms);
+}
+
+CELER_REMOTE(make_preempt_ledger, &preempt_ledger::note, &preempt_ledger::all,
+             make_preempt_trial, &preempt_trial::node);
+
+} // namespace
+
+TEST_CASE("preemption across nodes: the head picks the node, the lowest priority goes first, "
+          "the callback runs, and the grace is enforced",
+          "[cluster][scheduling][preemption]") {
+  gpu_cluster c;
+  auto ledger = celer::actor(make_preempt_ledger).options({.name = "ledger"}).remote();
+  REQUIRE(celer::get(ledger.task(&preempt_ledger::all).remote(), 60s).empty());
+  // Every A100 (two on node0, one on node2) held by a preemptible trial.
+  auto trial = [&](const std::string& name, int priority, int hang_ms, int node) {
+    auto t = celer::actor(make_preempt_trial)
+               .options({.num_gpus = 1, .accelerator_type = "A100",
+                         .scheduling = celer::scheduling_strategy::node_affinity(c.id_of[node]),
+                         .priority = priority, .preemptible = true, .preemption_grace = 1500ms})
+               .remote(name, hang_ms);
+    REQUIRE(c.node_of.at(celer::get(t.task(&preempt_trial::node).remote(), 60s)) == node);
+    return t;
+  };
+  auto t0a = trial("t0a", 0, 0, 0);
+  auto t0b = trial("t0b", -1, 60'000, 0);  // its checkpoint would take a minute
+  auto t2 = trial("t2", -2, 0, 2);
+  auto preempted_message = [](auto& t) -> std::string {
+    try {
+      (void)celer::get(t.task(&preempt_trial::node).remote(), 60s);
+    } catch (const celer::actor_preempted_error& e) {
+      return e.what();
+    }
+    FAIL("no actor_preempted_error");
+    return {};
+  };
+
+  // One A100 at priority 10: a single trial must go either way; node2's is of the lowest
+  // priority, so the head sends the request there.
+  auto high = [&](const std::string& name) {
+    return celer::actor(make_preempt_trial)
+      .options({.num_gpus = 1, .accelerator_type = "A100", .priority = 10})
+      .remote(name, 0);
+  };
+  auto h1 = high("h1");
+  CHECK(c.node_of.at(celer::get(h1.task(&preempt_trial::node).remote(), 60s)) == 2);
+  CHECK_THAT(preempted_message(t2), Contains("priority 10") && Contains("priority -2"));
+
+  // The next goes to node0, where t0b (-1) goes before t0a (0). t0b's callback outlasts
+  // its 1.5 s grace: its process is killed at the deadline, and h2 starts then.
+  auto h2 = high("h2");
+  CHECK(c.node_of.at(celer::get(h2.task(&preempt_trial::node).remote(), 30s)) == 0);
+  CHECK_THAT(preempted_message(t0b), Contains("preempted") && Contains("priority -1"));
+  CHECK(c.node_of.at(celer::get(t0a.task(&preempt_trial::node).remote(), 60s)) == 0);
+
+  // Each callback wrote to the ledger from its own process before its deadline.
+  const auto notes = celer::get(ledger.task(&preempt_ledger::all).remote(), 60s);
+  REQUIRE(notes.size() == 2);
+  for (std::size_t i = 0; i < notes.size(); ++i) {
+    INFO(notes[i]);
+    CHECK(notes[i].starts_with(i == 0 ? "t2 " : "t0b "));
+    const auto left = std::stoll(notes[i].substr(notes[i].find(' ') + 1));
+    CHECK(left > 0);
+    CHECK(left <= 1500);
+    CHECK_THAT(notes[i], Contains("make_preempt_trial of priority 10"));
+  }
+}

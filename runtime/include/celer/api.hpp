@@ -131,6 +131,22 @@ template <class T>
 /// in use: what `celer status` shows for declared devices, which NVML cannot sample.
 /// Nothing happens outside work that holds GPUs.
 void report_gpu_usage(double utilisation, std::uint64_t memory_used_bytes);
+/// What a preemptible actor is told when the scheduler preempts it for higher-priority work:
+/// it is stopped at `deadline` at the latest (sooner once its callback returns).
+struct preemption {
+  std::chrono::steady_clock::time_point deadline;
+  /// Which request, of which priority, needs its resources, and on which node.
+  std::string reason;
+};
+/// Inside an actor (created with actor_options::preemptible): `callback` runs when the actor
+/// is preempted, on a thread of its own beside any call the actor is running, so guard what
+/// it shares with the actor's methods. Checkpoint there; the actor is stopped when it
+/// returns or at the deadline. Without a callback a preempted actor is stopped at once.
+/// Calling it again replaces the callback; invalid_argument outside an actor.
+void on_preempt(std::function<void(const preemption&)> callback);
+/// Inside an actor: the preemption notice once one came, else nullopt. A long call can poll
+/// it and return early (embedded mode stops an actor only between calls).
+[[nodiscard]] std::optional<preemption> preemption_notice();
 /// Total and available resources of the cluster, by name ("CPU", "GPU", "memory", custom).
 [[nodiscard]] std::map<std::string, double> cluster_resources();
 [[nodiscard]] std::map<std::string, double> available_resources();
@@ -169,6 +185,7 @@ enum class failure_kind : unsigned char {
   runtime_stopped,  ///< the runtime shut down before the object was made
   worker_died,      ///< the worker process running the task died
   node_died,        ///< the node running the task died
+  actor_preempted,  ///< the actor was preempted for higher-priority work
 };
 
 struct failure {

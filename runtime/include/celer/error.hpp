@@ -121,6 +121,13 @@ public:
     : exception(error_code::unavailable, message) {}
 };
 
+/// The actor was preempted: a request of higher priority needed its resources (it opted in
+/// with actor_options::preemptible). Catch it to create the actor again from its checkpoint.
+class actor_preempted_error : public actor_died_error {
+public:
+  explicit actor_preempted_error(const std::string& message) : actor_died_error(message) {}
+};
+
 /// The node that ran (or queued) the task died before the task finished (cluster mode).
 class node_died_error : public exception {
 public:

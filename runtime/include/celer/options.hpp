@@ -99,6 +99,9 @@ struct init_options {
   /// Bytes of shared memory for the embedded node's object store; 0 means the
   /// object_store_memory knob, else 30% of physical memory. Past it, objects spill to disk.
   double object_store_memory = 0;
+  /// The job's priority: its tasks and actors get it unless their options name one
+  /// (higher goes first; 0 by default). Unset: the job_priority knob (CELER_JOB_PRIORITY).
+  std::optional<int> priority;
 };
 
 /// Resources a task or actor needs while it runs.
@@ -136,6 +139,9 @@ struct task_options {
   /// Write the result through to the node's disk (synced) before it is handed out, so that
   /// it survives the death of the worker and of the node agent (see put_options::durable).
   bool durable = false;
+  /// Higher goes first, and a task that cannot be placed preempts preemptible actors of
+  /// lower priority. Unset: the priority of the task or actor submitting it, else the job's.
+  std::optional<int> priority;
 };
 
 /// Options of `celer::put`.
@@ -172,6 +178,16 @@ struct actor_options {
   int max_restarts = 0;
   /// Retries of a call whose actor died mid-call; used by cluster mode.
   int max_task_retries = 0;
+  /// Higher goes first; an actor that cannot be placed preempts preemptible actors of lower
+  /// priority to take their resources. Unset: as task_options::priority.
+  std::optional<int> priority;
+  /// The scheduler may stop this actor for a request of higher priority. It is told first:
+  /// its `celer::on_preempt` callback runs, and it is stopped when the callback returns or
+  /// after `preemption_grace`, whichever comes first; its handles then fail with
+  /// actor_preempted_error.
+  bool preemptible = false;
+  /// How long a preempted actor has to checkpoint; 0 means the preemption_grace_ms knob.
+  std::chrono::milliseconds preemption_grace{0};
 };
 
 } // namespace celer

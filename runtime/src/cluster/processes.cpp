@@ -97,6 +97,7 @@ cluster_driver::cluster_driver(const knob_values& k, const std::string& address,
   where.job = job_id::random();
   where.binary = self_executable();
   where.cluster = true;
+  where.priority = k.job_priority;
   s.core = std::make_unique<core_worker>(*s.net, where);
   s.host.spawn(where.self.id,
                as_component(std::make_shared<core_shell>(
@@ -208,7 +209,17 @@ worker_process::worker_process(const knob_values& k) : impl_(std::make_unique<im
   s.net->handle_directly(where.self.id, [core = s.core.get()](protocol::message& m) { core->handle(m); });
   const address self{id, s.net->endpoint()};
   worker::config wc{id, self, node_addr, head_addr, s.node, std::move(gpu_ids)};
-  s.host.spawn_detached(id, as_component(std::make_shared<worker>(*s.net, *s.core, wc)), "worker",
+  auto hosted = std::make_shared<worker>(*s.net, *s.core, wc);
+  // A preemption notice is handled as it arrives, beside the actor's running call; the
+  // rest goes to the worker's mailbox, in order.
+  s.net->handle_directly(id, [w = hosted.get(), local = &s.host.local(), id](protocol::message& m) {
+    if (auto* notice = std::get_if<protocol::preempt_actor>(&m)) {
+      w->preempted(*notice);
+    } else {
+      (void)local->send(address{id, {}}, std::move(m));
+    }
+  });
+  s.host.spawn_detached(id, as_component(std::move(hosted)), "worker",
                         [&s] {
                           if (!s.finished_set.exchange(true)) s.finished.set_value();
                         });
@@ -356,6 +367,7 @@ int run_daemon(const knob_values& k, const daemon_options& o,
       k.max_idle_workers > 0 ? k.max_idle_workers : static_cast<int>(2 * std::max(1.0, cpus));
     nc.store_capacity = object_store_capacity(k);
     nc.store_spill = k.object_spilling != 0;
+    nc.preemption_grace = std::chrono::milliseconds(std::max(0, k.preemption_grace_ms));
     launcher = std::make_unique<process_launcher>(
       *net, process_launcher::config{nid, node_addr, head_addr, token, ip, session_dir / "logs",
                                      !nc.gpus.empty()});

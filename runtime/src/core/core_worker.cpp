@@ -142,6 +142,7 @@ object_ref<void> core_worker::submit_task(const detail::remote_entry& fn,
   spec.durable = options.durable;
   spec.where = checked_placement(fn.name, options.accelerator_type, options.gpu_memory_gb,
                                  options.label_selector, options.scheduling);
+  spec.priority = options.priority.value_or(default_priority());
   const object_id ret = spec.return_id();
   // Held until the task has counted its use of them (released after the lock).
   const auto stored = store_large_args(args);
@@ -150,19 +151,25 @@ object_ref<void> core_worker::submit_task(const detail::remote_entry& fn,
   spec.args = to_wire(std::move(args), spec.id);
   objects_[ret].owned = true;
   auto ref = owned_ref(ret);
-  const std::size_t cls = class_of(spec.resources, spec.where);
+  const std::size_t cls = class_of(spec.resources, spec.where, spec.priority);
   classes_[cls].queued.push_back(std::move(spec));
   pump(cls);
   return ref;
 }
 
 std::size_t core_worker::class_of(const protocol::resource_set& shape,
-                                  const protocol::placement& where) {
+                                  const protocol::placement& where, std::int32_t priority) {
   for (std::size_t i = 0; i < classes_.size(); ++i) {
-    if (classes_[i].shape.amounts == shape.amounts && classes_[i].where == where) return i;
+    const auto& c = classes_[i];
+    if (c.shape.amounts == shape.amounts && c.where == where && c.priority == priority) return i;
   }
-  classes_.push_back({shape, where, {}, 0});
+  classes_.push_back({shape, where, priority, {}, 0});
   return classes_.size() - 1;
+}
+
+std::int32_t core_worker::default_priority() const {
+  if (const auto* ctx = current_worker_context(); ctx != nullptr) return ctx->priority;
+  return where_.priority;
 }
 
 std::vector<protocol::node_bytes> core_worker::locality_of(const protocol::task_spec& spec) const {
@@ -221,6 +228,7 @@ void core_worker::pump(std::size_t cls) {
     req.spec.job = first.job;
     req.spec.binary = first.binary;
     req.spec.where = first.where;
+    req.spec.priority = first.priority;
     req.locality = locality_of(first);
     const task_id rid = req.spec.id;
     const std::string function = first.function;
@@ -875,6 +883,9 @@ actor_id core_worker::create_actor(const detail::remote_entry& factory,
   spec.actor_name = options.name;
   spec.class_type = factory.class_type;
   spec.max_concurrency = options.max_concurrency;
+  spec.priority = options.priority.value_or(default_priority());
+  spec.preemptible = options.preemptible;
+  spec.preemption_grace_ms = options.preemption_grace.count();
   spec.job = where_.job;
   spec.binary = where_.binary;
   const actor_id id = spec.actor;

@@ -40,6 +40,9 @@ struct worker_context {
   bool blocked = false;
   /// The GPUs (device indices) the worker was given.
   std::vector<int> gpu_ids;
+  /// The actor it hosts (nil for task workers), and the priority of the work it runs.
+  actor_id actor;
+  std::int32_t priority = 0;
 };
 worker_context*& current_worker_context() noexcept;
 
@@ -55,6 +58,8 @@ public:
     std::string binary;
     /// Cluster mode: resource questions go to the head.
     bool cluster = false;
+    /// The job's priority (init_options::priority): work submitted without one gets it.
+    std::int32_t priority = 0;
   };
   core_worker(transport& net, endpoints where);
   ~core_worker();
@@ -157,6 +162,7 @@ private:
   struct task_class {
     protocol::resource_set shape;
     protocol::placement where;
+    std::int32_t priority = 0;
     std::deque<protocol::task_spec> queued;
     /// Lease requests sent and not answered yet.
     std::size_t requests = 0;
@@ -179,7 +185,11 @@ private:
 
   task_id next_task_id();
   // The following require mutex_.
-  std::size_t class_of(const protocol::resource_set& shape, const protocol::placement& where);
+  std::size_t class_of(const protocol::resource_set& shape, const protocol::placement& where,
+                       std::int32_t priority);
+  /// The priority of work submitted without one: the running task's or actor's (nested
+  /// work inherits it), else the job's.
+  [[nodiscard]] std::int32_t default_priority() const;
   /// The nodes holding `spec`'s stored arguments that this process owns, with their bytes.
   std::vector<protocol::node_bytes> locality_of(const protocol::task_spec& spec) const;
   /// Pushes queued tasks of class `cls` to its leases with room, and asks for more leases

@@ -51,6 +51,20 @@ std::pair<const node_id, head::node_info>* head::pick_node(
     why = std::move(d.why);
     return nullptr;
   }
+  if (!d.now && !preemptible_.empty()) {
+    std::vector<scheduling::cluster_view::preemptible> actors;
+    for (const auto& id : preemptible_) {
+      const auto& a = actors_.at(id);
+      if (a.spec.where.group.nil()) {
+        actors.push_back({a.node, a.spec.resources, a.gpus, a.spec.priority, a.started});
+      }
+    }
+    auto room = view_.preemption_target(spec.resources, spec.where, spec.priority, actors);
+    if (room && *room != d.target) {
+      view_.move_waiting(d.target, *room, spec.resources);
+      d.target = *room;
+    }
+  }
   auto it = nodes_.find(d.target);
   return it == nodes_.end() ? nullptr : &*it;
 }
@@ -405,6 +419,7 @@ void head::publish(const actor_id& id, actor_info& a) {
 
 void head::mark_dead(const actor_id& id, actor_info& a, protocol::failure_info fail) {
   a.state = protocol::actor_state::dead;
+  preemptible_.erase(id);
   a.fail = std::move(fail);
   if (!a.spec.actor_name.empty()) {
     auto it = names_.find(a.spec.actor_name);
@@ -422,6 +437,9 @@ void head::on(protocol::actor_started& m) {
   }
   it->second.state = protocol::actor_state::alive;
   it->second.worker = m.worker;
+  it->second.started = ++started_;
+  it->second.gpus = std::move(m.gpus);
+  if (it->second.spec.preemptible) preemptible_.insert(m.actor);
   publish(m.actor, it->second);
 }
 

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace celer {
@@ -43,6 +44,9 @@ private:
     node_id node;
     protocol::failure_info fail;
     std::vector<address> subscribers;
+    /// Order of starting (later is larger), and its GPU shares: for choosing what to preempt.
+    std::uint64_t started = 0;
+    std::vector<protocol::gpu_share> gpus;
   };
 
   void on(protocol::register_node& m);
@@ -70,7 +74,8 @@ private:
   void on(protocol::remove_placement_group& m);
   void on(protocol::placement_group_query& m);
   void on(protocol::bundle_reserved& m);
-  /// Where `spec` goes (view_ decides); null, with `why`, when it can never run.
+  /// Where `spec` goes (view_ decides); null, with `why`, when it can never run. A request
+  /// that must wait goes where preempting lower-priority actors would make room, if any.
   std::pair<const node_id, node_info>* pick_node(const protocol::task_spec& spec,
                                                  std::span<const protocol::node_bytes> locality,
                                                  std::string& why);
@@ -119,6 +124,9 @@ private:
   std::unordered_map<actor_id, actor_info> actors_;
   std::unordered_map<std::string, actor_id> names_;
   std::unordered_map<placement_group_id, group_info> groups_;
+  /// Live actors that opted in to preemption, and how many actors have started.
+  std::unordered_set<actor_id> preemptible_;
+  std::uint64_t started_ = 0;
 };
 
 } // namespace celer

@@ -80,8 +80,7 @@ void node_agent::on(protocol::gpu_usage& m) {
 void node_agent::on(protocol::reserve_bundle& m) {
   protocol::bundle_reserved r{m.group, m.index, cfg_.id, false, {}};
   const auto& need = m.bundle.need;
-  const auto gpus_it = need.amounts.find(protocol::gpu);
-  const std::int64_t gpu_units = gpus_it == need.amounts.end() ? 0 : gpus_it->second;
+  const std::int64_t gpu_units = need.units(protocol::gpu);
   if (stopping_) {
     r.why = "the node is stopping";
   } else if (bundles_.contains({m.group, m.index})) {
@@ -208,8 +207,7 @@ bool node_agent::head_should_place(const protocol::request_lease& m) const {
     }
   }
   // Busy here: the head places it where resources are free.
-  const auto gpus = m.spec.resources.amounts.find(protocol::gpu);
-  const std::int64_t gpu_units = gpus == m.spec.resources.amounts.end() ? 0 : gpus->second;
+  const std::int64_t gpu_units = m.spec.resources.units(protocol::gpu);
   return !(queued_ == 0 && available_.covers(m.spec.resources) &&
            gpus_.fits(gpu_units, m.spec.where));
 }
@@ -239,13 +237,17 @@ void node_agent::enqueue(protocol::task_spec spec) {
   ++queued_;
   const auto now = std::chrono::steady_clock::now();
   for (auto& q : queues_) {
-    if (q.shape.amounts == spec.resources.amounts && q.where == spec.where) {
+    if (q.shape.amounts == spec.resources.amounts && q.where == spec.where &&
+        q.priority == spec.priority) {
       q.tasks.push_back({std::move(spec), now});
       return;
     }
   }
-  queues_.push_back({spec.resources, spec.where, {}});
-  queues_.back().tasks.push_back({std::move(spec), now});
+  // A new shape goes after those of its priority and above: dispatch serves higher first.
+  auto at = std::find_if(queues_.begin(), queues_.end(),
+                         [&](const shape_queue& q) { return q.priority < spec.priority; });
+  at = queues_.insert(at, shape_queue{spec.resources, spec.where, spec.priority, {}});
+  at->tasks.push_back({std::move(spec), now});
 }
 
 worker_id node_agent::take_worker(const protocol::task_spec& spec, const std::vector<int>& gpus) {
@@ -308,10 +310,15 @@ void node_agent::send_work(const worker_id& id, worker_slot& w, protocol::task_s
 
 void node_agent::dispatch() {
   // Each shape's tasks start in order while its shape fits: a task waiting for 2 CPUs does
-  // not hold back tasks that need 1.
+  // not hold back tasks that need 1. Higher priorities come first; while a request is
+  // preempting actors, the lower priorities wait so that the room they leave goes to it.
+  std::optional<std::int32_t> preempting;
+  // Whether any actor here may be (or is being) preempted: asked once, and only if some
+  // request waits.
+  std::optional<bool> may_preempt;
   for (auto& q : queues_) {
-    const auto gpus_it = q.shape.amounts.find(protocol::gpu);
-    const std::int64_t gpu_units = gpus_it == q.shape.amounts.end() ? 0 : gpus_it->second;
+    if (preempting && q.priority < *preempting) break;
+    const std::int64_t gpu_units = q.shape.units(protocol::gpu);
     // Work in a placement group draws on its bundle's reservation, other work on the rest.
     auto* available = &available_;
     auto* gpus = &gpus_;
@@ -345,11 +352,114 @@ void node_agent::dispatch() {
       w.held = spec.resources;
       w.granted = spec.resources;
       w.in_bundle = q.where.group.nil() ? protocol::placement{} : q.where;
+      w.priority = spec.priority;
+      w.preemptible = spec.kind == protocol::task_kind::actor_creation && spec.preemptible;
+      w.grace = spec.preemption_grace_ms > 0 ? std::chrono::milliseconds(spec.preemption_grace_ms)
+                                             : cfg_.preemption_grace;
+      w.preempt_deadline.reset();
+      w.preempt_stopped = false;
       available->subtract(spec.resources);
       send_work(wid, w, std::move(spec));
     }
+    if (q.tasks.empty() || !q.where.group.nil()) continue;
+    if (!may_preempt) {
+      may_preempt = std::any_of(workers_.begin(), workers_.end(), [](const auto& e) {
+        return e.second.preemptible || e.second.preempt_deadline.has_value();
+      });
+    }
+    if (*may_preempt && preempt_for(q)) preempting = q.priority;
   }
   std::erase_if(queues_, [](const shape_queue& q) { return q.tasks.empty(); });
+}
+
+bool node_agent::preempt_for(const shape_queue& q) {
+  const auto& spec = q.tasks.front().spec;
+  const std::int64_t units = q.shape.units(protocol::gpu);
+  // What is free once the actors already told to stop are gone; then which others could go.
+  auto free = available_;
+  auto devices = gpus_;
+  bool under_way = false;
+  std::vector<std::pair<const worker_id, worker_slot>*> candidates;
+  for (auto& entry : workers_) {
+    auto& w = entry.second;
+    if (!w.actor_worker || !w.busy || !w.in_bundle.group.nil()) continue;
+    if (w.preempt_deadline) {
+      free.add(w.held);
+      devices.give_back(w.gpus);
+      under_way = true;
+    } else if (w.preemptible && w.ready && !w.pending && w.priority < spec.priority) {
+      candidates.push_back(&entry);
+    }
+  }
+  auto fits = [&](const protocol::resource_set& f, const scheduling::device_pool& d) {
+    return f.covers(q.shape) && d.fits(units, q.where);
+  };
+  if (fits(free, devices) || candidates.empty()) return under_way;
+  std::sort(candidates.begin(), candidates.end(), [](const auto* a, const auto* b) {
+    if (a->second.priority != b->second.priority) return a->second.priority < b->second.priority;
+    return a->second.started > b->second.started;  // the newest loses least work
+  });
+  // The fewest of them, in that order, that make room; then those not needed after all
+  // (a small actor taken before the large one that alone makes room) stay.
+  std::vector<bool> chosen(candidates.size(), false);
+  auto room_with = [&](const std::vector<bool>& set) {
+    auto f = free;
+    auto d = devices;
+    for (std::size_t i = 0; i < set.size(); ++i) {
+      if (!set[i]) continue;
+      f.add(candidates[i]->second.held);
+      d.give_back(candidates[i]->second.gpus);
+    }
+    return fits(f, d);
+  };
+  std::size_t last = candidates.size();
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    chosen[i] = true;
+    if (room_with(chosen)) {
+      last = i;
+      break;
+    }
+  }
+  if (last == candidates.size()) return under_way;  // stopping them all would not do
+  for (std::size_t i = last; i-- > 0;) {
+    chosen[i] = false;
+    if (!room_with(chosen)) chosen[i] = true;
+  }
+  const std::string why =
+    "was preempted on node " + cfg_.id.short_hex() + " for " +
+    (spec.kind == protocol::task_kind::actor_creation ? "actor " : "task ") + spec.function +
+    " of priority " + std::to_string(spec.priority) + ", which needs " + q.shape.to_string();
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (chosen[i]) start_preemption(candidates[i]->first, candidates[i]->second, why);
+  }
+  return true;
+}
+
+void node_agent::start_preemption(const worker_id& id, worker_slot& w, const std::string& why) {
+  w.preempt_deadline = std::chrono::steady_clock::now() + w.grace;
+  w.kill_reason = why + " (priority " + std::to_string(w.priority) + ")";
+  CELER_LOG(info, "node", "actor " + w.actor.short_hex() + " (" + w.function + ") " + w.kill_reason +
+                            "; it has " + std::to_string(w.grace.count()) + " ms to checkpoint");
+  protocol::preempt_actor notice{w.actor, w.grace.count(), w.kill_reason};
+  if (!launcher_.preempt(id, notice)) (void)net_.send(w.addr, std::move(notice));
+}
+
+void node_agent::stop_preempted(const worker_id& id, worker_slot& w) {
+  if (w.preempt_stopped) return;
+  w.preempt_stopped = true;
+  // The head hears why now: the worker's own exit would only say it was stopped.
+  auto f = protocol::failure_info::make(detail::failure_kind::actor_preempted,
+                                        error_code::unavailable,
+                                        "actor " + w.actor.hex() + " " + w.kill_reason, w.function,
+                                        cfg_.id.short_hex(), id.short_hex());
+  (void)net_.send(cfg_.head, protocol::actor_failed{w.actor, std::move(f)});
+  launcher_.terminate(id, w.addr, w.actor);
+}
+
+void node_agent::on(protocol::preempt_ready& m) {
+  auto it = workers_.find(m.worker);
+  if (it == workers_.end() || it->second.actor != m.actor || !it->second.preempt_deadline) return;
+  stop_preempted(m.worker, it->second);
 }
 
 void node_agent::release(worker_slot& w) {
@@ -567,6 +677,10 @@ void node_agent::on(protocol::worker_died& m) {
 
 void node_agent::on(protocol::tick&) {
   if (stopping_) return;
+  const auto now_time = std::chrono::steady_clock::now();
+  for (auto& [id, w] : workers_) {
+    if (w.preempt_deadline && *w.preempt_deadline <= now_time) stop_preempted(id, w);
+  }
   if (cfg_.worker_start_timeout.count() > 0) {
     const auto now = std::chrono::steady_clock::now();
     for (auto& [id, w] : workers_) {
@@ -615,10 +729,7 @@ void node_agent::on(protocol::tick&) {
   const auto now = std::chrono::steady_clock::now();
   std::vector<const queued_work*> oldest;
   for (const auto& q : queues_) {
-    const auto gpus_it = q.shape.amounts.find(protocol::gpu);
-    if (gpus_it != q.shape.amounts.end()) {
-      h.queued_gpus += gpus_it->second * static_cast<std::int64_t>(q.tasks.size());
-    }
+    h.queued_gpus += q.shape.units(protocol::gpu) * static_cast<std::int64_t>(q.tasks.size());
     for (const auto& w : q.tasks) oldest.push_back(&w);
   }
   constexpr std::size_t reported = 20;

@@ -37,6 +37,13 @@ public:
                           const std::vector<int>& gpus) = 0;
   /// Stops the worker hosting `actor` now (a process is killed; a thread is asked).
   virtual void terminate(const worker_id& id, const address& addr, const actor_id& actor) = 0;
+  /// Hands a preemption notice to the worker hosting its actor in this process, beside any
+  /// call it is running; false when the worker is elsewhere (the node sends the notice).
+  virtual bool preempt(const worker_id& id, const protocol::preempt_actor& notice) {
+    (void)id;
+    (void)notice;
+    return false;
+  }
 };
 
 class node_agent {
@@ -60,6 +67,8 @@ public:
     std::size_t store_capacity = 0;
     std::string store_dir;
     bool store_spill = true;
+    /// How long a preempted actor has to checkpoint when its options name no grace.
+    std::chrono::milliseconds preemption_grace{30000};
   };
   /// Throws celer::exception when the object store cannot be opened.
   node_agent(transport& net, worker_launcher& launcher, config cfg);
@@ -103,6 +112,13 @@ private:
     std::vector<int> visible;
     /// The placement group bundle whose resources it holds (group nil: the node's).
     protocol::placement in_bundle;
+    /// Its work's priority; an actor that opted in may be preempted for higher-priority
+    /// work, with `grace` to checkpoint. Once told, it is stopped by `preempt_deadline`.
+    std::int32_t priority = 0;
+    bool preemptible = false;
+    std::chrono::milliseconds grace{0};
+    std::optional<std::chrono::steady_clock::time_point> preempt_deadline;
+    bool preempt_stopped = false;
   };
   /// What a placement group's bundle reserved on this node, and what of it is free.
   struct bundle_account {
@@ -132,6 +148,7 @@ private:
   void on(protocol::reserve_bundle& m);
   void on(protocol::gpu_usage& m);
   void on(protocol::return_bundles& m);
+  void on(protocol::preempt_ready& m);
   /// The bundle `where` names, if reserved here.
   bundle_account* bundle_of(const protocol::placement& where);
   /// The free resources `w` draws on: its bundle's, or the node's.
@@ -143,6 +160,10 @@ private:
     requires requires(node_store& s, M& m) { s.on(m); }
   void on(M& m);
   void dispatch();
+  /// Tells the actor of worker `id` it is preempted (`why`), with its grace to checkpoint.
+  void start_preemption(const worker_id& id, worker_slot& w, const std::string& why);
+  /// The preempted actor's time is up (or it is ready): the head learns why, the worker stops.
+  void stop_preempted(const worker_id& id, worker_slot& w);
   void send_work(const worker_id& id, worker_slot& w, protocol::task_spec spec);
   worker_id take_worker(const protocol::task_spec& spec, const std::vector<int>& gpus);
   /// Whether this node could run `m` some day, and should decide it here rather than
@@ -181,9 +202,15 @@ private:
     protocol::resource_set shape;
     /// Where its requests may go (GPU model and memory, bundle; part of the shape).
     protocol::placement where;
+    /// Its requests' priority (part of the shape): queues_ runs from highest to lowest.
+    std::int32_t priority = 0;
     std::deque<queued_work> tasks;
   };
   void enqueue(protocol::task_spec spec);
+  /// The head of `q` does not fit: stops preemptible actors of lower priority that make
+  /// room for it (lowest priority first, then the newest). True while such a preemption is
+  /// under way (work of lower priority then waits, so that the room goes to `q`).
+  bool preempt_for(const shape_queue& q);
   std::vector<shape_queue> queues_;
   std::size_t queued_ = 0;
   std::unordered_map<worker_id, worker_slot> workers_;

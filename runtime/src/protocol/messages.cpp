@@ -29,7 +29,7 @@ const char* name_of(const message& m) {
     "object_location",    "object_copied",     "explain_placement", "placement_explained",
     "create_placement_group", "placement_group_reply", "remove_placement_group",
     "placement_group_query", "placement_group_list", "reserve_bundle", "bundle_reserved",
-    "return_bundles",     "gpu_usage",
+    "return_bundles",     "gpu_usage",      "preempt_actor",     "preempt_ready",
   };
   static_assert(std::size(names) == std::variant_size_v<message>);
   return names[m.index()];

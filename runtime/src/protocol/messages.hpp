@@ -159,8 +159,14 @@ struct task_spec {
   bool durable = false;
   /// GPU model and memory, node labels and strategy: where it may go and how to choose.
   placement where;
+  /// Higher goes first; a request that cannot be placed may preempt actors of lower
+  /// priority that opted in (`preemptible`), which get `preemption_grace_ms` to checkpoint.
+  std::int32_t priority = 0;
+  bool preemptible = false;
+  std::int64_t preemption_grace_ms = 0;
   MSGPACK_DEFINE(id, kind, function, args, resources, owner, actor, actor_name, class_type,
-                 max_concurrency, job, binary, durable, where)
+                 max_concurrency, job, binary, durable, where, priority, preemptible,
+                 preemption_grace_ms)
 
   /// The object holding the task's (single) return value.
   [[nodiscard]] object_id return_id() const { return return_id_of(id); }
@@ -299,7 +305,9 @@ struct start_actor {
 struct actor_started {
   actor_id actor;
   address worker;
-  MSGPACK_DEFINE(actor, worker)
+  /// The GPU shares it holds (what the head weighs when it may preempt it).
+  std::vector<gpu_share> gpus;
+  MSGPACK_DEFINE(actor, worker, gpus)
 };
 struct actor_failed {
   actor_id actor;
@@ -723,6 +731,22 @@ struct gpu_usage {
   MSGPACK_DEFINE(devices, utilisation, memory_used_bytes)
 };
 
+// ---- node -> the worker hosting a preemptible actor: a higher-priority request needs its
+// resources; its preemption callback runs now, and it is stopped after `grace_ms` (or as
+// soon as the callback returns)
+struct preempt_actor {
+  actor_id actor;
+  std::int64_t grace_ms = 0;
+  std::string reason;
+  MSGPACK_DEFINE(actor, grace_ms, reason)
+};
+// ---- worker -> its node: the actor's preemption callback returned; stop it now
+struct preempt_ready {
+  actor_id actor;
+  worker_id worker;
+  MSGPACK_DEFINE(actor, worker)
+};
+
 using message =
   std::variant<request_lease, execute_task, return_lease, task_result, worker_blocked,
                worker_unblocked, get_object, object_reply, register_node, create_actor,
@@ -737,7 +761,7 @@ using message =
                object_copied, explain_placement, placement_explained, create_placement_group,
                placement_group_reply, remove_placement_group, placement_group_query,
                placement_group_list, reserve_bundle, bundle_reserved, return_bundles,
-               gpu_usage>;
+               gpu_usage, preempt_actor, preempt_ready>;
 
 /// The message's name, for logs.
 const char* name_of(const message& m);

@@ -24,6 +24,11 @@ struct resource_set {
 
   void set(const std::string& name, double amount);
   [[nodiscard]] double get(const std::string& name) const;
+  /// The fixed-point amount of `name` (0 when absent): units(gpu) is a request's GPU units.
+  [[nodiscard]] std::int64_t units(const std::string& name) const {
+    const auto it = amounts.find(name);
+    return it == amounts.end() ? 0 : it->second;
+  }
   /// Whether every amount of `need` is at most this set's.
   [[nodiscard]] bool covers(const resource_set& need) const;
   /// The first resource of `need` that exceeds this set, "" if none.

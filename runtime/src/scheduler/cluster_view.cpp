@@ -8,10 +8,7 @@
 namespace celer::scheduling {
 namespace {
 
-std::int64_t gpu_units(const protocol::resource_set& need) {
-  const auto it = need.amounts.find(protocol::gpu);
-  return it == need.amounts.end() ? 0 : it->second;
-}
+std::int64_t gpu_units(const protocol::resource_set& need) { return need.units(protocol::gpu); }
 
 std::string labels_text(const std::map<std::string, std::string>& labels) {
   std::string out;
@@ -172,6 +169,50 @@ void cluster_view::dequeue(const node_id& id, const protocol::resource_set& need
   if (n == nullptr) return;
   if (n->queued > 0) --n->queued;
   n->queued_gpus = std::max<std::int64_t>(0, n->queued_gpus - gpu_units(need));
+}
+
+void cluster_view::move_waiting(const node_id& from, const node_id& to,
+                                const protocol::resource_set& need) {
+  dequeue(from, need);
+  if (auto* n = find(to)) (void)enqueue(*n, need, {});
+}
+
+std::optional<node_id> cluster_view::preemption_target(const protocol::resource_set& need,
+                                                       const protocol::placement& p,
+                                                       std::int32_t priority,
+                                                       std::span<const preemptible> actors) const {
+  std::unordered_map<node_id, std::vector<const preemptible*>> by_node;
+  for (const auto& a : actors) {
+    if (a.priority < priority) by_node[a.node].push_back(&a);
+  }
+  std::optional<node_id> best;
+  std::size_t best_count = 0;
+  std::int32_t best_top = 0;
+  for (auto& [id, list] : by_node) {
+    const auto* n = find(id);
+    if (n == nullptr || !n->alive || !could_run(*n, need, p)) continue;
+    if (p.how == scheduling_strategy::kind::node_affinity && !p.soft && p.node != id) continue;
+    std::sort(list.begin(), list.end(), [](const auto* a, const auto* b) {
+      return a->priority != b->priority ? a->priority < b->priority : a->started > b->started;
+    });
+    node after = *n;  // as it would be once the chosen actors stop
+    std::size_t count = 0;
+    std::int32_t top = 0;
+    for (const auto* a : list) {
+      if (fits_now(after, need, p)) break;
+      after.available.add(a->holds);
+      after.gpus.give_back(a->gpus);
+      ++count;
+      top = a->priority;
+    }
+    if (count == 0 || !fits_now(after, need, p)) continue;
+    if (!best || count < best_count || (count == best_count && top < best_top)) {
+      best = id;
+      best_count = count;
+      best_top = top;
+    }
+  }
+  return best;
 }
 
 cluster_view::node* cluster_view::choose_hybrid(const std::vector<node*>& fit,

@@ -97,6 +97,26 @@ public:
   /// A waiting request left `id`'s queue (it started, or was dropped).
   void dequeue(const node_id& id, const protocol::resource_set& need);
 
+  /// An actor that opted in to preemption, as the head knows it.
+  struct preemptible {
+    node_id node;
+    protocol::resource_set holds;
+    std::vector<protocol::gpu_share> gpus;
+    std::int32_t priority = 0;
+    /// Larger for actors started later (stopping them loses the least work).
+    std::uint64_t started = 0;
+  };
+  /// Where a waiting request of `priority` could start once some of `actors` (those of
+  /// lower priority) stop: the node that needs the fewest stopped, then the lowest
+  /// priorities among them (devices matched as place() does). The node agent there picks
+  /// the actors itself, from what it knows at that moment.
+  [[nodiscard]] std::optional<node_id> preemption_target(const protocol::resource_set& need,
+                                                         const protocol::placement& p,
+                                                         std::int32_t priority,
+                                                         std::span<const preemptible> actors) const;
+  /// A waiting request moves from `from`'s queue to `to`'s.
+  void move_waiting(const node_id& from, const node_id& to, const protocol::resource_set& need);
+
   /// Whether `need` under `p` can run on `n` some day (never_on is "").
   [[nodiscard]] static bool could_run(const node& n, const protocol::resource_set& need,
                                       const protocol::placement& p);

@@ -2,6 +2,7 @@
 
 #include "config/knobs.hpp"
 #include "log.hpp"
+#include "worker/preemption.hpp"
 
 #include <cstring>
 
@@ -69,6 +70,8 @@ void worker::handle(protocol::message& m) {
     execute(exec->spec);
   } else if (auto* kill = std::get_if<protocol::kill_actor>(&m)) {
     if (!actor_.nil() && kill->actor == actor_) exit_actor();
+  } else if (auto* notice = std::get_if<protocol::preempt_actor>(&m)) {
+    if (!actor_.nil() && notice->actor == actor_) preempted(*notice);
   } else if (std::holds_alternative<protocol::shutdown_component>(m)) {
     if (!actor_.nil()) {
       exit_actor();
@@ -170,6 +173,7 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
 void worker::execute(protocol::task_spec& spec) {
   switch (spec.kind) {
     case protocol::task_kind::normal: {
+      ctx_.priority = spec.priority;  // what it submits inherits it
       const auto* entry = detail::find_remote(spec.function);
       if (entry == nullptr || entry->kind != detail::remote_kind::function) {
         protocol::object_payload v;
@@ -210,6 +214,8 @@ void worker::execute(protocol::task_spec& spec) {
 
 void worker::create_actor(protocol::task_spec& spec) {
   actor_ = spec.actor;
+  ctx_.actor = spec.actor;
+  ctx_.priority = spec.priority;
   const auto* entry = detail::find_remote(spec.function);
   protocol::failure_info fail;
   bool ok = false;
@@ -246,11 +252,26 @@ void worker::create_actor(protocol::task_spec& spec) {
     return;
   }
   if (spec.max_concurrency > 1) pool_ = std::make_unique<call_pool>(spec.max_concurrency, ctx_);
-  (void)net_.send(cfg_.head, protocol::actor_started{actor_, cfg_.self});
+  // Its devices: a share of one (a request up to one GPU), else whole ones.
+  std::vector<protocol::gpu_share> shares;
+  const std::int64_t units = spec.resources.units(protocol::gpu);
+  for (int index : cfg_.gpu_ids) {
+    shares.push_back({index, std::min(units, protocol::resource_unit)});
+  }
+  (void)net_.send(cfg_.head, protocol::actor_started{actor_, cfg_.self, std::move(shares)});
+}
+
+void worker::preempted(const protocol::preempt_actor& notice) {
+  preemption_board::instance().notify(
+    notice.actor, std::chrono::milliseconds(notice.grace_ms), notice.reason,
+    [net = &net_, node = cfg_.node, actor = notice.actor, id = cfg_.id] {
+      (void)net->send(node, protocol::preempt_ready{actor, id});
+    });
 }
 
 void worker::exit_actor() {
   pool_.reset();  // running calls finish; queued ones still run before the pool drains
+  preemption_board::instance().forget(actor_);  // its callback returns first
   instance_.reset();
   (void)net_.send(cfg_.node, protocol::actor_exited{actor_, cfg_.id});
   finished_ = true;

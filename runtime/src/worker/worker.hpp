@@ -37,6 +37,9 @@ public:
   void handle(protocol::message& m);
   /// True once the worker should exit (killed, failed to construct, or told to stop).
   [[nodiscard]] bool finished() const noexcept { return finished_; }
+  /// A preemption notice for the hosted actor, handled on the thread that receives it
+  /// (beside a running call) rather than after the calls queued before it.
+  void preempted(const protocol::preempt_actor& notice);
 
 private:
   class call_pool;
