@@ -399,32 +399,18 @@ bool node_agent::preempt_for(const shape_queue& q) {
     if (a->second.priority != b->second.priority) return a->second.priority < b->second.priority;
     return a->second.started > b->second.started;  // the newest loses least work
   });
-  // The fewest of them, in that order, that make room; then those not needed after all
-  // (a small actor taken before the large one that alone makes room) stay.
-  std::vector<bool> chosen(candidates.size(), false);
-  auto room_with = [&](const std::vector<bool>& set) {
-    auto f = free;
-    auto d = devices;
-    for (std::size_t i = 0; i < set.size(); ++i) {
-      if (!set[i]) continue;
-      f.add(candidates[i]->second.held);
-      d.give_back(candidates[i]->second.gpus);
-    }
-    return fits(f, d);
-  };
-  std::size_t last = candidates.size();
-  for (std::size_t i = 0; i < candidates.size(); ++i) {
-    chosen[i] = true;
-    if (room_with(chosen)) {
-      last = i;
-      break;
-    }
-  }
-  if (last == candidates.size()) return under_way;  // stopping them all would not do
-  for (std::size_t i = last; i-- > 0;) {
-    chosen[i] = false;
-    if (!room_with(chosen)) chosen[i] = true;
-  }
+  const auto chosen =
+    scheduling::pick_victims(candidates.size(), [&](const std::vector<bool>& set) {
+      auto f = free;
+      auto d = devices;
+      for (std::size_t i = 0; i < set.size(); ++i) {
+        if (!set[i]) continue;
+        f.add(candidates[i]->second.held);
+        d.give_back(candidates[i]->second.gpus);
+      }
+      return fits(f, d);
+    });
+  if (std::none_of(chosen.begin(), chosen.end(), [](bool b) { return b; })) return under_way;
   const std::string why =
     "was preempted on node " + cfg_.id.short_hex() + " for " +
     (spec.kind == protocol::task_kind::actor_creation ? "actor " : "task ") + spec.function +

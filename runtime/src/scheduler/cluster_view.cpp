@@ -195,17 +195,24 @@ std::optional<node_id> cluster_view::preemption_target(const protocol::resource_
     std::sort(list.begin(), list.end(), [](const auto* a, const auto* b) {
       return a->priority != b->priority ? a->priority < b->priority : a->started > b->started;
     });
-    node after = *n;  // as it would be once the chosen actors stop
+    if (fits_now(*n, need, p)) continue;  // room already (the view was behind)
+    const auto chosen = pick_victims(list.size(), [&](const std::vector<bool>& set) {
+      node after = *n;
+      for (std::size_t i = 0; i < list.size(); ++i) {
+        if (!set[i]) continue;
+        after.available.add(list[i]->holds);
+        after.gpus.give_back(list[i]->gpus);
+      }
+      return fits_now(after, need, p);
+    });
     std::size_t count = 0;
     std::int32_t top = 0;
-    for (const auto* a : list) {
-      if (fits_now(after, need, p)) break;
-      after.available.add(a->holds);
-      after.gpus.give_back(a->gpus);
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (!chosen[i]) continue;
+      top = count == 0 ? list[i]->priority : std::max(top, list[i]->priority);
       ++count;
-      top = a->priority;
     }
-    if (count == 0 || !fits_now(after, need, p)) continue;
+    if (count == 0) continue;
     if (!best || count < best_count || (count == best_count && top < best_top)) {
       best = id;
       best_count = count;
@@ -525,6 +532,25 @@ std::string cluster_view::explain(const protocol::resource_set& need,
   if (s.could.empty()) return never_text(s, need, p);
   if (!s.fit.empty()) return {};
   return why_waiting(s.could, need, p);
+}
+
+std::vector<bool> pick_victims(std::size_t count,
+                               const std::function<bool(const std::vector<bool>&)>& room) {
+  std::vector<bool> chosen(count, false);
+  std::size_t last = count;
+  for (std::size_t i = 0; i < count; ++i) {
+    chosen[i] = true;
+    if (room(chosen)) {
+      last = i;
+      break;
+    }
+  }
+  if (last == count) return std::vector<bool>(count, false);
+  for (std::size_t i = last; i-- > 0;) {
+    chosen[i] = false;
+    if (!room(chosen)) chosen[i] = true;
+  }
+  return chosen;
 }
 
 } // namespace celer::scheduling

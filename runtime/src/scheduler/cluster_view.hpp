@@ -15,6 +15,7 @@
 #include <celer/ids.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -168,5 +169,11 @@ private:
   /// spread's round-robin position.
   std::size_t next_ = 0;
 };
+
+/// Which of `count` candidates, in the order they should go, to stop so that `room` holds:
+/// the first ones that together make room, less any among them not needed after all (one
+/// holding a device the request cannot use). All false when even all of them do not.
+[[nodiscard]] std::vector<bool> pick_victims(
+  std::size_t count, const std::function<bool(const std::vector<bool>&)>& room);
 
 } // namespace celer::scheduling

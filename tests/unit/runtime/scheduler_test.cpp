@@ -284,6 +284,53 @@ bool device_ok(const gpu::device& d, const protocol::placement& p) {
 
 } // namespace
 
+TEST_CASE("a waiting request goes where preempting the fewest, lowest-priority actors makes room",
+          "[scheduler][preemption]") {
+  cluster_view v;
+  const auto a = add(v, 8, "A100-80GB:2");
+  const auto b = add(v, 8, "A100-40GB:1,V100-32GB:1");
+  const auto c = add(v, 8, "V100-16GB:2");
+  auto p = with();
+  p.accelerator_type = "A100";
+  const auto one = amounts(0, 1);
+  // Every A100 busy: two actors on a, one on b; c's V100s are busy too.
+  for (const auto& n : {a, b, c}) {
+    auto there = with(scheduling_strategy::kind::node_affinity);
+    there.node = n;
+    for (int i = 0; i < 2; ++i) REQUIRE(v.place(one, there).now);
+  }
+  REQUIRE(v.find(b)->gpus.free() == std::vector<std::int64_t>{0, 0});
+  const auto share = [](int index) { return std::vector<protocol::gpu_share>{{index, unit}}; };
+  std::vector<cluster_view::preemptible> actors = {
+    {a, one, share(0), -1, 1}, {a, one, share(1), 0, 2}, {b, one, share(0), -2, 3},
+    {b, one, share(1), -9, 4},  // b's V100: stopping it frees no A100
+    {c, one, share(0), -9, 5},  // c has no A100 at all
+  };
+  // One victim either way; b's is of lower priority (-2 < -1).
+  CHECK(v.preemption_target(one, p, 10, actors) == b);
+  // Only actors of lower priority count: at priority -1, only b's A100 actor (-2) qualifies.
+  CHECK(v.preemption_target(one, p, -1, actors) == b);
+  // At -2 nothing below it holds an A100.
+  CHECK_FALSE(v.preemption_target(one, p, -2, actors).has_value());
+  // Two A100s: only a has two; it needs both of its actors stopped.
+  CHECK(v.preemption_target(amounts(0, 2), p, 10, actors) == a);
+  // Without b's A100 actor, a wins with one victim; a hard affinity keeps it to its node.
+  actors.erase(actors.begin() + 2);
+  CHECK(v.preemption_target(one, p, 10, actors) == a);
+  auto pinned = p;
+  pinned.how = scheduling_strategy::kind::node_affinity;
+  pinned.node = b;
+  CHECK_FALSE(v.preemption_target(one, pinned, 10, actors).has_value());
+  // Moving a waiting request between queues keeps the counts.
+  auto d = v.place(one, p);
+  REQUIRE_FALSE(d.now);
+  const auto before = v.find(d.target)->queued;
+  const auto other = d.target == a ? b : a;
+  v.move_waiting(d.target, other, one);
+  CHECK(v.find(d.target)->queued == before - 1);
+  CHECK(v.find(other)->queued == 1);
+}
+
 TEST_CASE("1,000 simulated nodes take 100,000 requests and every placement is valid", "[scheduler][scale]") {
   std::mt19937_64 rng(20261130);
   const std::vector<std::string> kinds{"A100-80GB:8@2", "A100-40GB:4@2", "V100-16GB:4@1",
