@@ -310,15 +310,20 @@ void node_agent::send_work(const worker_id& id, worker_slot& w, protocol::task_s
 
 void node_agent::dispatch() {
   // Each shape's tasks start in order while its shape fits: a task waiting for 2 CPUs does
-  // not hold back tasks that need 1. Higher priorities come first; while a request is
-  // preempting actors, the lower priorities wait so that the room they leave goes to it.
-  std::optional<std::int32_t> preempting;
+  // not hold back tasks that need 1. Higher priorities come first. While requests wait for
+  // actors being preempted, what will be free once those stop is held for them: later
+  // work starts only where it leaves them room (`held`: that room, less what they need).
+  std::optional<std::pair<protocol::resource_set, scheduling::device_pool>> held;
   // Whether any actor here may be (or is being) preempted: asked once, and only if some
   // request waits.
   std::optional<bool> may_preempt;
   for (auto& q : queues_) {
-    if (preempting && q.priority < *preempting) break;
     const std::int64_t gpu_units = q.shape.units(protocol::gpu);
+    const bool node_work = q.where.group.nil();
+    auto leaves_room = [&] {
+      return !held || !node_work ||
+             (held->first.covers(q.shape) && held->second.fits(gpu_units, q.where));
+    };
     // Work in a placement group draws on its bundle's reservation, other work on the rest.
     auto* available = &available_;
     auto* gpus = &gpus_;
@@ -333,7 +338,8 @@ void node_agent::dispatch() {
       available = &b->available;
       gpus = &b->gpus;
     }
-    while (!q.tasks.empty() && available->covers(q.shape) && gpus->fits(gpu_units, q.where)) {
+    while (!q.tasks.empty() && available->covers(q.shape) && gpus->fits(gpu_units, q.where) &&
+           leaves_room()) {
       auto spec = std::move(q.tasks.front().spec);
       q.tasks.pop_front();
       --queued_;
@@ -359,50 +365,59 @@ void node_agent::dispatch() {
       w.preempt_deadline.reset();
       w.preempt_stopped = false;
       available->subtract(spec.resources);
+      if (held && node_work) {
+        held->first.subtract(spec.resources);
+        (void)held->second.take(gpu_units, q.where);
+      }
       send_work(wid, w, std::move(spec));
     }
-    if (q.tasks.empty() || !q.where.group.nil()) continue;
+    if (q.tasks.empty() || !node_work) continue;
     if (!may_preempt) {
       may_preempt = std::any_of(workers_.begin(), workers_.end(), [](const auto& e) {
         return e.second.preemptible || e.second.preempt_deadline.has_value();
       });
     }
-    if (*may_preempt && preempt_for(q)) preempting = q.priority;
+    if (!*may_preempt) continue;
+    if (!held) {
+      held.emplace(available_, gpus_);
+      for (const auto& [id, w] : workers_) {
+        if (!w.preempt_deadline) continue;
+        held->first.add(w.held);
+        held->second.give_back(w.gpus);
+      }
+    }
+    if (!preempt_for(q, held->first, held->second)) continue;
+    held->first.subtract(q.shape);
+    (void)held->second.take(gpu_units, q.where);
   }
   std::erase_if(queues_, [](const shape_queue& q) { return q.tasks.empty(); });
 }
 
-bool node_agent::preempt_for(const shape_queue& q) {
+bool node_agent::preempt_for(const shape_queue& q, protocol::resource_set& room,
+                             scheduling::device_pool& room_devices) {
   const auto& spec = q.tasks.front().spec;
   const std::int64_t units = q.shape.units(protocol::gpu);
-  // What is free once the actors already told to stop are gone; then which others could go.
-  auto free = available_;
-  auto devices = gpus_;
-  bool under_way = false;
   std::vector<std::pair<const worker_id, worker_slot>*> candidates;
   for (auto& entry : workers_) {
-    auto& w = entry.second;
-    if (!w.actor_worker || !w.busy || !w.in_bundle.group.nil()) continue;
-    if (w.preempt_deadline) {
-      free.add(w.held);
-      devices.give_back(w.gpus);
-      under_way = true;
-    } else if (w.preemptible && w.ready && !w.pending && w.priority < spec.priority) {
+    const auto& w = entry.second;
+    if (w.actor_worker && w.busy && w.in_bundle.group.nil() && !w.preempt_deadline &&
+        w.preemptible && w.ready && !w.pending && w.priority < spec.priority) {
       candidates.push_back(&entry);
     }
   }
   auto fits = [&](const protocol::resource_set& f, const scheduling::device_pool& d) {
     return f.covers(q.shape) && d.fits(units, q.where);
   };
-  if (fits(free, devices) || candidates.empty()) return under_way;
+  if (fits(room, room_devices)) return true;  // the actors already told make room
+  if (candidates.empty()) return false;
   std::sort(candidates.begin(), candidates.end(), [](const auto* a, const auto* b) {
     if (a->second.priority != b->second.priority) return a->second.priority < b->second.priority;
     return a->second.started > b->second.started;  // the newest loses least work
   });
   const auto chosen =
     scheduling::pick_victims(candidates.size(), [&](const std::vector<bool>& set) {
-      auto f = free;
-      auto d = devices;
+      auto f = room;
+      auto d = room_devices;
       for (std::size_t i = 0; i < set.size(); ++i) {
         if (!set[i]) continue;
         f.add(candidates[i]->second.held);
@@ -410,13 +425,17 @@ bool node_agent::preempt_for(const shape_queue& q) {
       }
       return fits(f, d);
     });
-  if (std::none_of(chosen.begin(), chosen.end(), [](bool b) { return b; })) return under_way;
+  if (std::none_of(chosen.begin(), chosen.end(), [](bool b) { return b; })) return false;
   const std::string why =
     "was preempted on node " + cfg_.id.short_hex() + " for " +
     (spec.kind == protocol::task_kind::actor_creation ? "actor " : "task ") + spec.function +
     " of priority " + std::to_string(spec.priority) + ", which needs " + q.shape.to_string();
   for (std::size_t i = 0; i < candidates.size(); ++i) {
-    if (chosen[i]) start_preemption(candidates[i]->first, candidates[i]->second, why);
+    if (!chosen[i]) continue;
+    auto& w = candidates[i]->second;
+    room.add(w.held);
+    room_devices.give_back(w.gpus);
+    start_preemption(candidates[i]->first, w, why);
   }
   return true;
 }

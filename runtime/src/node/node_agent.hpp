@@ -207,10 +207,13 @@ private:
     std::deque<queued_work> tasks;
   };
   void enqueue(protocol::task_spec spec);
-  /// The head of `q` does not fit: stops preemptible actors of lower priority that make
-  /// room for it (lowest priority first, then the newest). True while such a preemption is
-  /// under way (work of lower priority then waits, so that the room goes to `q`).
-  bool preempt_for(const shape_queue& q);
+  /// The head of `q` does not fit. `room` (and `room_devices`) is what will be free once
+  /// the actors already being preempted stop, less what is held for earlier requests. If
+  /// that is not enough, stops preemptible actors of lower priority that make it enough
+  /// (lowest priority first, then the newest) and adds what they hold. True when `room`
+  /// now has room for it (dispatch then holds that for it).
+  bool preempt_for(const shape_queue& q, protocol::resource_set& room,
+                   scheduling::device_pool& room_devices);
   std::vector<shape_queue> queues_;
   std::size_t queued_ = 0;
   std::unordered_map<worker_id, worker_slot> workers_;

@@ -78,7 +78,32 @@ int register_outside_actor() {
   return 0;
 }
 
-CELER_REMOTE(make_trial, &trial::gpus, &trial::train, task_gpus, register_outside_actor);
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+           std::chrono::steady_clock::now().time_since_epoch())
+    .count();
+}
+
+/// When it started and ended (embedded workers share this process's clock).
+std::pair<std::int64_t, std::int64_t> timed_run(int ms) {
+  const auto start = steady_ns();
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return {start, steady_ns()};
+}
+
+/// A trial whose checkpoint takes `ms`.
+struct slow_trial {
+  explicit slow_trial(int ms) {
+    celer::on_preempt([ms](const celer::preemption&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    });
+  }
+  int ping() const { return 1; }
+};
+slow_trial* make_slow_trial(int ms) { return new slow_trial(ms); }
+
+CELER_REMOTE(make_trial, &trial::gpus, &trial::train, task_gpus, register_outside_actor, timed_run,
+             make_slow_trial, &slow_trial::ping);
 
 using trial_handle = celer::actor_handle<trial>;
 
@@ -226,4 +251,24 @@ TEST_CASE("on_preempt outside an actor is an error; the job's priority is the de
             std::vector<int>{0});
     CHECK(noticed() == std::vector<std::string>{"low"});
   }
+}
+
+TEST_CASE("the room a preemption makes is held for its request, not taken by lower priorities",
+          "[embedded][preemption]") {
+  scoped_runtime rt({.num_cpus = 4, .gpus = "T4-16GB:1"});
+  // The victim holds 2 CPUs and the GPU; its checkpoint takes 500 ms.
+  auto victim = celer::actor(make_slow_trial)
+                  .options({.num_cpus = 2, .num_gpus = 1, .priority = 0, .preemptible = true})
+                  .remote(500);
+  REQUIRE(celer::get(victim.task(&slow_trial::ping).remote(), 30s) == 1);
+  // The request needs the whole node; a task of lower priority that would fit in the two
+  // free CPUs now must not take them meanwhile.
+  auto high = celer::task(timed_run).options({.num_cpus = 4, .num_gpus = 1, .priority = 5}).remote(200);
+  std::this_thread::sleep_for(50ms);  // the preemption is under way
+  auto low = celer::task(timed_run).options({.num_cpus = 2, .priority = -1}).remote(10);
+  const auto [high_start, high_end] = celer::get(high, 30s);
+  const auto [low_start, low_end] = celer::get(low, 30s);
+  CHECK(low_start >= high_end);  // it ran after, not in the room held for `high`
+  (void)high_start;
+  (void)low_end;
 }
