@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <map>
+#include <thread>
 
 using namespace celer;
 
@@ -266,4 +267,91 @@ TEST_CASE("a gone process's leases come back and its requests are dropped", "[no
   f.node.handle(gone);
   REQUIRE(f.node.queued() == 0);
   REQUIRE(f.node.available().get(protocol::cpu) == 1);
+}
+
+TEST_CASE("preemption stops only the actors that make room, when ready or at the deadline",
+          "[node][preemption]") {
+  fakes::recording_transport net;
+  fakes::fake_launcher launcher;
+  const address head{unique_id::random(), {}};
+  node_agent::config c;
+  c.id = node_id::random();
+  c.self = address{c.id, {}};
+  c.head = head;
+  c.total = *protocol::make_request(8, 2, 0, {});
+  c.gpus = *gpu::parse_declared("A100-80GB:1,V100-16GB:1");  // index 0: A100, 1: V100
+  c.preemption_grace = std::chrono::milliseconds(60'000);
+  node_agent node(net, launcher, c);
+  node.start();
+
+  auto actor = [](double gpus, const std::string& model, int priority, bool preemptible,
+                  std::int64_t grace_ms = 0) {
+    protocol::task_spec s;
+    s.id = task_id::random();
+    s.kind = protocol::task_kind::actor_creation;
+    s.actor = actor_id::random();
+    s.function = "make_" + model;
+    s.resources = *protocol::make_request(0, gpus, 0, {});
+    s.where.accelerator_type = model;
+    s.priority = priority;
+    s.preemptible = preemptible;
+    s.preemption_grace_ms = grace_ms;
+    return s;
+  };
+  auto start = [&](const protocol::task_spec& s) {
+    protocol::message m = protocol::start_actor{s};
+    node.handle(m);
+    return net.take<protocol::execute_task>();
+  };
+  // The V100 actor has the lowest priority, but stopping it frees no A100.
+  const auto v100 = actor(1, "V100", -5, true, 1);
+  const auto a100 = actor(1, "A100", -1, true, 5'000);
+  auto sv = start(v100);
+  auto sa = start(a100);
+  REQUIRE(sv.size() == 1);
+  REQUIRE(sa.size() == 1);
+  REQUIRE(launcher.launched_gpus == std::vector<std::vector<int>>{{1}, {0}});
+  const address a100_worker = sa[0].first;
+
+  const auto high = actor(1, "A100", 3, false);
+  REQUIRE(start(high).empty());
+  auto told = net.take<protocol::preempt_actor>();
+  REQUIRE(told.size() == 1);
+  CHECK(told[0].first.id == a100_worker.id);
+  CHECK(told[0].second.actor == a100.actor);
+  CHECK(told[0].second.grace_ms == 5'000);
+  CHECK_THAT(told[0].second.reason,
+             Catch::Matchers::Contains("actor make_A100 of priority 3") &&
+               Catch::Matchers::Contains("(priority -1)"));
+  // A second look (another dispatch) tells no one again.
+  protocol::message tick = protocol::tick{};
+  node.handle(tick);
+  CHECK(net.take<protocol::preempt_actor>().empty());
+  CHECK(launcher.terminated.empty());
+
+  // Its callback returned: the head hears why, the worker is stopped, the request starts.
+  protocol::message ready = protocol::preempt_ready{a100.actor, worker_id(a100_worker.id)};
+  node.handle(ready);
+  auto failed = net.take<protocol::actor_failed>();
+  REQUIRE(failed.size() == 1);
+  CHECK(failed[0].second.actor == a100.actor);
+  CHECK(failed[0].second.fail.kind == detail::failure_kind::actor_preempted);
+  REQUIRE(launcher.terminated == std::vector<worker_id>{worker_id(a100_worker.id)});
+  protocol::message exited = protocol::actor_exited{a100.actor, worker_id(a100_worker.id)};
+  node.handle(exited);
+  REQUIRE(net.take<protocol::execute_task>().size() == 1);
+  CHECK(launcher.launched_gpus.back() == std::vector<int>{0});
+
+  // The V100 actor, told with a 1 ms grace, is stopped at the first tick past it.
+  REQUIRE(start(actor(1, "V100", 3, false)).empty());
+  told = net.take<protocol::preempt_actor>();
+  REQUIRE(told.size() == 1);
+  CHECK(told[0].second.actor == v100.actor);
+  CHECK(told[0].second.grace_ms == 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  node.handle(tick);
+  CHECK(launcher.terminated.size() == 2);
+  failed = net.take<protocol::actor_failed>();
+  REQUIRE(failed.size() == 1);
+  CHECK(failed[0].second.actor == v100.actor);
 }
