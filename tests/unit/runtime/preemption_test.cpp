@@ -250,6 +250,7 @@ TEST_CASE("on_preempt outside an actor is an error; the job's priority is the de
     REQUIRE(celer::get(celer::task(task_gpus).options({.num_gpus = 1}).remote(), 30s) ==
             std::vector<int>{0});
     CHECK(noticed() == std::vector<std::string>{"low"});
+    CHECK_THAT(preempted_error(low), Contains("priority 2"));
   }
 }
 
