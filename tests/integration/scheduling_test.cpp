@@ -341,6 +341,14 @@ TEST_CASE("preemption across nodes: the head picks the node, the lowest priority
   // The next goes to node0, where t0b (-1) goes before t0a (0). t0b's callback outlasts
   // its 1.5 s grace: its process is killed at the deadline, and h2 starts then.
   auto h2 = high("h2");
+  // Meanwhile `celer status` shows the preemption under way.
+  std::string st;
+  CHECK(eventually([&] {
+    st = c.status();
+    return st.find("preempting actor") != std::string::npos;
+  }, 10s));
+  CHECK_THAT(st, Contains("make_preempt_trial, priority -1): stops within") &&
+                   Contains("of priority 10"));
   CHECK(c.node_of.at(celer::get(h2.task(&preempt_trial::node).remote(), 30s)) == 0);
   CHECK_THAT(preempted_message(t0b), Contains("preempted") && Contains("priority -1"));
   CHECK(c.node_of.at(celer::get(t0a.task(&preempt_trial::node).remote(), 60s)) == 0);

@@ -379,7 +379,16 @@ int status(std::string address) {
       for (const auto& w : n.waiting) {
         std::cout << "  waiting " << w.waiting_ms << " ms: "
                   << (w.kind == protocol::task_kind::actor_creation ? "actor " : "task ")
-                  << w.function << " (job " << w.job.short_hex() << "): " << w.why << "\n";
+                  << w.function << " (job " << w.job.short_hex();
+        if (w.priority != 0) std::cout << ", priority " << w.priority;
+        std::cout << "): " << w.why << "\n";
+      }
+      for (const auto& p : n.preempting) {
+        std::cout << "  preempting actor " << p.actor.short_hex() << " (" << p.function
+                  << ", priority " << p.priority << "): "
+                  << (p.ms_left > 0 ? "stops within " + std::to_string(p.ms_left) + " ms"
+                                    : std::string("stopping"))
+                  << "; it " << p.reason << "\n";
       }
     }
     return 0;

@@ -504,6 +504,7 @@ void head::on(protocol::heartbeat& m) {
   n.store = m.store;
   n.waiting = std::move(m.waiting);
   n.gpu_samples = std::move(m.gpu_samples);
+  n.preempting = std::move(m.preempting);
   view_.refresh(m.node, m.available, m.gpu_free, m.queued, m.queued_gpus);
 }
 
@@ -551,6 +552,7 @@ void head::declare_dead(const node_id& id, node_info& n, const std::string& reas
   n.dead_reason = reason;
   n.workers = 0;
   n.waiting.clear();
+  n.preempting.clear();
   view_.mark_dead(id);
   CELER_LOG(warn, "head", "node " + id.short_hex() + " is dead: " + reason);
   for (auto& [aid, a] : actors_) {
@@ -673,6 +675,7 @@ void head::on(protocol::status_query& m) {
     s.store = n.store;
     s.waiting = n.waiting;
     s.gpu_samples = n.alive ? n.gpu_samples : std::vector<gpu::sample>{};
+    if (n.alive) s.preempting = n.preempting;
     for (auto& w : s.waiting) {
       w.why = view_.explain(w.need, w.where);
       if (w.why.empty()) w.why = "queued behind earlier work on its node";

@@ -36,6 +36,7 @@ private:
     /// Its oldest waiting requests, and its GPUs' monitoring, as of its last heartbeat.
     std::vector<protocol::waiting_request> waiting;
     std::vector<gpu::sample> gpu_samples;
+    std::vector<protocol::preemption_state> preempting;
   };
   struct actor_info {
     protocol::task_spec spec;

@@ -751,7 +751,15 @@ void node_agent::on(protocol::tick&) {
     w.where = s.where;
     w.waiting_ms = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(now - (*it)->since).count());
+    w.priority = s.priority;
     h.waiting.push_back(std::move(w));
+  }
+  for (const auto& [id, w] : workers_) {
+    if (!w.preempt_deadline) continue;
+    const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(*w.preempt_deadline - now).count();
+    h.preempting.push_back({w.actor, w.function, w.priority,
+                            w.preempt_stopped ? 0 : std::max<std::int64_t>(0, left), w.kill_reason});
   }
   (void)net_.send(cfg_.head, std::move(h));
 }

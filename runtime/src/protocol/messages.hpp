@@ -417,7 +417,18 @@ struct waiting_request {
   std::uint64_t waiting_ms = 0;
   /// Filled in by the head for status: why it cannot start.
   std::string why;
-  MSGPACK_DEFINE(function, kind, job, need, where, waiting_ms, why)
+  std::int32_t priority = 0;
+  MSGPACK_DEFINE(function, kind, job, need, where, waiting_ms, why, priority)
+};
+/// A preemption under way on a node: the actor told, what it runs, and how long it has left
+/// (0 once it is being stopped).
+struct preemption_state {
+  actor_id actor;
+  std::string function;
+  std::int32_t priority = 0;
+  std::int64_t ms_left = 0;
+  std::string reason;
+  MSGPACK_DEFINE(actor, function, priority, ms_left, reason)
 };
 struct heartbeat {
   node_id node;
@@ -433,8 +444,10 @@ struct heartbeat {
   /// Each GPU's monitoring: sampled through NVML, or (declared devices) as its workers
   /// last reported it (gpu_usage).
   std::vector<gpu::sample> gpu_samples;
+  /// Actors being preempted here.
+  std::vector<preemption_state> preempting;
   MSGPACK_DEFINE(node, available, queued, workers, store, gpu_free, queued_gpus, waiting,
-                 gpu_samples)
+                 gpu_samples, preempting)
 };
 // ---- core -> head: tell me when nodes die (cluster mode)
 struct subscribe_cluster {
@@ -479,8 +492,9 @@ struct node_status {
   std::vector<std::int64_t> gpu_free;
   std::vector<waiting_request> waiting;
   std::vector<gpu::sample> gpu_samples;
+  std::vector<preemption_state> preempting;
   MSGPACK_DEFINE(node, addr, alive, dead_reason, total, available, labels, queued, workers,
-                 store, gpus, gpu_free, waiting, gpu_samples)
+                 store, gpus, gpu_free, waiting, gpu_samples, preempting)
 };
 // ---- any client -> head: the cluster's state
 struct status_query {
