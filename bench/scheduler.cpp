@@ -6,6 +6,9 @@
 //  2. The makespan of 1,000 equal GPU tasks on a mixed cluster, placed by spread (round-robin)
 //     and by speed_weighted, executed by a simulation that keeps its own per-node queues and
 //     device timelines (the view only decides where each task goes).
+//  3. preemption_target() choices per second at 10, 100 and 1,000 nodes whose every GPU is
+//     held by a preemptible actor: the head's cost for each request that must wait while
+//     preemptible actors run.
 //
 //   build/bench/celer-bench-scheduler [--smoke] [--duration S] [--json FILE]
 //
@@ -289,6 +292,78 @@ double clock_pair_ns() {
   return std::chrono::duration<double, std::nano>(total).count() / n;
 }
 
+// ---- 3. preemption choices ------------------------------------------------------------------
+
+struct preemption_run {
+  std::vector<double> per_second;
+  std::uint64_t found = 0, none = 0;
+  std::size_t actors = 0;
+};
+
+/// `count` mixed nodes, every GPU held by a one-GPU preemptible actor of priority -3..0;
+/// times preemption_target() for one- and two-GPU requests (a third of them for an A100)
+/// at priority 1, and checks each answer: a live node that can fit the request once its
+/// actors of lower priority stop.
+preemption_run run_preemption(std::size_t count, double seconds, int trials) {
+  std::mt19937_64 rng(20261130);
+  const std::vector<std::string> kinds{"A100-80GB:8@2", "A100-40GB:4@2", "V100-16GB:4@1",
+                                       "V100-32GB:8@1"};
+  cluster_view view;
+  std::vector<cluster_view::preemptible> actors;
+  for (std::size_t i = 0; i < count; ++i) {
+    const node_id id = node_id::random();
+    auto gpus = declared(kinds[rng() % kinds.size()]);
+    const auto n = gpus.size();
+    view.add_node(id, amounts(32, static_cast<double>(n)), {}, std::move(gpus));
+    protocol::placement here;
+    here.how = kind::node_affinity;
+    here.node = id;
+    for (std::size_t g = 0; g < n; ++g) {
+      const auto need = amounts(1, 1);
+      auto d = view.place(need, here);
+      check(d.now, "could not fill a node");
+      actors.push_back({id, need, d.gpus, -static_cast<std::int32_t>(rng() % 4), actors.size()});
+    }
+  }
+  preemption_run out;
+  out.actors = actors.size();
+  auto one_call = [&](clock_type::duration& spent) {
+    const double gpus = rng() % 2 == 0 ? 1 : 2;
+    protocol::placement p;
+    if (rng() % 3 == 0) p.accelerator_type = "A100";
+    const auto need = amounts(1, gpus);
+    const auto t0 = clock_type::now();
+    const auto target = view.preemption_target(need, p, 1, actors);
+    spent += clock_type::now() - t0;
+    if (!target) {
+      ++out.none;
+      return;
+    }
+    ++out.found;
+    // Its node with every lower-priority actor stopped must fit the request.
+    auto after = *view.find(*target);
+    for (const auto& a : actors) {
+      if (a.node != *target || a.priority >= 1) continue;
+      after.available.add(a.holds);
+      after.gpus.give_back(a.gpus);
+    }
+    check(cluster_view::fits_now(after, need, p), "preemption_target chose a node without room");
+  };
+  const auto budget = std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds));
+  clock_type::duration warm{};
+  while (warm < budget / 2) one_call(warm);
+  for (int t = 0; t < trials; ++t) {
+    clock_type::duration spent{};
+    std::uint64_t made = 0;
+    while (spent < budget) {
+      one_call(spent);
+      ++made;
+    }
+    out.per_second.push_back(static_cast<double>(made) / std::chrono::duration<double>(spent).count());
+  }
+  return out;
+}
+
 // ---- 2. makespan ---------------------------------------------------------------------------
 
 struct makespan_run {
@@ -443,6 +518,22 @@ int main(int argc, char** argv) {
                 shape.name[0], gain);
     js["gain_percent"] = gain;
     out["makespan"].push_back(js);
+  }
+
+  std::printf("\n== preemption_target() choices per second (every GPU held by a preemptible\n"
+              "   one-GPU actor of priority -3..0; requests of 1 or 2 GPUs, a third for an A100,\n"
+              "   at priority 1; each answer checked)\n");
+  std::printf("%-34s %14s %10s %8s %8s\n", "", "choices/s", "+- std", "actors", "found");
+  for (const auto count : node_counts) {
+    const auto r = run_preemption(count, duration, trials);
+    const auto s = summarize(r.per_second);
+    check(s.mean > 0 && r.found > 0, "no preemption choices measured");
+    const std::string label = "preemption_per_second_" + std::to_string(count) + "_nodes";
+    const double share = 100.0 * static_cast<double>(r.found) / static_cast<double>(std::max<std::uint64_t>(1, r.found + r.none));
+    std::printf("%-34s %14.0f %10.0f %8zu %7.1f%%\n", label.c_str(), s.mean, s.std, r.actors, share);
+    out["preemption"].push_back({{"nodes", count}, {"per_second_mean", s.mean}, {"per_second_std", s.std},
+                                 {"trials", r.per_second}, {"actors", r.actors},
+                                 {"found_share", share / 100}});
   }
 
   if (!json_path.empty()) {

@@ -327,6 +327,12 @@ TEST_CASE("preemption across nodes: the head picks the node, the lowest priority
     return {};
   };
 
+  // The head decides from the nodes' heartbeats: wait until they show every A100 busy (only
+  // the three V100s of node1 and node2 free).
+  auto view_settled = [] {
+    return eventually([] { return celer::available_resources()["GPU"] == 3; }, 10s);
+  };
+  REQUIRE(view_settled());
   // One A100 at priority 10: a single trial must go either way; node2's is of the lowest
   // priority, so the head sends the request there.
   auto high = [&](const std::string& name) {
@@ -340,6 +346,7 @@ TEST_CASE("preemption across nodes: the head picks the node, the lowest priority
 
   // The next goes to node0, where t0b (-1) goes before t0a (0). t0b's callback outlasts
   // its 1.5 s grace: its process is killed at the deadline, and h2 starts then.
+  REQUIRE(view_settled());
   auto h2 = high("h2");
   // Meanwhile `celer status` shows the preemption under way.
   std::string st;

@@ -52,14 +52,18 @@ std::pair<const node_id, head::node_info>* head::pick_node(
     return nullptr;
   }
   if (!d.now && !preemptible_.empty()) {
-    std::vector<scheduling::cluster_view::preemptible> actors;
-    for (const auto& id : preemptible_) {
-      const auto& a = actors_.at(id);
-      if (a.spec.where.group.nil()) {
-        actors.push_back({a.node, a.spec.resources, a.gpus, a.spec.priority, a.started});
+    if (preemptible_changed_) {  // rebuilt only when an actor that opted in starts or dies
+      preemptible_list_.clear();
+      for (const auto& id : preemptible_) {
+        const auto& a = actors_.at(id);
+        if (a.spec.where.group.nil()) {
+          preemptible_list_.push_back({a.node, a.spec.resources, a.gpus, a.spec.priority, a.started});
+        }
       }
+      preemptible_changed_ = false;
     }
-    auto room = view_.preemption_target(spec.resources, spec.where, spec.priority, actors);
+    auto room =
+      view_.preemption_target(spec.resources, spec.where, spec.priority, preemptible_list_);
     if (room && *room != d.target) {
       view_.move_waiting(d.target, *room, spec.resources);
       d.target = *room;
@@ -419,7 +423,7 @@ void head::publish(const actor_id& id, actor_info& a) {
 
 void head::mark_dead(const actor_id& id, actor_info& a, protocol::failure_info fail) {
   a.state = protocol::actor_state::dead;
-  preemptible_.erase(id);
+  if (preemptible_.erase(id) > 0) preemptible_changed_ = true;
   a.fail = std::move(fail);
   if (!a.spec.actor_name.empty()) {
     auto it = names_.find(a.spec.actor_name);
@@ -439,7 +443,10 @@ void head::on(protocol::actor_started& m) {
   it->second.worker = m.worker;
   it->second.started = ++started_;
   it->second.gpus = std::move(m.gpus);
-  if (it->second.spec.preemptible) preemptible_.insert(m.actor);
+  if (it->second.spec.preemptible) {
+    preemptible_.insert(m.actor);
+    preemptible_changed_ = true;
+  }
   publish(m.actor, it->second);
 }
 
@@ -609,17 +616,41 @@ void head::on(protocol::locate_object& m) {
   (void)net_.send(m.reply_to, std::move(r));
 }
 
+std::string head::explain(const protocol::resource_set& need, const protocol::placement& where) const {
+  if (where.how != scheduling_strategy::kind::placement_group) return view_.explain(need, where);
+  // Work in a group waits for its group, or for room in its bundle (which the node, not
+  // the head, accounts): the nodes' free resources say nothing about it.
+  const std::string group = "placement group " + where.group.short_hex();
+  const auto it = groups_.find(where.group);
+  if (it == groups_.end()) return group + " is not known to the cluster";
+  const auto& g = it->second;
+  switch (g.info.state) {
+    case protocol::group_state::removed: return group + " was " + g.info.why;
+    case protocol::group_state::pending:
+      return "waits for its " + group + " to be reserved (" + g.info.why + ")";
+    case protocol::group_state::created: break;
+  }
+  if (where.bundle < 0 || static_cast<std::size_t>(where.bundle) >= g.info.bundles.size()) {
+    return "waits for room in a bundle of " + group;
+  }
+  const auto b = static_cast<std::size_t>(where.bundle);
+  return "waits for room in bundle " + std::to_string(b) + " of " + group + " on node " +
+         g.info.nodes[b].short_hex() + ": it needs " + need.to_string() + " of the " +
+         g.info.bundles[b].need.to_string() + " the bundle reserves, and work already in the "
+         "bundle holds the rest";
+}
+
 void head::on(protocol::explain_placement& m) {
   protocol::placement_explained r;
   r.request_id = m.request_id;
   if (!m.actor.nil()) {
     auto it = actors_.find(m.actor);
     if (it != actors_.end() && it->second.state == protocol::actor_state::pending) {
-      r.why = view_.explain(it->second.spec.resources, it->second.spec.where);
+      r.why = explain(it->second.spec.resources, it->second.spec.where);
       if (r.why.empty()) r.why = "starting on node " + it->second.node.short_hex();
     }
   } else {
-    r.why = view_.explain(m.need, m.where);
+    r.why = explain(m.need, m.where);
   }
   (void)net_.send(m.reply_to, std::move(r));
 }
@@ -677,7 +708,7 @@ void head::on(protocol::status_query& m) {
     s.gpu_samples = n.alive ? n.gpu_samples : std::vector<gpu::sample>{};
     if (n.alive) s.preempting = n.preempting;
     for (auto& w : s.waiting) {
-      w.why = view_.explain(w.need, w.where);
+      w.why = explain(w.need, w.where);
       if (w.why.empty()) w.why = "queued behind earlier work on its node";
     }
     r.nodes.push_back(std::move(s));

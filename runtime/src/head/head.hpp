@@ -81,6 +81,9 @@ private:
                                                  std::span<const protocol::node_bytes> locality,
                                                  std::string& why);
   void declare_dead(const node_id& id, node_info& n, const std::string& reason);
+  /// Why `need` under `where` cannot start now ("" when some node has room for it).
+  [[nodiscard]] std::string explain(const protocol::resource_set& need,
+                                    const protocol::placement& where) const;
 
   /// A placement group: its bundles, where they are reserved, and work waiting for it.
   struct group_info {
@@ -128,6 +131,10 @@ private:
   /// Live actors that opted in to preemption, and how many actors have started.
   std::unordered_set<actor_id> preemptible_;
   std::uint64_t started_ = 0;
+  /// preemptible_ as the scheduler takes it (those outside placement groups), rebuilt when
+  /// preemptible_ changed.
+  std::vector<scheduling::cluster_view::preemptible> preemptible_list_;
+  bool preemptible_changed_ = false;
 };
 
 } // namespace celer

@@ -405,25 +405,27 @@ bool node_agent::preempt_for(const shape_queue& q, protocol::resource_set& room,
       candidates.push_back(&entry);
     }
   }
-  auto fits = [&](const protocol::resource_set& f, const scheduling::device_pool& d) {
-    return f.covers(q.shape) && d.fits(units, q.where);
-  };
-  if (fits(room, room_devices)) return true;  // the actors already told make room
+  if (room.covers(q.shape) && room_devices.fits(units, q.where)) {
+    return true;  // the actors already told make room
+  }
   if (candidates.empty()) return false;
   std::sort(candidates.begin(), candidates.end(), [](const auto* a, const auto* b) {
     if (a->second.priority != b->second.priority) return a->second.priority < b->second.priority;
     return a->second.started > b->second.started;  // the newest loses least work
   });
+  protocol::resource_set free;
+  std::vector<protocol::gpu_share> shares;
   const auto chosen =
     scheduling::pick_victims(candidates.size(), [&](const std::vector<bool>& set) {
-      auto f = room;
-      auto d = room_devices;
+      free = room;
+      shares.clear();
       for (std::size_t i = 0; i < set.size(); ++i) {
         if (!set[i]) continue;
-        f.add(candidates[i]->second.held);
-        d.give_back(candidates[i]->second.gpus);
+        free.add(candidates[i]->second.held);
+        const auto& g = candidates[i]->second.gpus;
+        shares.insert(shares.end(), g.begin(), g.end());
       }
-      return fits(f, d);
+      return free.covers(q.shape) && room_devices.fits_after(units, q.where, shares);
     });
   if (std::none_of(chosen.begin(), chosen.end(), [](bool b) { return b; })) return false;
   const std::string why =

@@ -189,6 +189,13 @@ std::optional<node_id> cluster_view::preemption_target(const protocol::resource_
   std::size_t best_count = 0;
   std::int32_t best_top = 0;
   for (auto& [id, list] : by_node) {
+    // One stopped actor is the fewest: a node then wins only with a lower priority to stop.
+    if (best && best_count == 1) {
+      const auto lowest = std::min_element(list.begin(), list.end(), [](const auto* a, const auto* b) {
+                            return a->priority < b->priority;
+                          });
+      if ((*lowest)->priority >= best_top) continue;
+    }
     const auto* n = find(id);
     if (n == nullptr || !n->alive || !could_run(*n, need, p)) continue;
     if (p.how == scheduling_strategy::kind::node_affinity && !p.soft && p.node != id) continue;
@@ -196,14 +203,22 @@ std::optional<node_id> cluster_view::preemption_target(const protocol::resource_
       return a->priority != b->priority ? a->priority < b->priority : a->started > b->started;
     });
     if (fits_now(*n, need, p)) continue;  // room already (the view was behind)
+    // A cheap bound first: all of them together, amounts only.
+    auto most = n->available;
+    for (const auto* a : list) most.add(a->holds);
+    if (!most.covers(need)) continue;
+    const auto units = gpu_units(need);
+    protocol::resource_set free;              // reused: assigning keeps its nodes
+    std::vector<protocol::gpu_share> shares;  // what the chosen give back
     const auto chosen = pick_victims(list.size(), [&](const std::vector<bool>& set) {
-      node after = *n;
+      free = n->available;
+      shares.clear();
       for (std::size_t i = 0; i < list.size(); ++i) {
         if (!set[i]) continue;
-        after.available.add(list[i]->holds);
-        after.gpus.give_back(list[i]->gpus);
+        free.add(list[i]->holds);
+        shares.insert(shares.end(), list[i]->gpus.begin(), list[i]->gpus.end());
       }
-      return fits_now(after, need, p);
+      return free.covers(need) && n->gpus.fits_after(units, p, shares);
     });
     std::size_t count = 0;
     std::int32_t top = 0;

@@ -66,16 +66,28 @@ std::string device_pool::never(std::int64_t amount, const protocol::placement& p
 }
 
 bool device_pool::fits(std::int64_t amount, const protocol::placement& p) const {
+  return fits_after(amount, p, {});
+}
+
+bool device_pool::fits_after(std::int64_t amount, const protocol::placement& p,
+                             std::span<const protocol::gpu_share> returned) const {
   if (amount == 0) return could(0, p);
+  auto free_of = [&](std::size_t i) {
+    std::int64_t f = free_[i];
+    for (const auto& s : returned) {
+      if (s.index == devices_[i].index) f += s.amount;
+    }
+    return std::min(whole, f);
+  };
   if (amount <= whole) {
     for (std::size_t i = 0; i < devices_.size(); ++i) {
-      if (free_[i] >= amount && accepts(devices_[i], p)) return true;
+      if (free_of(i) >= amount && accepts(devices_[i], p)) return true;
     }
     return false;
   }
   std::int64_t free_whole = 0;
   for (std::size_t i = 0; i < devices_.size(); ++i) {
-    if (free_[i] == whole && accepts(devices_[i], p)) free_whole += whole;
+    if (free_of(i) == whole && accepts(devices_[i], p)) free_whole += whole;
   }
   return free_whole >= amount;
 }

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,9 @@ public:
   [[nodiscard]] bool could(std::int64_t amount, const protocol::placement& p) const;
   /// Whether `amount` of accepted devices is free now.
   [[nodiscard]] bool fits(std::int64_t amount, const protocol::placement& p) const;
+  /// Whether it would be once the `returned` shares were given back (without copying).
+  [[nodiscard]] bool fits_after(std::int64_t amount, const protocol::placement& p,
+                                std::span<const protocol::gpu_share> returned) const;
   /// Takes `amount` of accepted devices, or nothing when they are not free now. A share
   /// goes to the fullest device it fits on (keeping whole devices whole) or, by speed, to
   /// the device where it would finish first; whole devices go lowest index first or, by

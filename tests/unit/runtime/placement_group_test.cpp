@@ -69,8 +69,14 @@ TEST_CASE("a placement group reserves its bundles and runs work inside them", "[
   auto none = celer::task(devices_here).options({.num_cpus = 1, .scheduling = pg.bundle(5)}).remote();
   CHECK_THROWS_WITH(celer::get(none, 30s), Contains("there is no bundle 5"));
   // Removal stops what runs in it and gives everything back.
-  auto tenant = celer::actor(make_bundle_tenant).options({.num_cpus = 1, .scheduling = pg.bundle()}).remote();
+  auto tenant = celer::actor(make_bundle_tenant).options({.num_cpus = 1, .scheduling = pg.bundle(0)}).remote();
   REQUIRE(celer::get(tenant.task(&bundle_tenant::ping).remote(), 30s) == 1);
+  // The tenant holds bundle 0's CPU: work for that bundle waits and says so, although the
+  // node has CPUs free outside the group.
+  auto second = celer::actor(make_bundle_tenant).options({.num_cpus = 1, .scheduling = pg.bundle(0)}).remote();
+  REQUIRE(eventually([&] { return !celer::pending_reason(second).empty(); }, 5s));
+  CHECK_THAT(celer::pending_reason(second),
+             Contains("waits for room in bundle 0 of placement group") && Contains("reserves"));
   celer::remove_placement_group(pg);
   REQUIRE(eventually([&] { return state_of(pg).state == "removed"; }, 5s));
   CHECK_THROWS_AS(celer::get(tenant.task(&bundle_tenant::ping).remote(), 30s), celer::actor_died_error);
