@@ -114,11 +114,7 @@ struct embedded_runtime::impl : worker_launcher {
 
   bool preempt(const worker_id& id, const protocol::preempt_actor& notice) override {
     // The worker's thread may be in a long call: the callback runs beside it.
-    preemption_board::instance().notify(
-      notice.actor, std::chrono::milliseconds(notice.grace_ms), notice.reason,
-      [this, id, actor = notice.actor] {
-        (void)host.local().send(node_addr, protocol::preempt_ready{actor, id});
-      });
+    preemption_board::instance().notify(notice, host.local(), node_addr, id);
     return true;
   }
 };

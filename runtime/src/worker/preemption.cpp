@@ -54,6 +54,14 @@ void preemption_board::notify(const actor_id& actor, std::chrono::milliseconds g
   run(e);
 }
 
+void preemption_board::notify(const protocol::preempt_actor& notice, transport& net,
+                              const address& node, const worker_id& worker) {
+  notify(notice.actor, std::chrono::milliseconds(notice.grace_ms), notice.reason,
+         [&net, node, actor = notice.actor, worker] {
+           (void)net.send(node, protocol::preempt_ready{actor, worker});
+         });
+}
+
 std::optional<preemption> preemption_board::notice(const actor_id& actor) const {
   std::lock_guard lock(mutex_);
   auto it = entries_.find(actor);

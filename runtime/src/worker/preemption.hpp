@@ -5,6 +5,8 @@
 // behind it), then `done` tells the node that the actor may be stopped now.
 
 #include "core/core_worker.hpp"
+#include "protocol/messages.hpp"
+#include "transport/transport.hpp"
 
 #include <celer/api.hpp>
 #include <celer/ids.hpp>
@@ -32,6 +34,9 @@ public:
   /// then calls `done`; without a callback, calls `done` at once.
   void notify(const actor_id& actor, std::chrono::milliseconds grace, std::string reason,
               std::function<void()> done);
+  /// notify() for a notice from node `node` to worker `worker`: done answers preempt_ready.
+  void notify(const protocol::preempt_actor& notice, transport& net, const address& node,
+              const worker_id& worker);
   [[nodiscard]] std::optional<preemption> notice(const actor_id& actor) const;
   /// The actor is stopping: waits for its callback to return, then forgets it.
   void forget(const actor_id& actor);

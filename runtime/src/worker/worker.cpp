@@ -262,11 +262,7 @@ void worker::create_actor(protocol::task_spec& spec) {
 }
 
 void worker::preempted(const protocol::preempt_actor& notice) {
-  preemption_board::instance().notify(
-    notice.actor, std::chrono::milliseconds(notice.grace_ms), notice.reason,
-    [net = &net_, node = cfg_.node, actor = notice.actor, id = cfg_.id] {
-      (void)net->send(node, protocol::preempt_ready{actor, id});
-    });
+  preemption_board::instance().notify(notice, net_, cfg_.node, cfg_.id);
 }
 
 void worker::exit_actor() {
