@@ -309,7 +309,7 @@ TEST_CASE("preemption across nodes: the head picks the node, the lowest priority
     auto t = celer::actor(make_preempt_trial)
                .options({.num_gpus = 1, .accelerator_type = "A100",
                          .scheduling = celer::scheduling_strategy::node_affinity(c.id_of[node]),
-                         .priority = priority, .preemptible = true, .preemption_grace = 1500ms})
+                         .priority = priority, .preemptible = true, .preemption_grace = 4000ms})
                .remote(name, hang_ms);
     REQUIRE(c.node_of.at(celer::get(t.task(&preempt_trial::node).remote(), 60s)) == node);
     return t;
@@ -322,9 +322,10 @@ TEST_CASE("preemption across nodes: the head picks the node, the lowest priority
       (void)celer::get(t.task(&preempt_trial::node).remote(), 60s);
     } catch (const celer::actor_preempted_error& e) {
       return e.what();
+    } catch (const std::exception& e) {
+      return std::string("not actor_preempted_error: ") + e.what();
     }
-    FAIL("no actor_preempted_error");
-    return {};
+    return "no error";
   };
 
   // The head decides from the nodes' heartbeats: wait until they show every A100 busy (only
@@ -342,10 +343,12 @@ TEST_CASE("preemption across nodes: the head picks the node, the lowest priority
   };
   auto h1 = high("h1");
   CHECK(c.node_of.at(celer::get(h1.task(&preempt_trial::node).remote(), 60s)) == 2);
-  CHECK_THAT(preempted_message(t2), Contains("priority 10") && Contains("priority -2"));
+  CHECK_THAT(preempted_message(t2), Contains("priority 10") && Contains("priority -2") &&
+                                      !Contains("not actor_preempted_error"));
 
   // The next goes to node0, where t0b (-1) goes before t0a (0). t0b's callback outlasts
-  // its 1.5 s grace: its process is killed at the deadline, and h2 starts then.
+  // its 4 s grace (time enough to write to the ledger under load): its process is killed at
+  // the deadline, and h2 starts then.
   REQUIRE(view_settled());
   auto h2 = high("h2");
   // Meanwhile `celer status` shows the preemption under way.
@@ -357,18 +360,22 @@ TEST_CASE("preemption across nodes: the head picks the node, the lowest priority
   CHECK_THAT(st, Contains("make_preempt_trial, priority -1): stops within") &&
                    Contains("of priority 10"));
   CHECK(c.node_of.at(celer::get(h2.task(&preempt_trial::node).remote(), 30s)) == 0);
-  CHECK_THAT(preempted_message(t0b), Contains("preempted") && Contains("priority -1"));
+  CHECK_THAT(preempted_message(t0b), Contains("preempted") && Contains("priority -1") &&
+                                       !Contains("not actor_preempted_error"));
   CHECK(c.node_of.at(celer::get(t0a.task(&preempt_trial::node).remote(), 60s)) == 0);
 
   // Each callback wrote to the ledger from its own process before its deadline.
   const auto notes = celer::get(ledger.task(&preempt_ledger::all).remote(), 60s);
+  std::string listed;
+  for (const auto& n : notes) listed += n + "\n";
+  INFO("ledger:\n" << listed);
   REQUIRE(notes.size() == 2);
   for (std::size_t i = 0; i < notes.size(); ++i) {
     INFO(notes[i]);
     CHECK(notes[i].starts_with(i == 0 ? "t2 " : "t0b "));
     const auto left = std::stoll(notes[i].substr(notes[i].find(' ') + 1));
     CHECK(left > 0);
-    CHECK(left <= 1500);
+    CHECK(left <= 4000);
     CHECK_THAT(notes[i], Contains("make_preempt_trial of priority 10"));
   }
 }
