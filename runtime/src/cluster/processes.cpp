@@ -78,9 +78,15 @@ cluster_driver::cluster_driver(const knob_values& k, const std::string& address,
   auto token = find_token(address);
   if (!token) throw exception(token.error().code(), token.error().message());
   const std::string ip = k.node_ip.empty() ? local_ip_towards(parts->host) : k.node_ip;
+  // The driver speaks as its job; holding the token, it registers the job with the head
+  // in its first hello (the probe below).
+  const job_id job = job_id::random();
+  auto creds = credentials::for_driver(*token, job);
+  if (!creds) throw exception(creds.error().code(), creds.error().message());
   zmq_transport::options zo;
   zo.bind = bind_for(ip);
-  zo.token = *token;
+  zo.creds = std::move(*creds);
+  zo.encrypt = k.encryption != 0;
   zo.max_body_bytes = static_cast<std::size_t>(k.max_message_bytes);
   s.net = std::make_unique<zmq_transport>(s.host.local(), zo);
   s.head_addr = celer::address{head_component, tcp_endpoint(*parts)};
@@ -94,7 +100,7 @@ cluster_driver::cluster_driver(const knob_values& k, const std::string& address,
   core_worker::endpoints where;
   where.self = celer::address{unique_id::random(), s.net->endpoint()};
   where.head = s.head_addr;
-  where.job = job_id::random();
+  where.job = job;
   where.binary = self_executable();
   where.cluster = true;
   where.priority = k.job_priority;
@@ -185,13 +191,19 @@ worker_process::worker_process(const knob_values& k) : impl_(std::make_unique<im
       p = *end == ',' ? end + 1 : end;
     }
   }
+  // The job's credential, never the cluster's secret (process_launcher sets them).
+  auto creds = credentials::for_job(job, require_env("CELER_JOB_CREDENTIAL"),
+                                    require_env("CELER_CLUSTER_KEY"));
+  if (!creds) throw exception(creds.error().code(), "worker mode: " + creds.error().message());
   for (const char* v : {"CELER_WORKER_ID", "CELER_WORKER_NODE", "CELER_WORKER_NODE_ENDPOINT",
-                        "CELER_WORKER_HEAD_ENDPOINT", "CELER_WORKER_JOB", "CELER_WORKER_GPUS"}) {
+                        "CELER_WORKER_HEAD_ENDPOINT", "CELER_WORKER_JOB", "CELER_WORKER_GPUS",
+                        "CELER_JOB_CREDENTIAL", "CELER_CLUSTER_KEY"}) {
     ::unsetenv(v);  // not inherited by what user code starts
   }
   zmq_transport::options zo;
   zo.bind = bind_for(k.node_ip.empty() ? "127.0.0.1" : k.node_ip);
-  zo.token = k.token;
+  zo.creds = std::move(*creds);
+  zo.encrypt = k.encryption != 0;
   zo.max_body_bytes = static_cast<std::size_t>(k.max_message_bytes);
   s.net = std::make_unique<zmq_transport>(s.host.local(), zo);
 
@@ -304,7 +316,15 @@ int run_daemon(const knob_values& k, const daemon_options& o,
   component_host host(k.scheduler_threads > 0 ? k.scheduler_threads : 2);
   zmq_transport::options zo;
   zo.bind = o.head && o.port > 0 ? "tcp://" + ip + ":" + std::to_string(o.port) : bind_for(ip);
-  zo.token = token;
+  auto creds = credentials::for_cluster(token);
+  if (!creds) {
+    ready(creds.error());
+    return 2;
+  }
+  zo.creds = *creds;
+  zo.encrypt = k.encryption != 0;
+  // A node asks the head whose a job's key is; the head knows (drivers register with it).
+  if (!o.head) zo.key_authority = "tcp://" + cluster_address;
   zo.max_body_bytes = static_cast<std::size_t>(k.max_message_bytes);
   std::unique_ptr<zmq_transport> net;
   try {
@@ -369,8 +389,8 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     nc.store_spill = k.object_spilling != 0;
     nc.preemption_grace = std::chrono::milliseconds(std::max(0, k.preemption_grace_ms));
     launcher = std::make_unique<process_launcher>(
-      *net, process_launcher::config{nid, node_addr, head_addr, token, ip, session_dir / "logs",
-                                     !nc.gpus.empty()});
+      *net, process_launcher::config{nid, node_addr, head_addr, *creds, k.encryption != 0, ip,
+                                     session_dir / "logs", !nc.gpus.empty()});
     // The disk tier: object_store_dir, else the first of <session>/objects/0, 1, ... that no
     // other node on this machine holds (a node restarted here takes its old one back, and
     // finds its durable objects again).

@@ -398,9 +398,18 @@ std::pair<const node_id, head::node_info>* head::route_to_group(protocol::task_s
   return &*n;
 }
 
+bool head::owned_by_sender(const job_id& sender, const job_id& owner, const std::string& what) {
+  if (sender.nil() || sender == owner) return true;
+  denials_.warn("permission_denied: job " + sender.short_hex() + " asked about " + what +
+                " of job " + owner.short_hex() + "; refused");
+  return false;
+}
+
 void head::on(protocol::remove_placement_group& m) {
   auto it = groups_.find(m.id);
-  if (it != groups_.end()) remove_group(it->second, "removed");
+  if (it == groups_.end()) return;
+  if (!owned_by_sender(m.sender_job, it->second.info.job, "placement group " + m.id.short_hex())) return;
+  remove_group(it->second, "removed");
 }
 
 void head::on(protocol::placement_group_query& m) {
@@ -434,6 +443,10 @@ void head::mark_dead(const actor_id& id, actor_info& a, protocol::failure_info f
 
 void head::on(protocol::actor_started& m) {
   auto it = actors_.find(m.actor);
+  if (it != actors_.end() &&
+      !owned_by_sender(m.sender_job, it->second.spec.job, "the start of actor " + m.actor.short_hex())) {
+    return;
+  }
   if (it == actors_.end() || it->second.state != protocol::actor_state::pending) {
     // Killed while it was starting: stop the worker that just came up.
     (void)net_.send(m.worker, protocol::kill_actor{m.actor, "killed while starting"});
@@ -453,6 +466,9 @@ void head::on(protocol::actor_started& m) {
 void head::on(protocol::actor_failed& m) {
   auto it = actors_.find(m.actor);
   if (it == actors_.end() || it->second.state == protocol::actor_state::dead) return;
+  if (!owned_by_sender(m.sender_job, it->second.spec.job, "the failure of actor " + m.actor.short_hex())) {
+    return;
+  }
   mark_dead(m.actor, it->second, m.fail);
 }
 
@@ -495,6 +511,7 @@ void head::on(protocol::kill_actor& m) {
   auto it = actors_.find(m.actor);
   if (it == actors_.end() || it->second.state == protocol::actor_state::dead) return;
   auto& a = it->second;
+  if (!owned_by_sender(m.sender_job, a.spec.job, "killing actor " + m.actor.short_hex())) return;
   mark_dead(m.actor, a,
             protocol::failure_info::make(detail::failure_kind::actor_died, error_code::unavailable,
                                          "actor " + m.actor.hex() + " was " + m.reason));

@@ -5,6 +5,7 @@
 
 #include "protocol/messages.hpp"
 #include "scheduler/cluster_view.hpp"
+#include "transport/rate_limited_log.hpp"
 #include "transport/transport.hpp"
 
 #include <chrono>
@@ -113,7 +114,12 @@ private:
   void publish(const actor_id& id, actor_info& a);
   void mark_dead(const actor_id& id, actor_info& a, protocol::failure_info fail);
 
+  /// False (and logged, a few lines a second at most) when job `sender` asks about what
+  /// belongs to job `owner`; nil `sender` is the head or a node, which may.
+  bool owned_by_sender(const job_id& sender, const job_id& owner, const std::string& what);
+
   transport& net_;
+  rate_limited_log denials_{"head"};
   address self_;
   std::chrono::milliseconds node_timeout_;
   std::vector<address> cluster_subscribers_;

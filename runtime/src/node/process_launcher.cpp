@@ -60,7 +60,18 @@ worker_launcher::launched process_launcher::launch(const worker_id& id,
   env_strings.push_back("CELER_WORKER_NODE_ENDPOINT=" + cfg_.node_addr.endpoint);
   env_strings.push_back("CELER_WORKER_HEAD_ENDPOINT=" + cfg_.head_addr.endpoint);
   env_strings.push_back("CELER_WORKER_JOB=" + first.job.hex());
-  env_strings.push_back("CELER_TOKEN=" + cfg_.token);
+  // The job's credential and the cluster's public key: enough to speak as the job to head,
+  // nodes and the job's other processes, nothing more.
+  auto job_secret = cfg_.creds.job_secret_hex(first.job);
+  if (!job_secret) {
+    CELER_LOG(error, "node", "cannot issue a credential for job " + first.job.short_hex() + ": " +
+                               job_secret.error().message());
+    (void)local_.send(cfg_.node_addr, protocol::worker_died{id, "could not be given a credential"});
+    return {address{id, {}}, false};
+  }
+  env_strings.push_back("CELER_JOB_CREDENTIAL=" + *job_secret);
+  env_strings.push_back("CELER_CLUSTER_KEY=" + cfg_.creds.cluster_public_hex());
+  env_strings.push_back(std::string("CELER_ENCRYPTION=") + (cfg_.encrypt ? "1" : "0"));
   env_strings.push_back("CELER_NODE_IP=" + cfg_.node_ip);
   if (const char* level = std::getenv("CELER_LOG_LEVEL")) {
     env_strings.push_back(std::string("CELER_LOG_LEVEL=") + level);

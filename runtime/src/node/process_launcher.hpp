@@ -4,6 +4,7 @@
 // exits, and tells the node agent (worker_died) so that its work fails instead of hanging.
 
 #include "node/node_agent.hpp"
+#include "transport/credentials.hpp"
 
 #include <condition_variable>
 #include <filesystem>
@@ -23,7 +24,11 @@ public:
     node_id node;
     address node_addr;   // with the node process's endpoint
     address head_addr;
-    std::string token;
+    /// The node's credentials: each worker gets its job's credential from them, never the
+    /// cluster secret.
+    credentials creds;
+    /// The encryption knob, passed on (every process of a cluster uses the same).
+    bool encrypt = true;
     std::string node_ip;
     std::filesystem::path log_dir;
     /// Workers given no GPU see none (CUDA_VISIBLE_DEVICES empty) on a node that has some.

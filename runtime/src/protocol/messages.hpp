@@ -241,7 +241,10 @@ struct execute_task {
 struct return_lease {
   worker_id worker;
   task_id request;
-  MSGPACK_DEFINE(worker, request)
+  /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
+  /// this process).
+  job_id sender_job;
+  MSGPACK_DEFINE(worker, request, sender_job)
 };
 // ---- worker (or node, head) -> owner core: results of one task
 struct task_result {
@@ -307,12 +310,18 @@ struct actor_started {
   address worker;
   /// The GPU shares it holds (what the head weighs when it may preempt it).
   std::vector<gpu_share> gpus;
-  MSGPACK_DEFINE(actor, worker, gpus)
+  /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
+  /// this process).
+  job_id sender_job;
+  MSGPACK_DEFINE(actor, worker, gpus, sender_job)
 };
 struct actor_failed {
   actor_id actor;
   failure_info fail;
-  MSGPACK_DEFINE(actor, fail)
+  /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
+  /// this process).
+  job_id sender_job;
+  MSGPACK_DEFINE(actor, fail, sender_job)
 };
 // ---- core -> head: tell me when this actor's state changes (and now)
 struct subscribe_actor {
@@ -346,7 +355,10 @@ struct lookup_actor_reply {
 struct kill_actor {
   actor_id actor;
   std::string reason;
-  MSGPACK_DEFINE(actor, reason)
+  /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
+  /// this process).
+  job_id sender_job;
+  MSGPACK_DEFINE(actor, reason, sender_job)
 };
 // ---- worker -> node: the actor's worker exited; its resources return
 struct actor_exited {
@@ -582,7 +594,10 @@ struct store_release {
 // ---- owner core -> every node holding a copy: no reference to these objects remains
 struct store_free {
   std::vector<object_id> ids;
-  MSGPACK_DEFINE(ids)
+  /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
+  /// this process).
+  job_id sender_job;
+  MSGPACK_DEFINE(ids, sender_job)
 };
 // ---- node -> node: send `length` bytes of the object from `offset` (a pull, chunk by chunk)
 struct store_pull {
@@ -684,7 +699,10 @@ struct placement_group_reply {
 // ---- core -> head: the group is no longer needed; its bundles and the work in them go
 struct remove_placement_group {
   placement_group_id id;
-  MSGPACK_DEFINE(id)
+  /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
+  /// this process).
+  job_id sender_job;
+  MSGPACK_DEFINE(id, sender_job)
 };
 // ---- any client -> head: placement groups (one, or all when id is nil)
 struct placement_group_query {
@@ -761,21 +779,22 @@ struct preempt_ready {
   MSGPACK_DEFINE(actor, worker)
 };
 
-using message =
-  std::variant<request_lease, execute_task, return_lease, task_result, worker_blocked,
-               worker_unblocked, get_object, object_reply, register_node, create_actor,
-               create_actor_reply, start_actor, actor_started, actor_failed, subscribe_actor,
-               actor_update, lookup_actor, lookup_actor_reply, kill_actor, actor_exited,
-               resource_query, resource_reply, shutdown_component, worker_ready, worker_died,
-               tick, heartbeat, subscribe_cluster, node_died, lease_reply, job_finished,
-               status_query, status_reply, job_heartbeat, unsubscribe_cluster,
-               cancel_lease_requests, store_create, store_seal, store_get, store_reply,
-               store_release, store_free, store_pull, store_chunk, store_stats_query,
-               store_stats_reply, durable_objects, locate_object, object_location,
-               object_copied, explain_placement, placement_explained, create_placement_group,
-               placement_group_reply, remove_placement_group, placement_group_query,
-               placement_group_list, reserve_bundle, bundle_reserved, return_bundles,
-               gpu_usage, preempt_actor, preempt_ready>;
+/// Who may send a message over the wire (messages.def says it for each).
+enum class senders : std::uint8_t { local, cluster, any };
+
+template <class Ignored, class... Messages>
+using variant_of = std::variant<Messages...>;
+/// Every message; its index is its type tag on the wire (messages.def's order).
+using message = variant_of<void
+#define CELER_MESSAGE(type, who, doc) , type
+#include "protocol/messages.def"
+#undef CELER_MESSAGE
+                           >;
+
+/// Who may send the message with type tag `index` over the wire.
+senders senders_of(std::size_t index) noexcept;
+/// The table of messages.def as Markdown (docs/protocol.md holds it).
+std::string markdown_table();
 
 /// The message's name, for logs.
 const char* name_of(const message& m);

@@ -36,21 +36,24 @@ struct header {
 /// More bulk frames than this in one message is refused.
 inline constexpr std::size_t max_bulk_frames = 4096;
 
-/// What a process presents on every new connection before its first message.
+/// What a process says to check that it speaks the peer's protocol version (the handshake
+/// under it already proved who it is): `celer::init` and nodes joining say it to the head.
 struct hello {
   std::string magic;
   std::int32_t version = 0;
-  std::string token;
+  /// A driver registers its job with the head (32 hex digits; empty otherwise). Accepted
+  /// only from a connection that proved the cluster secret.
+  std::string register_job;
   /// The sender's own endpoint, for logs.
   std::string from;
-  MSGPACK_DEFINE(magic, version, token, from)
+  MSGPACK_DEFINE(magic, version, register_job, from)
 };
 /// A hello is a few short strings; anything larger is refused unread.
 inline constexpr std::size_t max_hello_bytes = 1024;
 
 std::string encode_hello(const hello& h);
 /// Decodes a hello frame. Errors: invalid_argument (malformed, oversized, not celer),
-/// failed_precondition (another protocol version). The token is not checked here.
+/// failed_precondition (another protocol version).
 expected<hello> decode_hello(std::string_view frame);
 
 /// The frames of `m`: header, body, then one frame per large bulk value.

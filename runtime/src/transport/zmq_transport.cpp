@@ -1,6 +1,7 @@
 #include "transport/zmq_transport.hpp"
 
 #include "log.hpp"
+#include "transport/admission.hpp"
 #include "transport/wire.hpp"
 
 #include <celer/version.hpp>
@@ -23,6 +24,21 @@ constexpr std::size_t id_bytes = 16;
 constexpr std::size_t max_parts = 5 + wire::max_bulk_frames;
 /// How long closing waits for queued messages to reach live peers.
 constexpr int linger_ms = 1000;
+/// A connection that has not finished its handshake by then is closed (what a peer
+/// without keys can hold: one descriptor, this long).
+constexpr int handshake_ms = 5000;
+/// Messages a peer may have queued at this process before its connection is read no more
+/// (back-pressure, not loss).
+constexpr int receive_queue = 1000;
+/// A node answers a handshake with an unknown job key after the head's reply or this long.
+constexpr auto key_lookup_timeout = std::chrono::seconds(1);
+/// Handshakes waiting for the head's answer, at most; more are refused at once.
+constexpr std::size_t max_pending_handshakes = 256;
+/// Job keys a node remembers (it asks the head again for one it forgot).
+constexpr std::size_t max_job_keys = 65536;
+constexpr const char* zap_endpoint = "inproc://zeromq.zap.01";
+
+std::string key_bytes(const key32& k) { return std::string(reinterpret_cast<const char*>(k.data()), k.size()); }
 
 std::string id_to_bytes(const unique_id& id) {
   std::string out(id_bytes, '\0');
@@ -51,16 +67,6 @@ zmq::message_t adopt(std::string s) {
     [](void*, void* hint) { delete static_cast<std::string*>(hint); }, owned);
 }
 
-std::string printable(std::string_view routing_id) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : routing_id.substr(0, 8)) {
-    out += digits[c >> 4];
-    out += digits[c & 15];
-  }
-  return out;
-}
-
 } // namespace
 
 std::string make_token() {
@@ -83,29 +89,39 @@ std::string make_token() {
   return out;
 }
 
-bool token_equal(std::string_view a, std::string_view b) noexcept {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  }
-  return diff == 0;
-}
-
 struct zmq_transport::peer {
   std::mutex mutex;  // guards socket
   zmq::socket_t socket;
   explicit peer(zmq::context_t& ctx) : socket(ctx, zmq::socket_type::dealer) {}
 };
 
+struct zmq_transport::zap_request {
+  std::vector<std::string> envelope;  // routing frames up to and including the empty one
+  std::string request_id;
+  std::chrono::steady_clock::time_point since;
+};
+
 zmq_transport::zmq_transport(local_transport& local, options o)
   : local_(local), opts_(std::move(o)), ctx_(std::make_unique<zmq::context_t>(1)) {
+  // The ZAP handler must be bound before the first connection: without one, ZeroMQ lets
+  // every CURVE or PLAIN client in.
+  zap_ = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::router);
+  zap_->set(zmq::sockopt::linger, 0);
+  zap_->bind(zap_endpoint);
   router_ = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::router);
   router_->set(zmq::sockopt::linger, 0);
   router_->set(zmq::sockopt::sndhwm, 0);
-  router_->set(zmq::sockopt::rcvhwm, 0);
-  // A frame longer than the largest body (plus room for the header) closes the connection
-  // before ZeroMQ allocates it.
+  router_->set(zmq::sockopt::rcvhwm, receive_queue);
+  router_->set(zmq::sockopt::handshake_ivl, handshake_ms);
+  router_->set(zmq::sockopt::zap_domain, "celer");
+  if (opts_.encrypt) {
+    router_->set(zmq::sockopt::curve_server, true);
+    router_->set(zmq::sockopt::curve_secretkey, zmq::const_buffer(opts_.creds.secret_key().data(), 32));
+  } else {
+    router_->set(zmq::sockopt::plain_server, true);
+  }
+  // A frame longer than the largest message (plus room for the header) closes the
+  // connection before ZeroMQ allocates it.
   router_->set(zmq::sockopt::maxmsgsize,
                static_cast<std::int64_t>(opts_.max_body_bytes + wire::max_header_bytes + 64));
   try {
@@ -114,13 +130,23 @@ zmq_transport::zmq_transport(local_transport& local, options o)
     throw exception(error_code::unavailable, "cannot listen on " + opts_.bind + ": " + e.what());
   }
   endpoint_ = router_->get(zmq::sockopt::last_endpoint);
+  // Handshakes that fail before ZAP is asked are seen only by a monitor.
+  const std::string monitor = "inproc://handshakes-" + unique_id::random().hex();
+  if (zmq_socket_monitor(router_->handle(), monitor.c_str(),
+                         ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) != 0) {
+    throw exception(error_code::internal, "cannot monitor the listening socket");
+  }
+  events_ = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::pair);
+  events_->set(zmq::sockopt::linger, 0);
+  events_->connect(monitor);
+  if (opts_.creds.identity().role == peer_role::job) {
+    endpoint_ = job_endpoint(endpoint_, opts_.creds.identity().job);
+  }
   wake_rx_ = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::pair);
   wake_tx_ = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::pair);
   const std::string inproc = "inproc://wake-" + unique_id::random().hex();
   wake_rx_->bind(inproc);
   wake_tx_->connect(inproc);
-  hello_frame_ = wire::encode_hello(
-    wire::hello{std::string(wire::magic), protocol_version, opts_.token, endpoint_});
 }
 
 zmq_transport::~zmq_transport() { stop(); }
@@ -146,10 +172,57 @@ void zmq_transport::stop() {
     }
     peers_.clear();
   }
+  zmq_socket_monitor(router_->handle(), nullptr, 0);
+  events_->close();
   router_->close();
+  zap_->close();
   wake_rx_->close();
   wake_tx_->close();
   ctx_->close();  // waits (up to linger_ms per socket) for queued messages to leave
+}
+
+void zmq_transport::register_job(const job_id& job) {
+  auto key = opts_.creds.job_public(job);
+  if (!key) return;
+  std::lock_guard lock(jobs_mutex_);
+  // A node forgets what it learnt and asks again; the head, which answers, keeps them all
+  // (only holders of the secret register jobs).
+  if (job_keys_.size() >= max_job_keys && !opts_.key_authority.empty()) job_keys_.clear();
+  job_keys_[key_bytes(*key)] = job;
+}
+
+void zmq_transport::connect_options(zmq::socket_t& s, const std::string& endpoint,
+                                    bool as_cluster) {
+  auto parts = split_endpoint(endpoint);
+  if (!parts) throw exception(parts.error().code(), parts.error().message());
+  key32 pub = opts_.creds.public_key(), sec = opts_.creds.secret_key();
+  if (as_cluster) {
+    auto kp = opts_.creds.cluster_keypair();
+    if (kp) std::tie(pub, sec) = *kp;
+  }
+  if (opts_.encrypt) {
+    key32 server = opts_.creds.cluster_public();
+    if (!parts->job.nil()) {
+      auto k = opts_.creds.job_public(parts->job);
+      if (!k) throw exception(k.error().code(), k.error().message());
+      server = *k;
+    }
+    s.set(zmq::sockopt::curve_serverkey, zmq::const_buffer(server.data(), 32));
+    s.set(zmq::sockopt::curve_publickey, zmq::const_buffer(pub.data(), 32));
+    s.set(zmq::sockopt::curve_secretkey, zmq::const_buffer(sec.data(), 32));
+  } else {
+    if (!parts->job.nil() && opts_.creds.identity().role == peer_role::job &&
+        parts->job != opts_.creds.identity().job) {
+      throw exception(error_code::permission_denied,
+                      "job " + opts_.creds.identity().job.short_hex() +
+                        " cannot reach a process of job " + parts->job.short_hex());
+    }
+    const bool cluster = as_cluster && opts_.creds.holds_cluster_secret();
+    const peer_identity who = cluster ? peer_identity{peer_role::cluster, {}} : opts_.creds.identity();
+    s.set(zmq::sockopt::plain_username, who.user_id());
+    s.set(zmq::sockopt::plain_password, opts_.creds.plain_password(cluster));
+  }
+  s.connect(parts->tcp);
 }
 
 zmq_transport::peer* zmq_transport::peer_for(const std::string& endpoint) {
@@ -170,11 +243,8 @@ zmq_transport::peer* zmq_transport::peer_for(const std::string& endpoint) {
     p->socket.set(zmq::sockopt::rcvhwm, 16);
     // A peer that went away is retried less and less often (up to every 10 s).
     p->socket.set(zmq::sockopt::reconnect_ivl_max, 10000);
-    p->socket.connect(endpoint);
-    // The hello goes first on the connection; the messages queued behind it follow.
-    p->socket.send(zmq::str_buffer("H"), zmq::send_flags::sndmore);
-    p->socket.send(zmq::buffer(hello_frame_), zmq::send_flags::none);
-  } catch (const zmq::error_t& e) {
+    connect_options(p->socket, endpoint, /*as_cluster=*/false);
+  } catch (const std::exception& e) {
     CELER_LOG(error, "transport", "cannot connect to " + endpoint + ": " + e.what());
     return nullptr;
   }
@@ -223,15 +293,48 @@ expected<void> zmq_transport::probe(const std::string& endpoint, std::chrono::mi
   try {
     zmq::socket_t s(*ctx_, zmq::socket_type::dealer);
     s.set(zmq::sockopt::linger, 0);
-    s.connect(endpoint);
-    s.send(zmq::str_buffer("H"), zmq::send_flags::sndmore);
-    s.send(zmq::buffer(hello_frame_), zmq::send_flags::none);
-    zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
-    if (zmq::poll(&item, 1, timeout) == 0) {
-      return error(error_code::unavailable,
-                   "no celer process answered at " + endpoint + " within " +
-                     std::to_string(timeout.count()) + " ms");
+    // A refused handshake is silent on the socket itself; its monitor says why.
+    const std::string monitor = "inproc://probe-" + unique_id::random().hex();
+    if (zmq_socket_monitor(s.handle(), monitor.c_str(),
+                           ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) != 0) {
+      return error(error_code::internal, "cannot monitor a probe socket");
     }
+    zmq::socket_t events(*ctx_, zmq::socket_type::pair);
+    events.set(zmq::sockopt::linger, 0);
+    events.connect(monitor);
+    // Holders of the secret say hello as the cluster, so that a driver can register its job.
+    connect_options(s, endpoint, /*as_cluster=*/true);
+    wire::hello h{std::string(wire::magic), protocol_version, {}, endpoint_};
+    if (opts_.creds.identity().role == peer_role::job && opts_.creds.holds_cluster_secret()) {
+      h.register_job = opts_.creds.identity().job.hex();
+    }
+    const std::string hello = wire::encode_hello(h);
+    s.send(zmq::str_buffer("H"), zmq::send_flags::sndmore);
+    s.send(zmq::buffer(hello), zmq::send_flags::none);
+    std::array<zmq::pollitem_t, 2> items{
+      {{s.handle(), 0, ZMQ_POLLIN, 0}, {events.handle(), 0, ZMQ_POLLIN, 0}}};
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || zmq::poll(items.data(), items.size(), left) == 0) {
+        return error(error_code::unavailable,
+                     "no celer process answered at " + endpoint + " within " +
+                       std::to_string(timeout.count()) + " ms");
+      }
+      if (items[1].revents & ZMQ_POLLIN) {
+        std::vector<zmq::message_t> ev;
+        (void)zmq::recv_multipart(events, std::back_inserter(ev));
+        zmq_socket_monitor(s.handle(), nullptr, 0);
+        return error(error_code::unauthenticated,
+                     endpoint + " refused this process in the handshake: the cluster token is "
+                                "wrong, or encryption is on at one end only (the encryption "
+                                "knob must match)");
+      }
+      if (items[0].revents & ZMQ_POLLIN) break;
+    }
+    zmq_socket_monitor(s.handle(), nullptr, 0);
     std::vector<zmq::message_t> parts;
     (void)zmq::recv_multipart(s, std::back_inserter(parts));
     const std::string kind = parts.empty() ? "" : parts[0].to_string();
@@ -245,24 +348,36 @@ expected<void> zmq_transport::probe(const std::string& endpoint, std::chrono::mi
     return error(error_code::internal, endpoint + " answered the hello with '" + kind + "'");
   } catch (const zmq::error_t& e) {
     return error(error_code::unavailable, "cannot reach " + endpoint + ": " + e.what());
+  } catch (const exception& e) {
+    return error(e.code(), e.what());
   }
 }
 
 void zmq_transport::receive_loop() {
-  std::array<zmq::pollitem_t, 2> items{
-    {{router_->handle(), 0, ZMQ_POLLIN, 0}, {wake_rx_->handle(), 0, ZMQ_POLLIN, 0}}};
+  std::array<zmq::pollitem_t, 4> items{{{router_->handle(), 0, ZMQ_POLLIN, 0},
+                                        {wake_rx_->handle(), 0, ZMQ_POLLIN, 0},
+                                        {zap_->handle(), 0, ZMQ_POLLIN, 0},
+                                        {events_->handle(), 0, ZMQ_POLLIN, 0}}};
   std::vector<zmq::message_t> parts;
   std::vector<std::string_view> views;
   for (;;) {
     try {
-      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(-1));
+      // Wake now and then while handshakes wait for the head, to refuse those it never
+      // answers.
+      zmq::poll(items.data(), items.size(),
+                pending_keys_.empty() ? std::chrono::milliseconds(-1) : std::chrono::milliseconds(200));
       if (items[1].revents & ZMQ_POLLIN) return;
+      if (items[2].revents & ZMQ_POLLIN) on_zap();
+      if (items[3].revents & ZMQ_POLLIN) on_event();
+      if (!pending_keys_.empty()) expire_key_lookups();
       if (!(items[0].revents & ZMQ_POLLIN)) continue;
       // Drain what is ready before polling again.
       for (;;) {
         parts.clear();
         bool more = true;
         bool first = true;
+        std::size_t bytes = 0;
+        bool oversized = false;
         while (more) {
           zmq::message_t part;
           const auto got =
@@ -270,17 +385,158 @@ void zmq_transport::receive_loop() {
           if (!got) break;
           first = false;
           more = part.more();
-          if (parts.size() < max_parts + 1) parts.push_back(std::move(part));
+          bytes += part.size();
+          // The whole message is capped, not one frame: past the cap, the rest is dropped
+          // as it is read.
+          if (bytes > opts_.max_body_bytes + 4096) oversized = true;
+          if (!oversized && parts.size() < max_parts + 1) parts.push_back(std::move(part));
         }
         if (parts.empty()) break;
+        if (oversized) {
+          ++malformed_;
+          refusals_.warn("dropped a message of over " + std::to_string(opts_.max_body_bytes) +
+                         " bytes (max_message_bytes)");
+          continue;
+        }
         views.clear();
         for (const auto& p : parts) views.emplace_back(p.data<char>(), p.size());
-        on_frames(views);
+        const char* user = parts.size() > 1 ? zmq_msg_gets(parts[1].handle(), "User-Id") : nullptr;
+        on_frames(views, user);
       }
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM) return;
       CELER_LOG(error, "transport", std::string("receive failed: ") + e.what());
     }
+  }
+}
+
+void zmq_transport::on_zap() {
+  std::vector<zmq::message_t> frames;
+  if (!zmq::recv_multipart(*zap_, std::back_inserter(frames), zmq::recv_flags::dontwait)) return;
+  // [routing..., "", "1.0", request id, domain, address, identity, mechanism, credentials...]
+  std::size_t empty = 0;
+  while (empty < frames.size() && frames[empty].size() != 0) ++empty;
+  if (empty + 7 > frames.size()) return;  // not a ZAP request (ZeroMQ's own: cannot happen)
+  zap_request r;
+  for (std::size_t i = 0; i <= empty; ++i) r.envelope.push_back(frames[i].to_string());
+  r.request_id = frames[empty + 2].to_string();
+  r.since = std::chrono::steady_clock::now();
+  const std::string address = frames[empty + 4].to_string();
+  const std::string mechanism = frames[empty + 6].to_string();
+  const auto& creds = opts_.creds;
+  if (mechanism == "PLAIN" && !opts_.encrypt && frames.size() >= empty + 9) {
+    auto who = creds.check_plain(frames[empty + 7].to_string_view(), frames[empty + 8].to_string_view());
+    answer_zap(r, who, "from " + address + ": wrong credentials");
+    return;
+  }
+  if (mechanism != "CURVE" || !opts_.encrypt || frames.size() < empty + 8 ||
+      frames[empty + 7].size() != 32) {
+    answer_zap(r, std::nullopt,
+               "from " + address + ": it spoke " + mechanism +
+                 (opts_.encrypt ? " (this cluster encrypts: set the same encryption knob)"
+                                : " (this cluster does not encrypt: set the same encryption knob)"));
+    return;
+  }
+  const std::string key = frames[empty + 7].to_string();
+  if (key == key_bytes(creds.cluster_public())) {
+    answer_zap(r, peer_identity{peer_role::cluster, {}}, "");
+    return;
+  }
+  if (creds.identity().role == peer_role::job && key == key_bytes(creds.public_key())) {
+    answer_zap(r, creds.identity(), "");
+    return;
+  }
+  if (creds.identity().role == peer_role::cluster) {
+    {
+      std::lock_guard lock(jobs_mutex_);
+      if (auto it = job_keys_.find(key); it != job_keys_.end()) {
+        const peer_identity who{peer_role::job, it->second};
+        answer_zap(r, who, "");
+        return;
+      }
+    }
+    if (!opts_.key_authority.empty()) {
+      std::size_t pending = 0;
+      for (const auto& [k, v] : pending_keys_) pending += v.size();
+      if (pending >= max_pending_handshakes) {
+        answer_zap(r, std::nullopt, "from " + address + ": too many handshakes wait for the head");
+        return;
+      }
+      auto& waiting = pending_keys_[key];
+      waiting.push_back(std::move(r));
+      if (waiting.size() == 1) {
+        // Ask the head on the connection to it (the answer comes back to this endpoint).
+        if (peer* head = peer_for(opts_.key_authority)) {
+          std::lock_guard lock(head->mutex);
+          head->socket.send(zmq::str_buffer("K"), zmq::send_flags::sndmore);
+          head->socket.send(zmq::buffer(key), zmq::send_flags::sndmore);
+          head->socket.send(zmq::buffer(endpoint_), zmq::send_flags::none);
+        }
+      }
+      return;
+    }
+  }
+  answer_zap(r, std::nullopt, "from " + address + ": an unknown key");
+}
+
+void zmq_transport::on_event() {
+  std::vector<zmq::message_t> frames;
+  if (!zmq::recv_multipart(*events_, std::back_inserter(frames), zmq::recv_flags::dontwait)) return;
+  ++failed_;
+  refusals_.warn("a connection failed its handshake: it does not hold this cluster's token, "
+                 "or it speaks without encryption to an encrypted cluster (or the reverse)");
+}
+
+void zmq_transport::answer_zap(const zap_request& r, const std::optional<peer_identity>& who,
+                               const std::string& why) {
+  if (who) {
+    ++accepted_;
+  } else {
+    ++refused_;
+    refusals_.warn("refused a connection " + why);
+  }
+  try {
+    for (const auto& f : r.envelope) zap_->send(zmq::buffer(f), zmq::send_flags::sndmore);
+    zap_->send(zmq::str_buffer("1.0"), zmq::send_flags::sndmore);
+    zap_->send(zmq::buffer(r.request_id), zmq::send_flags::sndmore);
+    zap_->send(who ? zmq::str_buffer("200") : zmq::str_buffer("400"), zmq::send_flags::sndmore);
+    zap_->send(who ? zmq::str_buffer("OK") : zmq::str_buffer("refused"), zmq::send_flags::sndmore);
+    const std::string user = who ? who->user_id() : std::string();
+    zap_->send(zmq::buffer(user), zmq::send_flags::sndmore);
+    zap_->send(zmq::str_buffer(""), zmq::send_flags::none);
+  } catch (const zmq::error_t&) {
+    // The connection gave up waiting; nothing to answer.
+  }
+}
+
+void zmq_transport::on_key_answer(std::string_view key, std::string_view job) {
+  auto it = pending_keys_.find(std::string(key));
+  if (it == pending_keys_.end()) return;
+  auto waiting = std::move(it->second);
+  pending_keys_.erase(it);
+  std::optional<peer_identity> who;
+  if (auto j = job_id::parse(job); j && !j->nil()) {
+    // The head is trusted to say whose key it is; the key is checked against the job anyway.
+    auto k = opts_.creds.job_public(*j);
+    if (k && key == key_bytes(*k)) {
+      register_job(*j);
+      who = peer_identity{peer_role::job, *j};
+    }
+  }
+  for (const auto& r : waiting) answer_zap(r, who, "presenting a key the head does not know");
+}
+
+void zmq_transport::expire_key_lookups() {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = pending_keys_.begin(); it != pending_keys_.end();) {
+    if (now - it->second.front().since < key_lookup_timeout) {
+      ++it;
+      continue;
+    }
+    for (const auto& r : it->second) {
+      answer_zap(r, std::nullopt, "presenting a job key: the head did not say whose in time");
+    }
+    it = pending_keys_.erase(it);
   }
 }
 
@@ -298,66 +554,86 @@ void zmq_transport::reply(const std::string& routing_id, char kind, const std::s
   }
 }
 
-void zmq_transport::on_frames(const std::vector<std::string_view>& parts) {
-  const std::string rid(parts[0]);
+void zmq_transport::on_hello(const std::string& rid, std::string_view frame,
+                             const peer_identity* who) {
+  auto h = wire::decode_hello(frame);
+  if (!h) {
+    refusals_.warn("refused a hello: " + h.error().message());
+    reply(rid, 'R', h.error().message());
+    return;
+  }
+  if (!h->register_job.empty()) {
+    auto j = job_id::parse(h->register_job);
+    if (who == nullptr || who->role != peer_role::cluster || !j || j->nil()) {
+      ++denied_;
+      refusals_.warn("refused to register a job for " +
+                     (who == nullptr ? std::string("an unknown peer") : who->describe()));
+      reply(rid, 'R', "only holders of the cluster token register jobs");
+      return;
+    }
+    register_job(*j);
+  }
+  reply(rid, 'A', "");
+}
+
+void zmq_transport::on_frames(const std::vector<std::string_view>& parts, const char* user_id) {
   const std::string_view kind = parts.size() > 1 ? parts[1] : std::string_view{};
-  if (kind == "H") {
-    if (parts.size() != 3) {
-      ++refused_;
-      CELER_LOG(warn, "transport", "refused a connection: a hello has 1 frame, got " +
-                                     std::to_string(parts.size() - 2));
-      reply(rid, 'R', "malformed hello");
-      return;
-    }
-    auto h = wire::decode_hello(parts[2]);
-    if (!h) {
-      ++refused_;
-      CELER_LOG(warn, "transport", "refused a connection: " + h.error().message());
-      reply(rid, 'R', h.error().message());
-      return;
-    }
-    if (!token_equal(h->token, opts_.token)) {
-      ++refused_;
-      CELER_LOG(warn, "transport",
-                "refused a connection from " + h->from +
-                  (h->token.empty() ? ": it presented no cluster token"
-                                    : ": it presented a wrong cluster token"));
-      reply(rid, 'R', h->token.empty() ? "no cluster token" : "wrong cluster token");
-      return;
-    }
-    ++accepted_;
-    authenticated_.insert(rid);
-    reply(rid, 'A', "");
-    return;
+  // Every connection passed the handshake, so it has an identity; parse it once per run
+  // of messages from the same one.
+  if (user_id == nullptr || last_user_id_ != user_id) {
+    last_user_id_ = user_id == nullptr ? "" : user_id;
+    last_identity_ = peer_identity::parse(last_user_id_);
   }
-  if (kind != "M") {
+  const peer_identity* who = last_identity_ ? &*last_identity_ : nullptr;
+  if (who == nullptr) {
     ++malformed_;
-    CELER_LOG(warn, "transport", "dropped frames of unknown kind from connection " + printable(rid));
-    reply(rid, 'E', "unknown frame kind");
+    refusals_.warn("dropped a message from a connection without an identity");
     return;
   }
-  if (!authenticated_.contains(rid)) {
-    // Logged once per thousand so that a flood cannot fill the log.
-    if (unauthenticated_++ % 1000 == 0) {
-      CELER_LOG(warn, "transport",
-                "dropped a message from connection " + printable(rid) + " that said no hello");
+  if (kind == "H" && parts.size() == 3) {
+    on_hello(std::string(parts[0]), parts[2], who);
+    return;
+  }
+  if (kind == "K" || kind == "k") {
+    if (who->role != peer_role::cluster || parts.size() != 4 || parts[2].size() != 32) {
+      ++denied_;
+      refusals_.warn("dropped a key lookup from " + who->describe());
+      return;
     }
-    reply(rid, 'E', "not authenticated: the connection sent no accepted hello");
+    if (kind == "K") {
+      std::string job;
+      {
+        std::lock_guard lock(jobs_mutex_);
+        if (auto it = job_keys_.find(std::string(parts[2])); it != job_keys_.end()) {
+          job = it->second.hex();
+        }
+      }
+      if (peer* p = peer_for(std::string(parts[3]))) {
+        std::lock_guard lock(p->mutex);
+        p->socket.send(zmq::str_buffer("k"), zmq::send_flags::sndmore);
+        p->socket.send(zmq::buffer(parts[2]), zmq::send_flags::sndmore);
+        p->socket.send(zmq::buffer(job), zmq::send_flags::none);
+      }
+    } else {
+      on_key_answer(parts[2], parts[3]);
+    }
     return;
   }
-  if (parts.size() < 5 || parts.size() > max_parts || parts[2].size() != id_bytes) {
+  if (kind != "M" || parts.size() < 5 || parts.size() > max_parts || parts[2].size() != id_bytes) {
     ++malformed_;
-    CELER_LOG(warn, "transport", "dropped a message with " + std::to_string(parts.size() - 1) +
-                                   " frames (expected kind, destination, header, body, bulk...)");
-    reply(rid, 'E', "malformed message frames");
+    refusals_.warn("dropped " + std::to_string(parts.size() - 1) + " frames from " +
+                   who->describe() + " that are no message (expected M, destination, header, body, bulk...)");
     return;
   }
   auto m = wire::decode(std::span<const std::string_view>(parts).subspan(3), opts_.max_body_bytes);
   if (!m) {
     ++malformed_;
-    CELER_LOG(warn, "transport", "dropped a message from connection " + printable(rid) + ": " +
-                                   m.error().to_string());
-    reply(rid, 'E', m.error().to_string());
+    refusals_.warn("dropped a message from " + who->describe() + ": " + m.error().to_string());
+    return;
+  }
+  if (auto ok = admit(*who, *m); !ok) {
+    ++denied_;
+    refusals_.warn(ok.error().to_string());
     return;
   }
   const address to{id_from_bytes(parts[2]), {}};
@@ -381,8 +657,8 @@ void zmq_transport::on_frames(const std::vector<std::string_view>& parts) {
 }
 
 zmq_transport::counters zmq_transport::stats() const {
-  return {delivered_.load(), accepted_.load(),        refused_.load(),
-          unauthenticated_.load(), malformed_.load(), undeliverable_.load()};
+  return {delivered_.load(), accepted_.load(), refused_.load(),      failed_.load(),
+          denied_.load(),    malformed_.load(), undeliverable_.load()};
 }
 
 } // namespace celer

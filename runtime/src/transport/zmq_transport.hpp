@@ -1,20 +1,37 @@
 #pragma once
 // Cluster-mode transport: protocol messages between processes over ZeroMQ.
 //
-// Each process binds one ROUTER socket (its endpoint, "tcp://host:port") and receives every
-// message for its components there; a receiver thread decodes each message and hands it to
-// the component through local_transport. To send, a process keeps one DEALER socket per
-// peer endpoint, guarded by a mutex, and sends from the caller's thread (no hand-off).
-// Addresses whose endpoint is empty or this process's own go straight to local_transport.
+// Each process binds one ROUTER socket (its endpoint, "tcp://host:port", with "#job=<id>"
+// for a job's process) and receives every message for its components there; a receiver
+// thread decodes each message and hands it to the component through local_transport. To
+// send, a process keeps one DEALER socket per peer endpoint, guarded by a mutex, and sends
+// from the caller's thread (no hand-off). Addresses whose endpoint is empty or this
+// process's own go straight to local_transport.
+//
+// Every connection authenticates in ZeroMQ's handshake, before any message is read
+// (credentials.hpp says which keys): with encryption on (the default) by CURVE, each side
+// proving its key and everything after encrypted; with it off by PLAIN, the secret sent in
+// clear. A ZAP handler on the receiver thread decides: the cluster key is "the cluster"
+// (head, node); a job's key is that job's (driver, worker). Anything else is refused in the
+// handshake and its connection closed, so a peer without keys never has a message decoded
+// and holds one file descriptor until the handshake times out. Every message then carries
+// the identity ZAP gave its connection (a reconnect authenticates again by itself), and is
+// admitted only as admission.hpp says (who may send it; a job only for itself).
+//
+// A node meets a job's key before it knows the job: it asks the head (the key authority,
+// which learns each job when its driver registers it) and answers the handshake when the
+// head replies, or refuses it after a second.
 //
 // Frames on a connection (DEALER -> ROUTER):
-//   ['H', hello]                          first, once per connection: version and token
-//   ['M', destination id (16 bytes), header, body]   a protocol message (wire.hpp)
-// and back (ROUTER -> DEALER): ['A'] hello accepted, ['R', reason] hello refused,
-// ['E', reason] a message was rejected. A connection whose hello was not accepted has
-// every message dropped, and each drop is counted and logged.
+//   ['M', destination id (16 bytes), header, body, bulk...]   a protocol message (wire.hpp)
+//   ['H', hello]            version check, and a driver registering its job (cluster only)
+//   ['K', public key, reply endpoint]      node -> head: whose key is this? (cluster only)
+//   ['k', public key, job id or empty]     head -> node: the answer (cluster only)
+// and back (ROUTER -> DEALER), to a hello only: ['A'] accepted, ['R', reason] refused.
 
+#include "transport/credentials.hpp"
 #include "transport/local_transport.hpp"
+#include "transport/rate_limited_log.hpp"
 #include "transport/transport.hpp"
 
 #include <celer/error.hpp>
@@ -25,6 +42,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <thread>
@@ -44,16 +62,25 @@ public:
   struct options {
     /// Where to listen: "tcp://host:port", or "tcp://host:*" for a free port.
     std::string bind;
-    /// The cluster token every hello must carry.
-    std::string token;
-    /// Largest message body accepted; larger ones are refused unread.
+    /// Who this process is, and its keys.
+    credentials creds;
+    /// Largest message accepted (body and bulk frames together); larger ones are refused
+    /// unread.
     std::size_t max_body_bytes = 256u << 20;
+    /// CURVE (authenticated and encrypted); false uses PLAIN (authenticated, in clear).
+    bool encrypt = true;
+    /// A node's head endpoint, asked whose a job key is; empty: this process decides alone
+    /// (the head, and a job's processes, which know the only job key they accept).
+    std::string key_authority;
   };
   struct counters {
     std::uint64_t delivered = 0;
-    std::uint64_t hellos_accepted = 0;
-    std::uint64_t hellos_refused = 0;
-    std::uint64_t unauthenticated = 0;
+    std::uint64_t handshakes_accepted = 0;
+    std::uint64_t handshakes_refused = 0;
+    /// Handshakes that failed before ZAP was asked (wrong server key: no token, or a wrong
+    /// one; another mechanism; garbage).
+    std::uint64_t handshakes_failed = 0;
+    std::uint64_t permission_denied = 0;
     std::uint64_t malformed = 0;
     std::uint64_t undeliverable = 0;
   };
@@ -79,9 +106,13 @@ public:
   void forget(const std::string& endpoint) override;
 
   /// Says hello to `endpoint` on a fresh connection and waits for the answer: unauthenticated
-  /// when the token is refused, failed_precondition for another protocol version,
-  /// unavailable when nothing answers within `timeout`.
+  /// when the handshake is refused (wrong token, or encryption on one side only),
+  /// failed_precondition for another protocol version, unavailable when nothing answers
+  /// within `timeout`. A driver's probe of the head also registers its job there.
   expected<void> probe(const std::string& endpoint, std::chrono::milliseconds timeout);
+  /// The head's transport: job `job`'s key is accepted from now on (its driver registered
+  /// it, or the head started the job itself).
+  void register_job(const job_id& job);
 
   [[nodiscard]] counters stats() const;
 
@@ -89,8 +120,17 @@ private:
   struct peer;
   peer* peer_for(const std::string& endpoint);
   void receive_loop();
-  void on_frames(const std::vector<std::string_view>& parts);
+  struct zap_request;
+  void on_frames(const std::vector<std::string_view>& parts, const char* user_id);
+  void on_hello(const std::string& rid, std::string_view frame, const peer_identity* who);
+  void on_zap();
+  void on_event();
+  void answer_zap(const zap_request& r, const std::optional<peer_identity>& who,
+                  const std::string& why);
+  void on_key_answer(std::string_view key, std::string_view job);
+  void expire_key_lookups();
   void reply(const std::string& routing_id, char kind, const std::string& text);
+  void connect_options(zmq::socket_t& s, const std::string& endpoint, bool as_cluster);
 
   local_transport& local_;
   options opts_;
@@ -98,7 +138,8 @@ private:
   std::unique_ptr<zmq::context_t> ctx_;
   std::unique_ptr<zmq::socket_t> router_;  // used by the receiver thread only
   std::unique_ptr<zmq::socket_t> wake_rx_, wake_tx_;
-  std::string hello_frame_;
+  std::unique_ptr<zmq::socket_t> zap_;     // the ZAP handler's socket; receiver thread only
+  std::unique_ptr<zmq::socket_t> events_;  // the router's failed handshakes; receiver thread
   std::thread receiver_;
   std::atomic<bool> stopped_{false};
 
@@ -106,16 +147,23 @@ private:
   std::unordered_map<std::string, std::unique_ptr<peer>> peers_;
 
   // Receiver thread only (direct_ is fixed before start()).
-  std::unordered_set<std::string> authenticated_;
   std::unordered_map<unique_id, std::function<void(protocol::message&)>> direct_;
+  /// The identity of the last User-Id seen (almost every message repeats the last one).
+  std::string last_user_id_;
+  std::optional<peer_identity> last_identity_;
+  /// Handshakes waiting for the key authority's answer, by the key they present.
+  std::unordered_map<std::string, std::vector<zap_request>> pending_keys_;
+  rate_limited_log refusals_{"transport"};
 
-  std::atomic<std::uint64_t> delivered_{0}, accepted_{0}, refused_{0}, unauthenticated_{0},
+  std::mutex jobs_mutex_;  // guards job_keys_ (register_job runs on components' threads)
+  /// Job keys this process accepts (public key bytes -> job), bounded.
+  std::unordered_map<std::string, job_id> job_keys_;
+
+  std::atomic<std::uint64_t> delivered_{0}, accepted_{0}, refused_{0}, failed_{0}, denied_{0},
     malformed_{0}, undeliverable_{0};
 };
 
 /// A fresh cluster token: 64 hex digits from the kernel's random source.
 std::string make_token();
-/// Compares in time independent of where the strings differ.
-bool token_equal(std::string_view a, std::string_view b) noexcept;
 
 } // namespace celer

@@ -44,14 +44,19 @@ struct inbox {
   }
 };
 
+constexpr const char* token = "token-1";
+
+credentials cluster_creds(const std::string& t = token) { return *credentials::for_cluster(t); }
+
 /// One process's end: a host with an inbox component, and its transport.
 struct endpoint_fixture {
   component_host host{2};
   std::shared_ptr<inbox> box = std::make_shared<inbox>();
   unique_id box_id = unique_id::random();
   zmq_transport net;
-  endpoint_fixture(const std::string& token, std::size_t max_body = 1u << 20)
-    : net(host.local(), {"tcp://127.0.0.1:*", token, max_body}) {
+  explicit endpoint_fixture(credentials c, std::size_t max_body = 1u << 20, bool encrypt = true,
+                            std::string authority = {}, std::string bind = "tcp://127.0.0.1:*")
+    : net(host.local(), {std::move(bind), std::move(c), max_body, encrypt, std::move(authority)}) {
     host.spawn(box_id, as_component(box), "inbox");
     net.start();
   }
@@ -62,6 +67,25 @@ struct endpoint_fixture {
   }
   [[nodiscard]] address box_address() const { return {box_id, net.endpoint()}; }
 };
+
+/// Waits until `done` holds (counters move on the receiver thread), at most 10 s.
+template <class F>
+bool eventually(F done) {
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+/// A raw socket that completes the CURVE handshake with `keys` (public, secret) against
+/// the server key `server`.
+void curve_client(zmq::socket_t& s, const key32& server, const key32& pub, const key32& sec) {
+  s.set(zmq::sockopt::curve_serverkey, zmq::const_buffer(server.data(), 32));
+  s.set(zmq::sockopt::curve_publickey, zmq::const_buffer(pub.data(), 32));
+  s.set(zmq::sockopt::curve_secretkey, zmq::const_buffer(sec.data(), 32));
+}
 
 protocol::message sample() { return protocol::return_lease{worker_id::random(), task_id::random()}; }
 
@@ -83,42 +107,165 @@ std::string id_bytes(const unique_id& id) {
 
 } // namespace
 
-TEST_CASE("messages travel between two transports that share the token", "[transport]") {
-  endpoint_fixture a("token-1"), b("token-1");
+TEST_CASE("messages travel encrypted between two transports that share the token",
+          "[transport]") {
+  endpoint_fixture a(cluster_creds()), b(cluster_creds());
   for (int i = 0; i < 100; ++i) REQUIRE(a.net.send(b.box_address(), sample()));
   REQUIRE(b.box->wait_for(100, 10s));
-  REQUIRE(b.net.stats().hellos_accepted == 1);  // one connection, one hello
+  REQUIRE(b.net.stats().handshakes_accepted == 1);  // one connection, one handshake
   REQUIRE(a.net.probe(b.net.endpoint(), 5s).has_value());
 }
 
-TEST_CASE("a wrong or missing token is refused, logged and never delivered", "[transport]") {
-  endpoint_fixture server("right-token"), intruder("wrong-token"), anonymous("");
+TEST_CASE("with encryption off, messages travel and the token is still checked", "[transport]") {
+  endpoint_fixture a(cluster_creds(), 1u << 20, false), b(cluster_creds(), 1u << 20, false),
+    wrong(cluster_creds("other"), 1u << 20, false);
+  for (int i = 0; i < 10; ++i) REQUIRE(a.net.send(b.box_address(), sample()));
+  REQUIRE(b.box->wait_for(10, 10s));
+  auto probe = wrong.net.probe(b.net.endpoint(), 5s);
+  REQUIRE_FALSE(probe.has_value());
+  REQUIRE(probe.error().code() == error_code::unauthenticated);
+}
+
+TEST_CASE("a wrong token is refused in the handshake and nothing is delivered", "[transport]") {
+  endpoint_fixture server(cluster_creds("right-token")), intruder(cluster_creds("wrong-token"));
   auto probe = intruder.net.probe(server.net.endpoint(), 5s);
   REQUIRE_FALSE(probe.has_value());
   REQUIRE(probe.error().code() == error_code::unauthenticated);
-  REQUIRE_THAT(probe.error().message(), Contains("wrong cluster token"));
-  auto none = anonymous.net.probe(server.net.endpoint(), 5s);
-  REQUIRE_THAT(none.error().message(), Contains("no cluster token"));
-
+  REQUIRE_THAT(probe.error().message(), Contains("token is wrong"));
   for (int i = 0; i < 10; ++i) (void)intruder.net.send(server.box_address(), sample());
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (server.net.stats().unauthenticated < 10 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(5ms);
-  }
-  REQUIRE(server.net.stats().unauthenticated == 10);
+  // It does not know the server's key: the handshake fails before ZAP is asked.
+  REQUIRE(eventually([&] { return server.net.stats().handshakes_failed >= 1; }));
+  std::this_thread::sleep_for(200ms);
   REQUIRE(server.box->size() == 0);
+  REQUIRE(server.net.stats().delivered == 0);
+}
+
+TEST_CASE("encryption on at one end only is refused with a reason", "[transport]") {
+  endpoint_fixture server(cluster_creds()), plain(cluster_creds(), 1u << 20, false);
+  auto probe = plain.net.probe(server.net.endpoint(), 5s);
+  REQUIRE_FALSE(probe.has_value());
+  REQUIRE(probe.error().code() == error_code::unauthenticated);
+  REQUIRE_THAT(probe.error().message(), Contains("encryption"));
 }
 
 TEST_CASE("a probe of an endpoint where nothing listens fails within its timeout", "[transport]") {
-  endpoint_fixture a("t");
+  endpoint_fixture a(cluster_creds());
   auto r = a.net.probe("tcp://127.0.0.1:1", 100ms);
   REQUIRE_FALSE(r.has_value());
   REQUIRE(r.error().code() == error_code::unavailable);
 }
 
-TEST_CASE("generated garbage at a live socket is refused and the process keeps serving",
-          "[transport][fuzz]") {
-  endpoint_fixture server("tok"), friendly("tok");
+TEST_CASE("a job's processes reach the head once its driver registered the job",
+          "[transport][security]") {
+  endpoint_fixture head(cluster_creds());
+  const job_id job = job_id::random();
+  const auto job_secret = *cluster_creds().job_secret_hex(job);
+  const auto cluster_key = cluster_creds().cluster_public_hex();
+  endpoint_fixture worker(*credentials::for_job(job, job_secret, cluster_key));
+  // Before registration the head does not know the job's key: refused in the handshake.
+  REQUIRE(worker.net.send(head.box_address(), sample()));
+  REQUIRE(eventually([&] { return head.net.stats().handshakes_refused >= 1; }));
+  REQUIRE(head.box->size() == 0);
+
+  endpoint_fixture driver(*credentials::for_driver(token, job));
+  REQUIRE(driver.net.probe(head.net.endpoint(), 5s).has_value());  // registers the job
+  REQUIRE(driver.net.send(head.box_address(), protocol::job_heartbeat{job}));
+  REQUIRE(head.box->wait_for(1, 10s));
+  // A fresh worker of the job (a new connection) is let in now.
+  endpoint_fixture worker2(*credentials::for_job(job, job_secret, cluster_key));
+  REQUIRE(worker2.net.send(head.box_address(), sample()));
+  REQUIRE(head.box->wait_for(2, 10s));
+  // The job's processes reach each other, and the head reaches them.
+  REQUIRE(driver.net.send(worker2.box_address(), sample()));
+  REQUIRE(worker2.box->wait_for(1, 10s));
+  REQUIRE(head.net.send(worker2.box_address(), sample()));
+  REQUIRE(worker2.box->wait_for(2, 10s));
+}
+
+TEST_CASE("a node asks the head whose a job key is", "[transport][security]") {
+  endpoint_fixture head(cluster_creds());
+  endpoint_fixture node(cluster_creds(), 1u << 20, true, head.net.endpoint());
+  const job_id job = job_id::random(), unknown = job_id::random();
+  endpoint_fixture driver(*credentials::for_driver(token, job));
+  REQUIRE(driver.net.probe(head.net.endpoint(), 5s).has_value());
+  REQUIRE(driver.net.send(node.box_address(), protocol::job_heartbeat{job}));
+  REQUIRE(node.box->wait_for(1, 10s));
+
+  endpoint_fixture stranger(*credentials::for_job(unknown, *cluster_creds().job_secret_hex(unknown),
+                                                  cluster_creds().cluster_public_hex()));
+  REQUIRE(stranger.net.send(node.box_address(), sample()));
+  REQUIRE(eventually([&] { return node.net.stats().handshakes_refused >= 1; }));
+  std::this_thread::sleep_for(200ms);
+  REQUIRE(node.box->size() == 1);
+}
+
+TEST_CASE("a job's process cannot reach another job's", "[transport][security]") {
+  const job_id a = job_id::random(), b = job_id::random();
+  const auto key = cluster_creds().cluster_public_hex();
+  endpoint_fixture pa(*credentials::for_job(a, *cluster_creds().job_secret_hex(a), key));
+  endpoint_fixture pb(*credentials::for_job(b, *cluster_creds().job_secret_hex(b), key));
+  REQUIRE_FALSE(pa.net.send(pb.box_address(), sample()));  // it has no key to reach it with
+  // Even knowing b's public key, a's key is refused in b's handshake.
+  zmq::context_t ctx;
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  const auto ca = *credentials::for_job(a, *cluster_creds().job_secret_hex(a), key);
+  curve_client(s, *cluster_creds().job_public(b), ca.public_key(), ca.secret_key());
+  s.connect(split_endpoint(pb.net.endpoint())->tcp);
+  const auto frames = wire::encode(sample());
+  send_frames(s, {"M", id_bytes(pb.box_id), frames[0], frames[1]});
+  REQUIRE(eventually([&] { return pb.net.stats().handshakes_refused >= 1; }));
+  REQUIRE(pb.box->size() == 0);
+}
+
+TEST_CASE("a job may say only what messages.def lets it, about its own job",
+          "[transport][security]") {
+  endpoint_fixture head(cluster_creds());
+  const job_id job = job_id::random(), other = job_id::random();
+  endpoint_fixture driver(*credentials::for_driver(token, job));
+  REQUIRE(driver.net.probe(head.net.endpoint(), 5s).has_value());
+  (void)driver.net.send(head.box_address(), protocol::job_finished{other});     // not its job
+  (void)driver.net.send(head.box_address(), protocol::heartbeat{});             // nodes only
+  (void)driver.net.send(head.box_address(), protocol::worker_died{});           // in-process only
+  (void)driver.net.send(head.box_address(), protocol::shutdown_component{"x"}); // in-process only
+  protocol::request_lease foreign;
+  foreign.spec.job = other;
+  (void)driver.net.send(head.box_address(), foreign);                           // another's task
+  protocol::kill_actor kill{actor_id::random(), "x", other};                  // sender_job forged
+  (void)driver.net.send(head.box_address(), kill);
+  REQUIRE(head.box->wait_for(1, 10s));
+  REQUIRE(eventually([&] { return head.net.stats().permission_denied == 5; }));
+  std::lock_guard lock(head.box->mutex);
+  REQUIRE(head.box->got.size() == 1);
+  auto* k = std::get_if<protocol::kill_actor>(&head.box->got.front());
+  REQUIRE(k != nullptr);
+  REQUIRE(k->sender_job == job);  // set to who sent it
+}
+
+TEST_CASE("a peer that reconnects authenticates again by itself", "[transport][security]") {
+  std::string endpoint;
+  unique_id id;
+  endpoint_fixture client(cluster_creds());
+  {
+    endpoint_fixture server(cluster_creds());
+    endpoint = server.net.endpoint();
+    REQUIRE(client.net.send(server.box_address(), sample()));
+    REQUIRE(server.box->wait_for(1, 10s));
+  }
+  // A new process at the same endpoint (the old connection is gone): the client's socket
+  // reconnects, handshakes again, and its messages arrive.
+  endpoint_fixture again(cluster_creds(), 1u << 20, true, "", endpoint);
+  const address to{again.box_id, endpoint};
+  REQUIRE(eventually([&] {
+    (void)client.net.send(to, sample());
+    return again.box->size() > 0;
+  }));
+}
+
+TEST_CASE("peers without keys and garbage from peers with keys are refused, and the process "
+          "keeps serving",
+          "[transport][fuzz][security]") {
+  endpoint_fixture server(cluster_creds()), friendly(cluster_creds());
   zmq::context_t ctx;
   std::mt19937_64 gen(20261129);
   auto random_bytes = [&](std::size_t n) {
@@ -126,35 +273,37 @@ TEST_CASE("generated garbage at a live socket is refused and the process keeps s
     for (auto& c : s) c = static_cast<char>(gen());
     return s;
   };
-  const std::string good_hello = wire::encode_hello({std::string(wire::magic), protocol_version, "tok", "test"});
+  const auto creds = cluster_creds();
   const auto valid = wire::encode(sample());
   std::vector<zmq::socket_t> sockets;  // kept open until the server has read everything
+  int keyless = 0;
   for (int conn = 0; conn < 40; ++conn) {
     auto& s = sockets.emplace_back(ctx, zmq::socket_type::dealer);
     s.set(zmq::sockopt::linger, 0);
+    const bool with_keys = conn % 4 != 0;
+    if (with_keys) {
+      curve_client(s, creds.cluster_public(), creds.public_key(), creds.secret_key());
+    } else {
+      ++keyless;
+    }
     s.connect(server.net.endpoint());
-    switch (conn % 8) {
-      case 0:  // messages with no hello
+    switch (conn % 4) {
+      case 0:  // no keys: a valid message, never read
         send_frames(s, {"M", id_bytes(server.box_id), valid[0], valid[1]});
         break;
-      case 1:  // a hello of random bytes
+      case 1:  // a hello of random bytes, a hello from another version, a 1 MiB hello
         send_frames(s, {"H", random_bytes(gen() % 200)});
-        break;
-      case 2:  // a hello from another protocol version
-        send_frames(s, {"H", wire::encode_hello({std::string(wire::magic), protocol_version + 1, "tok", "x"})});
-        break;
-      case 3:  // a hello of 1 MiB
+        send_frames(s, {"H", wire::encode_hello({std::string(wire::magic), protocol_version + 1, "", "x"})});
         send_frames(s, {"H", std::string(1 << 20, 'x')});
         break;
-      case 4:  // frames of unknown kind and random count
+      case 2:  // frames of unknown kind and random count
         for (int k = 0; k < 5; ++k) {
           std::vector<std::string> frames;
           for (std::uint64_t f = 0; f < 1 + gen() % 7; ++f) frames.push_back(random_bytes(gen() % 40));
           send_frames(s, frames);
         }
         break;
-      default: {  // authenticated, then mangled messages
-        send_frames(s, {"H", good_hello});
+      default: {  // mangled messages
         for (int k = 0; k < 25; ++k) {
           auto frames = valid;
           switch (k % 5) {
@@ -180,7 +329,7 @@ TEST_CASE("generated garbage at a live socket is refused and the process keeps s
   // Everything sent has been read once the counters stop moving.
   auto total = [&] {
     const auto st = server.net.stats();
-    return st.hellos_refused + st.unauthenticated + st.malformed + st.hellos_accepted;
+    return st.handshakes_refused + st.malformed + st.handshakes_accepted;
   };
   for (auto last = total() + 1; last != total();) {
     last = total();
@@ -190,19 +339,19 @@ TEST_CASE("generated garbage at a live socket is refused and the process keeps s
   for (int i = 0; i < 5; ++i) REQUIRE(friendly.net.send(server.box_address(), sample()));
   REQUIRE(server.box->wait_for(5, 10s));
   const auto st = server.net.stats();
-  CHECK(st.hellos_refused >= 15);
-  CHECK(st.unauthenticated >= 5);
+  CHECK(st.handshakes_accepted == 31);  // 30 raw sockets with keys and the friend
+  CHECK(st.handshakes_failed >= static_cast<std::uint64_t>(keyless));
   CHECK(st.malformed >= 60);
-  REQUIRE(server.box->size() == 5);  // nothing mangled was delivered
+  REQUIRE(server.box->size() == 5);  // nothing from the keyless or mangled was delivered
 }
 
-TEST_CASE("a frame larger than max_message_bytes closes the connection unread", "[transport]") {
-  endpoint_fixture server("tok", 64 * 1024), sender("tok");
+TEST_CASE("a message larger than max_message_bytes is dropped unread", "[transport]") {
+  endpoint_fixture server(cluster_creds(), 64 * 1024), sender(cluster_creds());
   protocol::object_reply big;
   big.object.payload = std::string(256 * 1024, 'x');
   (void)sender.net.send(server.box_address(), big);
   // A fresh peer is served normally afterwards.
-  endpoint_fixture other("tok");
+  endpoint_fixture other(cluster_creds());
   REQUIRE(other.net.send(server.box_address(), sample()));
   REQUIRE(server.box->wait_for(1, 10s));
   std::this_thread::sleep_for(100ms);

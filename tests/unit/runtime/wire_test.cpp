@@ -158,10 +158,10 @@ TEST_CASE("generated garbage never crashes any decoder", "[wire][fuzz]") {
 }
 
 TEST_CASE("the hello decoder refuses garbage, other versions and oversized frames", "[wire][fuzz]") {
-  const wire::hello good{std::string(wire::magic), protocol_version, "token", "tcp://a:1"};
+  const wire::hello good{std::string(wire::magic), protocol_version, job_id::random().hex(), "tcp://a:1"};
   auto ok = wire::decode_hello(wire::encode_hello(good));
   REQUIRE(ok.has_value());
-  REQUIRE(ok->token == "token");
+  REQUIRE(ok->register_job == good.register_job);
   auto other = wire::decode_hello(
     wire::encode_hello({std::string(wire::magic), protocol_version + 1, "token", ""}));
   REQUIRE(other.error().code() == error_code::failed_precondition);

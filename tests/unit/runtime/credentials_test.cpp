@@ -1,0 +1,134 @@
+// Credentials derived from the cluster token, the identities connections carry, and what
+// each identity may send (admission). Pure functions: no sockets here (transport_test.cpp
+// has the handshakes).
+#include "protocol/messages.hpp"
+#include "transport/admission.hpp"
+#include "transport/credentials.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <sstream>
+
+using namespace celer;
+using Catch::Matchers::Contains;
+
+TEST_CASE("keys derive from the token: the same token gives the same keys, another token others",
+          "[security]") {
+  auto a = *credentials::for_cluster("token-a");
+  auto a2 = *credentials::for_cluster("token-a");
+  auto b = *credentials::for_cluster("token-b");
+  REQUIRE(a.public_key() == a2.public_key());
+  REQUIRE(a.public_key() != b.public_key());
+  REQUIRE(a.public_key() != a.secret_key());
+  REQUIRE(a.identity().role == peer_role::cluster);
+  REQUIRE_FALSE(credentials::for_cluster("").has_value());
+}
+
+TEST_CASE("a job's credential gives its keys and nothing of the cluster's", "[security]") {
+  auto head = *credentials::for_cluster("t");
+  const job_id job = job_id::random(), other = job_id::random();
+  auto secret = *head.job_secret_hex(job);
+  auto worker = *credentials::for_job(job, secret, head.cluster_public_hex());
+  REQUIRE(worker.identity() == peer_identity{peer_role::job, job});
+  REQUIRE(worker.public_key() == *head.job_public(job));
+  REQUIRE(worker.cluster_public() == head.cluster_public());
+  REQUIRE_FALSE(worker.holds_cluster_secret());
+  // It can neither issue credentials nor learn another job's key.
+  REQUIRE(worker.job_secret_hex(other).error().code() == error_code::permission_denied);
+  REQUIRE(worker.job_public(other).error().code() == error_code::permission_denied);
+  REQUIRE(worker.cluster_keypair().error().code() == error_code::permission_denied);
+  // Its secret is not the cluster's, and differs per job.
+  REQUIRE(secret != *head.job_secret_hex(other));
+  REQUIRE(secret != head.plain_password());
+  // A driver holding the token speaks as the same job with the same keys.
+  auto driver = *credentials::for_driver("t", job);
+  REQUIRE(driver.public_key() == worker.public_key());
+  REQUIRE(driver.identity() == worker.identity());
+  REQUIRE(driver.holds_cluster_secret());
+}
+
+TEST_CASE("malformed job credentials are refused", "[security]") {
+  const auto key = credentials::for_cluster("t")->cluster_public_hex();
+  REQUIRE_FALSE(credentials::for_job(job_id::random(), "abc", key).has_value());
+  REQUIRE_FALSE(credentials::for_job(job_id::random(), std::string(64, 'z'), key).has_value());
+  REQUIRE_FALSE(credentials::for_job(job_id{}, std::string(64, 'a'), key).has_value());
+}
+
+TEST_CASE("PLAIN passwords prove exactly the identity they name", "[security]") {
+  auto head = *credentials::for_cluster("t");
+  const job_id job = job_id::random(), other = job_id::random();
+  auto worker = *credentials::for_job(job, *head.job_secret_hex(job), head.cluster_public_hex());
+  REQUIRE(head.check_plain("cluster", head.plain_password()) == peer_identity{peer_role::cluster, {}});
+  REQUIRE(head.check_plain("job:" + job.hex(), worker.plain_password()) ==
+          peer_identity{peer_role::job, job});
+  REQUIRE_FALSE(head.check_plain("job:" + other.hex(), worker.plain_password()));
+  REQUIRE_FALSE(head.check_plain("cluster", worker.plain_password()));
+  REQUIRE_FALSE(head.check_plain("cluster", "not hex"));
+  // A job's process accepts its own job, and the cluster only by key (not by password).
+  REQUIRE(worker.check_plain("job:" + job.hex(), worker.plain_password()));
+  REQUIRE_FALSE(worker.check_plain("cluster", head.plain_password()));
+}
+
+TEST_CASE("identities and job endpoints read back as written", "[security]") {
+  const job_id job = job_id::random();
+  REQUIRE(peer_identity::parse("cluster")->role == peer_role::cluster);
+  REQUIRE(peer_identity::parse(peer_identity{peer_role::job, job}.user_id())->job == job);
+  REQUIRE_FALSE(peer_identity::parse("job:xyz"));
+  REQUIRE_FALSE(peer_identity::parse(""));
+  auto e = split_endpoint(job_endpoint("tcp://10.0.0.2:4711", job));
+  REQUIRE(e->tcp == "tcp://10.0.0.2:4711");
+  REQUIRE(e->job == job);
+  REQUIRE(split_endpoint("tcp://10.0.0.2:4711")->job.nil());
+  REQUIRE(split_endpoint("tcp://h:1#job=nothex").error().code() == error_code::invalid_argument);
+}
+
+TEST_CASE("the cluster may send any wire message, but never an in-process one", "[security]") {
+  const peer_identity cluster{peer_role::cluster, {}};
+  protocol::message hb = protocol::heartbeat{};
+  REQUIRE(admit(cluster, hb).has_value());
+  protocol::message died = protocol::worker_died{};
+  auto r = admit(cluster, died);
+  REQUIRE(r.error().code() == error_code::permission_denied);
+  REQUIRE_THAT(r.error().message(), Contains("worker_died") && Contains("never accepted"));
+  protocol::message stop = protocol::shutdown_component{};
+  REQUIRE_FALSE(admit(cluster, stop).has_value());
+  protocol::message t = protocol::tick{};
+  REQUIRE_FALSE(admit(cluster, t).has_value());
+}
+
+TEST_CASE("a job may send only messages about its own job", "[security]") {
+  const job_id job = job_id::random(), other = job_id::random();
+  const peer_identity who{peer_role::job, job};
+  protocol::message mine = protocol::job_finished{job};
+  REQUIRE(admit(who, mine).has_value());
+  protocol::message theirs = protocol::job_finished{other};
+  REQUIRE_THAT(admit(who, theirs).error().message(), Contains(other.short_hex()));
+  protocol::message hb = protocol::heartbeat{};
+  REQUIRE_THAT(admit(who, hb).error().message(), Contains("only the head and nodes"));
+  protocol::create_actor c;
+  c.spec.job = other;
+  protocol::message foreign = c;
+  REQUIRE(admit(who, foreign).error().code() == error_code::permission_denied);
+  protocol::create_placement_group g;
+  g.job = other;
+  protocol::message group = g;
+  REQUIRE_FALSE(admit(who, group).has_value());
+  // The job a message speaks for is stamped, whatever the sender wrote.
+  protocol::message kill = protocol::kill_actor{actor_id::random(), "x", other};
+  REQUIRE(admit(who, kill).has_value());
+  REQUIRE(std::get<protocol::kill_actor>(kill).sender_job == job);
+  protocol::message freed = protocol::store_free{{object_id::random()}, other};
+  REQUIRE(admit(who, freed).has_value());
+  REQUIRE(std::get<protocol::store_free>(freed).sender_job == job);
+}
+
+TEST_CASE("docs/protocol.md holds the table messages.def makes", "[security][docs]") {
+  std::ifstream in(std::string(CELER_SOURCE_DIR) + "/docs/protocol.md");
+  REQUIRE(in.good());
+  std::stringstream all;
+  all << in.rdbuf();
+  const std::string table = protocol::markdown_table();
+  INFO("docs/protocol.md must contain this table (from messages.def):\n" + table);
+  REQUIRE_THAT(all.str(), Contains(table));
+}
