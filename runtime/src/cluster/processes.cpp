@@ -1,6 +1,7 @@
 #include "cluster/processes.hpp"
 
 #include "cluster/session.hpp"
+#include "crash.hpp"
 #include "head/head.hpp"
 #include "host.hpp"
 #include "log.hpp"
@@ -71,6 +72,7 @@ struct cluster_driver::impl {
 
 cluster_driver::cluster_driver(const knob_values& k, const std::string& address, role r)
   : impl_(std::make_unique<impl>()) {
+  install_crash_handler();
   auto& s = *impl_;
   s.r = r;
   auto parts = parse_address(address);
@@ -170,6 +172,7 @@ struct worker_process::impl {
 };
 
 worker_process::worker_process(const knob_values& k) : impl_(std::make_unique<impl>()) {
+  install_crash_handler();
   auto& s = *impl_;
   const worker_id id(require_id("CELER_WORKER_ID"));
   s.node = node_id(require_id("CELER_WORKER_NODE"));
@@ -262,6 +265,7 @@ int run_daemon(const knob_values& k, const daemon_options& o,
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  install_crash_handler();
 
   std::string head_host;
   std::string cluster_address;
