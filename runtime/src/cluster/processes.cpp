@@ -1,5 +1,6 @@
 #include "cluster/processes.hpp"
 
+#include "cluster/head_watch.hpp"
 #include "cluster/session.hpp"
 #include "crash.hpp"
 #include "head/head.hpp"
@@ -24,17 +25,28 @@ namespace celer::cluster {
 namespace {
 
 /// Hands a core the messages addressed to it (the core's own lock orders them). A driver's
-/// core also turns its ticks into job heartbeats to the head.
+/// core also turns its ticks into job heartbeats to the head and, with a head watch, probes
+/// the head and fails every wait once it has been silent too long.
 struct core_shell {
   core_worker* core;
   transport* net = nullptr;
+  head_watch* watch = nullptr;
   void handle(protocol::message& m) {
     if (std::holds_alternative<protocol::tick>(m)) {
-      if (net != nullptr) {
-        (void)net->send(core->where().head, protocol::job_heartbeat{core->where().job});
-      }
+      if (net == nullptr || (watch != nullptr && watch->gave_up())) return;
+      (void)net->send(core->where().head, protocol::job_heartbeat{core->where().job});
+      if (watch != nullptr) on_tick();
     } else if (!std::holds_alternative<protocol::shutdown_component>(m)) {
       core->handle(m);
+    }
+  }
+  void on_tick() {
+    auto s = watch->tick(std::chrono::steady_clock::now());
+    if (s.probe) (void)net->send(core->where().head, head_watch::probe(core->self()));
+    if (!s.say.empty()) CELER_LOG(warn, "driver", s.say);
+    if (s.give_up) {
+      CELER_LOG(error, "driver", s.why + "; every wait and request fails with unavailable");
+      core->stop(s.why + ": the cluster is unreachable", error_code::unavailable);
     }
   }
 };
@@ -64,6 +76,7 @@ struct cluster_driver::impl {
   component_host host{2};
   std::unique_ptr<zmq_transport> net;
   std::unique_ptr<core_worker> core;
+  std::unique_ptr<head_watch> watch;
   address head_addr;
   node_id node;
   role r = role::driver;
@@ -101,11 +114,29 @@ cluster_driver::cluster_driver(const knob_values& k, const std::string& address,
   where.cluster = true;
   where.priority = k.job_priority;
   s.core = std::make_unique<core_worker>(*s.net, where);
+  if (r == role::driver && k.head_timeout_ms > 0) {
+    head_watch::config hw;
+    hw.head = s.head_addr.endpoint;
+    hw.give_up_after = std::chrono::milliseconds(k.head_timeout_ms);
+    hw.give_up_knob = "head_timeout_ms";
+    hw.missing_after = std::min(std::chrono::milliseconds(std::max(1, k.node_timeout_ms)),
+                                hw.give_up_after / 2);
+    hw.probe_every = std::min(std::chrono::milliseconds(1000), hw.give_up_after / 4);
+    s.watch = std::make_unique<head_watch>(hw, std::chrono::steady_clock::now());
+  }
   s.host.spawn(where.self.id,
-               as_component(std::make_shared<core_shell>(
-                 core_shell{s.core.get(), r == role::driver ? s.net.get() : nullptr})),
+               as_component(std::make_shared<core_shell>(core_shell{
+                 s.core.get(), r == role::driver ? s.net.get() : nullptr, s.watch.get()})),
                "core");
-  s.net->handle_directly(where.self.id, [core = s.core.get()](protocol::message& m) { core->handle(m); });
+  // The head's answers to the watch's probes stop here; the rest is the core's.
+  s.net->handle_directly(where.self.id, [core = s.core.get(),
+                                         watch = s.watch.get()](protocol::message& m) {
+    if (watch != nullptr && head_watch::answers_probe(m)) {
+      watch->heard(std::chrono::steady_clock::now());
+    } else {
+      core->handle(m);
+    }
+  });
   s.net->start();
   if (r == role::observer) return;
   // The head stops the job's actors and workers when these stop (the driver died).
