@@ -16,6 +16,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include <pthread.h>
@@ -377,6 +378,11 @@ int run_daemon(const knob_values& k, const daemon_options& o,
   }
   std::unique_ptr<process_launcher> launcher;
   std::shared_ptr<node_agent> agent;
+  struct lost_head {
+    std::mutex mutex;
+    std::string why;
+  };
+  auto head_lost = std::make_shared<lost_head>();
   node_id nid;
   if (!o.head || o.with_node) {
     nid = node_id::random();
@@ -403,6 +409,19 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     nc.store_capacity = object_store_capacity(k);
     nc.store_spill = k.object_spilling != 0;
     nc.preemption_grace = std::chrono::milliseconds(std::max(0, k.preemption_grace_ms));
+    if (!o.head) {
+      // A node whose head is gone says so, and stops after node_head_timeout_ms: the
+      // signal below wakes this thread, which stops the workers and exits.
+      nc.head_missing_after = std::chrono::milliseconds(std::max(1, k.node_timeout_ms));
+      nc.head_timeout = std::chrono::milliseconds(std::max(0, k.node_head_timeout_ms));
+      nc.head_lost = [lost = head_lost](const std::string& why) {
+        {
+          std::lock_guard lock(lost->mutex);
+          lost->why = why;
+        }
+        ::kill(::getpid(), SIGTERM);
+      };
+    }
     launcher = std::make_unique<process_launcher>(
       *net, process_launcher::config{nid, node_addr, head_addr, token, ip, session_dir / "logs",
                                      !nc.gpus.empty()});
@@ -444,7 +463,14 @@ int run_daemon(const knob_values& k, const daemon_options& o,
   int sig = 0;
   while (sigwait(&stop_signals, &sig) != 0) {
   }
-  CELER_LOG(warn, o.head ? "head" : "node", std::string("stopping (signal ") + std::to_string(sig) + ")");
+  std::string lost;
+  {
+    std::lock_guard lock(head_lost->mutex);
+    lost = head_lost->why;
+  }
+  CELER_LOG(warn, o.head ? "head" : "node",
+            lost.empty() ? std::string("stopping (signal ") + std::to_string(sig) + ")"
+                         : "stopping: " + lost);
   const protocol::shutdown_component bye{"the daemon is stopping"};
   if (agent) (void)host.local().send(address{nid, {}}, bye);  // tells its workers to stop
   if (o.head) (void)host.local().send(head_addr, bye);
@@ -453,7 +479,7 @@ int run_daemon(const knob_values& k, const daemon_options& o,
   net->stop();
   std::error_code ec;
   std::filesystem::remove(pid_file, ec);
-  return 0;
+  return lost.empty() ? 0 : 3;
 }
 
 } // namespace celer::cluster
