@@ -1,6 +1,8 @@
 #include "cluster/processes.hpp"
 
+#include "cluster/head_watch.hpp"
 #include "cluster/session.hpp"
+#include "crash.hpp"
 #include "head/head.hpp"
 #include "host.hpp"
 #include "log.hpp"
@@ -14,6 +16,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include <pthread.h>
@@ -23,17 +26,28 @@ namespace celer::cluster {
 namespace {
 
 /// Hands a core the messages addressed to it (the core's own lock orders them). A driver's
-/// core also turns its ticks into job heartbeats to the head.
+/// core also turns its ticks into job heartbeats to the head and, with a head watch, probes
+/// the head and fails every wait once it has been silent too long.
 struct core_shell {
   core_worker* core;
   transport* net = nullptr;
+  head_watch* watch = nullptr;
   void handle(protocol::message& m) {
     if (std::holds_alternative<protocol::tick>(m)) {
-      if (net != nullptr) {
-        (void)net->send(core->where().head, protocol::job_heartbeat{core->where().job});
-      }
+      if (net == nullptr || (watch != nullptr && watch->gave_up())) return;
+      (void)net->send(core->where().head, protocol::job_heartbeat{core->where().job});
+      if (watch != nullptr) on_tick();
     } else if (!std::holds_alternative<protocol::shutdown_component>(m)) {
       core->handle(m);
+    }
+  }
+  void on_tick() {
+    auto s = watch->tick(std::chrono::steady_clock::now());
+    if (s.probe) (void)net->send(core->where().head, head_watch::probe(core->self()));
+    if (!s.say.empty()) CELER_LOG(warn, "driver", s.say);
+    if (s.give_up) {
+      CELER_LOG(error, "driver", s.why + "; every wait and request fails with unavailable");
+      core->stop(s.why + ": the cluster is unreachable", error_code::unavailable);
     }
   }
 };
@@ -63,6 +77,7 @@ struct cluster_driver::impl {
   component_host host{2};
   std::unique_ptr<zmq_transport> net;
   std::unique_ptr<core_worker> core;
+  std::unique_ptr<head_watch> watch;
   address head_addr;
   node_id node;
   role r = role::driver;
@@ -71,6 +86,7 @@ struct cluster_driver::impl {
 
 cluster_driver::cluster_driver(const knob_values& k, const std::string& address, role r)
   : impl_(std::make_unique<impl>()) {
+  install_crash_handler();
   auto& s = *impl_;
   s.r = r;
   auto parts = parse_address(address);
@@ -105,11 +121,29 @@ cluster_driver::cluster_driver(const knob_values& k, const std::string& address,
   where.cluster = true;
   where.priority = k.job_priority;
   s.core = std::make_unique<core_worker>(*s.net, where);
+  if (r == role::driver && k.head_timeout_ms > 0) {
+    head_watch::config hw;
+    hw.head = s.head_addr.endpoint;
+    hw.give_up_after = std::chrono::milliseconds(k.head_timeout_ms);
+    hw.give_up_knob = "head_timeout_ms";
+    hw.missing_after = std::min(std::chrono::milliseconds(std::max(1, k.node_timeout_ms)),
+                                hw.give_up_after / 2);
+    hw.probe_every = std::min(std::chrono::milliseconds(1000), hw.give_up_after / 4);
+    s.watch = std::make_unique<head_watch>(hw, std::chrono::steady_clock::now());
+  }
   s.host.spawn(where.self.id,
-               as_component(std::make_shared<core_shell>(
-                 core_shell{s.core.get(), r == role::driver ? s.net.get() : nullptr})),
+               as_component(std::make_shared<core_shell>(core_shell{
+                 s.core.get(), r == role::driver ? s.net.get() : nullptr, s.watch.get()})),
                "core");
-  s.net->handle_directly(where.self.id, [core = s.core.get()](protocol::message& m) { core->handle(m); });
+  // The head's answers to the watch's probes stop here; the rest is the core's.
+  s.net->handle_directly(where.self.id, [core = s.core.get(),
+                                         watch = s.watch.get()](protocol::message& m) {
+    if (watch != nullptr && head_watch::answers_probe(m)) {
+      watch->heard(std::chrono::steady_clock::now());
+    } else {
+      core->handle(m);
+    }
+  });
   s.net->start();
   if (r == role::observer) return;
   // The head stops the job's actors and workers when these stop (the driver died).
@@ -176,6 +210,7 @@ struct worker_process::impl {
 };
 
 worker_process::worker_process(const knob_values& k) : impl_(std::make_unique<impl>()) {
+  install_crash_handler();
   auto& s = *impl_;
   const worker_id id(require_id("CELER_WORKER_ID"));
   s.node = node_id(require_id("CELER_WORKER_NODE"));
@@ -274,6 +309,7 @@ int run_daemon(const knob_values& k, const daemon_options& o,
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  install_crash_handler();
 
   std::string head_host;
   std::string cluster_address;
@@ -362,6 +398,11 @@ int run_daemon(const knob_values& k, const daemon_options& o,
   }
   std::unique_ptr<process_launcher> launcher;
   std::shared_ptr<node_agent> agent;
+  struct lost_head {
+    std::mutex mutex;
+    std::string why;
+  };
+  auto head_lost = std::make_shared<lost_head>();
   node_id nid;
   if (!o.head || o.with_node) {
     nid = node_id::random();
@@ -388,6 +429,19 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     nc.store_capacity = object_store_capacity(k);
     nc.store_spill = k.object_spilling != 0;
     nc.preemption_grace = std::chrono::milliseconds(std::max(0, k.preemption_grace_ms));
+    if (!o.head) {
+      // A node whose head is gone says so, and stops after node_head_timeout_ms: the
+      // signal below wakes this thread, which stops the workers and exits.
+      nc.head_missing_after = std::chrono::milliseconds(std::max(1, k.node_timeout_ms));
+      nc.head_timeout = std::chrono::milliseconds(std::max(0, k.node_head_timeout_ms));
+      nc.head_lost = [lost = head_lost](const std::string& why) {
+        {
+          std::lock_guard lock(lost->mutex);
+          lost->why = why;
+        }
+        ::kill(::getpid(), SIGTERM);
+      };
+    }
     launcher = std::make_unique<process_launcher>(
       *net, process_launcher::config{nid, node_addr, head_addr, *creds, k.encryption != 0, ip,
                                      session_dir / "logs", !nc.gpus.empty()});
@@ -429,7 +483,14 @@ int run_daemon(const knob_values& k, const daemon_options& o,
   int sig = 0;
   while (sigwait(&stop_signals, &sig) != 0) {
   }
-  CELER_LOG(warn, o.head ? "head" : "node", std::string("stopping (signal ") + std::to_string(sig) + ")");
+  std::string lost;
+  {
+    std::lock_guard lock(head_lost->mutex);
+    lost = head_lost->why;
+  }
+  CELER_LOG(warn, o.head ? "head" : "node",
+            lost.empty() ? std::string("stopping (signal ") + std::to_string(sig) + ")"
+                         : "stopping: " + lost);
   const protocol::shutdown_component bye{"the daemon is stopping"};
   if (agent) (void)host.local().send(address{nid, {}}, bye);  // tells its workers to stop
   if (o.head) (void)host.local().send(head_addr, bye);
@@ -438,7 +499,7 @@ int run_daemon(const knob_values& k, const daemon_options& o,
   net->stop();
   std::error_code ec;
   std::filesystem::remove(pid_file, ec);
-  return 0;
+  return lost.empty() ? 0 : 3;
 }
 
 } // namespace celer::cluster

@@ -89,6 +89,7 @@ task_id core_worker::next_task_id() {
 }
 
 void core_worker::check_running() const {
+  if (stopped_ && stop_code_) throw exception(*stop_code_, stop_reason_);
   if (stopped_) {
     throw exception(error_code::failed_precondition, "celer is shutting down: " + stop_reason_);
   }
@@ -1232,7 +1233,7 @@ void core_worker::handle(protocol::message& m) {
     m);
 }
 
-void core_worker::stop(const std::string& reason) {
+void core_worker::stop(const std::string& reason, std::optional<error_code> code) {
   {
     // Handles and mappings that outlive the core stop reaching it (taken before mutex_, the
     // order release_hold takes them in).
@@ -1240,8 +1241,11 @@ void core_worker::stop(const std::string& reason) {
     link_->core = nullptr;
   }
   std::lock_guard lock(mutex_);
-  stopped_ = true;
-  stop_reason_ = reason;
+  if (!stopped_) {
+    stopped_ = true;
+    stop_reason_ = reason;
+    stop_code_ = code;
+  }
   for (const auto& [w, l] : leases_) {
     (void)net_.send(l.node_addr, protocol::return_lease{w, l.request});
   }
@@ -1250,7 +1254,8 @@ void core_worker::stop(const std::string& reason) {
   lease_cv_.notify_all();
   for (auto& [id, p] : requests_) {
     p.set_exception(std::make_exception_ptr(
-      exception(error_code::cancelled, "celer is shutting down: " + reason)));
+      stop_code_ ? exception(*stop_code_, stop_reason_)
+                 : exception(error_code::cancelled, "celer is shutting down: " + stop_reason_)));
   }
   requests_.clear();
   ready_cv_.notify_all();

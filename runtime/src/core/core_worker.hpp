@@ -123,8 +123,10 @@ public:
   /// receiver thread).
   void handle(protocol::message& m);
   /// Fails every wait and every request from now on with `reason`, and returns every
-  /// leased worker (at shutdown).
-  void stop(const std::string& reason);
+  /// leased worker (at shutdown). With `code` (the cluster is gone: unavailable), they
+  /// and every later call fail with that code and `reason` as the message. The first
+  /// stop's reason stands.
+  void stop(const std::string& reason, std::optional<error_code> code = std::nullopt);
 
 private:
   struct object_entry {
@@ -264,6 +266,7 @@ private:
   std::condition_variable ready_cv_;
   bool stopped_ = false;
   std::string stop_reason_;
+  std::optional<error_code> stop_code_;
   std::unordered_map<object_id, object_entry> objects_;
   std::unordered_map<actor_id, actor_entry> actors_;
   std::unordered_map<task_id, actor_id> call_actor_;

@@ -159,6 +159,32 @@ void node_agent::start() {
     CELER_LOG(error, "node", "cannot reach the head to register");
   }
   if (store_) store_->announce_durable();
+  if (cfg_.head_missing_after.count() > 0 || cfg_.head_timeout.count() > 0) {
+    head_watch::config hw;
+    hw.head = cfg_.head.endpoint;
+    hw.missing_after = cfg_.head_missing_after;
+    hw.give_up_after = cfg_.head_timeout;
+    hw.give_up_knob = "node_head_timeout_ms";
+    head_watch_.emplace(hw, cfg_.now());
+  }
+}
+
+void node_agent::on(protocol::lookup_actor_reply& m) {
+  if (head_watch_ && m.request_id == head_watch::probe_request) head_watch_->heard(cfg_.now());
+}
+
+bool node_agent::watch_head() {
+  if (!head_watch_) return true;
+  auto s = head_watch_->tick(cfg_.now());
+  if (s.probe) (void)net_.send(cfg_.head, head_watch::probe(cfg_.self));
+  if (!s.say.empty()) CELER_LOG(warn, "node", s.say);
+  if (!s.give_up) return true;
+  CELER_LOG(error, "node", s.why + "; stopping its " + std::to_string(workers_.size()) +
+                             " worker(s) and exiting");
+  protocol::shutdown_component bye{s.why};
+  on(bye);
+  if (cfg_.head_lost) cfg_.head_lost(s.why);
+  return false;
 }
 
 void node_agent::handle(protocol::message& m) {
@@ -683,7 +709,7 @@ void node_agent::on(protocol::worker_died& m) {
 }
 
 void node_agent::on(protocol::tick&) {
-  if (stopping_) return;
+  if (stopping_ || !watch_head()) return;
   const auto now_time = std::chrono::steady_clock::now();
   for (auto& [id, w] : workers_) {
     if (w.preempt_deadline && *w.preempt_deadline <= now_time) stop_preempted(id, w);

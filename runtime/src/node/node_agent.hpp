@@ -5,6 +5,7 @@
 // until it returns the lease; each actor gets a worker of its own for its lifetime. What
 // the node can never place, or (in a cluster) cannot place now, goes to the head. Plain logic behind `handle`; a CAF actor runs it (one message at a time).
 
+#include "cluster/head_watch.hpp"
 #include "node/node_store.hpp"
 #include "protocol/messages.hpp"
 #include "scheduler/device_pool.hpp"
@@ -69,6 +70,17 @@ public:
     bool store_spill = true;
     /// How long a preempted actor has to checkpoint when its options name no grace.
     std::chrono::milliseconds preemption_grace{30000};
+    /// Cluster mode: the node probes the head on its ticks. Silent for
+    /// `head_missing_after`, it says so in its log (once); silent for `head_timeout`, it
+    /// stops its workers and calls `head_lost` with why (the daemon then exits). Zero
+    /// durations: no probes.
+    std::chrono::milliseconds head_missing_after{0};
+    std::chrono::milliseconds head_timeout{0};
+    std::function<void(const std::string&)> head_lost;
+    /// The clock the head probes are timed by (tests pass a made-up one).
+    std::function<std::chrono::steady_clock::time_point()> now = [] {
+      return std::chrono::steady_clock::now();
+    };
   };
   /// Throws celer::exception when the object store cannot be opened.
   node_agent(transport& net, worker_launcher& launcher, config cfg);
@@ -149,6 +161,9 @@ private:
   void on(protocol::gpu_usage& m);
   void on(protocol::return_bundles& m);
   void on(protocol::preempt_ready& m);
+  void on(protocol::lookup_actor_reply& m);
+  /// Probes the head (cluster mode); false once it has given up on it and stopped.
+  bool watch_head();
   /// The bundle `where` names, if reserved here.
   bundle_account* bundle_of(const protocol::placement& where);
   /// The free resources `w` draws on: its bundle's, or the node's.
@@ -223,6 +238,7 @@ private:
   std::unordered_map<worker_id, std::string> exiting_;
   bool stopping_ = false;
   std::unique_ptr<node_store> store_;
+  std::optional<head_watch> head_watch_;
 };
 
 } // namespace celer

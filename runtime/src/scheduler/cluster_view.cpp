@@ -3,6 +3,8 @@
 #include "scheduler/labels.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 
 namespace celer::scheduling {
@@ -237,7 +239,7 @@ std::optional<node_id> cluster_view::preemption_target(const protocol::resource_
   return best;
 }
 
-cluster_view::node* cluster_view::choose_hybrid(const std::vector<node*>& fit,
+cluster_view::node& cluster_view::choose_hybrid(const std::vector<node*>& fit,
                                                 const protocol::resource_set& need,
                                                 std::span<const node_bytes> locality) {
   // The node holding most of the arguments' bytes, if any holds some.
@@ -252,7 +254,7 @@ cluster_view::node* cluster_view::choose_hybrid(const std::vector<node*>& fit,
       }
     }
   }
-  if (local != nullptr) return local;
+  if (local != nullptr) return *local;
   // Work that needs no GPU keeps off GPU nodes while other nodes fit (Ray does the same).
   const bool cpu_only = gpu_units(need) == 0;
   const bool any_plain = cpu_only && std::any_of(fit.begin(), fit.end(), [](const node* n) {
@@ -260,27 +262,34 @@ cluster_view::node* cluster_view::choose_hybrid(const std::vector<node*>& fit,
                          });
   node* packed = nullptr;  // the busiest node under the threshold
   node* spread = nullptr;  // the least busy node
-  double packed_load = -1, spread_load = 2;
+  double packed_load = -1, spread_load = 0;
   for (auto* n : fit) {
     if (any_plain && !n->gpus.empty()) continue;
+    // Past 1 when a report says more is in use than the node has (workers back from get
+    // take their CPUs back even then): such a node still fits, and is the busiest.
     const double load = load_of(*n);
     if (load < spread_threshold_ && load > packed_load) {
       packed = n;
       packed_load = load;
     }
-    if (load < spread_load) {
+    if (spread == nullptr || load < spread_load) {
       spread = n;
       spread_load = load;
     }
   }
-  return packed != nullptr ? packed : spread;
+  return packed != nullptr ? *packed : *spread;
 }
 
-cluster_view::node* cluster_view::choose(const std::vector<node*>& fit,
+cluster_view::node& cluster_view::choose(const std::vector<node*>& fit,
                                          const protocol::resource_set& need,
                                          const protocol::placement& p,
                                          std::span<const node_bytes> locality) {
   using kind = scheduling_strategy::kind;
+  if (fit.empty()) {
+    // A caller's broken promise, not a state to carry on from with no node.
+    std::fprintf(stderr, "celer: cluster_view::choose called with no node that fits\n");
+    std::abort();
+  }
   if (p.how == kind::spread) {
     node* chosen = fit.front();
     for (auto* n : fit) {
@@ -290,19 +299,19 @@ cluster_view::node* cluster_view::choose(const std::vector<node*>& fit,
       }
     }
     next_ = index_.at(chosen->id) + 1;
-    return chosen;
+    return *chosen;
   }
   if (p.how == kind::speed_weighted && gpu_units(need) > 0) {
-    node* best = nullptr;
-    double best_finish = 0;
+    node* best = fit.front();
+    double best_finish = expected_finish(*best, need, p);
     for (auto* n : fit) {
       const double f = expected_finish(*n, need, p);
-      if (best == nullptr || f < best_finish) {
+      if (f < best_finish) {
         best = n;
         best_finish = f;
       }
     }
-    return best;
+    return *best;
   }
   return choose_hybrid(fit, need, locality);
 }
@@ -400,7 +409,7 @@ cluster_view::decision cluster_view::place(const protocol::resource_set& need,
     std::vector<node*> fit;
     fit.reserve(s.fit.size());
     for (auto i : s.fit) fit.push_back(&nodes_[i]);
-    return take(*choose(fit, need, p, locality), need, p);
+    return take(choose(fit, need, p, locality), need, p);
   }
   // Nothing is free now: wait where it should start soonest.
   node* wait = nullptr;

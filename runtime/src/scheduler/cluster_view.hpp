@@ -127,7 +127,8 @@ public:
   /// Whether `need` under `p` fits `n`'s free resources now.
   [[nodiscard]] static bool fits_now(const node& n, const protocol::resource_set& need,
                                      const protocol::placement& p);
-  /// The share (0..1) of `n`'s busiest resource in use.
+  /// The share of `n`'s busiest resource in use: 0..1, or more when its report says more
+  /// is in use than it has (available below zero).
   [[nodiscard]] static double load_of(const node& n);
 
 private:
@@ -148,10 +149,12 @@ private:
                                         const protocol::placement& p);
   decision take(node& n, const protocol::resource_set& need, const protocol::placement& p);
   decision enqueue(node& n, const protocol::resource_set& need, std::string why);
-  /// Among the nodes where `need` fits now (`fit`), the one the policy prefers.
-  node* choose(const std::vector<node*>& fit, const protocol::resource_set& need,
+  /// Among the nodes where `need` fits now (`fit`, never empty: aborts otherwise), the one
+  /// the policy prefers. Always one of them, whatever their loads (a report can put a
+  /// node's load past 1).
+  node& choose(const std::vector<node*>& fit, const protocol::resource_set& need,
                const protocol::placement& p, std::span<const node_bytes> locality);
-  node* choose_hybrid(const std::vector<node*>& fit, const protocol::resource_set& need,
+  node& choose_hybrid(const std::vector<node*>& fit, const protocol::resource_set& need,
                       std::span<const node_bytes> locality);
   /// How long `need` would wait on `n` relative to its size: the work ahead of it on the
   /// resource it needs most (GPUs, else CPUs) over that resource's total.

@@ -355,3 +355,107 @@ TEST_CASE("preemption stops only the actors that make room, when ready or at the
   REQUIRE(failed.size() == 1);
   CHECK(failed[0].second.actor == v100.actor);
 }
+
+namespace {
+
+/// A node agent in cluster mode whose head probes are timed by a clock the test moves.
+struct watched_node {
+  fakes::recording_transport net;
+  fakes::fake_launcher launcher;
+  address head{unique_id::random(), "tcp://10.0.0.1:6380"};
+  std::chrono::steady_clock::time_point now{std::chrono::hours(1)};
+  std::vector<std::string> lost;
+  node_agent node;
+
+  watched_node() : node(net, launcher, make_config()) {
+    node.start();
+    (void)net.take<protocol::register_node>();
+  }
+  node_agent::config make_config() {
+    auto c = node_fixture::make_config(2, 0, head);
+    c.spill_to_head = true;
+    c.head_missing_after = std::chrono::seconds(5);
+    c.head_timeout = std::chrono::seconds(60);
+    c.head_lost = [this](const std::string& why) { lost.push_back(why); };
+    c.now = [this] { return now; };
+    return c;
+  }
+  void tick_at(std::chrono::milliseconds since_start) {
+    now = std::chrono::steady_clock::time_point{} + std::chrono::hours(1) + since_start;
+    protocol::message m = protocol::tick{};
+    node.handle(m);
+  }
+  /// The head answers the probes sent so far; returns how many there were.
+  std::size_t answer_probes() {
+    auto probes = net.take<protocol::lookup_actor>();
+    for (const auto& [to, q] : probes) {
+      REQUIRE(to == head);
+      protocol::message reply = protocol::lookup_actor_reply{q.request_id, false, {}, {}};
+      node.handle(reply);
+    }
+    return probes.size();
+  }
+};
+
+} // namespace
+
+TEST_CASE("a node agent whose head answers its probes keeps serving", "[node][fault]") {
+  using namespace std::chrono_literals;
+  watched_node f;
+  for (auto t = 0ms; t <= 120s; t += 500ms) {
+    f.tick_at(t);
+    (void)f.answer_probes();
+  }
+  CHECK(f.lost.empty());
+  CHECK_FALSE(f.net.take<protocol::heartbeat>().empty());
+}
+
+TEST_CASE("a node agent whose head is silent stops its workers after node_head_timeout_ms",
+          "[node][fault]") {
+  using namespace std::chrono_literals;
+  watched_node f;
+  protocol::task_spec s;
+  s.id = task_id::random();
+  s.function = "f";
+  s.resources = *protocol::make_request(1, 0, 0, {});
+  protocol::message lease = protocol::request_lease{s, false};
+  f.node.handle(lease);
+  const auto granted = f.net.take<protocol::lease_reply>();
+  REQUIRE(granted.size() == 1);
+  f.tick_at(0ms);
+  REQUIRE(f.answer_probes() == 1);
+  // The head goes away: probes (about one a second) go unanswered, heartbeats still go out
+  // in case it comes back.
+  for (auto t = 500ms; t < 60s; t += 500ms) f.tick_at(t);
+  CHECK(f.net.take<protocol::lookup_actor>().size() >= 55);
+  CHECK(f.net.take<protocol::heartbeat>().size() >= 115);
+  CHECK(f.lost.empty());
+  CHECK(f.net.take<protocol::shutdown_component>().empty());
+  // 60 s after the last answer: its workers are told to stop and the daemon learns why.
+  f.tick_at(60s);
+  REQUIRE(f.lost.size() == 1);
+  CHECK_THAT(f.lost[0], Catch::Contains("tcp://10.0.0.1:6380") &&
+                          Catch::Contains("node_head_timeout_ms"));
+  const auto stopped = f.net.take<protocol::shutdown_component>();
+  REQUIRE(stopped.size() == 1);
+  CHECK(stopped[0].first.id == granted[0].second.worker);
+  CHECK(f.node.workers() == 0);
+  // Once: later ticks send nothing.
+  f.net.sent.clear();
+  f.tick_at(61s);
+  CHECK(f.net.sent.empty());
+  CHECK(f.lost.size() == 1);
+}
+
+TEST_CASE("a node agent whose head comes back before the bound carries on", "[node][fault]") {
+  using namespace std::chrono_literals;
+  watched_node f;
+  f.tick_at(0ms);
+  (void)f.answer_probes();
+  for (auto t = 500ms; t < 50s; t += 500ms) f.tick_at(t);
+  (void)f.answer_probes();  // answered at last (the network healed)
+  for (std::chrono::milliseconds t = 50s; t < 100s; t += 500ms) f.tick_at(t);
+  CHECK(f.lost.empty());
+  f.tick_at(110s);  // 60 s from that answer
+  CHECK(f.lost.size() == 1);
+}

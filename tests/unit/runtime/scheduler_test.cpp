@@ -225,6 +225,31 @@ TEST_CASE("node affinity: hard waits or fails, soft falls back", "[scheduler]") 
   CHECK_THAT(v.place(amounts(1), hard).why, Catch::Contains("died"));
 }
 
+TEST_CASE("a node reporting more in use than it has still takes work that fits it",
+          "[scheduler][fault]") {
+  // Workers back from get take their CPUs back even past the total, so a report can say
+  // CPU -1 of 1 free (load 2): work that asks for no CPU still fits there.
+  for (const auto how : {scheduling_strategy::kind::hybrid, scheduling_strategy::kind::spread,
+                         scheduling_strategy::kind::speed_weighted}) {
+    cluster_view v;
+    std::vector<node_id> ids;
+    for (const std::int64_t cpus_free : {-1, -3}) {
+      ids.push_back(node_id::random());
+      v.add_node(ids.back(), amounts(1, 0, {{"pool", 1}}), {}, {});
+      auto over = amounts(0, 0, {{"pool", 1}});
+      over.amounts[protocol::cpu] = cpus_free * unit;
+      v.refresh(ids.back(), over, {}, 0, 0);
+    }
+    REQUIRE(cluster_view::load_of(*v.find(ids[0])) == Approx(2));
+    REQUIRE(cluster_view::load_of(*v.find(ids[1])) == Approx(4));
+    const auto d = v.place(amounts(0, 0, {{"pool", 0.01}}), with(how));
+    REQUIRE(d.now);
+    REQUIRE(v.find(d.target) != nullptr);
+    // The default takes the least loaded of them.
+    if (how != scheduling_strategy::kind::spread) CHECK(d.target == ids[0]);
+  }
+}
+
 TEST_CASE("speed_weighted sends GPU work where it should finish first", "[scheduler]") {
   cluster_view v;
   const auto fast = add(v, 16, "A100-80GB:2@2");
