@@ -139,7 +139,8 @@ int start(const start_args& a) {
         std::istringstream in(*r);
         std::string addr, dir, log;
         in >> addr >> dir >> log;
-        const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        const int log_fd =
+          ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (log_fd >= 0) {
           ::dup2(log_fd, STDOUT_FILENO);
           ::dup2(log_fd, STDERR_FILENO);
@@ -206,7 +207,12 @@ bool is_celer_process(int pid) {
 
 int stop(bool force) {
   set_knobs(load_knobs(0, nullptr));
-  auto daemons = cluster::recorded_daemons();
+  auto recorded = cluster::recorded_daemons();
+  if (!recorded) {
+    std::cerr << "celer stop: " << recorded.error().message() << "\n";
+    return 1;
+  }
+  const auto& daemons = *recorded;
   std::vector<int> signalled;
   for (const auto& [pid, file] : daemons) {
     if (::kill(pid, 0) != 0 || !is_celer_process(pid)) {
@@ -261,8 +267,12 @@ std::string usage(const protocol::resource_set& total, const protocol::resource_
 std::string cluster_address(std::string address, const knob_values& k, const char* command) {
   if (address.empty()) address = k.address;
   if (address.empty()) {
-    std::ifstream in(cluster::temp_root() / "session_latest" / "address");
-    std::getline(in, address);
+    auto latest = cluster::latest_session();
+    if (!latest) {
+      std::cerr << "celer " << command << ": " << latest.error().message() << "\n";
+      return {};
+    }
+    if (*latest) address = cluster::session_address(**latest);
   }
   if (address.empty()) {
     std::cerr << "celer " << command << ": no cluster: give --address HOST:PORT, set "
@@ -510,8 +520,9 @@ int main(int argc, char** argv) {
         upper += static_cast<char>(std::toupper(*c));
         dashed += *c == '_' ? '-' : *c;
       }
-      std::cout << "CELER_" << upper << "  --celer-" << dashed << "  (default " << k.default_value
-                << ")\n    " << k.description << "\n";
+      std::cout << "CELER_" << upper << "  "
+                << (k.command_line ? "--celer-" + dashed : std::string("(environment only)"))
+                << "  (default " << k.default_value << ")\n    " << k.description << "\n";
     }
     return 0;
   }
