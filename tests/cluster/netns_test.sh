@@ -61,10 +61,11 @@ echo "netns: head at $head_ip, nodes at $subnet.2 and $subnet.3 (namespaces ${na
 ip netns exec "${names[0]}" env CELER_TEMP_DIR="$work/0" CELER_NODE_TIMEOUT_MS=3000 \
   "$celer" start --head --port 6380 --num-cpus 1 --node-ip-address "$head_ip" \
   --resources '{"node0": 1}'
-token=$(cat "$work/0/session_latest/token")
+# As on another machine: the token copied into a file of its own, mode 0600.
+install -m 600 "$work/0/session_latest/token" "$work/token"
 for i in 1 2; do
   ip netns exec "${names[$i]}" env CELER_TEMP_DIR="$work/$i" \
-    "$celer" start --address "$head_ip:6380" --token "$token" --num-cpus 1 \
+    "$celer" start --address "$head_ip:6380" --token-file "$work/token" --num-cpus 1 \
     --resources "{\"node$i\": 1}"
 done
 in_head() { ip netns exec "${names[0]}" env CELER_TEMP_DIR="$work/0" CELER_ADDRESS="$head_ip:6380" "$@"; }

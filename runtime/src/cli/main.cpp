@@ -22,6 +22,7 @@
 
 #include <fcntl.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 namespace {
@@ -39,7 +40,10 @@ struct start_args {
   std::string resources;
   std::string labels;
   std::string node_ip;
-  std::string token;
+  /// --token VALUE: refused (see token_for_start); only whether it was given matters.
+  bool token_on_command_line = false;
+  std::string token_file;
+  bool token_stdin = false;
   bool block = false;
   double object_store_memory = 0;
   std::string object_store_dir;
@@ -83,6 +87,76 @@ std::string mib(std::uint64_t bytes) {
   return buf;
 }
 
+/// One line of standard input, without echo when it is a terminal.
+std::string read_token_line() {
+  termios saved{};
+  const bool tty = ::isatty(STDIN_FILENO) == 1 && ::tcgetattr(STDIN_FILENO, &saved) == 0;
+  if (tty) {
+    std::cerr << "cluster token: " << std::flush;
+    termios quiet = saved;
+    quiet.c_lflag &= ~static_cast<tcflag_t>(ECHO);
+    ::tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet);
+  }
+  std::string line;
+  std::getline(std::cin, line);
+  if (tty) {
+    ::tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved);
+    std::cerr << "\n";
+  }
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+  return line;
+}
+
+/// The token `celer start` uses: --token-file, --token-stdin or CELER_TOKEN (already in
+/// `from_env`), never the command line, where every user could read it in
+/// /proc/PID/cmdline and ps. "" when none was given (a head makes one; a node reads the
+/// one in this machine's session directory).
+expected<std::string> token_for_start(const start_args& a, const std::string& from_env) {
+  if (a.token_on_command_line) {
+    return error(error_code::invalid_argument,
+                 "--token is not accepted: a token on the command line can be read by every "
+                 "user of the machine (ps, /proc/PID/cmdline). Give it with --token-file PATH "
+                 "(a file of yours with mode 0600), --token-stdin (one line on standard "
+                 "input), or CELER_TOKEN=... in the environment");
+  }
+  std::string token = from_env;
+  std::string source = "CELER_TOKEN";
+  if (!a.token_file.empty()) {
+    auto t = cluster::read_secret_file(a.token_file, cluster::follow_symlinks::yes);
+    if (!t) return t.error();
+    token = *t;
+    source = "the token file " + a.token_file;
+  } else if (a.token_stdin) {
+    token = read_token_line();
+    source = "standard input";
+    if (token.empty()) return error(error_code::invalid_argument, "--token-stdin: no token on standard input");
+  }
+  if (token.empty()) {
+    if (!a.token_file.empty()) {
+      return error(error_code::invalid_argument, "the token file " + a.token_file + " is empty");
+    }
+    return token;
+  }
+  // It travels in the hello (at most 1 KiB) and is written as one line.
+  for (const char c : token) {
+    if (c <= ' ' || c > '~') {
+      return error(error_code::invalid_argument,
+                   "the cluster token from " + source + " has a blank or non-ASCII character");
+    }
+  }
+  if (token.size() > 256) {
+    return error(error_code::invalid_argument,
+                 "the cluster token from " + source + " is longer than 256 characters");
+  }
+  if (a.head && token.size() < 16) {
+    return error(error_code::invalid_argument,
+                 "the cluster token from " + source + " is too short to protect a cluster "
+                 "(" + std::to_string(token.size()) + " characters, at least 16); leave it "
+                 "out and the head makes a random 256-bit one");
+  }
+  return token;
+}
+
 /// Starts the head or a node agent in the background; returns once it serves (or failed).
 int start(const start_args& a) {
   if (a.head == !a.address.empty()) {
@@ -90,7 +164,12 @@ int start(const start_args& a) {
     return 2;
   }
   knob_values k = load_knobs(0, nullptr);
-  if (!a.token.empty()) k.token = a.token;
+  auto token = token_for_start(a, k.token);
+  if (!token) {
+    std::cerr << "celer start: " << token.error().message() << "\n";
+    return 2;
+  }
+  k.token = *token;
   if (a.object_store_memory > 0) k.object_store_memory = a.object_store_memory;
   if (!a.object_store_dir.empty()) k.object_store_dir = a.object_store_dir;
   set_knobs(k);
@@ -139,7 +218,8 @@ int start(const start_args& a) {
         std::istringstream in(*r);
         std::string addr, dir, log;
         in >> addr >> dir >> log;
-        const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        const int log_fd =
+          ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (log_fd >= 0) {
           ::dup2(log_fd, STDOUT_FILENO);
           ::dup2(log_fd, STDERR_FILENO);
@@ -186,8 +266,9 @@ int start(const start_args& a) {
               << "  log: " << log << "\n\n"
               << "To add a node on this machine:\n"
               << "  celer start --address " << addr << "\n"
-              << "On another machine, with the token from " << dir << "/token:\n"
-              << "  celer start --address " << addr << " --token <token>\n"
+              << "On another machine, with the token from " << dir << "/token copied to\n"
+              << "~/.celer/token there (chmod 600; never put it on a command line):\n"
+              << "  celer start --address " << addr << " --token-file ~/.celer/token\n"
               << "To run a program on the cluster:\n"
               << "  CELER_ADDRESS=" << addr << " ./your_program\n"
               << "To see it: celer status     To stop what this machine started: celer stop\n";
@@ -206,7 +287,12 @@ bool is_celer_process(int pid) {
 
 int stop(bool force) {
   set_knobs(load_knobs(0, nullptr));
-  auto daemons = cluster::recorded_daemons();
+  auto recorded = cluster::recorded_daemons();
+  if (!recorded) {
+    std::cerr << "celer stop: " << recorded.error().message() << "\n";
+    return 1;
+  }
+  const auto& daemons = *recorded;
   std::vector<int> signalled;
   for (const auto& [pid, file] : daemons) {
     if (::kill(pid, 0) != 0 || !is_celer_process(pid)) {
@@ -261,8 +347,12 @@ std::string usage(const protocol::resource_set& total, const protocol::resource_
 std::string cluster_address(std::string address, const knob_values& k, const char* command) {
   if (address.empty()) address = k.address;
   if (address.empty()) {
-    std::ifstream in(cluster::temp_root() / "session_latest" / "address");
-    std::getline(in, address);
+    auto latest = cluster::latest_session();
+    if (!latest) {
+      std::cerr << "celer " << command << ": " << latest.error().message() << "\n";
+      return {};
+    }
+    if (*latest) address = cluster::session_address(**latest);
   }
   if (address.empty()) {
     std::cerr << "celer " << command << ": no cluster: give --address HOST:PORT, set "
@@ -459,7 +549,17 @@ int main(int argc, char** argv) {
   start_cmd->add_option("--node-ip-address", sa.node_ip,
                         "the IP this node listens on and advertises (default: the one that "
                         "routes to the head; 127.0.0.1 for a head)");
-  start_cmd->add_option("--token", sa.token, "the cluster token (node on another machine)");
+  // Hidden, and refused with a message that says what to use instead.
+  std::string refused_token;
+  auto* token_opt =
+    start_cmd->add_option("--token", refused_token)->expected(0, 1)->group("");
+  auto* token_file_opt = start_cmd->add_option(
+    "--token-file", sa.token_file,
+    "read the cluster token from this file (yours, mode 0600): a node on another machine. "
+    "Or --token-stdin, or CELER_TOKEN in the environment; never on the command line");
+  start_cmd
+    ->add_flag("--token-stdin", sa.token_stdin, "read the cluster token from standard input")
+    ->excludes(token_file_opt);
   start_cmd->add_flag("--block", sa.block, "run in the foreground until SIGTERM/SIGINT");
   start_cmd->add_option("--object-store-memory", sa.object_store_memory,
                         "bytes of shared memory for this node's objects (default: 30% of "
@@ -492,6 +592,8 @@ int main(int argc, char** argv) {
                      "Ray's microbenchmark workloads on celer: celer microbenchmark --help");
 
   CLI11_PARSE(app, argc, argv);
+  sa.token_on_command_line = token_opt->count() > 0;
+  refused_token.assign(refused_token.size(), '\0');  // not kept around
   try {
     if (*start_cmd) return start(sa);
     if (*stop_cmd) return stop(force);
@@ -510,8 +612,9 @@ int main(int argc, char** argv) {
         upper += static_cast<char>(std::toupper(*c));
         dashed += *c == '_' ? '-' : *c;
       }
-      std::cout << "CELER_" << upper << "  --celer-" << dashed << "  (default " << k.default_value
-                << ")\n    " << k.description << "\n";
+      std::cout << "CELER_" << upper << "  "
+                << (k.command_line ? "--celer-" + dashed : std::string("(environment only)"))
+                << "  (default " << k.default_value << ")\n    " << k.description << "\n";
     }
     return 0;
   }

@@ -331,7 +331,7 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     if (o.head) {
       // The session directory is made once the port is bound: a head that cannot start
       // leaves the running cluster's session_latest alone.
-      token = make_token();
+      token = k.token.empty() ? make_token() : k.token;  // celer start's --token-file etc.
       ip = head_host;
     } else {
       auto t = find_token(o.head_address);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 namespace celer {
 namespace {
@@ -48,6 +49,17 @@ std::string flag_name(const char* knob) {
   return out;
 }
 
+/// Knobs that hold secrets: read from the environment only, never from argv, which every
+/// user of the machine can read (ps, /proc/PID/cmdline).
+bool from_command_line(std::string_view knob) { return knob != "token"; }
+
+[[noreturn]] void refuse_secret_flag(const std::string& flag, const char* knob) {
+  throw exception(error_code::invalid_argument,
+                  flag + " is not accepted: the " + knob + " knob is a secret, and a command "
+                  "line can be read by every user of the machine (ps, /proc/PID/cmdline); set " +
+                  env_name(knob) + " in the environment instead");
+}
+
 } // namespace
 
 const knob_values& knobs() { return current; }
@@ -67,9 +79,11 @@ knob_values load_knobs(int argc, char** argv) {
     std::string arg = argv[i];                                                 \
     const std::string flag = flag_name(#name);                                 \
     if (arg.rfind(flag + "=", 0) == 0) {                                       \
+      if (!from_command_line(#name)) refuse_secret_flag(flag, #name);          \
       parse(#name, arg.substr(flag.size() + 1), v.name);                       \
-    } else if (arg == flag && i + 1 < argc) {                                  \
-      parse(#name, argv[i + 1], v.name);                                       \
+    } else if (arg == flag) {                                                  \
+      if (!from_command_line(#name)) refuse_secret_flag(flag, #name);          \
+      if (i + 1 < argc) parse(#name, argv[i + 1], v.name);                     \
     }                                                                          \
   }
 #include "config/knobs.def"
@@ -79,7 +93,7 @@ knob_values load_knobs(int argc, char** argv) {
 
 std::vector<knob_info> knob_list() {
   return {
-#define CELER_KNOB(name, type, def, desc) knob_info{#name, #def, desc},
+#define CELER_KNOB(name, type, def, desc) knob_info{#name, #def, desc, from_command_line(#name)},
 #include "config/knobs.def"
 #undef CELER_KNOB
   };

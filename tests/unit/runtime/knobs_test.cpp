@@ -41,3 +41,33 @@ TEST_CASE("a knob value that does not parse is a clear error", "[knobs]") {
   const char* frac[] = {"prog", "--celer-request-timeout-ms=1.5"};
   REQUIRE_THROWS_AS(load_knobs(2, const_cast<char**>(frac)), exception);
 }
+
+TEST_CASE("the token knob is never taken from the command line, only from CELER_TOKEN",
+          "[knobs][security]") {
+  for (const char* arg : {"--celer-token=s3cret", "--celer-token"}) {
+    const char* args[] = {"prog", arg, "s3cret"};
+    try {
+      (void)load_knobs(3, const_cast<char**>(args));
+      FAIL("the token was taken from the command line");
+    } catch (const exception& e) {
+      REQUIRE(e.code() == error_code::invalid_argument);
+      const std::string what = e.what();
+      REQUIRE(what.find("CELER_TOKEN") != std::string::npos);
+      REQUIRE(what.find("s3cret") == std::string::npos);  // the error does not repeat it
+    }
+  }
+  ::setenv("CELER_TOKEN", "from-the-environment", 1);
+  auto k = load_knobs(0, nullptr);
+  ::unsetenv("CELER_TOKEN");
+  REQUIRE(k.token == "from-the-environment");
+  bool listed = false;
+  for (const auto& info : knob_list()) {
+    if (std::string(info.name) == "token") {
+      listed = true;
+      REQUIRE_FALSE(info.command_line);
+    } else {
+      REQUIRE(info.command_line);
+    }
+  }
+  REQUIRE(listed);
+}
