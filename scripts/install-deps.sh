@@ -16,6 +16,8 @@ packages=(
   nlohmann-json3-dev              # JSON output of CLI and benchmarks
   libsodium-dev                   # cluster tokens
   iproute2 procps                 # network-namespace tests, process checks
+  clang libclang-rt-14-dev llvm   # libFuzzer targets (scripts/fuzz.sh): clang 14, its fuzzer
+                                  # and sanitizer runtimes, llvm-symbolizer for their reports
 )
 # LibTorch (libtorch-dev) joins this list with the built-in trainer actors that use it.
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <vector>
 
 namespace celer::store {
@@ -18,6 +19,28 @@ std::string mib(std::size_t bytes) {
 }
 
 } // namespace
+
+expected<std::size_t> object_store::block_bytes(const unique_id& id, std::uint64_t size,
+                                                std::uint64_t lead) const {
+  // Sizes come from other processes and nodes (store_create, store_get) and from records on
+  // disk: checked without wrapping before anything is allocated or addressed with them.
+  if (lead >= block_allocator::alignment) {
+    return error(error_code::invalid_argument,
+                 "object " + hex(id) + ": a lead of " + std::to_string(lead) +
+                   " bytes (it must be below the block alignment of " +
+                   std::to_string(block_allocator::alignment) + ")");
+  }
+  std::uint64_t total = 0;
+  std::optional<std::size_t> bytes;
+  if (!__builtin_add_overflow(size, lead, &total)) bytes = block_allocator::round_up(total);
+  if (!bytes || *bytes > blocks_.capacity()) {
+    return error(error_code::resource_exhausted,
+                 "object " + hex(id) + " of " + std::to_string(size) +
+                   " bytes is larger than the object store's capacity of " +
+                   std::to_string(blocks_.capacity()) + " bytes (--object-store-memory)");
+  }
+  return *bytes;
+}
 
 expected<std::unique_ptr<object_store>> object_store::open(config cfg) {
   auto segment = shm_segment::create(cfg.capacity);
@@ -114,8 +137,9 @@ expected<object_store::location> object_store::create(const unique_id& id, std::
     return error(error_code::failed_precondition,
                  "durable objects need the object store's disk tier, and this node has none");
   }
-  const std::size_t bytes = block_allocator::round_up(size + lead);
-  auto block = allocate(bytes, id);
+  const auto bytes = block_bytes(id, size, lead);
+  if (!bytes) return bytes.error();
+  auto block = allocate(*bytes, id);
   if (!block) return block.error();
   auto& e = objects_[id];
   e.rec.id = id;
@@ -125,10 +149,10 @@ expected<object_store::location> object_store::create(const unique_id& id, std::
   e.rec.owner = tag.owner;
   e.rec.job = tag.job;
   e.block = *block;
-  e.block_size = bytes;
+  e.block_size = *bytes;
   e.in_memory = true;
   e.pins = 1;
-  counts_.bytes_in_memory += bytes;
+  counts_.bytes_in_memory += *bytes;
   ++counts_.objects_in_memory;
   return location{e.block + lead, size};
 }
@@ -156,13 +180,14 @@ expected<object_store::location> object_store::pin(const unique_id& id) {
   }
   auto& e = it->second;
   if (!e.in_memory) {
-    const std::size_t bytes = block_allocator::round_up(e.rec.size + e.rec.lead);
-    auto block = allocate(bytes, id);
+    const auto bytes = block_bytes(id, e.rec.size, e.rec.lead);
+    if (!bytes) return bytes.error();
+    auto block = allocate(*bytes, id);
     if (!block) return block.error();
     e.block = *block;
-    e.block_size = bytes;
+    e.block_size = *bytes;
     e.in_memory = true;
-    counts_.bytes_in_memory += bytes;
+    counts_.bytes_in_memory += *bytes;
     ++counts_.objects_in_memory;
     if (auto r = db_->read(e.rec, data(e)); !r) {
       drop_memory(e);

@@ -69,7 +69,9 @@ public:
   /// Makes room for an object of `size` bytes starting `lead` bytes into its block (so that
   /// its writer can align what follows a header), spilling others if needed. The new
   /// object is pinned once, for its writer, and not readable until sealed.
-  /// already_exists when `id` is known; resource_exhausted (with sizes) when it cannot fit.
+  /// already_exists when `id` is known; resource_exhausted (with sizes) when it cannot fit
+  /// (a size near SIZE_MAX included: nothing wraps); invalid_argument when `lead` is not
+  /// below block_allocator::alignment.
   [[nodiscard]] expected<location> create(const unique_id& id, std::size_t size,
                                           std::size_t lead, const tags& tag, bool durable);
   /// Marks a created object complete; a durable one is written to disk (synced) first.
@@ -112,6 +114,9 @@ private:
   };
 
   object_store(config cfg, shm_segment segment, std::unique_ptr<spill_db> db);
+  /// The block an object of `size` bytes after `lead` needs, or why it cannot have one.
+  [[nodiscard]] expected<std::size_t> block_bytes(const unique_id& id, std::uint64_t size,
+                                                  std::uint64_t lead) const;
   /// A block of `bytes`, evicting least recently used unpinned objects until one fits.
   [[nodiscard]] expected<std::size_t> allocate(std::size_t bytes, const unique_id& for_id);
   /// Moves an unpinned object out of memory (writing it to disk first unless it is there).

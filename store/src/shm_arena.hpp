@@ -6,6 +6,16 @@
 // Pages of freed blocks stay mapped and resident: a block reused by the next object of its
 // size is written at memory speed, with no page faults (the arena never grows past its
 // capacity, so this costs at most the capacity).
+//
+// Who may write: the node agent creates the segment and maps it read-write. Another
+// process opens it read-only (shm_access::read_only: the fd and the mapping, so a write
+// through it faults, and mprotect cannot make it writable) and maps a writable_view of just
+// the object it is writing, dropped when it seals. docs/objects.md says what this protects.
+//
+//   auto seg = shm_segment::open(reply.segment, reply.capacity, shm_access::read_only);
+//   auto out = seg->map_writable(reply.offset, reply.size);   // the writer, until it seals
+//   std::memcpy(out->data(), value, reply.size);
+//   const std::byte* in = seg->base() + reply.offset;          // every reader: PROT_READ
 
 #include <celer/error.hpp>
 
@@ -17,6 +27,38 @@
 #include <utility>
 
 namespace celer::store {
+
+/// How a process other than the segment's creator maps it.
+enum class shm_access {
+  /// The fd and the whole mapping read-only: readers of sealed objects.
+  read_only,
+  /// The whole mapping read-write (what every process did before read-only views).
+  read_write,
+};
+
+/// A writable mapping of one object's pages, for its writer until it seals: unmapped when
+/// destroyed. Covers whole pages, so the first and last bytes of neighbouring objects that
+/// share a page with it are writable through it too.
+class writable_view {
+public:
+  writable_view() = default;
+  ~writable_view();
+  writable_view(writable_view&& other) noexcept;
+  writable_view& operator=(writable_view&& other) noexcept;
+  writable_view(const writable_view&) = delete;
+  writable_view& operator=(const writable_view&) = delete;
+
+  /// The object's first byte (null for an empty object).
+  [[nodiscard]] std::byte* data() const noexcept { return data_; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+
+private:
+  friend class shm_segment;
+  void* map_ = nullptr;
+  std::size_t map_size_ = 0;
+  std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+};
 
 /// A shared memory segment mapped into this process.
 class shm_segment {
@@ -30,8 +72,17 @@ public:
 
   /// A new segment of `capacity` bytes (pages are allocated when first written).
   [[nodiscard]] static expected<shm_segment> create(std::size_t capacity);
-  /// Maps the segment another process created, by the path it published.
-  [[nodiscard]] static expected<shm_segment> open(const std::string& path, std::size_t capacity);
+  /// Maps the segment another process created, by the path it published. invalid_argument
+  /// when `capacity` is zero or more than the segment holds (bytes past its end would fault
+  /// on first touch). Readers should ask for read_only; read_write is the default only
+  /// while callers still write through base().
+  [[nodiscard]] static expected<shm_segment> open(const std::string& path, std::size_t capacity,
+                                                  shm_access access = shm_access::read_write);
+  /// A writable mapping of `size` bytes at `offset` (the pages around them), opened anew
+  /// read-write by path when this mapping is read-only. invalid_argument when the range is
+  /// not inside the segment.
+  [[nodiscard]] expected<writable_view> map_writable(std::size_t offset, std::size_t size) const;
+  [[nodiscard]] bool read_only() const noexcept { return read_only_; }
 
   [[nodiscard]] std::byte* base() const noexcept { return base_; }
   [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
@@ -44,6 +95,7 @@ private:
   std::byte* base_ = nullptr;
   std::size_t capacity_ = 0;
   std::string path_;
+  bool read_only_ = false;
 };
 
 /// Best-fit allocation of [0, capacity) in blocks aligned to `alignment`, with free blocks
@@ -54,7 +106,8 @@ public:
   explicit block_allocator(std::size_t capacity);
 
   /// The offset of a free block of at least `size` bytes, or nothing when none is large
-  /// enough. `size` is rounded up to the alignment.
+  /// enough (a size past the capacity, up to SIZE_MAX, is simply too large). `size` is
+  /// rounded up to the alignment.
   [[nodiscard]] std::optional<std::size_t> allocate(std::size_t size);
   /// Returns the block allocate() gave for `size` at `offset`.
   void release(std::size_t offset, std::size_t size);
@@ -62,8 +115,11 @@ public:
   [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
   [[nodiscard]] std::size_t used() const noexcept { return used_; }
   [[nodiscard]] std::size_t largest_free() const noexcept;
-  [[nodiscard]] static std::size_t round_up(std::size_t n) noexcept {
-    return (n + alignment - 1) / alignment * alignment;
+  /// `n` rounded up to the alignment; nothing when that does not fit in a size_t.
+  [[nodiscard]] static std::optional<std::size_t> round_up(std::size_t n) noexcept {
+    std::size_t padded = 0;
+    if (__builtin_add_overflow(n, alignment - 1, &padded)) return std::nullopt;
+    return padded / alignment * alignment;
   }
 
 private:

@@ -1,15 +1,28 @@
 // libFuzzer target for the hello decoder (the first frame every connection sends); every
 // input must come back as a hello or an error.
-//   scripts/fuzz.sh [seconds]     builds it with clang and runs it
-#include "transport/wire.hpp"
+//   scripts/fuzz.sh              builds every target with clang and runs it (see the script)
+#include "fuzz_common.hpp"
 
-#include <cstddef>
-#include <cstdint>
-#include <string_view>
+extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
+  celer::fuzz::maybe_make_corpus(argc, argv, [] {
+    using celer::wire::hello;
+    const std::string magic(celer::wire::magic);
+    return std::vector<std::string>{
+      celer::wire::encode_hello(hello{magic, celer::protocol_version, "token", "tcp://10.0.0.1:6379"}),
+      celer::wire::encode_hello(hello{magic, celer::protocol_version, std::string(64, 't'), ""}),
+      celer::wire::encode_hello(hello{magic, celer::protocol_version + 1, "token", "x"}),
+      celer::wire::encode_hello(hello{"other", celer::protocol_version, "", ""}),
+    };
+  });
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view frame(reinterpret_cast<const char*>(data), size);
   auto h = celer::wire::decode_hello(frame);
-  if (h) (void)celer::wire::encode_hello(*h);
+  if (h) {
+    auto again = celer::wire::decode_hello(celer::wire::encode_hello(*h));
+    if (!again || again->token != h->token || again->from != h->from) __builtin_trap();
+  }
   return 0;
 }

@@ -1,11 +1,20 @@
 // libFuzzer target for the wire decoder: the input's first byte picks where it splits into
-// a header frame and a body frame; every input must come back as a message or an error.
-//   scripts/fuzz.sh [seconds]     builds it with clang and runs it
-#include "transport/wire.hpp"
+// a header frame and a body frame; every input must come back as a message or an error, and
+// a message must survive encoding again.
+//   scripts/fuzz.sh              builds every target with clang and runs it (see the script)
+#include "fuzz_common.hpp"
 
-#include <cstddef>
-#include <cstdint>
-#include <string_view>
+extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
+  celer::fuzz::maybe_make_corpus(argc, argv, [] {
+    std::vector<std::string> seeds;
+    for (const auto& m : celer::fuzz::sample_messages(/*big=*/100)) {  // inline values only
+      const auto frames = celer::wire::encode(m);
+      seeds.push_back(std::string(1, static_cast<char>(frames[0].size())) + frames[0] + frames[1]);
+    }
+    return seeds;
+  });
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
@@ -13,9 +22,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view all(reinterpret_cast<const char*>(data + 1), size - 1);
   const std::string_view frames[2] = {all.substr(0, split), all.substr(split)};
   auto m = celer::wire::decode(frames, /*max_body_bytes=*/1 << 20);
-  if (m) {
-    // What decodes must encode again.
-    (void)celer::wire::encode(*m);
-  }
+  if (m) celer::fuzz::check_round_trip(*m);
   return 0;
 }

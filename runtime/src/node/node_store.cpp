@@ -16,6 +16,8 @@ namespace {
 /// busy without holding much memory in messages.
 constexpr std::uint64_t chunk_bytes = std::uint64_t{4} << 20;
 constexpr std::size_t chunks_in_flight = 4;
+/// Log lines about dropped chunks per second: a peer sending junk cannot flood the log.
+constexpr int drop_log_lines_per_second = 5;
 
 protocol::failure_info failure_of(const error& e, detail::failure_kind kind) {
   return protocol::failure_info::make(kind, e.code(), e.message());
@@ -23,13 +25,21 @@ protocol::failure_info failure_of(const error& e, detail::failure_kind kind) {
 
 } // namespace
 
-node_store::node_store(transport& net, config cfg) : net_(net), cfg_(std::move(cfg)) {
+node_store::node_store(transport& net, config cfg)
+  : net_(net), cfg_(std::move(cfg)),
+    pull_ids_(cfg_.pull_id_seed != 0 ? cfg_.pull_id_seed
+                                     : (std::uint64_t{std::random_device{}()} << 32) ^
+                                         std::random_device{}()) {
   auto s = store::object_store::open({cfg_.capacity, cfg_.dir, cfg_.spill});
   if (!s) throw exception(s.error().code(), "the node's object store: " + s.error().message());
   store_ = std::move(*s);
 }
 
 node_store::~node_store() = default;
+
+std::chrono::steady_clock::time_point node_store::now() const {
+  return cfg_.clock ? cfg_.clock() : std::chrono::steady_clock::now();
+}
 
 void node_store::reply_error(std::uint64_t request_id, const address& to, const error& e,
                              detail::failure_kind kind) {
@@ -42,6 +52,7 @@ void node_store::reply_error(std::uint64_t request_id, const address& to, const 
 }
 
 void node_store::on(protocol::store_create& m) {
+  expire_pulls();
   auto at = store_->create(m.id, m.size, m.lead, {m.owner.id, m.job}, m.durable);
   if (!at) {
     reply_error(m.request_id, m.reply_to, at.error(), detail::failure_kind::object_lost);
@@ -63,6 +74,7 @@ void node_store::on(protocol::store_create& m) {
 }
 
 void node_store::on(protocol::store_seal& m) {
+  expire_pulls();
   auto sealed = store_->seal(m.id);
   if (!sealed) {
     // Not on disk as asked (a full disk, say): the object is dropped, and the writer told.
@@ -106,6 +118,7 @@ void node_store::answer_get(std::uint64_t request_id, const address& client, con
 }
 
 void node_store::on(protocol::store_get& m) {
+  expire_pulls();
   client_job_[m.reply_to.id] = m.job;
   if (store_->sealed(m.id)) {
     answer_get(m.request_id, m.reply_to, m.id, false);
@@ -145,7 +158,10 @@ void node_store::on(protocol::store_get& m) {
   p.offset = at->offset;
   p.source = m.source;
   p.size = m.size;
-  p.request_id = ++next_pull_;
+  do {
+    p.request_id = pull_ids_();
+  } while (p.request_id == 0);
+  p.progress = now();
   p.waiters.push_back({m.request_id, m.reply_to});
   CELER_LOG(debug, "store", "pulls " + m.id.short_hex() + " (" + std::to_string(m.size) +
                               " bytes) from " + m.source.endpoint);
@@ -157,7 +173,7 @@ void node_store::on(protocol::store_get& m) {
 }
 
 void node_store::ask_next_chunks(const object_id& id, pull& p) {
-  while (p.in_flight < chunks_in_flight && p.next < p.size) {
+  while (p.in_flight.size() < chunks_in_flight && p.next < p.size) {
     protocol::store_pull q;
     q.request_id = p.request_id;
     q.reply_to = cfg_.self;
@@ -165,7 +181,7 @@ void node_store::ask_next_chunks(const object_id& id, pull& p) {
     q.offset = p.next;
     q.length = static_cast<std::uint32_t>(std::min(chunk_bytes, p.size - p.next));
     p.next += q.length;
-    ++p.in_flight;
+    p.in_flight.emplace(q.offset, q.length);
     if (!net_.send(p.source, std::move(q))) {
       const error e(error_code::unavailable, "object " + id.hex() + ": the node holding it (" +
                                                p.source.endpoint + ") is unreachable");
@@ -176,6 +192,7 @@ void node_store::ask_next_chunks(const object_id& id, pull& p) {
 }
 
 void node_store::on(protocol::store_pull& m) {
+  expire_pulls();
   protocol::store_chunk c;
   c.request_id = m.request_id;
   c.id = m.id;
@@ -183,11 +200,18 @@ void node_store::on(protocol::store_pull& m) {
   auto at = store_->pin(m.id);
   if (!at) {
     c.fail = failure_of(at.error(), detail::failure_kind::object_lost);
-  } else if (m.offset > at->size || m.length > at->size - m.offset) {
+  } else if (m.offset > at->size || m.length > at->size - m.offset) {  // cannot wrap
     c.fail = protocol::failure_info::make(
       detail::failure_kind::object_lost, error_code::invalid_argument,
       "object " + m.id.hex() + " has " + std::to_string(at->size) + " bytes; asked for " +
         std::to_string(m.length) + " at " + std::to_string(m.offset));
+  } else if (m.length > chunk_bytes) {
+    // A puller asks chunk by chunk; one request for gigabytes would be copied into one
+    // message here.
+    c.fail = protocol::failure_info::make(
+      detail::failure_kind::object_lost, error_code::invalid_argument,
+      "object " + m.id.hex() + ": asked for " + std::to_string(m.length) +
+        " bytes in one chunk (at most " + std::to_string(chunk_bytes) + ")");
   } else {
     const auto* bytes = store_->segment().base() + at->offset + m.offset;
     c.data.assign(reinterpret_cast<const char*>(bytes), m.length);
@@ -199,17 +223,33 @@ void node_store::on(protocol::store_pull& m) {
 }
 
 void node_store::on(protocol::store_chunk& m) {
+  expire_pulls();
   auto it = pulls_.find(m.id);
-  if (it == pulls_.end() || it->second.request_id != m.request_id) return;  // a pull that failed
+  if (it == pulls_.end() || it->second.source.nil() || it->second.request_id != m.request_id) {
+    // A pull that failed or expired (its late chunks), or one nobody started.
+    drop_chunk(m, "no pull of this object with this request id is in progress");
+    return;
+  }
   auto& p = it->second;
-  --p.in_flight;
+  const auto asked = p.in_flight.find(m.offset);
+  if (asked == p.in_flight.end()) {
+    drop_chunk(m, "no chunk at offset " + std::to_string(m.offset) + " was asked for");
+    return;
+  }
+  if (m.ok && m.data.size() != asked->second) {
+    drop_chunk(m, std::to_string(asked->second) + " bytes were asked for at offset " +
+                    std::to_string(m.offset) + ", " + std::to_string(m.data.size()) + " came");
+    return;
+  }
+  // What was asked lies inside the object (ask_next_chunks), so the copy below does too.
+  p.in_flight.erase(asked);
+  p.progress = now();
   if (!m.ok) {
     const error e(m.fail.code, m.fail.message);
     finish_pull(m.id, &e);
     return;
   }
-  if (store::checksum(m.data.data(), m.data.size()) != m.checksum ||
-      m.offset + m.data.size() > p.size) {
+  if (store::checksum(m.data.data(), m.data.size()) != m.checksum) {
     const error e(error_code::data_loss, "object " + m.id.hex() + ": a chunk from " +
                                            p.source.endpoint + " arrived damaged (checksum mismatch)");
     finish_pull(m.id, &e);
@@ -222,6 +262,44 @@ void node_store::on(protocol::store_chunk& m) {
     finish_pull(m.id, nullptr);
   } else {
     ask_next_chunks(m.id, p);
+  }
+}
+
+void node_store::drop_chunk(const protocol::store_chunk& m, const std::string& why) {
+  ++dropped_chunks_;
+  const auto t = now();
+  if (t - drop_log_second_ >= std::chrono::seconds(1)) {
+    if (drop_log_lines_ > drop_log_lines_per_second) {
+      CELER_LOG(warn, "store", std::to_string(drop_log_lines_ - drop_log_lines_per_second) +
+                                 " more chunk(s) dropped in the last second");
+    }
+    drop_log_second_ = t;
+    drop_log_lines_ = 0;
+  }
+  if (++drop_log_lines_ > drop_log_lines_per_second) return;
+  // Ids and numbers only: nothing of the peer's text reaches the log.
+  CELER_LOG(warn, "store", "dropped a chunk of object " + m.id.hex() + " (offset " +
+                             std::to_string(m.offset) + ", " + std::to_string(m.data.size()) +
+                             " bytes): " + why);
+}
+
+void node_store::expire_pulls() {
+  if (pulls_.empty() || cfg_.pull_timeout.count() <= 0) return;
+  const auto t = now();
+  std::vector<object_id> stuck;
+  for (const auto& [id, p] : pulls_) {
+    // Readers waiting for a local writer's seal are not transfers: they wait as long as it
+    // writes.
+    if (!p.source.nil() && t - p.progress >= cfg_.pull_timeout) stuck.push_back(id);
+  }
+  for (const auto& id : stuck) {
+    const auto& p = pulls_.at(id);
+    const error e(error_code::unavailable,
+                  "object " + id.hex() + ": no chunk came from the node holding it (" +
+                    p.source.endpoint + ") for " + std::to_string(cfg_.pull_timeout.count()) +
+                    " ms (object_pull_timeout_ms); the pull was given up");
+    CELER_LOG(warn, "store", e.message());
+    finish_pull(id, &e);
   }
 }
 
@@ -284,6 +362,7 @@ void node_store::drop_client(const unique_id& client) {
 }
 
 void node_store::on(protocol::store_release& m) {
+  expire_pulls();
   unpin_for(m.client, m.id);
   if (!m.abandon) return;
   store_->free(m.id);
@@ -295,6 +374,7 @@ void node_store::on(protocol::store_release& m) {
 }
 
 void node_store::on(protocol::store_free& m) {
+  expire_pulls();
   for (const auto& id : m.ids) {
     if (pulls_.contains(id)) continue;  // a copy still arriving stays until its job ends
     store_->free(id);

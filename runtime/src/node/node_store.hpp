@@ -5,11 +5,16 @@
 // holds them, chunk by chunk with several chunks in flight and one pull per object however
 // many readers wait. Runs on the node agent's actor (one message at a time).
 
+#include "config/knobs.hpp"
 #include "protocol/messages.hpp"
 #include "transport/transport.hpp"
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -32,6 +37,14 @@ public:
     /// The disk tier (spill and durable objects); empty: none.
     std::string dir;
     bool spill = true;
+    /// A pull that receives no chunk for this long expires: its readers are told the
+    /// object is unavailable and its memory is freed. Zero or less: pulls never expire.
+    std::chrono::milliseconds pull_timeout{knobs().object_pull_timeout_ms};
+    /// The time, for pull expiry (tests pass a fake one).
+    std::function<std::chrono::steady_clock::time_point()> clock;
+    /// Seeds the pulls' request ids; zero (the default) seeds them from the OS. Fuzzing
+    /// passes a fixed one, so that a found input replays the same way.
+    std::uint64_t pull_id_seed = 0;
   };
   /// Opens the store; throws celer::exception when the memory or the disk tier cannot be had.
   node_store(transport& net, config cfg);
@@ -55,9 +68,15 @@ public:
   void node_died(const node_id& node);
   /// Tells the head which durable objects this node found on disk (after registering).
   void announce_durable();
+  /// Fails the pulls that have received no chunk for config::pull_timeout. Every store
+  /// message runs it first; the node agent may also call it on its tick, so that a stuck
+  /// pull on an otherwise quiet node expires too.
+  void expire_pulls();
 
   void on(protocol::store_stats_query& m);
   [[nodiscard]] protocol::store_counters stats() const;
+  /// Chunks dropped because no pull asked for them (wrong object, offset or size).
+  [[nodiscard]] std::uint64_t dropped_chunks() const noexcept { return dropped_chunks_; }
 
 private:
   struct waiter {
@@ -71,8 +90,13 @@ private:
     std::uint64_t offset = 0;
     std::uint64_t next = 0;      // next offset to ask for
     std::uint64_t received = 0;  // bytes written so far
-    std::size_t in_flight = 0;
+    /// Chunks asked for and not yet received: length by offset. A chunk that matches none
+    /// is dropped.
+    std::map<std::uint64_t, std::uint32_t> in_flight;
+    /// Random, so that a chunk cannot be forged for a pull by guessing a counter.
     std::uint64_t request_id = 0;
+    /// When the pull started or last received a chunk.
+    std::chrono::steady_clock::time_point progress;
     std::vector<waiter> waiters;
   };
 
@@ -84,6 +108,9 @@ private:
   void ask_next_chunks(const object_id& id, pull& p);
   void finish_pull(const object_id& id, const error* failed);
   void unpin_for(const address& client, const object_id& id);
+  /// Drops a chunk no pull asked for, saying why in the log (at most a few lines a second).
+  void drop_chunk(const protocol::store_chunk& m, const std::string& why);
+  [[nodiscard]] std::chrono::steady_clock::time_point now() const;
 
   transport& net_;
   config cfg_;
@@ -99,8 +126,12 @@ private:
   std::unordered_map<std::string, std::vector<unique_id>> owners_at_;
   std::unordered_map<object_id, pull> pulls_;
   std::unordered_set<node_id> dead_nodes_;
-  std::uint64_t next_pull_ = 0;
+  std::mt19937_64 pull_ids_;
   std::uint64_t pulled_objects_ = 0, pulled_bytes_ = 0;
+  /// Chunks dropped, and the log lines about them in the current second.
+  std::uint64_t dropped_chunks_ = 0;
+  std::chrono::steady_clock::time_point drop_log_second_;
+  int drop_log_lines_ = 0;
 };
 
 } // namespace celer

@@ -7,8 +7,8 @@ std::vector<std::string>*& bulk_sink() noexcept {
   return sink;
 }
 
-std::span<const std::string_view>*& bulk_source() noexcept {
-  thread_local std::span<const std::string_view>* source = nullptr;
+bulk_frames*& bulk_source() noexcept {
+  thread_local bulk_frames* source = nullptr;
   return source;
 }
 

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <span>
+#include <stdexcept>
 #include <string_view>
 #include <string>
 #include <variant>
@@ -36,10 +37,21 @@ struct bulk : std::string {
   static constexpr std::int8_t ext_type = 1;
 };
 
+/// The bulk frames of the message wire::decode is reading. Each frame may be referenced
+/// once: a body naming one frame many times would otherwise make the receiver copy it as
+/// often (one 16 MiB frame named two million times is 32 TB), and wire::decode refuses a
+/// message that leaves an announced frame unused.
+struct bulk_frames {
+  explicit bulk_frames(std::span<const std::string_view> f) : frames(f), used(f.size(), false) {}
+  std::span<const std::string_view> frames;
+  std::vector<bool> used;
+  std::size_t used_count = 0;
+};
+
 /// Where bulk frames go while wire::encode packs a message, and come from while
 /// wire::decode unpacks one (this thread only; null otherwise: bulk packs inline).
 std::vector<std::string>*& bulk_sink() noexcept;
-std::span<const std::string_view>*& bulk_source() noexcept;
+bulk_frames*& bulk_source() noexcept;
 
 enum class task_kind : std::uint8_t { normal, actor_creation, actor_call };
 enum class actor_state : std::uint8_t { pending, alive, dead };
@@ -83,8 +95,18 @@ struct convert<celer::protocol::bulk> {
       const std::uint32_t index = (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) |
                                   (std::uint32_t{b[2]} << 8) | std::uint32_t{b[3]};
       auto* source = celer::protocol::bulk_source();
-      if (source == nullptr || index >= source->size()) throw msgpack::type_error();
-      v.assign((*source)[index]);
+      if (source == nullptr || index >= source->frames.size()) {
+        throw std::invalid_argument("a reference to bulk frame " + std::to_string(index) +
+                                    ", which the message does not have");
+      }
+      if (source->used[index]) {
+        throw std::invalid_argument("bulk frame " + std::to_string(index) +
+                                    " is referenced more than once");
+      }
+      source->used[index] = true;
+      ++source->used_count;
+      // The one copy of the frame: wire::decode reads views of the transport's buffers.
+      v.assign(source->frames[index]);
     } else {
       throw msgpack::type_error();
     }

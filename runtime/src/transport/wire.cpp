@@ -110,10 +110,21 @@ expected<protocol::message> decode(std::span<const std::string_view> frames,
                  "header says " + std::to_string(h->bulk_frames) + " bulk frames, message has " +
                    std::to_string(frames.size() - 2));
   }
-  std::span<const std::string_view> bulk = frames.subspan(2);
-  protocol::bulk_source() = &bulk;
+  protocol::bulk_frames bulk(frames.subspan(2));
+  struct scoped_source {
+    explicit scoped_source(protocol::bulk_frames* b) { protocol::bulk_source() = b; }
+    ~scoped_source() { protocol::bulk_source() = nullptr; }
+    scoped_source(const scoped_source&) = delete;
+    scoped_source& operator=(const scoped_source&) = delete;
+  } scope(&bulk);
   auto m = decoders[h->type](frames[1]);
-  protocol::bulk_source() = nullptr;
+  if (m && bulk.used_count != bulk.frames.size()) {
+    // The encoder sends only frames it references; an unreferenced one is padding that the
+    // receiver would hold for nothing.
+    return error(error_code::invalid_argument,
+                 std::string(protocol::name_of(*m)) + ": " + std::to_string(bulk.frames.size()) +
+                   " bulk frames announced, " + std::to_string(bulk.used_count) + " referenced");
+  }
   return m;
 }
 

@@ -60,7 +60,8 @@ expected<hello> decode_hello(std::string_view frame);
 std::vector<std::string> encode(const protocol::message& m);
 
 /// Decodes the frames of one message. Errors: invalid_argument (malformed, truncated,
-/// unknown type, wrong frame count), failed_precondition (another protocol version),
+/// unknown type, wrong frame count, a bulk frame referenced twice or not at all: each
+/// bulk frame is copied at most once), failed_precondition (another protocol version),
 /// resource_exhausted (body and bulk frames together larger than `max_body_bytes`,
 /// checked before parsing).
 expected<protocol::message> decode(std::span<const std::string_view> frames,

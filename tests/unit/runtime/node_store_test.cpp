@@ -8,7 +8,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstring>
+#include <limits>
 
 using namespace celer;
 
@@ -19,7 +21,11 @@ struct store_fixture {
   address self{unique_id::random(), {}};
   address client{unique_id::random(), {}};
   job_id job = job_id::random();
-  node_store store{net, {node_id(self.id), self, address{unique_id::random(), {}}, 16 << 20, {}, true}};
+  /// The store's clock: tests move it by hand.
+  std::chrono::steady_clock::time_point now{};
+  node_store store{net, {node_id(self.id), self, address{unique_id::random(), {}}, 16 << 20, {},
+                         true, /*pull_timeout=*/std::chrono::milliseconds(1000),
+                         [this] { return now; }}};
   std::uint64_t next = 0;
 
   protocol::store_reply reply() {
@@ -125,4 +131,231 @@ TEST_CASE("a pull from a node known dead fails at once", "[store]") {
   CHECK_FALSE(r.ok);
   CHECK(r.fail.message.find("died") != std::string::npos);
   CHECK(f.net.take<protocol::store_pull>().empty());
+}
+
+TEST_CASE("a store_create whose size or lead overflows is refused and maps nothing",
+          "[store][security]") {
+  store_fixture f;
+  const auto max = std::numeric_limits<std::uint64_t>::max();
+  for (const auto& [size, lead] : {std::pair<std::uint64_t, std::uint32_t>{max, 0},
+                                   {max - 10, 20}, {max - 63, 0}, {100, 64}, {100, 0xffffffffu}}) {
+    INFO(size << " + " << lead);
+    protocol::store_create c{++f.next, f.client, object_id::random(), size, lead, f.client, f.job, false};
+    f.store.on(c);
+    auto r = f.reply();
+    CHECK_FALSE(r.ok);
+    CHECK((r.fail.code == error_code::resource_exhausted ||
+           r.fail.code == error_code::invalid_argument));
+    CHECK(r.size == 0);
+  }
+  CHECK(f.store.stats().objects_in_memory == 0);
+}
+
+TEST_CASE("a store_get that would pull an object of an impossible size is refused",
+          "[store][security]") {
+  store_fixture f;
+  const address source{unique_id::random(), "tcp://127.0.0.1:1"};
+  auto r = f.get(object_id::random(), source, std::numeric_limits<std::uint64_t>::max());
+  CHECK_FALSE(r.ok);
+  CHECK(r.fail.code == error_code::resource_exhausted);
+  CHECK(f.net.take<protocol::store_pull>().empty());
+  CHECK(f.store.stats().objects_in_memory == 0);
+}
+
+TEST_CASE("a store_pull past the object's end, wrapping around, or larger than a chunk is refused",
+          "[store][security]") {
+  store_fixture f;
+  const auto id = object_id::random();
+  f.put(id, 1000, 'x');
+  const address peer{unique_id::random(), "tcp://127.0.0.1:2"};
+  const auto max = std::numeric_limits<std::uint64_t>::max();
+  for (const auto& [offset, length] : {std::pair<std::uint64_t, std::uint32_t>{max, 2},
+                                       {max - 100, 200}, {1000, 1}, {1, 1000}, {0, 0xffffffffu}}) {
+    INFO(offset << " + " << length);
+    protocol::store_pull p{7, peer, id, offset, length};
+    f.store.on(p);
+    auto c = f.net.take<protocol::store_chunk>();
+    REQUIRE(c.size() == 1);
+    CHECK_FALSE(c[0].second.ok);
+    CHECK(c[0].second.fail.code == error_code::invalid_argument);
+    CHECK(c[0].second.data.empty());
+  }
+  protocol::store_pull whole{8, peer, id, 0, 1000};
+  f.store.on(whole);
+  auto c = f.net.take<protocol::store_chunk>();
+  REQUIRE(c.size() == 1);
+  CHECK(c[0].second.ok);
+  CHECK(c[0].second.data == std::string(1000, 'x'));
+}
+
+namespace {
+
+protocol::store_chunk chunk_for(const protocol::store_pull& asked, std::string data) {
+  protocol::store_chunk c;
+  c.request_id = asked.request_id;
+  c.id = asked.id;
+  c.offset = asked.offset;
+  c.ok = true;
+  c.data = std::move(data);
+  c.checksum = store::checksum(c.data.data(), c.data.size());
+  return c;
+}
+
+/// Maps the object a store_reply names and returns its bytes.
+std::string bytes_of(const protocol::store_reply& r) {
+  auto seg = store::shm_segment::open(r.segment, r.capacity);
+  REQUIRE(seg);
+  return std::string(reinterpret_cast<const char*>(seg->base() + r.offset), r.size);
+}
+
+} // namespace
+
+TEST_CASE("a chunk for an object, offset or size nobody asked for is dropped, not written",
+          "[store][security]") {
+  store_fixture f;
+  const auto id = object_id::random();
+  const address source{unique_id::random(), "tcp://127.0.0.1:1"};
+  protocol::store_get g{++f.next, f.client, id, source, 1000, 0, f.client, f.job};
+  f.store.on(g);
+  auto asked = f.net.take<protocol::store_pull>();
+  REQUIRE(asked.size() == 1);
+  const auto& want = asked[0].second;
+  CHECK(want.offset == 0);
+  CHECK(want.length == 1000);
+  const std::string junk(1000, 'j');
+
+  auto other_request = chunk_for(want, junk);
+  other_request.request_id ^= 1;
+  auto other_object = chunk_for(want, junk);
+  other_object.id = object_id::random();
+  auto other_offset = chunk_for(want, junk.substr(0, 500));
+  other_offset.offset = 500;
+  auto wrapping = chunk_for(want, junk);
+  wrapping.offset = std::numeric_limits<std::uint64_t>::max() - 10;
+  auto short_chunk = chunk_for(want, junk.substr(0, 999));
+  auto long_chunk = chunk_for(want, junk + junk);
+  auto failing_elsewhere = chunk_for(want, "");
+  failing_elsewhere.ok = false;
+  failing_elsewhere.offset = 4096;
+  for (auto* c : {&other_request, &other_object, &other_offset, &wrapping, &short_chunk,
+                  &long_chunk, &failing_elsewhere}) {
+    f.store.on(*c);
+  }
+  CHECK(f.store.dropped_chunks() == 7);
+  CHECK(f.net.sent.empty());  // no reply, no new request: the pull still waits
+
+  auto right = chunk_for(want, std::string(1000, 'p'));
+  f.store.on(right);
+  auto r = f.reply();
+  REQUIRE(r.ok);
+  CHECK(bytes_of(r) == std::string(1000, 'p'));  // nothing of the junk landed
+  // The same chunk again, now that the pull is over, is dropped too.
+  f.store.on(right);
+  CHECK(f.store.dropped_chunks() == 8);
+  CHECK(f.net.sent.empty());
+}
+
+TEST_CASE("pull request ids are not a counter that a forger can guess", "[store][security]") {
+  store_fixture f;
+  const address source{unique_id::random(), "tcp://127.0.0.1:1"};
+  std::vector<std::uint64_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    protocol::store_get g{++f.next, f.client, object_id::random(), source, 100, 0, f.client, f.job};
+    f.store.on(g);
+    auto asked = f.net.take<protocol::store_pull>();
+    REQUIRE(asked.size() == 1);
+    ids.push_back(asked[0].second.request_id);
+  }
+  CHECK_FALSE((ids[1] == ids[0] + 1 && ids[2] == ids[1] + 1));
+}
+
+TEST_CASE("a pull that receives no chunk for the timeout expires, its readers told, its memory freed",
+          "[store]") {
+  store_fixture f;
+  const auto id = object_id::random();
+  const address source{unique_id::random(), "tcp://127.0.0.1:1"};
+  protocol::store_get g{++f.next, f.client, id, source, 6 << 20, 0, f.client, f.job};
+  f.store.on(g);
+  protocol::store_get g2{++f.next, address{unique_id::random(), {}}, id, source, 6 << 20, 0, f.client, f.job};
+  f.store.on(g2);
+  auto asked = f.net.take<protocol::store_pull>();
+  REQUIRE(asked.size() == 2);
+  CHECK(f.store.stats().objects_in_memory == 1);
+
+  f.now += std::chrono::milliseconds(999);
+  f.store.expire_pulls();
+  CHECK(f.net.sent.empty());
+  f.now += std::chrono::milliseconds(1);
+  f.store.expire_pulls();
+  auto replies = f.net.take<protocol::store_reply>();
+  REQUIRE(replies.size() == 2);  // both readers
+  for (const auto& [to, r] : replies) {
+    CHECK_FALSE(r.ok);
+    CHECK(r.fail.code == error_code::unavailable);
+    CHECK(r.fail.kind == detail::failure_kind::object_lost);
+    CHECK(r.fail.message.find("object_pull_timeout_ms") != std::string::npos);
+  }
+  CHECK(f.store.stats().objects_in_memory == 0);
+  CHECK(f.store.stats().bytes_in_memory == 0);
+  // A chunk arriving late is dropped; a new reader starts a new pull.
+  auto late = chunk_for(asked[0].second, std::string(asked[0].second.length, 'p'));
+  f.store.on(late);
+  CHECK(f.store.dropped_chunks() == 1);
+  CHECK(f.net.sent.empty());
+  f.store.on(g);
+  CHECK(f.net.take<protocol::store_pull>().size() == 2);
+}
+
+TEST_CASE("a stuck pull expires when the next store message arrives", "[store]") {
+  store_fixture f;
+  const address source{unique_id::random(), "tcp://127.0.0.1:1"};
+  protocol::store_get g{++f.next, f.client, object_id::random(), source, 100, 0, f.client, f.job};
+  f.store.on(g);
+  REQUIRE(f.net.take<protocol::store_pull>().size() == 1);
+  f.now += std::chrono::seconds(5);
+  protocol::store_free nothing{{object_id::random()}};
+  f.store.on(nothing);
+  auto r = f.reply();
+  CHECK_FALSE(r.ok);
+  CHECK(r.fail.code == error_code::unavailable);
+}
+
+TEST_CASE("a pull that keeps receiving chunks does not expire, however long it takes", "[store]") {
+  store_fixture f;
+  const auto id = object_id::random();
+  const address source{unique_id::random(), "tcp://127.0.0.1:1"};
+  const std::size_t size = 12 << 20;  // three chunks, all asked for at once
+  protocol::store_get g{++f.next, f.client, id, source, size, 0, f.client, f.job};
+  f.store.on(g);
+  auto asked = f.net.take<protocol::store_pull>();
+  REQUIRE(asked.size() == 3);
+  for (const auto& [to, want] : asked) {
+    f.now += std::chrono::milliseconds(800);  // 2.4 s in all, never 1 s without a chunk
+    f.store.expire_pulls();
+    REQUIRE(f.net.sent.empty());
+    auto c = chunk_for(want, std::string(want.length, 'p'));
+    f.store.on(c);
+  }
+  auto r = f.reply();
+  CHECK(r.ok);
+  CHECK(r.size == size);
+}
+
+TEST_CASE("a reader waiting for a local writer's seal does not expire", "[store]") {
+  store_fixture f;
+  const auto id = object_id::random();
+  protocol::store_create c{++f.next, f.client, id, 100, 0, f.client, f.job, false};
+  f.store.on(c);
+  REQUIRE(f.reply().ok);
+  protocol::store_get g{++f.next, address{unique_id::random(), {}}, id, {}, 100, 0, f.client, f.job};
+  f.store.on(g);
+  f.now += std::chrono::minutes(10);
+  f.store.expire_pulls();
+  CHECK(f.net.sent.empty());
+  protocol::store_seal s{++f.next, f.client, id};
+  f.store.on(s);
+  auto replies = f.net.take<protocol::store_reply>();
+  REQUIRE(replies.size() == 2);
+  CHECK(replies[0].second.ok);
+  CHECK(replies[1].second.ok);
 }

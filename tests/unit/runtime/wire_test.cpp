@@ -226,3 +226,127 @@ TEST_CASE("large values travel as bulk frames after a small body", "[wire]") {
     REQUIRE(decode(frames, 4u << 20).error().code() == error_code::invalid_argument);
   }
 }
+
+namespace {
+
+/// A task_result with two large returns, encoded: header, body, bulk frames 0 and 1.
+std::vector<std::string> two_bulk_frames() {
+  protocol::task_result r;
+  r.task = task_id::random();
+  protocol::object_payload a, b;
+  a.ok = b.ok = true;
+  a.payload = std::string(protocol::bulk::threshold, 'a');
+  b.payload = std::string(protocol::bulk::threshold, 'b');
+  r.returns = {a, b};
+  auto frames = wire::encode(r);
+  REQUIRE(frames.size() == 4);
+  return frames;
+}
+
+/// Rewrites the body's reference to bulk frame `from` (msgpack fixext4 of type 1) into one
+/// to frame `to`.
+void retarget(std::string& body, std::uint32_t from, std::uint32_t to) {
+  const std::string old{'\xd6', '\x01', '\0', '\0', '\0', static_cast<char>(from)};
+  const auto at = body.find(old);
+  REQUIRE(at != std::string::npos);
+  body[at + 5] = static_cast<char>(to);
+}
+
+std::string header_for(const std::vector<std::string>& frames, std::uint32_t type) {
+  return detail::pack(wire::header{std::string(wire::magic), protocol_version, type,
+                                   frames[1].size(),
+                                   static_cast<std::uint32_t>(frames.size() - 2)});
+}
+
+constexpr auto task_result_tag = static_cast<std::uint32_t>(
+  protocol::message(std::in_place_type<protocol::task_result>).index());
+
+} // namespace
+
+TEST_CASE("a message referencing one bulk frame twice is refused", "[wire][security]") {
+  auto frames = two_bulk_frames();
+  REQUIRE(decode(frames).has_value());
+  retarget(frames[1], 1, 0);
+  frames.pop_back();  // frame 0 named twice, and only frame 0 sent
+  frames[0] = header_for(frames, task_result_tag);
+  auto r = decode(frames);
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().code() == error_code::invalid_argument);
+  CHECK(r.error().message().find("more than once") != std::string::npos);
+}
+
+TEST_CASE("a bulk frame named by a million references costs one copy, then a refusal",
+          "[wire][security]") {
+  // task_result{task, returns: [payload x n]}: each payload an array whose third field
+  // references bulk frame 0. Without the once rule this asks for n copies of the frame.
+  constexpr std::uint32_t n = 1'000'000;
+  msgpack::sbuffer body;
+  msgpack::packer<msgpack::sbuffer> pk(body);
+  pk.pack_array(3);
+  pk.pack(task_id::random());
+  pk.pack_array(n);
+  const char ref[4] = {0, 0, 0, 0};
+  for (std::uint32_t i = 0; i < n; ++i) {
+    pk.pack_array(3);
+    pk.pack(object_id{});
+    pk.pack(true);
+    pk.pack_ext(4, protocol::bulk::ext_type);
+    pk.pack_ext_body(ref, 4);
+  }
+  pk.pack(false);
+  std::vector<std::string> frames{"", std::string(body.data(), body.size()),
+                                  std::string(1 << 20, 'x')};
+  frames[0] = header_for(frames, task_result_tag);
+  auto r = decode(frames, 64u << 20);
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().code() == error_code::invalid_argument);
+}
+
+TEST_CASE("a bulk frame the body never references is refused", "[wire][security]") {
+  auto frames = two_bulk_frames();
+  retarget(frames[1], 1, 0);
+  // Frame 1 is still sent but nothing names it; frame 0 is named twice.
+  frames[0] = header_for(frames, task_result_tag);
+  REQUIRE(decode(frames).error().code() == error_code::invalid_argument);
+
+  // A valid message with one extra, unnamed frame appended.
+  auto padded = two_bulk_frames();
+  padded.push_back(std::string(1000, 'z'));
+  padded[0] = header_for(padded, task_result_tag);
+  auto r = decode(padded);
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().code() == error_code::invalid_argument);
+  CHECK(r.error().message().find("3 bulk frames announced, 2 referenced") != std::string::npos);
+}
+
+TEST_CASE("forged lengths inside a message are refused before anything is allocated for them",
+          "[wire][security]") {
+  const auto tag_of = [](protocol::message m) { return static_cast<std::uint32_t>(m.index()); };
+  struct forged {
+    const char* what;
+    std::uint32_t type;
+    std::string body;
+  };
+  const std::vector<forged> cases{
+    // store_free{ids}: the ids array claims 2^32-1 elements.
+    {"array", tag_of(protocol::store_free{}), std::string("\x91\xdd\xff\xff\xff\xff", 6)},
+    // store_free{ids}: an array claiming 65535 elements, with 3 bytes of them present.
+    {"short array", tag_of(protocol::store_free{}), std::string("\x91\xdc\xff\xff\xc0\xc0\xc0", 7)},
+    // resource_reply{request_id, total, available}: a map claiming 2^32-1 pairs.
+    {"map", tag_of(protocol::resource_reply{}), std::string("\x93\x01\xdf\xff\xff\xff\xff", 7)},
+    // shutdown_component{reason}: a 4 GiB string, and a 4 GiB binary.
+    {"str", tag_of(protocol::shutdown_component{}), std::string("\x91\xdb\xff\xff\xff\xff", 6)},
+    {"bin", tag_of(protocol::shutdown_component{}), std::string("\x91\xc6\xff\xff\xff\xff", 6)},
+    // store_chunk{..., data}: a 4 GiB ext.
+    {"ext", tag_of(protocol::store_chunk{}),
+     std::string("\x97\x01\x92\x00\x00\x00\xc3\xc9\xff\xff\xff\xff\x01", 13)},
+  };
+  for (const auto& c : cases) {
+    INFO(c.what);
+    std::vector<std::string> frames{"", c.body};
+    frames[0] = header_for(frames, c.type);
+    auto r = decode(frames);
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.error().code() == error_code::invalid_argument);
+  }
+}

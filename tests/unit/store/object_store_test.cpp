@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <random>
 #include <string>
@@ -282,4 +283,28 @@ TEST_CASE("a full disk fails the put with resource_exhausted and loses nothing",
       CHECK(reads_back(**s, id_of(i), kept[i]));
     }
   }
+}
+
+TEST_CASE("sizes and leads that overflow or exceed the store are refused, never wrapped",
+          "[store][security]") {
+  auto s = object_store::open({.capacity = 1 << 20});
+  REQUIRE(s);
+  const auto max = std::numeric_limits<std::size_t>::max();
+  for (const std::size_t size : {max, max - 1, max - 63, max - 64, max / 2 + 1, std::size_t{1} << 21}) {
+    INFO(size);
+    auto at = (*s)->create(id_of(size), size, /*lead=*/0, {}, false);
+    REQUIRE_FALSE(at);
+    CHECK(at.error().code() == error_code::resource_exhausted);
+    CHECK(at.error().message().find(std::to_string(size)) != std::string::npos);
+  }
+  // size + lead wraps around to a small number.
+  auto wrap = (*s)->create(id_of(1), max - 10, /*lead=*/20, {}, false);
+  REQUIRE_FALSE(wrap);
+  CHECK(wrap.error().code() == error_code::resource_exhausted);
+  // A lead is what puts a value's body on the next aligned byte: less than the alignment.
+  auto lead = (*s)->create(id_of(2), 100, /*lead=*/block_allocator::alignment, {}, false);
+  REQUIRE_FALSE(lead);
+  CHECK(lead.error().code() == error_code::invalid_argument);
+  CHECK((*s)->stats().objects_in_memory == 0);
+  CHECK((*s)->create(id_of(3), 100, /*lead=*/63, {}, false));  // the largest lead is fine
 }

@@ -2,8 +2,14 @@
 
 #include <catch2/catch.hpp>
 
+#include <cerrno>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <limits>
 
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -69,4 +75,105 @@ TEST_CASE("opening shared memory that is not there says where it looked", "[stor
   auto seg = shm_segment::open("/proc/self/fd/987654", 4096);
   REQUIRE_FALSE(seg);
   CHECK(seg.error().message().find("/proc/self/fd/987654") != std::string::npos);
+}
+
+TEST_CASE("the allocator refuses sizes whose rounding would wrap around", "[store][security]") {
+  block_allocator a(4096);
+  const auto max = std::numeric_limits<std::size_t>::max();
+  CHECK_FALSE(a.allocate(max));
+  CHECK_FALSE(a.allocate(max - 62));
+  CHECK_FALSE(a.allocate(4097));
+  CHECK(a.used() == 0);
+  CHECK(a.allocate(4096));
+}
+
+TEST_CASE("mapping more of a segment than it has is refused", "[store][security]") {
+  auto seg = shm_segment::create(1 << 20);
+  REQUIRE(seg);
+  // Bytes past the end of the memfd would fault (SIGBUS) on first touch.
+  auto big = shm_segment::open(seg->path(), seg->capacity() * 2);
+  REQUIRE_FALSE(big);
+  CHECK(big.error().code() == celer::error_code::invalid_argument);
+  auto none = shm_segment::open(seg->path(), 0);
+  REQUIRE_FALSE(none);
+  CHECK(none.error().code() == celer::error_code::invalid_argument);
+}
+
+namespace {
+
+/// The permissions ("r--s", "rw-s") of this process's mapping that contains `p`.
+std::string protection_of(const void* p) {
+  std::FILE* maps = std::fopen("/proc/self/maps", "r");
+  REQUIRE(maps != nullptr);
+  char line[512];
+  std::string perms;
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  while (std::fgets(line, sizeof line, maps) != nullptr) {
+    unsigned long lo = 0, hi = 0;
+    char mode[8] = {};
+    if (std::sscanf(line, "%lx-%lx %7s", &lo, &hi, mode) == 3 && lo <= at && at < hi) perms = mode;
+  }
+  std::fclose(maps);
+  return perms;
+}
+
+} // namespace
+
+TEST_CASE("a reader's view of the segment is mapped read-only and writing through it faults",
+          "[store][security]") {
+  auto seg = shm_segment::create(1 << 20);
+  REQUIRE(seg);
+  std::memcpy(seg->base() + 4096, "sealed", 7);
+  auto reader = shm_segment::open(seg->path(), seg->capacity(), shm_access::read_only);
+  REQUIRE(reader);
+  CHECK(reader->read_only());
+  CHECK(protection_of(reader->base()) == "r--s");
+  CHECK(protection_of(seg->base()) == "rw-s");  // the creator's (the node agent's) own
+  CHECK(std::memcmp(reader->base() + 4096, "sealed", 7) == 0);
+  // Its fd is read-only as well: the mapping cannot be made writable.
+  CHECK(::mprotect(reader->base(), 4096, PROT_READ | PROT_WRITE) != 0);
+  CHECK(errno == EACCES);
+
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // The default action, even under a sanitizer that handles SIGSEGV itself.
+    std::signal(SIGSEGV, SIG_DFL);
+    volatile auto* p = reinterpret_cast<volatile char*>(reader->base() + 4096);
+    *p = 'X';  // must fault
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGSEGV);
+  CHECK(std::memcmp(seg->base() + 4096, "sealed", 7) == 0);
+}
+
+TEST_CASE("a writer gets a writable view of its object only, and readers see what it wrote",
+          "[store][security]") {
+  auto seg = shm_segment::create(1 << 20);
+  REQUIRE(seg);
+  auto reader = shm_segment::open(seg->path(), seg->capacity(), shm_access::read_only);
+  REQUIRE(reader);
+  const std::size_t offset = 3 * 4096 + 64, size = 5000;
+  {
+    auto out = reader->map_writable(offset, size);
+    REQUIRE(out);
+    REQUIRE(out->size() == size);
+    CHECK(protection_of(out->data()) == "rw-s");
+    std::memset(out->data(), 'w', size);
+    CHECK(protection_of(reader->base() + offset) == "r--s");  // the whole view stays read-only
+  }  // sealed: the writable view is gone
+  CHECK(std::string(reinterpret_cast<const char*>(reader->base() + offset), size) ==
+        std::string(size, 'w'));
+  CHECK(std::string(reinterpret_cast<const char*>(seg->base() + offset), size) ==
+        std::string(size, 'w'));
+  // Past the segment, or wrapping around, is refused.
+  CHECK(reader->map_writable(seg->capacity() - 10, 11).error().code() ==
+        celer::error_code::invalid_argument);
+  CHECK_FALSE(reader->map_writable(std::numeric_limits<std::size_t>::max() - 5, 10));
+  auto empty = reader->map_writable(100, 0);
+  REQUIRE(empty);
+  CHECK(empty->data() == nullptr);
 }
