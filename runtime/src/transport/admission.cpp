@@ -27,6 +27,8 @@ expected<void> admit(const peer_identity& who, protocol::message& m) {
         }
       }
       if constexpr (requires { msg.spec.job; }) {
+        // An actor call carries no job of its own: it acts for the caller's.
+        if (msg.spec.job.nil()) msg.spec.job = who.job;
         if (msg.spec.job != who.job) {
           return denied(who, m, "its task belongs to job " + msg.spec.job.short_hex());
         }

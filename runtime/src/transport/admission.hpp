@@ -2,11 +2,12 @@
 // What a connection may say: the transport asks admit() about every message from the wire,
 // after decoding it and before any component sees it.
 //
-//   - A message messages.def marks `local` is never accepted from the wire (a peer cannot
-//     stop a component or declare a worker dead).
-//   - One marked `cluster` only from the head or a node.
+//   - A message messages.def marks `local` is never accepted from the wire.
+//   - One marked `cluster` only from the head or a node (a job cannot stop a component,
+//     declare a worker dead or speak for a node).
 //   - From a job's driver or worker, one marked `any`, and only about its own job: a `job`
-//     or `spec.job` field must name the sender's job, and a `sender_job` field is set to it,
+//     or `spec.job` field must name the sender's job (a nil spec.job, an actor call's, is
+//     set to it), and a `sender_job` field is set to it,
 //     so that the head and nodes check the actor, group, lease or object it names against
 //     what they hold.
 // Refusals are permission_denied, with what was refused and why.

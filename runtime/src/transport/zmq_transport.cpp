@@ -483,8 +483,9 @@ void zmq_transport::on_event() {
   std::vector<zmq::message_t> frames;
   if (!zmq::recv_multipart(*events_, std::back_inserter(frames), zmq::recv_flags::dontwait)) return;
   ++failed_;
-  refusals_.warn("a connection failed its handshake: it does not hold this cluster's token, "
-                 "or it speaks without encryption to an encrypted cluster (or the reverse)");
+  refusals_.warn("a connection failed its handshake: a peer without this cluster's keys, one "
+                 "whose encryption knob differs, or one still reconnecting to an endpoint that "
+                 "a process of another job holds now");
 }
 
 void zmq_transport::answer_zap(const zap_request& r, const std::optional<peer_identity>& who,

@@ -226,8 +226,8 @@ TEST_CASE("a job may say only what messages.def lets it, about its own job",
   REQUIRE(driver.net.probe(head.net.endpoint(), 5s).has_value());
   (void)driver.net.send(head.box_address(), protocol::job_finished{other});     // not its job
   (void)driver.net.send(head.box_address(), protocol::heartbeat{});             // nodes only
-  (void)driver.net.send(head.box_address(), protocol::worker_died{});           // in-process only
-  (void)driver.net.send(head.box_address(), protocol::shutdown_component{"x"}); // in-process only
+  (void)driver.net.send(head.box_address(), protocol::worker_died{});           // head and nodes only
+  (void)driver.net.send(head.box_address(), protocol::shutdown_component{"x"}); // head and nodes only
   protocol::request_lease foreign;
   foreign.spec.job = other;
   (void)driver.net.send(head.box_address(), foreign);                           // another's task
