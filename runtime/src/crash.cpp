@@ -106,14 +106,23 @@ void install_crash_handler(int log_fd) {
       alt.ss_size = sizeof alt_stack_;
       (void)::sigaltstack(&alt, nullptr);
     }
-    struct sigaction sa {};
-    sa.sa_sigaction = on_fatal;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigemptyset(&sa.sa_mask);
-    for (std::size_t i = 0; i < fatal_count; ++i) {
-      (void)::sigaction(fatal_signals[i], &sa, &previous_[i]);
-    }
   });
+  // Ours again wherever something replaced it since (a forked child that reset them, a
+  // library), keeping what it replaced as the handler to hand the signal on to.
+  static std::mutex installing;  // guards previous_ against two installs at once
+  std::lock_guard lock(installing);
+  struct sigaction sa {};
+  sa.sa_sigaction = on_fatal;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  for (std::size_t i = 0; i < fatal_count; ++i) {
+    struct sigaction current {};
+    if (::sigaction(fatal_signals[i], nullptr, &current) == 0 &&
+        (current.sa_flags & SA_SIGINFO) != 0 && current.sa_sigaction == on_fatal) {
+      continue;
+    }
+    (void)::sigaction(fatal_signals[i], &sa, &previous_[i]);
+  }
 }
 
 } // namespace celer

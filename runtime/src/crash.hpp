@@ -14,9 +14,10 @@
 
 namespace celer {
 
-/// Installs the handler for the fatal signals (once per process; a later call only changes
-/// `log_fd`). Thread-safe. The handler itself uses async-signal-safe calls only, on an
-/// alternate stack for the installing thread (so a stack overflow there is reported too).
+/// Installs the handler for the fatal signals (again where something replaced it since; a
+/// later call also changes `log_fd`). Thread-safe. The handler itself uses async-signal-safe
+/// calls only, on an alternate stack for the first installing thread (so a stack overflow
+/// there is reported too).
 void install_crash_handler(int log_fd = STDERR_FILENO);
 
 } // namespace celer
