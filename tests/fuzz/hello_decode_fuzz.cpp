@@ -8,9 +8,9 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
     using celer::wire::hello;
     const std::string magic(celer::wire::magic);
     return std::vector<std::string>{
-      celer::wire::encode_hello(hello{magic, celer::protocol_version, "token", "tcp://10.0.0.1:6379"}),
+      celer::wire::encode_hello(hello{magic, celer::protocol_version, "0123456789abcdef0123456789abcdef", "tcp://10.0.0.1:6379"}),
       celer::wire::encode_hello(hello{magic, celer::protocol_version, std::string(64, 't'), ""}),
-      celer::wire::encode_hello(hello{magic, celer::protocol_version + 1, "token", "x"}),
+      celer::wire::encode_hello(hello{magic, celer::protocol_version + 1, "", "x"}),
       celer::wire::encode_hello(hello{"other", celer::protocol_version, "", ""}),
     };
   });
@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto h = celer::wire::decode_hello(frame);
   if (h) {
     auto again = celer::wire::decode_hello(celer::wire::encode_hello(*h));
-    if (!again || again->token != h->token || again->from != h->from) __builtin_trap();
+    if (!again || again->register_job != h->register_job || again->from != h->from) __builtin_trap();
   }
   return 0;
 }
