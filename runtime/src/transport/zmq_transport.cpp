@@ -482,7 +482,15 @@ void zmq_transport::on_zap() {
 void zmq_transport::on_event() {
   std::vector<zmq::message_t> frames;
   if (!zmq::recv_multipart(*events_, std::back_inserter(frames), zmq::recv_flags::dontwait)) return;
+  std::uint16_t event = 0;
+  if (!frames.empty() && frames[0].size() >= 2) std::memcpy(&event, frames[0].data(), 2);
   ++failed_;
+  if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+    // Most often a peer that went away mid-handshake (a process stopping); said once in a
+    // while only.
+    refusals_.warn("a connection ended during its handshake");
+    return;
+  }
   refusals_.warn("a connection failed its handshake: a peer without this cluster's keys, one "
                  "whose encryption knob differs, or one still reconnecting to an endpoint that "
                  "a process of another job holds now");

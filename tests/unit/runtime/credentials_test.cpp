@@ -65,9 +65,12 @@ TEST_CASE("PLAIN passwords prove exactly the identity they name", "[security]") 
   REQUIRE_FALSE(head.check_plain("job:" + other.hex(), worker.plain_password()));
   REQUIRE_FALSE(head.check_plain("cluster", worker.plain_password()));
   REQUIRE_FALSE(head.check_plain("cluster", "not hex"));
-  // A job's process accepts its own job, and the cluster only by key (not by password).
+  // A job's process accepts its own job, and the cluster's secret, which it checks against
+  // the cluster's public key (it does not hold the secret).
   REQUIRE(worker.check_plain("job:" + job.hex(), worker.plain_password()));
-  REQUIRE_FALSE(worker.check_plain("cluster", head.plain_password()));
+  REQUIRE(worker.check_plain("cluster", head.plain_password()) == peer_identity{peer_role::cluster, {}});
+  REQUIRE_FALSE(worker.check_plain("cluster", worker.plain_password()));
+  REQUIRE_FALSE(worker.check_plain("job:" + other.hex(), worker.plain_password()));
 }
 
 TEST_CASE("identities and job endpoints read back as written", "[security]") {

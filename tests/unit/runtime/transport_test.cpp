@@ -124,6 +124,17 @@ TEST_CASE("with encryption off, messages travel and the token is still checked",
   auto probe = wrong.net.probe(b.net.endpoint(), 5s);
   REQUIRE_FALSE(probe.has_value());
   REQUIRE(probe.error().code() == error_code::unauthenticated);
+  // A job's process (which holds no cluster secret) accepts head and nodes, and they it.
+  const job_id job = job_id::random();
+  endpoint_fixture driver(*credentials::for_driver(token, job), 1u << 20, false);
+  endpoint_fixture worker(*credentials::for_job(job, *cluster_creds().job_secret_hex(job),
+                                                cluster_creds().cluster_public_hex()),
+                          1u << 20, false);
+  REQUIRE(a.net.send(worker.box_address(), sample()));
+  REQUIRE(worker.net.send(b.box_address(), sample()));
+  REQUIRE(driver.net.send(worker.box_address(), sample()));
+  REQUIRE(worker.box->wait_for(2, 10s));
+  REQUIRE(b.box->wait_for(11, 10s));
 }
 
 TEST_CASE("a wrong token is refused in the handshake and nothing is delivered", "[transport]") {
