@@ -414,10 +414,23 @@ protocol::object_payload core_worker::store_value(const object_id& id, std::size
     v.fail = created.fail;
     return v;
   }
-  auto map = mapping(created.segment, created.capacity);
-  auto* base = static_cast<char*>(const_cast<void*>(map.get()));
+  // Readers map the store read-only; the writer gets a writable view of its object alone,
+  // unmapped once it is written.
+  (void)mapping(created.segment, created.capacity);
+  std::shared_ptr<store::shm_segment> seg;
+  {
+    std::lock_guard lock(mappings_mutex_);
+    seg = segments_.at(created.segment);
+  }
+  auto view = seg->map_writable(created.offset, size);
+  if (!view) {
+    (void)net_.send(where_.node, protocol::store_release{id, where_.self, /*abandon=*/true});
+    v.fail = protocol::failure_info::make(detail::failure_kind::task_error, view.error().code(),
+                                          view.error().message());
+    return v;
+  }
   try {
-    write(base + created.offset);
+    write(reinterpret_cast<char*>(view->data()));
   } catch (...) {
     (void)net_.send(where_.node, protocol::store_release{id, where_.self, /*abandon=*/true});
     throw;
@@ -471,9 +484,10 @@ std::shared_ptr<const void> core_worker::mapping(const std::string& path, std::s
   std::lock_guard lock(mappings_mutex_);
   auto& m = mappings_[path];
   if (!m) {
-    auto seg = store::shm_segment::open(path, capacity);
+    auto seg = store::shm_segment::open(path, capacity, store::shm_access::read_only);
     if (!seg) throw exception(seg.error().code(), seg.error().message());
     auto owned = std::make_shared<store::shm_segment>(std::move(*seg));
+    segments_[path] = owned;
     // The handle's pointer is the base of the mapping; it owns the segment.
     m = std::shared_ptr<const void>(owned, owned->base());
   }

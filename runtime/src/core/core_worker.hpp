@@ -30,6 +30,10 @@
 #include <unordered_set>
 #include <vector>
 
+namespace celer::store {
+class shm_segment;
+} // namespace celer::store
+
 namespace celer {
 
 /// Per-thread facts about the worker running user code on this thread (null on the driver).
@@ -233,6 +237,8 @@ private:
   };
   pending_map start_map(const protocol::object_payload& v, const address& owner);
   detail::fetched finish_map(pending_map& p);
+  /// The node's object store segment at `path`, mapped read-only once per process; the
+  /// pointer is its base and owns the mapping.
   std::shared_ptr<const void> mapping(const std::string& path, std::size_t capacity);
   void check_running() const;  // requires mutex_
   // The following require mutex_.
@@ -295,8 +301,10 @@ private:
   std::unordered_map<task_id, std::vector<object_id>> task_args_;
   std::shared_ptr<link> link_;
   /// The node's shared memory, mapped once per segment path.
-  std::mutex mappings_mutex_;
+  std::mutex mappings_mutex_;  // guards mappings_, segments_
   std::unordered_map<std::string, std::shared_ptr<const void>> mappings_;
+  /// The same segments, for writers' views (mapping() fills both).
+  std::unordered_map<std::string, std::shared_ptr<store::shm_segment>> segments_;
 };
 
 } // namespace celer
