@@ -13,6 +13,7 @@
 
 #include <celer/version.hpp>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <future>
@@ -69,6 +70,12 @@ unique_id require_id(const char* name) {
 
 std::string bind_for(const std::string& ip) { return "tcp://" + ip + ":*"; }
 
+/// The largest frame a process accepts: 16 MiB, or an inline value's size and room to
+/// spare when inline_object_bytes is raised past it (larger values travel in the store).
+std::size_t max_frame_bytes(const knob_values& k) {
+  return std::max<std::size_t>(16u << 20, static_cast<std::size_t>(k.inline_object_bytes) + (1u << 20));
+}
+
 } // namespace
 
 // ---------------------------------------------------------------- driver / observer
@@ -104,6 +111,7 @@ cluster_driver::cluster_driver(const knob_values& k, const std::string& address,
   zo.creds = std::move(*creds);
   zo.encrypt = k.encryption != 0;
   zo.max_body_bytes = static_cast<std::size_t>(k.max_message_bytes);
+  zo.max_frame_bytes = max_frame_bytes(k);
   s.net = std::make_unique<zmq_transport>(s.host.local(), zo);
   s.head_addr = celer::address{head_component, tcp_endpoint(*parts)};
   if (auto ok = s.net->probe(s.head_addr.endpoint, std::chrono::milliseconds(k.connect_timeout_ms));
@@ -240,6 +248,7 @@ worker_process::worker_process(const knob_values& k) : impl_(std::make_unique<im
   zo.creds = std::move(*creds);
   zo.encrypt = k.encryption != 0;
   zo.max_body_bytes = static_cast<std::size_t>(k.max_message_bytes);
+  zo.max_frame_bytes = max_frame_bytes(k);
   s.net = std::make_unique<zmq_transport>(s.host.local(), zo);
 
   core_worker::endpoints where;
@@ -362,6 +371,7 @@ int run_daemon(const knob_values& k, const daemon_options& o,
   // A node asks the head whose a job's key is; the head knows (drivers register with it).
   if (!o.head) zo.key_authority = "tcp://" + cluster_address;
   zo.max_body_bytes = static_cast<std::size_t>(k.max_message_bytes);
+  zo.max_frame_bytes = max_frame_bytes(k);
   std::unique_ptr<zmq_transport> net;
   try {
     net = std::make_unique<zmq_transport>(host.local(), zo);

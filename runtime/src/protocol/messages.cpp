@@ -30,6 +30,10 @@ static_assert(std::size(entries) == std::variant_size_v<message>);
 
 const char* name_of(const message& m) { return entries[m.index()].name; }
 
+const char* name_of_type(std::size_t index) noexcept {
+  return index < std::size(entries) ? entries[index].name : "unknown";
+}
+
 senders senders_of(std::size_t index) noexcept {
   return index < std::size(entries) ? entries[index].who : senders::local;
 }

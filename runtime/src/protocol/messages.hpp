@@ -815,6 +815,8 @@ using message = variant_of<void
 
 /// Who may send the message with type tag `index` over the wire.
 senders senders_of(std::size_t index) noexcept;
+/// The name of the message with type tag `index` ("unknown" past the last).
+const char* name_of_type(std::size_t index) noexcept;
 /// The table of messages.def as Markdown (docs/protocol.md holds it).
 std::string markdown_table();
 

@@ -3,22 +3,32 @@
 namespace celer {
 namespace {
 
+error denied(const peer_identity& who, const char* name, const std::string& why) {
+  return error(error_code::permission_denied,
+               std::string(name) + " from " + who.describe() + " refused: " + why);
+}
+
 error denied(const peer_identity& who, const protocol::message& m, const std::string& why) {
-  return error(error_code::permission_denied, std::string(protocol::name_of(m)) + " from " +
-                                                who.describe() + " refused: " + why);
+  return denied(who, protocol::name_of(m), why);
 }
 
 } // namespace
 
-expected<void> admit(const peer_identity& who, protocol::message& m) {
-  const auto rule = protocol::senders_of(m.index());
+expected<void> admit_type(const peer_identity& who, std::uint32_t type) {
+  if (type >= std::variant_size_v<protocol::message>) return {};
+  const auto rule = protocol::senders_of(type);
   if (rule == protocol::senders::local) {
-    return denied(who, m, "it is never accepted from the wire");
+    return denied(who, protocol::name_of_type(type), "it is never accepted from the wire");
   }
+  if (who.role == peer_role::job && rule == protocol::senders::cluster) {
+    return denied(who, protocol::name_of_type(type), "only the head and nodes send it");
+  }
+  return {};
+}
+
+expected<void> admit(const peer_identity& who, protocol::message& m) {
+  if (auto ok = admit_type(who, static_cast<std::uint32_t>(m.index())); !ok) return ok;
   if (who.role == peer_role::cluster) return {};
-  if (rule == protocol::senders::cluster) {
-    return denied(who, m, "only the head and nodes send it");
-  }
   return std::visit(
     [&](auto& msg) -> expected<void> {
       if constexpr (requires { msg.job; }) {

@@ -21,4 +21,9 @@ namespace celer {
 
 [[nodiscard]] expected<void> admit(const peer_identity& who, protocol::message& m);
 
+/// The part of admit() that needs only the type tag, checked before a body is decoded (so a
+/// message its sender may never send costs no decoding). Unknown tags pass: the decoder
+/// refuses them.
+[[nodiscard]] expected<void> admit_type(const peer_identity& who, std::uint32_t type);
+
 } // namespace celer

@@ -9,6 +9,7 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include <algorithm>
 #include <array>
 #include <span>
 #include <cstring>
@@ -120,10 +121,11 @@ zmq_transport::zmq_transport(local_transport& local, options o)
   } else {
     router_->set(zmq::sockopt::plain_server, true);
   }
-  // A frame longer than the largest message (plus room for the header) closes the
-  // connection before ZeroMQ allocates it.
+  // A frame longer than that (or than the largest message) closes the connection before
+  // ZeroMQ allocates it, during the handshake too.
   router_->set(zmq::sockopt::maxmsgsize,
-               static_cast<std::int64_t>(opts_.max_body_bytes + wire::max_header_bytes + 64));
+               static_cast<std::int64_t>(std::min(opts_.max_frame_bytes,
+                                                  opts_.max_body_bytes + wire::max_header_bytes + 64)));
   try {
     router_->bind(opts_.bind);
   } catch (const zmq::error_t& e) {
@@ -633,6 +635,15 @@ void zmq_transport::on_frames(const std::vector<std::string_view>& parts, const 
     refusals_.warn("dropped " + std::to_string(parts.size() - 1) + " frames from " +
                    who->describe() + " that are no message (expected M, destination, header, body, bulk...)");
     return;
+  }
+  // Who may send this type is known from the header alone: a message its sender may never
+  // send is refused before its body is decoded.
+  if (auto h = wire::bounded_unpack<wire::header>(parts[3].substr(0, wire::max_header_bytes + 1), "header")) {
+    if (auto ok = admit_type(*who, h->type); !ok) {
+      ++denied_;
+      refusals_.warn(ok.error().to_string());
+      return;
+    }
   }
   auto m = wire::decode(std::span<const std::string_view>(parts).subspan(3), opts_.max_body_bytes);
   if (!m) {
