@@ -77,6 +77,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MESSAGES_DEF = os.path.join(HERE, "..", "..", "runtime", "src", "protocol", "messages.def")
 HEAD_COMPONENT = (0, 1)
 MIB = 1 << 20
+NODE_TIMEOUT_MS = 6000
 U64 = (1 << 64) - 1
 
 # ---------------------------------------------------------------------------------------
@@ -347,7 +348,10 @@ class Cluster:
         self.env = dict(os.environ)
         for k in ("CELER_TOKEN", "CELER_ADDRESS", "CELER_TEMP_DIR"):
             self.env.pop(k, None)
-        self.env.update(CELER_NODE_TIMEOUT_MS="3000", CELER_HEARTBEAT_MS="200")
+        # A node silent this long is dead. Long enough that an attack the head takes a while
+        # to refuse (C8 decodes 30 MiB) on a loaded 2-core machine does not stop heartbeats
+        # that long; attack B waits past it.
+        self.env.update(CELER_NODE_TIMEOUT_MS=str(NODE_TIMEOUT_MS), CELER_HEARTBEAT_MS="200")
 
     def run(self, args, temp_dir=None, extra_env=None, timeout=60, stdin=None):
         env = dict(self.env, CELER_TEMP_DIR=temp_dir or self.head_dir, **(extra_env or {}))
@@ -466,6 +470,8 @@ class Driver:
             rest = ""
             if self.p.poll() is not None:
                 rest = self.p.stdout.read()
+            with open(self.stderr_path) as f:
+                rest += f.read()[-2000:]
             raise RuntimeError(f"driver {name} did not get ready: {line!r} {rest}")
         self.actor, self.group, self.object, self.stored = (int(m.group(i), 16) for i in range(1, 5))
         self.value = int(m.group(5))
@@ -922,9 +928,9 @@ class Suite:
                    f"INET_DIAG_DESTROY): {r.stderr.strip()[:200]}")
             return
         killed = sum(p not in now for p in pairs)
-        # Twice the node timeout: a node whose reconnect lost its identity would be dead by
+        # Past the node timeout: a node whose reconnect lost its identity would be dead by
         # then.
-        time.sleep(7)
+        time.sleep(NODE_TIMEOUT_MS / 1000 + 2)
         st = c.status()
         line = next((l for l in st.stdout.splitlines() if l.startswith(f"node {c.node_id:032x}"[:13])), "")
         said = self.victim.ask(f"where {c.node_id:032x}", timeout=60)
@@ -1047,7 +1053,7 @@ class Suite:
             before = peak_before(pid)
             t0 = time.time()
             line = denied("request_lease", ep, dest, body, log, r"referenced more than once",
-                          bulk=[bytes(MIB)])
+                          bulk=[bytes(MIB)], timeout=10)
             took = time.time() - t0
             grew = hwm(pid) - before
             check(f"C8 one 1 MiB bulk frame referenced {n:,} times, to {what}, is refused without "
