@@ -1209,7 +1209,12 @@ class Suite:
             self.jpeer.close()
         self.cluster.stop()
         if R.failed or R.xpassed:
-            for log in (getattr(self.cluster, "head_log", None), getattr(self.cluster, "node_log", None)):
+            logs = [getattr(self.cluster, "head_log", None), getattr(self.cluster, "node_log", None)]
+            for d in (getattr(self.cluster, "session", None), getattr(self.cluster, "node_session", None)):
+                if d and os.path.isdir(os.path.join(d, "logs")):
+                    logs += sorted(os.path.join(d, "logs", f) for f in os.listdir(os.path.join(d, "logs"))
+                                   if f.startswith("worker-"))
+            for log in logs:
                 if log:
                     print(f"---- {log} (last 30 lines)")
                     print("\n".join(log_lines(log)[-30:]))
