@@ -49,7 +49,6 @@ KNOWN_GAPS = {
 }
 
 import argparse
-import hashlib
 import os
 import random
 import re
@@ -66,19 +65,21 @@ import time
 
 try:
     import msgpack
-    import nacl.bindings
+    import nacl.bindings  # noqa: F401 (attack_tools uses it: checked here, to skip without it)
     import zmq
 except ImportError as e:  # pragma: no cover
     print(f"attacker suite: skipped: {e} (scripts/install-deps.sh installs python3-zmq, "
           "python3-msgpack and python3-nacl)")
     sys.exit(77)
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-MESSAGES_DEF = os.path.join(HERE, "..", "..", "runtime", "src", "protocol", "messages.def")
+import attack_tools
+from attack_tools import (MIB, NIL, NO_ADDR, TAGS, U64, Keys, addr, alive, children, env_var,
+                          environ, fds, frames_of, hello, hwm, id_bytes, idv, listening_ports,
+                          log_lines, mib, pack, peak_before, random_keypair, resources, rss,
+                          task_spec, tcp_sockets)
+
 HEAD_COMPONENT = (0, 1)
-MIB = 1 << 20
 NODE_TIMEOUT_MS = 6000
-U64 = (1 << 64) - 1
 
 # ---------------------------------------------------------------------------------------
 # Results
@@ -111,227 +112,6 @@ R = Results()
 
 def check(name, ok, detail):
     return R.record(name, bool(ok), detail)
-
-
-# ---------------------------------------------------------------------------------------
-# Keys, as runtime/src/transport/credentials.cpp derives them
-
-
-def blake(data, key):
-    return hashlib.blake2b(data, digest_size=32, key=key).digest()
-
-
-class Keys:
-    def __init__(self, token):
-        self.token = token
-        self.secret = blake(token.encode(), b"celer-token-v1")
-        self.cluster_public, self.cluster_secret = nacl.bindings.crypto_box_seed_keypair(
-            blake(b"celer/cluster/v1", self.secret))
-
-    def job_secret(self, job):
-        return blake(b"celer/job/v1" + job.to_bytes(16, "big"), self.secret)
-
-    def job_keypair(self, job):
-        return nacl.bindings.crypto_box_seed_keypair(
-            blake(b"celer/job-key/v1", self.job_secret(job)))
-
-
-def random_keypair():
-    return nacl.bindings.crypto_box_keypair()
-
-
-# ---------------------------------------------------------------------------------------
-# The wire (docs/protocol.md, "Wire encoding")
-
-
-def message_tags():
-    tags = {}
-    with open(MESSAGES_DEF) as f:
-        for line in f:
-            m = re.match(r"CELER_MESSAGE\((\w+),", line)
-            if m:
-                tags[m.group(1)] = len(tags)
-    return tags
-
-
-TAGS = message_tags()
-PROTOCOL = 7  # replaced by what `celer --version` says in main()
-
-
-def idv(x):
-    if isinstance(x, tuple):
-        return list(x)
-    return [x >> 64, x & U64]
-
-
-def id_bytes(x):
-    hi, lo = idv(x)
-    return hi.to_bytes(8, "big") + lo.to_bytes(8, "big")
-
-
-def hex_id(h):
-    return int(h, 16)
-
-
-def addr(i, endpoint):
-    return [idv(i), endpoint]
-
-
-NIL = [0, 0]
-NO_ADDR = [NIL, ""]
-
-
-def resources(**amounts):
-    return [{k: v for k, v in amounts.items()}]
-
-
-def placement():
-    # how, node, soft, accelerator_type, gpu_memory_bytes, labels, group, bundle
-    return [0, NIL, False, "", 0, [], NIL, -1]
-
-
-def task_spec(job, owner, function="count_hits", kind=0, actor=0, args=None, binary="/bin/true"):
-    # id, kind, function, args, resources, owner, actor, actor_name, class_type,
-    # max_concurrency, job, binary, durable, where, priority, preemptible, grace
-    return [idv(random.getrandbits(128)), kind, function, args or [], resources(CPU=10000),
-            owner, idv(actor), "", "", 1, idv(job), binary, False, placement(), 0, False, 0]
-
-
-def pack(obj):
-    return msgpack.packb(obj, use_bin_type=True)
-
-
-def frames_of(name, body_fields, bulk=()):
-    body = pack(body_fields)
-    header = pack(["celer", PROTOCOL, TAGS[name], len(body), len(bulk)])
-    return [header, body, *bulk]
-
-
-def hello(register_job="", sender="attacker"):
-    return [b"H", pack(["celer", PROTOCOL, register_job, sender])]
-
-
-# ---------------------------------------------------------------------------------------
-# Processes: memory, descriptors, logs
-
-
-def proc_status(pid):
-    out = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            k, _, v = line.partition(":")
-            if k in ("VmRSS", "VmHWM"):
-                out[k] = int(v.split()[0]) * 1024
-    return out
-
-
-def rss(pid):
-    return proc_status(pid)["VmRSS"]
-
-
-def hwm(pid):
-    return proc_status(pid)["VmHWM"]
-
-
-def reset_hwm(pid):
-    """Resets VmHWM to the current RSS (Linux 4.0+, own processes or root), so that each
-    attack's peak is its own; False where the kernel refuses (then peaks accumulate, which
-    only makes the bounds stricter)."""
-    try:
-        with open(f"/proc/{pid}/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def peak_before(pid):
-    reset_hwm(pid)
-    return hwm(pid)
-
-
-def fds(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def mib(n):
-    return f"{n / MIB:.1f} MiB"
-
-
-def log_lines(path):
-    try:
-        with open(path, errors="replace") as f:
-            return f.read().splitlines()
-    except OSError:
-        return []
-
-
-def socket_inodes(pid):
-    out = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            link = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if link.startswith("socket:["):
-            out.add(link[8:-1])
-    return out
-
-
-def tcp_sockets(pid):
-    """(local port, remote port, state) of the process's IPv4 TCP sockets."""
-    inodes = socket_inodes(pid)
-    out = []
-    with open(f"/proc/{pid}/net/tcp") as f:
-        next(f)
-        for line in f:
-            p = line.split()
-            if p[9] in inodes:
-                out.append((int(p[1].split(":")[1], 16), int(p[2].split(":")[1], 16), p[3]))
-    return out
-
-
-def listening_ports(pid):
-    return [lp for lp, _, st in tcp_sockets(pid) if st == "0A"]
-
-
-def children(pid):
-    """Child processes of `pid` (forked by any of its threads)."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                    out.append(int(d))
-        except (OSError, ValueError, IndexError):
-            pass
-    return out
-
-
-def environ(pid):
-    with open(f"/proc/{pid}/environ", "rb") as f:
-        return f.read()
-
-
-def env_var(raw, name):
-    for kv in raw.split(b"\0"):
-        if kv.startswith(name.encode() + b"="):
-            return kv.split(b"=", 1)[1].decode()
-    return None
 
 
 # ---------------------------------------------------------------------------------------
@@ -692,7 +472,7 @@ class Suite:
         print(f"attacker: job J {self.j:032x} (a real driver, alive throughout)", flush=True)
         self.jpeer = JobPeer(self.ctx, c, self.j)
         check("setup: the victim job is healthy before any attack", self.victim.check()[0],
-              f"actor answers, objects read back, group created")
+              "actor answers, objects read back, group created")
 
     # -- A. No token
 
@@ -1009,7 +789,7 @@ class Suite:
                       rf"heartbeat from job {jshort} refused: only the head and nodes")
         check("C5 heartbeat (for the second node), from job J, is refused", line, f"log: {line!r}")
         fake = random.getrandbits(128)
-        rn = [PROTOCOL, idv(fake), addr(fake, jp.endpoint), resources(CPU=640000), {}, []]
+        rn = [attack_tools.PROTOCOL, idv(fake), addr(fake, jp.endpoint), resources(CPU=640000), {}, []]
         line = denied("register_node", head, HEAD_COMPONENT, rn, c.head_log,
                       rf"register_node from job {jshort} refused: only the head and nodes")
         time.sleep(0.5)
@@ -1223,7 +1003,6 @@ class Suite:
 
 
 def main():
-    global PROTOCOL
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--celer", required=True)
     ap.add_argument("--victim", required=True)
@@ -1234,7 +1013,7 @@ def main():
     v = subprocess.run([args.celer, "--version"], capture_output=True, text=True).stdout
     m = re.search(r"protocol (\d+)", v)
     if m:
-        PROTOCOL = int(m.group(1))
+        attack_tools.PROTOCOL = int(m.group(1))
     random.seed()
     if KNOWN_GAPS:
         print("KNOWN GAPS (expected to fail until fixed):")
