@@ -72,7 +72,8 @@ except ImportError as e:  # pragma: no cover
           "python3-msgpack and python3-nacl)")
     sys.exit(77)
 
-import attack_tools
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import attack_tools  # noqa: E402 (after the check above)
 from attack_tools import (MIB, NIL, NO_ADDR, TAGS, U64, Keys, addr, alive, children, env_var,
                           environ, fds, frames_of, hello, hwm, id_bytes, idv, listening_ports,
                           log_lines, mib, pack, peak_before, random_keypair, resources, rss,
