@@ -18,6 +18,9 @@ packages=(
   iproute2 procps                 # network-namespace tests, process checks
   clang libclang-rt-14-dev llvm   # libFuzzer targets (scripts/fuzz.sh): clang 14, its fuzzer
                                   # and sanitizer runtimes, llvm-symbolizer for their reports
+  python3 python3-zmq python3-msgpack python3-nacl
+                                  # the attacker suite (tests/security/attacker_suite.py):
+                                  # raw ZeroMQ peers, msgpack messages, CURVE keys from a token
 )
 # LibTorch (libtorch-dev) joins this list with the built-in trainer actors that use it.
 
