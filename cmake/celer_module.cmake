@@ -30,7 +30,7 @@ function(celer_add_module name)
   # Inside a function, CMAKE_CURRENT_SOURCE_DIR is the calling module's directory (where a
   # bare "include/" would resolve too); spelled out so the reader need not know that rule.
   # The trailing slash installs the contents, giving <prefix>/include/celer/*.hpp.
-  # A module may have no public headers (store/: the runtime drives it from inside).
+  # A module may have no public headers.
   if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/include)
     install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
   endif()

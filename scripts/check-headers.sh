@@ -3,13 +3,24 @@
 #  1. no public header includes an internal (src/) header or an implementation library
 #     (ZeroMQ, CAF, RocksDB, LibTorch, CUDA); msgpack only in celer/codec.hpp, where it is
 #     the documented value format of the API;
-#  2. each public header compiles on its own.
+#  2. each public header compiles on its own, with only its module's include/ and those of the
+#     modules it depends on (so store's headers cannot lean on the runtime's, DESIGN.md §1).
+# scripts/check-boundaries.sh checks the rest of the module boundaries.
 # Usage: scripts/check-headers.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 status=0
-headers=$( (find runtime/include store/include gpu/include actors/include -name '*.hpp' 2>/dev/null || true) | sort)
+# Each module's include/ and, after it, those its public headers may use (base <- store, gpu
+# <- runtime <- actors).
+declare -A visible=(
+  [runtime/base/include]="runtime/base/include"
+  [store/include]="store/include runtime/base/include"
+  [gpu/include]="gpu/include runtime/base/include"
+  [runtime/include]="runtime/include gpu/include runtime/base/include"
+  [actors/include]="actors/include runtime/include store/include gpu/include runtime/base/include"
+)
+headers=$( (find "${!visible[@]}" -name '*.hpp' 2>/dev/null || true) | sort)
 
 forbidden='#include [<"](zmq|caf/|rocksdb/|torch/|ATen/|cuda|nccl|nvml)|#include "[^"]*src/'
 if grep -nE "$forbidden" $headers; then
@@ -21,14 +32,14 @@ if grep -nE '#include [<"]msgpack' $headers | grep -v '^runtime/include/celer/co
   status=1
 fi
 
-includes=()
-for d in runtime/include store/include gpu/include actors/include; do
-  [[ -d $d ]] && includes+=("-I$d")
-done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for h in $headers; do
   rel=${h#*/include/}
+  includes=()
+  for d in ${visible[${h%%/include/*}/include]}; do
+    [[ -d $d ]] && includes+=("-I$d")
+  done
   printf '#include <%s>\n#include <%s>\n' "$rel" "$rel" > "$tmp/check.cpp"
   if ! g++ -std=c++20 -fsyntax-only -Wall -Wextra -Wpedantic -Werror \
        -Wno-missing-field-initializers "${includes[@]}" "$tmp/check.cpp" 2> "$tmp/err"; then

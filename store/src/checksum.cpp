@@ -1,4 +1,4 @@
-#include "checksum.hpp"
+#include <celer/store/checksum.hpp>
 
 #include <xxhash.h>
 

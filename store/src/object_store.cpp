@@ -1,6 +1,7 @@
-#include "object_store.hpp"
+#include <celer/store/object_store.hpp>
 
 #include "names.hpp"
+#include "spill_db.hpp"
 
 #include <algorithm>
 #include <functional>
@@ -62,6 +63,8 @@ expected<std::unique_ptr<object_store>> object_store::open(config cfg) {
   }
   return s;
 }
+
+object_store::~object_store() = default;  // here, where spill_db is complete
 
 object_store::object_store(config cfg, shm_segment segment, std::unique_ptr<spill_db> db)
   : cfg_(std::move(cfg)), segment_(std::move(segment)), blocks_(segment_.capacity()),

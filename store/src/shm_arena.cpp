@@ -1,4 +1,4 @@
-#include "shm_arena.hpp"
+#include <celer/store/shm_arena.hpp>
 
 #include <cerrno>
 #include <cstdint>

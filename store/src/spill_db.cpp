@@ -1,7 +1,8 @@
 #include "spill_db.hpp"
 
-#include "checksum.hpp"
 #include "names.hpp"
+
+#include <celer/store/checksum.hpp>
 
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>

@@ -7,6 +7,7 @@
 
 #include <celer/error.hpp>
 #include <celer/ids.hpp>
+#include <celer/store/disk_record.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -19,17 +20,6 @@ class DB;
 }
 
 namespace celer::store {
-
-/// What the database records about one object.
-struct disk_record {
-  unique_id id;
-  std::uint64_t size = 0;
-  std::uint64_t checksum = 0;
-  std::uint32_t lead = 0;
-  bool durable = false;
-  unique_id owner;
-  unique_id job;
-};
 
 class spill_db {
 public:

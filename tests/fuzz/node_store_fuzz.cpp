@@ -17,7 +17,7 @@
 #include "fakes/recording_transport.hpp"
 #include "node/node_store.hpp"
 
-#include "checksum.hpp"
+#include <celer/store/checksum.hpp>
 
 #include <chrono>
 #include <cstdlib>

@@ -12,6 +12,7 @@
 
 #include <celer/codec.hpp>
 #include <celer/error.hpp>
+#include <celer/failure.hpp>
 #include <celer/handles.hpp>
 #include <celer/ids.hpp>
 #include <celer/options.hpp>
@@ -175,26 +176,6 @@ struct arg_spec {
   std::string value;
 };
 
-/// Why an object holds an error instead of a value.
-enum class failure_kind : unsigned char {
-  task_error,       ///< remote code threw
-  actor_died,       ///< the actor is dead
-  object_lost,      ///< the object is gone
-  infeasible,       ///< no node can ever satisfy the request
-  invalid_call,     ///< unknown function or mismatched arguments
-  runtime_stopped,  ///< the runtime shut down before the object was made
-  worker_died,      ///< the worker process running the task died
-  node_died,        ///< the node running the task died
-  actor_preempted,  ///< the actor was preempted for higher-priority work
-};
-
-struct failure {
-  failure_kind kind = failure_kind::task_error;
-  error_code code = error_code::internal;
-  std::string message;
-  std::string function, node, worker;
-};
-
 /// The outcome of reading one object: its msgpack payload, or why there is none. A large
 /// object's payload is its bytes in the node's shared memory, mapped while `keep` lives.
 struct fetched {
@@ -208,9 +189,6 @@ struct fetched {
     return mapped != nullptr ? std::string_view(mapped, mapped_size) : std::string_view(payload);
   }
 };
-
-[[noreturn]] void throw_failure(const failure& f);
-celer::error to_error(const failure& f);
 
 using timeout_t = std::optional<std::chrono::nanoseconds>;
 

@@ -4,7 +4,7 @@
 #include "log.hpp"
 #include "scheduler/labels.hpp"
 
-#include "shm_arena.hpp"
+#include <celer/store/shm_arena.hpp>
 
 #include <algorithm>
 #include <thread>

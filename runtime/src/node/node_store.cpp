@@ -2,8 +2,8 @@
 
 #include "log.hpp"
 
-#include "checksum.hpp"
-#include "object_store.hpp"
+#include <celer/store/checksum.hpp>
+#include <celer/store/object_store.hpp>
 
 #include <algorithm>
 #include <cstring>

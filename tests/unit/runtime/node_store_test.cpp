@@ -3,8 +3,8 @@
 #include "fakes/recording_transport.hpp"
 #include "node/node_store.hpp"
 
-#include "checksum.hpp"
-#include "shm_arena.hpp"
+#include <celer/store/checksum.hpp>
+#include <celer/store/shm_arena.hpp>
 
 #include <catch2/catch.hpp>
 

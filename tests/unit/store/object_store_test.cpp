@@ -1,4 +1,4 @@
-#include "object_store.hpp"
+#include <celer/store/object_store.hpp>
 
 #include <catch2/catch.hpp>
 #include <rocksdb/db.h>

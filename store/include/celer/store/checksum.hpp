@@ -1,6 +1,9 @@
 #pragma once
 // Checksums of object bytes (XXH3, 64 bits), checked on restore from disk and after a
-// transfer between nodes.
+// transfer between nodes (the node agent checks each pulled chunk). xxhash stays in
+// store/src/checksum.cpp, behind running_checksum's state.
+//
+//   std::uint64_t sum = checksum(bytes.data(), bytes.size());
 
 #include <cstddef>
 #include <cstdint>

@@ -1,4 +1,7 @@
 #pragma once
+// The store's public face, with <celer/store/shm_arena.hpp> and <celer/store/checksum.hpp>:
+// the node agent (runtime/src/node) holds one object_store and drives it.
+//
 // A node's object store: objects in the node's shared memory (shm_arena), pinned while a
 // writer fills them or a reader maps them, the least recently used unpinned ones spilled to
 // disk (spill_db) when space runs out and restored when read again, durable ones written
@@ -11,14 +14,14 @@
 //   (*s)->seal(id); (*s)->unpin(id);                               // readable, spillable
 //   auto where = (*s)->pin(id);                                    // restores if spilled
 
-#include "shm_arena.hpp"
-#include "spill_db.hpp"
-
 #include <celer/error.hpp>
 #include <celer/ids.hpp>
+#include <celer/store/disk_record.hpp>
+#include <celer/store/shm_arena.hpp>
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <string>
@@ -26,6 +29,8 @@
 #include <vector>
 
 namespace celer::store {
+
+class spill_db;  // the disk tier (RocksDB), private to store/src
 
 class object_store {
 public:
@@ -63,6 +68,7 @@ public:
   /// Creates the shared memory and opens the disk tier; durable objects a previous run of
   /// this node left in `dir` are known again (on disk, restored when read).
   [[nodiscard]] static expected<std::unique_ptr<object_store>> open(config cfg);
+  ~object_store();
 
   [[nodiscard]] const shm_segment& segment() const noexcept { return segment_; }
 

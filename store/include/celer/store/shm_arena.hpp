@@ -1,4 +1,7 @@
 #pragma once
+// Part of the store's public face: the runtime's core worker maps the segment a node's store
+// publishes, and the node agent reads and writes objects in it.
+//
 // One node's shared memory: a memfd the node agent creates and every process on the node
 // maps (by /proc/<pid>/fd/<fd>), and the allocator that hands out its bytes. Objects live at
 // offsets in it, so a reader on the node maps the writer's bytes without a copy.
