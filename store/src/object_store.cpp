@@ -279,6 +279,12 @@ bool object_store::durable(const unique_id& id) const {
   return it != objects_.end() && !it->second.freed && it->second.rec.durable;
 }
 
+std::optional<unique_id> object_store::job_of(const unique_id& id) const {
+  auto it = objects_.find(id);
+  if (it == objects_.end() || it->second.freed) return std::nullopt;
+  return it->second.rec.job;
+}
+
 bool object_store::sealed(const unique_id& id) const {
   auto it = objects_.find(id);
   return it != objects_.end() && !it->second.freed && it->second.sealed;

@@ -17,9 +17,10 @@ node_agent::node_agent(transport& net, worker_launcher& launcher, config cfg)
     std::move(cfg_.gpus), static_cast<std::size_t>(std::max(0.0, cfg_.total.get(protocol::gpu))));
   gpus_ = scheduling::device_pool(cfg_.gpus);
   if (cfg_.store_capacity > 0) {
-    store_ = std::make_unique<node_store>(
-      net_, node_store::config{cfg_.id, cfg_.self, cfg_.head, cfg_.store_capacity,
-                               cfg_.store_dir, cfg_.store_spill});
+    node_store::config sc{cfg_.id, cfg_.self, cfg_.head, cfg_.store_capacity, cfg_.store_dir,
+                          cfg_.store_spill};
+    sc.clock = cfg_.now;  // pulls expire by the node's clock (a made-up one in tests)
+    store_ = std::make_unique<node_store>(net_, std::move(sc));
   }
 }
 
@@ -530,12 +531,22 @@ void node_agent::retire(const worker_id& id, const std::string& why) {
   std::erase(idle_, id);
 }
 
+bool node_agent::owned_by_sender(const job_id& sender, const job_id& owner, const std::string& what) {
+  if (sender.nil() || sender == owner) return true;
+  denials_.warn("permission_denied: job " + sender.short_hex() + " asked about " + what +
+                " of job " + owner.short_hex() + "; refused");
+  return false;
+}
+
 void node_agent::on(protocol::return_lease& m) {
   CELER_LOG(debug, "node", "worker " + m.worker.short_hex() + " returned");
   auto it = workers_.find(m.worker);
   if (it == workers_.end() || it->second.actor_worker || !it->second.busy ||
       it->second.lease_request != m.request) {
     return;  // taken back already (the request was cancelled), maybe lent again since
+  }
+  if (!owned_by_sender(m.sender_job, it->second.job, "the lease of worker " + m.worker.short_hex())) {
+    return;
   }
   reclaim(m.worker, it->second);
 }
@@ -643,6 +654,7 @@ void node_agent::on(protocol::kill_actor& m) {
       return w.spec.kind == protocol::task_kind::actor_creation && w.spec.actor == m.actor;
     });
     if (it != q.tasks.end()) {
+      if (!owned_by_sender(m.sender_job, it->spec.job, "actor " + m.actor.short_hex())) return;
       q.tasks.erase(it);
       --queued_;
       return;
@@ -650,6 +662,7 @@ void node_agent::on(protocol::kill_actor& m) {
   }
   for (auto& [id, w] : workers_) {
     if (w.actor_worker && w.actor == m.actor) {
+      if (!owned_by_sender(m.sender_job, w.job, "actor " + m.actor.short_hex())) return;
       launcher_.terminate(id, w.addr, m.actor);
       return;
     }
@@ -710,6 +723,8 @@ void node_agent::on(protocol::worker_died& m) {
 
 void node_agent::on(protocol::tick&) {
   if (stopping_ || !watch_head()) return;
+  // Store messages expire stuck pulls as they come; a quiet node's expire here.
+  if (store_) store_->expire_pulls();
   const auto now_time = std::chrono::steady_clock::now();
   for (auto& [id, w] : workers_) {
     if (w.preempt_deadline && *w.preempt_deadline <= now_time) stop_preempted(id, w);

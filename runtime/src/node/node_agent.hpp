@@ -9,6 +9,7 @@
 #include "node/node_store.hpp"
 #include "protocol/messages.hpp"
 #include "scheduler/device_pool.hpp"
+#include "transport/rate_limited_log.hpp"
 #include "transport/transport.hpp"
 
 #include <chrono>
@@ -77,7 +78,8 @@ public:
     std::chrono::milliseconds head_missing_after{0};
     std::chrono::milliseconds head_timeout{0};
     std::function<void(const std::string&)> head_lost;
-    /// The clock the head probes are timed by (tests pass a made-up one).
+    /// The clock the head probes and the store's pull expiry are timed by (tests pass a
+    /// made-up one).
     std::function<std::chrono::steady_clock::time_point()> now = [] {
       return std::chrono::steady_clock::now();
     };
@@ -238,6 +240,11 @@ private:
   std::unordered_map<worker_id, std::string> exiting_;
   bool stopping_ = false;
   std::unique_ptr<node_store> store_;
+  /// Requests refused because they name another job's worker or actor (see owned_by_sender).
+  rate_limited_log denials_{"node"};
+  /// True when `sender` (a message's sender_job: nil for the head, nodes and this process)
+  /// may act on a thing of job `owner`; otherwise logs the refusal (rate-limited).
+  bool owned_by_sender(const job_id& sender, const job_id& owner, const std::string& what);
   std::optional<head_watch> head_watch_;
 };
 

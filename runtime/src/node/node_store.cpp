@@ -375,9 +375,25 @@ void node_store::on(protocol::store_release& m) {
 
 void node_store::on(protocol::store_free& m) {
   expire_pulls();
+  std::size_t refused = 0;
+  object_id first_refused;
   for (const auto& id : m.ids) {
     if (pulls_.contains(id)) continue;  // a copy still arriving stays until its job ends
+    if (!m.sender_job.nil()) {
+      // The job recorded at store_create (or at the store_get that pulled the copy here):
+      // the transport checked that the creator named its own job there.
+      if (auto job = store_->job_of(id); job && *job != m.sender_job) {
+        if (refused++ == 0) first_refused = id;
+        continue;
+      }
+    }
     store_->free(id);
+  }
+  if (refused > 0) {
+    refused_frees_ += refused;
+    denials_.warn("permission_denied: job " + m.sender_job.short_hex() + " asked to free " +
+                  std::to_string(refused) + " object(s) of another job (" +
+                  first_refused.short_hex() + (refused > 1 ? ", ..." : "") + "); refused");
   }
 }
 

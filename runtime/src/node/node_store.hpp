@@ -7,6 +7,7 @@
 
 #include "config/knobs.hpp"
 #include "protocol/messages.hpp"
+#include "transport/rate_limited_log.hpp"
 #include "transport/transport.hpp"
 
 #include <chrono>
@@ -56,6 +57,8 @@ public:
   void on(protocol::store_seal& m);
   void on(protocol::store_get& m);
   void on(protocol::store_release& m);
+  /// Frees the objects named. From a job's connection (sender_job set), only that job's
+  /// objects: the others are left and the refusal logged (rate-limited).
   void on(protocol::store_free& m);
   void on(protocol::store_pull& m);
   void on(protocol::store_chunk& m);
@@ -77,6 +80,8 @@ public:
   [[nodiscard]] protocol::store_counters stats() const;
   /// Chunks dropped because no pull asked for them (wrong object, offset or size).
   [[nodiscard]] std::uint64_t dropped_chunks() const noexcept { return dropped_chunks_; }
+  /// Objects a job asked to free that belong to another job (left alone).
+  [[nodiscard]] std::uint64_t refused_frees() const noexcept { return refused_frees_; }
 
 private:
   struct waiter {
@@ -132,6 +137,8 @@ private:
   std::uint64_t dropped_chunks_ = 0;
   std::chrono::steady_clock::time_point drop_log_second_;
   int drop_log_lines_ = 0;
+  std::uint64_t refused_frees_ = 0;
+  rate_limited_log denials_{"store"};
 };
 
 } // namespace celer

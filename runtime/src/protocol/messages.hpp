@@ -1,12 +1,14 @@
 #pragma once
 // Every message that head, node agents, workers and per-process cores exchange. Components
 // speak only these; in embedded mode they travel as CAF messages between actors of one
-// process, in cluster mode the transport encodes them with msgpack (MSGPACK_DEFINE below)
-// and the message's index in `message` is its type tag on the wire.
+// process, in cluster mode the transport encodes them with msgpack (CELER_MSGPACK_DEFINE
+// below: msgpack's MSGPACK_DEFINE, charging a decode's allocations to its budget, see
+// protocol/decode_budget.hpp) and the message's index in `message` is its type tag on the wire.
 //
 // Adding or reordering a field or a message changes the wire: bump celer::protocol_version
 // and docs/protocol.md with it.
 
+#include "protocol/decode_budget.hpp"
 #include "protocol/placement.hpp"
 #include "protocol/resources.hpp"
 
@@ -133,7 +135,7 @@ struct failure_info {
   std::string function;
   std::string node;
   std::string worker;
-  MSGPACK_DEFINE(kind, code, message, function, node, worker)
+  CELER_MSGPACK_DEFINE(kind, code, message, function, node, worker)
 
   [[nodiscard]] detail::failure to_failure() const {
     return {kind, code, message, function, node, worker};
@@ -155,7 +157,7 @@ struct task_arg {
   object_id ref;
   address owner;
   bulk value;
-  MSGPACK_DEFINE(is_ref, ref, owner, value)
+  CELER_MSGPACK_DEFINE(is_ref, ref, owner, value)
 };
 
 /// Everything needed to run a task, create an actor, or call an actor method.
@@ -186,7 +188,7 @@ struct task_spec {
   std::int32_t priority = 0;
   bool preemptible = false;
   std::int64_t preemption_grace_ms = 0;
-  MSGPACK_DEFINE(id, kind, function, args, resources, owner, actor, actor_name, class_type,
+  CELER_MSGPACK_DEFINE(id, kind, function, args, resources, owner, actor, actor_name, class_type,
                  max_concurrency, job, binary, durable, where, priority, preemptible,
                  preemption_grace_ms)
 
@@ -226,7 +228,7 @@ struct object_payload {
   std::uint64_t size = 0;
   /// Bytes before the value in its block (the writer aligned what follows its header).
   std::uint32_t lead = 0;
-  MSGPACK_DEFINE(id, ok, payload, fail, stored, node, node_addr, size, lead)
+  CELER_MSGPACK_DEFINE(id, ok, payload, fail, stored, node, node_addr, size, lead)
 };
 
 // ---- owner core -> its node, node -> head -> node: lend me a worker for tasks shaped like
@@ -237,7 +239,7 @@ struct request_lease {
   bool from_head = false;
   /// Nodes holding the first waiting task's stored arguments, and how many bytes each.
   std::vector<node_bytes> locality;
-  MSGPACK_DEFINE(spec, from_head, locality)
+  CELER_MSGPACK_DEFINE(spec, from_head, locality)
 };
 // ---- node -> owner core (or head -> owner core when no node can ever grant it): the
 // answer to a request_lease. A granted worker runs the owner's tasks of that shape, pushed
@@ -250,13 +252,13 @@ struct lease_reply {
   node_id node;
   address node_addr;
   failure_info fail;
-  MSGPACK_DEFINE(request, ok, worker, worker_addr, node, node_addr, fail)
+  CELER_MSGPACK_DEFINE(request, ok, worker, worker_addr, node, node_addr, fail)
 };
 // ---- owner core -> node (tasks, on a leased worker), node -> worker (actor creation),
 // core -> actor's worker (actor calls)
 struct execute_task {
   task_spec spec;
-  MSGPACK_DEFINE(spec)
+  CELER_MSGPACK_DEFINE(spec)
 };
 // ---- owner core -> node: the owner is done with the worker it leased by `request`; its
 // resources return (a lease the node has already taken back is ignored)
@@ -266,7 +268,7 @@ struct return_lease {
   /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
   /// this process).
   job_id sender_job;
-  MSGPACK_DEFINE(worker, request, sender_job)
+  CELER_MSGPACK_DEFINE(worker, request, sender_job)
 };
 // ---- worker (or node, head) -> owner core: results of one task
 struct task_result {
@@ -275,27 +277,27 @@ struct task_result {
   /// The task waited in get or wait while it ran (its owner then never queues another task
   /// behind one of this function on a worker).
   bool blocked = false;
-  MSGPACK_DEFINE(task, returns, blocked)
+  CELER_MSGPACK_DEFINE(task, returns, blocked)
 };
 // ---- worker -> node: the worker blocks in get (its CPUs are lent out) / resumes
 struct worker_blocked {
   worker_id worker;
-  MSGPACK_DEFINE(worker)
+  CELER_MSGPACK_DEFINE(worker)
 };
 struct worker_unblocked {
   worker_id worker;
-  MSGPACK_DEFINE(worker)
+  CELER_MSGPACK_DEFINE(worker)
 };
 // ---- borrower core -> owner core: send me this object when it is ready
 struct get_object {
   object_id id;
   address requester;
-  MSGPACK_DEFINE(id, requester)
+  CELER_MSGPACK_DEFINE(id, requester)
 };
 // ---- owner core -> borrower core
 struct object_reply {
   object_payload object;
-  MSGPACK_DEFINE(object)
+  CELER_MSGPACK_DEFINE(object)
 };
 // ---- node -> head
 struct register_node {
@@ -306,25 +308,25 @@ struct register_node {
   std::map<std::string, std::string> labels;
   /// Its GPUs, found or declared (total's "GPU" counts them).
   std::vector<gpu::device> gpus;
-  MSGPACK_DEFINE(protocol_version, node, node_address, total, labels, gpus)
+  CELER_MSGPACK_DEFINE(protocol_version, node, node_address, total, labels, gpus)
 };
 // ---- core -> head: register (and name) an actor, then place it
 struct create_actor {
   std::uint64_t request_id = 0;
   address reply_to;
   task_spec spec;
-  MSGPACK_DEFINE(request_id, reply_to, spec)
+  CELER_MSGPACK_DEFINE(request_id, reply_to, spec)
 };
 struct create_actor_reply {
   std::uint64_t request_id = 0;
   bool ok = false;
   failure_info fail;
-  MSGPACK_DEFINE(request_id, ok, fail)
+  CELER_MSGPACK_DEFINE(request_id, ok, fail)
 };
 // ---- head -> node: start this actor when resources allow
 struct start_actor {
   task_spec spec;
-  MSGPACK_DEFINE(spec)
+  CELER_MSGPACK_DEFINE(spec)
 };
 // ---- worker -> head: the actor's constructor returned / threw
 struct actor_started {
@@ -335,7 +337,7 @@ struct actor_started {
   /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
   /// this process).
   job_id sender_job;
-  MSGPACK_DEFINE(actor, worker, gpus, sender_job)
+  CELER_MSGPACK_DEFINE(actor, worker, gpus, sender_job)
 };
 struct actor_failed {
   actor_id actor;
@@ -343,13 +345,13 @@ struct actor_failed {
   /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
   /// this process).
   job_id sender_job;
-  MSGPACK_DEFINE(actor, fail, sender_job)
+  CELER_MSGPACK_DEFINE(actor, fail, sender_job)
 };
 // ---- core -> head: tell me when this actor's state changes (and now)
 struct subscribe_actor {
   actor_id actor;
   address subscriber;
-  MSGPACK_DEFINE(actor, subscriber)
+  CELER_MSGPACK_DEFINE(actor, subscriber)
 };
 // ---- head -> subscribed cores
 struct actor_update {
@@ -357,21 +359,21 @@ struct actor_update {
   actor_state state = actor_state::pending;
   address worker;
   failure_info fail;
-  MSGPACK_DEFINE(actor, state, worker, fail)
+  CELER_MSGPACK_DEFINE(actor, state, worker, fail)
 };
 // ---- core -> head: find a named actor
 struct lookup_actor {
   std::uint64_t request_id = 0;
   address reply_to;
   std::string name;
-  MSGPACK_DEFINE(request_id, reply_to, name)
+  CELER_MSGPACK_DEFINE(request_id, reply_to, name)
 };
 struct lookup_actor_reply {
   std::uint64_t request_id = 0;
   bool found = false;
   actor_id actor;
   std::string class_type;
-  MSGPACK_DEFINE(request_id, found, actor, class_type)
+  CELER_MSGPACK_DEFINE(request_id, found, actor, class_type)
 };
 // ---- core -> head -> node -> worker: stop the actor
 struct kill_actor {
@@ -380,49 +382,49 @@ struct kill_actor {
   /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
   /// this process).
   job_id sender_job;
-  MSGPACK_DEFINE(actor, reason, sender_job)
+  CELER_MSGPACK_DEFINE(actor, reason, sender_job)
 };
 // ---- worker -> node: the actor's worker exited; its resources return
 struct actor_exited {
   actor_id actor;
   worker_id worker;
-  MSGPACK_DEFINE(actor, worker)
+  CELER_MSGPACK_DEFINE(actor, worker)
 };
 // ---- core -> node: what does the node hold and have free
 struct resource_query {
   std::uint64_t request_id = 0;
   address reply_to;
-  MSGPACK_DEFINE(request_id, reply_to)
+  CELER_MSGPACK_DEFINE(request_id, reply_to)
 };
 struct resource_reply {
   std::uint64_t request_id = 0;
   resource_set total;
   resource_set available;
-  MSGPACK_DEFINE(request_id, total, available)
+  CELER_MSGPACK_DEFINE(request_id, total, available)
 };
 // ---- runtime -> component: stop (pending work is dropped, running work finishes)
 struct shutdown_component {
   std::string reason;
-  MSGPACK_DEFINE(reason)
+  CELER_MSGPACK_DEFINE(reason)
 };
 
 // ---- worker process -> node: started and listening at `addr`; send it work
 struct worker_ready {
   worker_id worker;
   address addr;
-  MSGPACK_DEFINE(worker, addr)
+  CELER_MSGPACK_DEFINE(worker, addr)
 };
 // ---- node's process reaper -> node: a worker process exited; node -> lease owner core:
 // the leased worker died (its running tasks fail)
 struct worker_died {
   worker_id worker;
   std::string reason;
-  MSGPACK_DEFINE(worker, reason)
+  CELER_MSGPACK_DEFINE(worker, reason)
 };
 // ---- a process's timer -> its own head or node: time to heartbeat / check liveness
 struct tick {
   std::int32_t unused = 0;
-  MSGPACK_DEFINE(unused)
+  CELER_MSGPACK_DEFINE(unused)
 };
 /// A node's object store in numbers (celer status, metrics, celer::object_store_stats).
 struct store_counters {
@@ -436,7 +438,7 @@ struct store_counters {
   std::uint64_t restored_bytes = 0;
   std::uint64_t pulled_objects = 0;
   std::uint64_t pulled_bytes = 0;
-  MSGPACK_DEFINE(capacity, bytes_in_memory, objects_in_memory, objects_on_disk_only,
+  CELER_MSGPACK_DEFINE(capacity, bytes_in_memory, objects_in_memory, objects_on_disk_only,
                  spilled_objects, spilled_bytes, restored_objects, restored_bytes,
                  pulled_objects, pulled_bytes)
 };
@@ -452,7 +454,7 @@ struct waiting_request {
   /// Filled in by the head for status: why it cannot start.
   std::string why;
   std::int32_t priority = 0;
-  MSGPACK_DEFINE(function, kind, job, need, where, waiting_ms, why, priority)
+  CELER_MSGPACK_DEFINE(function, kind, job, need, where, waiting_ms, why, priority)
 };
 /// A preemption under way on a node: the actor told, what it runs, and how long it has left
 /// (0 once it is being stopped).
@@ -462,7 +464,7 @@ struct preemption_state {
   std::int32_t priority = 0;
   std::int64_t ms_left = 0;
   std::string reason;
-  MSGPACK_DEFINE(actor, function, priority, ms_left, reason)
+  CELER_MSGPACK_DEFINE(actor, function, priority, ms_left, reason)
 };
 struct heartbeat {
   node_id node;
@@ -480,35 +482,35 @@ struct heartbeat {
   std::vector<gpu::sample> gpu_samples;
   /// Actors being preempted here.
   std::vector<preemption_state> preempting;
-  MSGPACK_DEFINE(node, available, queued, workers, store, gpu_free, queued_gpus, waiting,
+  CELER_MSGPACK_DEFINE(node, available, queued, workers, store, gpu_free, queued_gpus, waiting,
                  gpu_samples, preempting)
 };
 // ---- core -> head: tell me when nodes die (cluster mode)
 struct subscribe_cluster {
   address subscriber;
-  MSGPACK_DEFINE(subscriber)
+  CELER_MSGPACK_DEFINE(subscriber)
 };
 // ---- head -> subscribed cores and nodes: a node stopped heartbeating or left
 struct node_died {
   node_id node;
   std::string reason;
-  MSGPACK_DEFINE(node, reason)
+  CELER_MSGPACK_DEFINE(node, reason)
 };
 // ---- driver core -> head -> nodes: the job ended; stop its actors and workers
 struct job_finished {
   job_id job;
-  MSGPACK_DEFINE(job)
+  CELER_MSGPACK_DEFINE(job)
 };
 // ---- driver core -> head, every heartbeat interval: the job's driver is alive
 struct job_heartbeat {
   job_id job;
-  MSGPACK_DEFINE(job)
+  CELER_MSGPACK_DEFINE(job)
 };
 // ---- node -> head -> every node: the process at `endpoint` (a worker) is gone; stop telling
 // it things, take back the workers it leased, drop its lease requests
 struct unsubscribe_cluster {
   std::string endpoint;
-  MSGPACK_DEFINE(endpoint)
+  CELER_MSGPACK_DEFINE(endpoint)
 };
 /// One node as `celer status` shows it.
 struct node_status {
@@ -527,21 +529,21 @@ struct node_status {
   std::vector<waiting_request> waiting;
   std::vector<gpu::sample> gpu_samples;
   std::vector<preemption_state> preempting;
-  MSGPACK_DEFINE(node, addr, alive, dead_reason, total, available, labels, queued, workers,
+  CELER_MSGPACK_DEFINE(node, addr, alive, dead_reason, total, available, labels, queued, workers,
                  store, gpus, gpu_free, waiting, gpu_samples, preempting)
 };
 // ---- any client -> head: the cluster's state
 struct status_query {
   std::uint64_t request_id = 0;
   address reply_to;
-  MSGPACK_DEFINE(request_id, reply_to)
+  CELER_MSGPACK_DEFINE(request_id, reply_to)
 };
 struct status_reply {
   std::uint64_t request_id = 0;
   std::vector<node_status> nodes;
   std::uint32_t actors_alive = 0;
   std::uint32_t actors_pending = 0;
-  MSGPACK_DEFINE(request_id, nodes, actors_alive, actors_pending)
+  CELER_MSGPACK_DEFINE(request_id, nodes, actors_alive, actors_pending)
 };
 
 /// Every message; the index is the wire type tag.
@@ -552,7 +554,7 @@ struct cancel_lease_requests {
   address owner;
   std::vector<task_id> requests;
   bool from_head = false;
-  MSGPACK_DEFINE(owner, requests, from_head)
+  CELER_MSGPACK_DEFINE(owner, requests, from_head)
 };
 
 // ---- core -> its node: make room for an object of `size` bytes in the node's store,
@@ -568,7 +570,7 @@ struct store_create {
   address owner;
   job_id job;
   bool durable = false;
-  MSGPACK_DEFINE(request_id, reply_to, id, size, lead, owner, job, durable)
+  CELER_MSGPACK_DEFINE(request_id, reply_to, id, size, lead, owner, job, durable)
 };
 // ---- core -> its node: the object is written; readable from now on (a durable object is
 // on disk, synced, before the reply)
@@ -576,7 +578,7 @@ struct store_seal {
   std::uint64_t request_id = 0;
   address reply_to;
   object_id id;
-  MSGPACK_DEFINE(request_id, reply_to, id)
+  CELER_MSGPACK_DEFINE(request_id, reply_to, id)
 };
 // ---- core -> its node: pin this object for me and say where it is; when the node has no
 // copy, it pulls one from the node at `source` first (one pull however many ask)
@@ -589,7 +591,7 @@ struct store_get {
   std::uint32_t lead = 0;
   address owner;
   job_id job;
-  MSGPACK_DEFINE(request_id, reply_to, id, source, size, lead, owner, job)
+  CELER_MSGPACK_DEFINE(request_id, reply_to, id, source, size, lead, owner, job)
 };
 // ---- node -> core: the answer to store_create, store_seal and store_get: `size` bytes at
 // `offset` in the node's shared memory `segment` (a path to open) of `capacity` bytes
@@ -603,7 +605,7 @@ struct store_reply {
   /// store_get: the node pulled the object from another node (a new copy to free later).
   bool pulled = false;
   failure_info fail;
-  MSGPACK_DEFINE(request_id, ok, offset, size, segment, capacity, pulled, fail)
+  CELER_MSGPACK_DEFINE(request_id, ok, offset, size, segment, capacity, pulled, fail)
 };
 // ---- core -> its node: one mapping of the object is gone (drops one pin), or a writer
 // gives up an object it created and did not seal
@@ -611,7 +613,7 @@ struct store_release {
   object_id id;
   address client;
   bool abandon = false;
-  MSGPACK_DEFINE(id, client, abandon)
+  CELER_MSGPACK_DEFINE(id, client, abandon)
 };
 // ---- owner core -> every node holding a copy: no reference to these objects remains
 struct store_free {
@@ -619,7 +621,7 @@ struct store_free {
   /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
   /// this process).
   job_id sender_job;
-  MSGPACK_DEFINE(ids, sender_job)
+  CELER_MSGPACK_DEFINE(ids, sender_job)
 };
 // ---- node -> node: send `length` bytes of the object from `offset` (a pull, chunk by chunk)
 struct store_pull {
@@ -628,7 +630,7 @@ struct store_pull {
   object_id id;
   std::uint64_t offset = 0;
   std::uint32_t length = 0;
-  MSGPACK_DEFINE(request_id, reply_to, id, offset, length)
+  CELER_MSGPACK_DEFINE(request_id, reply_to, id, offset, length)
 };
 // ---- node -> node: one chunk of a pull and its checksum, or why there is none
 struct store_chunk {
@@ -639,7 +641,7 @@ struct store_chunk {
   bulk data;
   std::uint64_t checksum = 0;
   failure_info fail;
-  MSGPACK_DEFINE(request_id, id, offset, ok, data, checksum, fail)
+  CELER_MSGPACK_DEFINE(request_id, id, offset, ok, data, checksum, fail)
 };
 
 // ---- node -> head: durable objects this node holds on disk (at start, all it found
@@ -648,21 +650,21 @@ struct store_chunk {
 struct durable_objects {
   node_id node;
   std::vector<object_id> ids;
-  MSGPACK_DEFINE(node, ids)
+  CELER_MSGPACK_DEFINE(node, ids)
 };
 // ---- core -> head: which live node has a durable copy of this object?
 struct locate_object {
   std::uint64_t request_id = 0;
   address reply_to;
   object_id id;
-  MSGPACK_DEFINE(request_id, reply_to, id)
+  CELER_MSGPACK_DEFINE(request_id, reply_to, id)
 };
 struct object_location {
   std::uint64_t request_id = 0;
   bool found = false;
   node_id node;
   address node_addr;
-  MSGPACK_DEFINE(request_id, found, node, node_addr)
+  CELER_MSGPACK_DEFINE(request_id, found, node, node_addr)
 };
 // ---- reader core -> owner core: a copy of the owner's object now lives on `node` too
 // (pulled there for the reader); the owner frees it with the rest
@@ -670,18 +672,18 @@ struct object_copied {
   object_id id;
   node_id node;
   address node_addr;
-  MSGPACK_DEFINE(id, node, node_addr)
+  CELER_MSGPACK_DEFINE(id, node, node_addr)
 };
 // ---- core -> its node: the numbers of the node's object store
 struct store_stats_query {
   std::uint64_t request_id = 0;
   address reply_to;
-  MSGPACK_DEFINE(request_id, reply_to)
+  CELER_MSGPACK_DEFINE(request_id, reply_to)
 };
 struct store_stats_reply {
   std::uint64_t request_id = 0;
   store_counters stats;
-  MSGPACK_DEFINE(request_id, stats)
+  CELER_MSGPACK_DEFINE(request_id, stats)
 };
 
 // ---- core -> head: why does this request (an actor of the cluster, or a task's shape)
@@ -692,12 +694,12 @@ struct explain_placement {
   actor_id actor;  ///< a pending actor (nil: explain `need` and `where`)
   resource_set need;
   placement where;
-  MSGPACK_DEFINE(request_id, reply_to, actor, need, where)
+  CELER_MSGPACK_DEFINE(request_id, reply_to, actor, need, where)
 };
 struct placement_explained {
   std::uint64_t request_id = 0;
   std::string why;  ///< "" when it could start now (or the actor is not pending)
-  MSGPACK_DEFINE(request_id, why)
+  CELER_MSGPACK_DEFINE(request_id, why)
 };
 
 // ---- placement groups. core -> head: reserve these bundles together
@@ -709,14 +711,14 @@ struct create_placement_group {
   bundle_strategy strategy = bundle_strategy::pack;
   std::vector<bundle_spec> bundles;
   job_id job;
-  MSGPACK_DEFINE(request_id, reply_to, id, name, strategy, bundles, job)
+  CELER_MSGPACK_DEFINE(request_id, reply_to, id, name, strategy, bundles, job)
 };
 // ---- head -> core: accepted (it is reserved when resources allow), or never possible
 struct placement_group_reply {
   std::uint64_t request_id = 0;
   bool ok = false;
   failure_info fail;
-  MSGPACK_DEFINE(request_id, ok, fail)
+  CELER_MSGPACK_DEFINE(request_id, ok, fail)
 };
 // ---- core -> head: the group is no longer needed; its bundles and the work in them go
 struct remove_placement_group {
@@ -724,14 +726,14 @@ struct remove_placement_group {
   /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
   /// this process).
   job_id sender_job;
-  MSGPACK_DEFINE(id, sender_job)
+  CELER_MSGPACK_DEFINE(id, sender_job)
 };
 // ---- any client -> head: placement groups (one, or all when id is nil)
 struct placement_group_query {
   std::uint64_t request_id = 0;
   address reply_to;
   placement_group_id id;
-  MSGPACK_DEFINE(request_id, reply_to, id)
+  CELER_MSGPACK_DEFINE(request_id, reply_to, id)
 };
 struct placement_group_info {
   placement_group_id id;
@@ -744,12 +746,12 @@ struct placement_group_info {
   std::vector<node_id> nodes;
   /// Why it is pending, or why it was removed.
   std::string why;
-  MSGPACK_DEFINE(id, name, strategy, state, job, bundles, nodes, why)
+  CELER_MSGPACK_DEFINE(id, name, strategy, state, job, bundles, nodes, why)
 };
 struct placement_group_list {
   std::uint64_t request_id = 0;
   std::vector<placement_group_info> groups;
-  MSGPACK_DEFINE(request_id, groups)
+  CELER_MSGPACK_DEFINE(request_id, groups)
 };
 // ---- head -> node: reserve bundle `index` of a group here; node -> head: done or not
 struct reserve_bundle {
@@ -757,7 +759,7 @@ struct reserve_bundle {
   std::int32_t index = 0;
   bundle_spec bundle;
   job_id job;
-  MSGPACK_DEFINE(group, index, bundle, job)
+  CELER_MSGPACK_DEFINE(group, index, bundle, job)
 };
 struct bundle_reserved {
   placement_group_id group;
@@ -765,7 +767,7 @@ struct bundle_reserved {
   node_id node;
   bool ok = false;
   std::string why;
-  MSGPACK_DEFINE(group, index, node, ok, why)
+  CELER_MSGPACK_DEFINE(group, index, node, ok, why)
 };
 // ---- head -> node: give back these bundles of a group (all when `indices` is empty) and
 // stop the work running in them
@@ -773,7 +775,7 @@ struct return_bundles {
   placement_group_id group;
   std::vector<std::int32_t> indices;
   std::string why;
-  MSGPACK_DEFINE(group, indices, why)
+  CELER_MSGPACK_DEFINE(group, indices, why)
 };
 
 // ---- core -> its node: how busy the calling work's GPUs are (celer::report_gpu_usage;
@@ -782,7 +784,7 @@ struct gpu_usage {
   std::vector<std::int32_t> devices;
   double utilisation = 0;
   std::uint64_t memory_used_bytes = 0;
-  MSGPACK_DEFINE(devices, utilisation, memory_used_bytes)
+  CELER_MSGPACK_DEFINE(devices, utilisation, memory_used_bytes)
 };
 
 // ---- node -> the worker hosting a preemptible actor: a higher-priority request needs its
@@ -792,13 +794,13 @@ struct preempt_actor {
   actor_id actor;
   std::int64_t grace_ms = 0;
   std::string reason;
-  MSGPACK_DEFINE(actor, grace_ms, reason)
+  CELER_MSGPACK_DEFINE(actor, grace_ms, reason)
 };
 // ---- worker -> its node: the actor's preemption callback returned; stop it now
 struct preempt_ready {
   actor_id actor;
   worker_id worker;
-  MSGPACK_DEFINE(actor, worker)
+  CELER_MSGPACK_DEFINE(actor, worker)
 };
 
 /// Who may send a message over the wire (messages.def says it for each).

@@ -3,6 +3,7 @@
 // strategy), the GPUs a node has, and the devices a grant hands out. Part of the wire:
 // changing a field changes celer::protocol_version.
 
+#include "protocol/decode_budget.hpp"
 #include "protocol/resources.hpp"
 
 #include <celer/codec.hpp>
@@ -23,7 +24,7 @@ struct label_selector {
   std::string key;
   label_op op = label_op::equals;
   std::vector<std::string> values;
-  MSGPACK_DEFINE(key, op, values)
+  CELER_MSGPACK_DEFINE(key, op, values)
   bool operator==(const label_selector&) const = default;
 };
 
@@ -38,7 +39,7 @@ struct placement {
   /// placement_group: the group and bundle (-1: any of its bundles).
   placement_group_id group;
   std::int32_t bundle = -1;
-  MSGPACK_DEFINE(how, node, soft, accelerator_type, gpu_memory_bytes, labels, group, bundle)
+  CELER_MSGPACK_DEFINE(how, node, soft, accelerator_type, gpu_memory_bytes, labels, group, bundle)
   bool operator==(const placement&) const = default;
 
   /// Whether anything beyond amounts constrains the devices.
@@ -52,21 +53,21 @@ struct placement {
 struct node_bytes {
   node_id node;
   std::uint64_t bytes = 0;
-  MSGPACK_DEFINE(node, bytes)
+  CELER_MSGPACK_DEFINE(node, bytes)
 };
 
 /// One bundle of a placement group: what it reserves.
 struct bundle_spec {
   resource_set need;
   placement where;  ///< what its GPUs must be (accelerator_type, gpu_memory_bytes)
-  MSGPACK_DEFINE(need, where)
+  CELER_MSGPACK_DEFINE(need, where)
 };
 
 /// A share of one device: `amount` in resource units (resource_unit is a whole device).
 struct gpu_share {
   std::int32_t index = 0;
   std::int64_t amount = 0;
-  MSGPACK_DEFINE(index, amount)
+  CELER_MSGPACK_DEFINE(index, amount)
 };
 
 } // namespace celer::protocol

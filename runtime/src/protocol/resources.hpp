@@ -2,6 +2,8 @@
 // Resource amounts as fixed-point integers (1/10000 of a unit), so that adding and
 // subtracting fractional GPUs never drifts: 0.1 + 0.2 + 0.7 is exactly 1.
 
+#include "protocol/decode_budget.hpp"
+
 #include <celer/codec.hpp>
 #include <celer/error.hpp>
 #include <celer/options.hpp>
@@ -20,7 +22,7 @@ inline constexpr const char* memory = "memory";
 /// A bag of named amounts ("CPU", "GPU", "memory", custom names).
 struct resource_set {
   std::map<std::string, std::int64_t> amounts;
-  MSGPACK_DEFINE(amounts)
+  CELER_MSGPACK_DEFINE(amounts)
 
   void set(const std::string& name, double amount);
   [[nodiscard]] double get(const std::string& name) const;

@@ -459,3 +459,93 @@ TEST_CASE("a node agent whose head comes back before the bound carries on", "[no
   f.tick_at(110s);  // 60 s from that answer
   CHECK(f.lost.size() == 1);
 }
+
+TEST_CASE("a stuck pull on a quiet node expires at the node's tick", "[node][store]") {
+  fakes::recording_transport net;
+  fakes::fake_launcher launcher;
+  std::chrono::steady_clock::time_point now{std::chrono::hours(1)};
+  auto c = node_fixture::make_config(1, 0, address{unique_id::random(), {}});
+  c.store_capacity = 16 << 20;
+  c.now = [&now] { return now; };
+  node_agent node(net, launcher, c);
+  node.start();
+  const address reader{unique_id::random(), {}};
+  const address source{unique_id::random(), "tcp://127.0.0.1:1"};
+  const job_id job = job_id::random();
+  protocol::message get =
+    protocol::store_get{1, reader, object_id::random(), source, 1 << 20, 0, reader, job};
+  node.handle(get);
+  REQUIRE(net.take<protocol::store_pull>().size() == 1);
+  REQUIRE(node.objects()->stats().objects_in_memory == 1);
+
+  // No store message comes; only ticks. One just before the timeout changes nothing.
+  const auto timeout = std::chrono::milliseconds(knobs().object_pull_timeout_ms);
+  REQUIRE(timeout.count() > 0);
+  protocol::message tick = protocol::tick{};
+  now += timeout - std::chrono::milliseconds(1);
+  node.handle(tick);
+  CHECK(net.take<protocol::store_reply>().empty());
+  now += std::chrono::milliseconds(1);
+  node.handle(tick);
+  const auto replies = net.take<protocol::store_reply>();
+  REQUIRE(replies.size() == 1);
+  CHECK(replies[0].first == reader);
+  CHECK_FALSE(replies[0].second.ok);
+  CHECK(replies[0].second.fail.code == error_code::unavailable);
+  CHECK(node.objects()->stats().objects_in_memory == 0);
+}
+
+TEST_CASE("a job cannot return a lease that another job holds", "[node][lease][security]") {
+  node_fixture f(1);
+  auto s = f.task(1);
+  s.job = job_id::random();
+  f.submit(s);
+  const auto g = f.granted();
+  REQUIRE(g.size() == 1);
+  const worker_id w = g[0].second.worker;
+  REQUIRE(f.node.available().get(protocol::cpu) == 0);
+
+  protocol::message forged = protocol::return_lease{w, s.id, job_id::random()};
+  f.node.handle(forged);
+  CHECK(f.node.available().get(protocol::cpu) == 0);  // still lent
+
+  protocol::message own = protocol::return_lease{w, s.id, s.job};
+  f.node.handle(own);
+  CHECK(f.node.available().get(protocol::cpu) == 1);
+}
+
+TEST_CASE("a job cannot kill another job's actor through its node", "[node][actor][security]") {
+  node_fixture f(2);
+  const auto make_actor = [&] {
+    auto spec = f.task(1);
+    spec.kind = protocol::task_kind::actor_creation;
+    spec.actor = actor_id::random();
+    spec.job = job_id::random();
+    return spec;
+  };
+  // One running, one still queued (it needs more CPUs than are left).
+  const auto running = make_actor();
+  protocol::message start = protocol::start_actor{running};
+  f.node.handle(start);
+  REQUIRE(f.started().size() == 1);
+  auto waiting = make_actor();
+  waiting.resources = *protocol::make_request(2, 0, 0, {});
+  start = protocol::start_actor{waiting};
+  f.node.handle(start);
+  REQUIRE(f.node.queued() == 1);
+
+  const job_id other = job_id::random();
+  protocol::message kill = protocol::kill_actor{running.actor, "mine now", other};
+  f.node.handle(kill);
+  kill = protocol::kill_actor{waiting.actor, "mine now", other};
+  f.node.handle(kill);
+  CHECK(f.launcher.terminated.empty());
+  CHECK(f.node.queued() == 1);
+
+  kill = protocol::kill_actor{running.actor, "done", running.job};
+  f.node.handle(kill);
+  CHECK(f.launcher.terminated.size() == 1);
+  kill = protocol::kill_actor{waiting.actor, "done", {}};  // the head (nil): trusted
+  f.node.handle(kill);
+  CHECK(f.node.queued() == 0);
+}

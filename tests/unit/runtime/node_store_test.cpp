@@ -359,3 +359,23 @@ TEST_CASE("a reader waiting for a local writer's seal does not expire", "[store]
   CHECK(replies[0].second.ok);
   CHECK(replies[1].second.ok);
 }
+
+TEST_CASE("a job cannot free another job's objects", "[store][security]") {
+  store_fixture f;
+  const auto id = object_id::random();
+  f.put(id, 1 << 20, 'x');
+  REQUIRE(f.store.stats().bytes_in_memory >= (1u << 20));
+
+  protocol::store_free forged{{id}, job_id::random()};
+  f.store.on(forged);
+  CHECK(f.store.stats().bytes_in_memory >= (1u << 20));
+  CHECK(f.store.refused_frees() == 1);
+  CHECK(f.get(id).ok);  // still readable
+  protocol::store_release done{id, f.client, false};
+  f.store.on(done);
+
+  protocol::store_free own{{id}, f.job};
+  f.store.on(own);
+  CHECK(f.store.stats().bytes_in_memory == 0);
+  CHECK(f.store.refused_frees() == 1);
+}

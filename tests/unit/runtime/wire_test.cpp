@@ -6,7 +6,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <random>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 using namespace celer;
 
@@ -278,8 +283,9 @@ TEST_CASE("a message referencing one bulk frame twice is refused", "[wire][secur
 TEST_CASE("a bulk frame named by a million references costs one copy, then a refusal",
           "[wire][security]") {
   // task_result{task, returns: [payload x n]}: each payload an array whose third field
-  // references bulk frame 0. Without the once rule this asks for n copies of the frame.
-  constexpr std::uint32_t n = 1'000'000;
+  // references bulk frame 0. Without the once rule this asks for n copies of the frame (10 GB;
+  // a million references would be refused sooner, by the decode budget).
+  constexpr std::uint32_t n = 10'000;
   msgpack::sbuffer body;
   msgpack::packer<msgpack::sbuffer> pk(body);
   pk.pack_array(3);
@@ -348,5 +354,214 @@ TEST_CASE("forged lengths inside a message are refused before anything is alloca
     auto r = decode(frames);
     REQUIRE_FALSE(r.has_value());
     CHECK(r.error().code() == error_code::invalid_argument);
+  }
+}
+
+// ---- the decode budget: what a decode may allocate is bounded by what the peer sent.
+
+namespace {
+
+/// msgpack for an array header of `n` elements (array32, whatever n).
+std::string array32(std::uint32_t n) {
+  return std::string{'\xdd', static_cast<char>(n >> 24), static_cast<char>(n >> 16),
+                     static_cast<char>(n >> 8), static_cast<char>(n)};
+}
+std::string map32(std::uint32_t n) {
+  return std::string{'\xdf', static_cast<char>(n >> 24), static_cast<char>(n >> 16),
+                     static_cast<char>(n >> 8), static_cast<char>(n)};
+}
+
+/// Resident bytes of this process now.
+std::size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::size_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+}
+
+/// Runs `decode` in a child process (fork: a copy of this one) and returns how far the
+/// child's peak resident size rose above this process's resident size, in bytes; the
+/// child's exit status says whether the decode was refused (1) or accepted (0).
+struct peak_of_decode {
+  std::size_t growth = 0;
+  int refused = -1;
+};
+template <class F>
+peak_of_decode measure_in_child(F decode) {
+  const std::size_t before = resident_bytes();
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) _exit(decode() ? 0 : 1);
+  int status = 0;
+  rusage usage{};
+  REQUIRE(wait4(pid, &status, 0, &usage) == pid);
+  REQUIRE(WIFEXITED(status));
+  const std::size_t peak = static_cast<std::size_t>(usage.ru_maxrss) * 1024;  // KiB on Linux
+  return {peak > before ? peak - before : 0, WEXITSTATUS(status)};
+}
+
+/// The fewest bytes of budget with which `body` decodes as a T (it must decode with some).
+template <class T>
+std::size_t budget_needed(const std::string& body) {
+  std::size_t low = 0, high = std::size_t{1} << 34;
+  REQUIRE(wire::bounded_unpack<T>(body, "probe", high).has_value());
+  while (low + 1 < high) {
+    const std::size_t mid = low + (high - low) / 2;
+    (wire::bounded_unpack<T>(body, "probe", mid).has_value() ? high : low) = mid;
+  }
+  return high;
+}
+
+protocol::node_status busy_node(int i) {
+  protocol::node_status n;
+  n.node = node_id::random();
+  n.addr = address{unique_id::random(), "tcp://10.0.0." + std::to_string(i % 250) + ":7000"};
+  n.total = *protocol::make_request(64, 8, std::int64_t{256} << 30, {{"ssd", 2}});
+  n.available = *protocol::make_request(12, 3, std::int64_t{100} << 30, {{"ssd", 1}});
+  n.labels = {{"zone", "us-east-1a"}, {"rack", std::to_string(i % 40)}};
+  n.queued = 3;
+  n.workers = 52;
+  n.store.capacity = std::uint64_t{64} << 30;
+  n.store.bytes_in_memory = std::uint64_t{12} << 30;
+  for (int g = 0; g < 8; ++g) {
+    gpu::device d;
+    d.index = g;
+    d.uuid = "GPU-" + std::string(36, 'a');
+    d.model = "H200";
+    d.name = "NVIDIA H200";
+    d.memory_bytes = std::uint64_t{141} << 30;
+    n.gpus.push_back(d);
+    n.gpu_free.push_back(g % 2 == 0 ? 10000 : 0);
+    gpu::sample s;
+    s.index = g;
+    s.utilisation = 0.75;
+    s.memory_used_bytes = std::uint64_t{70} << 30;
+    s.temperature_c = 61;
+    n.gpu_samples.push_back(s);
+  }
+  for (int w = 0; w < 2; ++w) {
+    protocol::waiting_request r;
+    r.function = "train_step";
+    r.job = job_id::random();
+    r.need = *protocol::make_request(1, 1, 0, {});
+    r.waiting_ms = 1200;
+    n.waiting.push_back(r);
+  }
+  return n;
+}
+
+/// A message's body, encoded as the wire sends it.
+std::string body_of(const protocol::message& m) { return wire::encode(m).at(1); }
+
+} // namespace
+
+TEST_CASE("real messages decode well within their budget", "[wire][security]") {
+  struct sample {
+    const char* what;
+    std::string body;
+    std::size_t needed;
+  };
+  std::vector<sample> samples;
+
+  protocol::status_reply status;
+  for (int i = 0; i < 1000; ++i) status.nodes.push_back(busy_node(i));
+  auto body = body_of(status);
+  samples.push_back({"status_reply of 1,000 nodes", body, budget_needed<protocol::status_reply>(body)});
+
+  protocol::execute_task by_ref{sample_spec()};
+  by_ref.spec.args.clear();
+  for (int i = 0; i < 10000; ++i) {
+    by_ref.spec.args.push_back(
+      {true, object_id::random(), address{unique_id::random(), "tcp://10.0.0.7:41234"}, {}});
+  }
+  body = body_of(by_ref);
+  samples.push_back({"a task of 10,000 by-reference arguments", body,
+                     budget_needed<protocol::execute_task>(body)});
+
+  protocol::execute_task by_value{sample_spec()};
+  by_value.spec.args.clear();
+  for (int i = 0; i < 10000; ++i) by_value.spec.args.push_back({false, {}, {}, detail::pack(i)});
+  body = body_of(by_value);
+  samples.push_back({"a task of 10,000 small arguments by value", body,
+                     budget_needed<protocol::execute_task>(body)});
+
+  protocol::store_free free_many;
+  for (int i = 0; i < 100000; ++i) free_many.ids.push_back(object_id::random());
+  body = body_of(free_many);
+  samples.push_back({"store_free of 100,000 ids", body, budget_needed<protocol::store_free>(body)});
+
+  protocol::task_result results;
+  for (int i = 0; i < 10000; ++i) {
+    protocol::object_payload p;
+    p.id = object_id::random();
+    p.ok = true;
+    p.payload = detail::pack(i);
+    results.returns.push_back(p);
+  }
+  body = body_of(results);
+  samples.push_back({"task_result of 10,000 small values", body,
+                     budget_needed<protocol::task_result>(body)});
+
+  for (const auto& s : samples) {
+    const double per_byte = static_cast<double>(s.needed) / static_cast<double>(s.body.size());
+    INFO(s.what << ": " << s.body.size() << " bytes need " << s.needed << " bytes of budget ("
+                << per_byte << " per byte)");
+    // Room to spare counting only the per-byte part (the constant part is for small
+    // messages): the same content would fit at any size up to the ceiling.
+    CHECK(wire::decode_budget_per_byte * s.body.size() >= s.needed * 3 / 2);
+    CHECK(s.needed < wire::decode_budget_for(s.body.size()));
+  }
+}
+
+TEST_CASE("a task_result of a megabyte of empty arrays is refused without allocating for them",
+          "[wire][security]") {
+  // returns: a million empty arrays (one byte each), each standing for an object_payload of
+  // 280 bytes; without a budget the decode alone grew the process by 305 MB.
+  const std::uint32_t n = 1u << 20;
+  std::string body = "\x93\x92\x01\x02" + array32(n) + std::string(n, '\x90') + "\xc2";
+  std::vector<std::string> frames{"", body};
+  frames[0] = header_for(frames, task_result_tag);
+  auto r = decode(frames, std::size_t{256} << 20);
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().code() == error_code::resource_exhausted);
+  const auto peak = measure_in_child([&] { return decode(frames, std::size_t{256} << 20).has_value(); });
+  CHECK(peak.refused == 1);
+  CHECK(peak.growth < (std::size_t{64} << 20));
+}
+
+TEST_CASE("a forged body costs no more than its budget whether it is refused or not", "[wire][security]") {
+  const auto tag_of = [](protocol::message m) { return static_cast<std::uint32_t>(m.index()); };
+  const std::uint32_t n = 1u << 20;
+  struct forged {
+    const char* what;
+    std::uint32_t type;
+    std::string body;
+  };
+  const std::vector<forged> cases{
+    // status_reply{request_id, nodes, ...}: a million empty node_status.
+    {"status nodes", tag_of(protocol::status_reply{}),
+     "\x94\x01" + array32(n) + std::string(n, '\x90') + std::string(2, '\x00')},
+    // register_node{..., labels}: half a million pairs of empty strings.
+    {"labels", tag_of(protocol::register_node{}),
+     "\x96\x07\x92\x01\x02\x92\x92\x01\x02\xa0\x91\x80" + map32(n / 2) +
+       std::string(n, '\xa0') + "\x90"},
+    // store_free{ids}: a third of a million ids of small numbers.
+    {"ids", tag_of(protocol::store_free{}), "\x91" + array32(n / 3) + [&] {
+       std::string s;
+       for (std::uint32_t i = 0; i < n / 3; ++i) s += std::string("\x92\x00\x00", 3);
+       return s;
+     }()},
+    // tick{unused}: a million nils where one int is expected (only msgpack's tree costs).
+    {"tick", tag_of(protocol::tick{}), array32(n) + std::string(n, '\xc0')},
+  };
+  for (const auto& c : cases) {
+    INFO(c.what);
+    std::vector<std::string> frames{"", c.body};
+    frames[0] = header_for(frames, c.type);
+    auto r = decode(frames, std::size_t{256} << 20);
+    if (!r) CHECK(r.error().code() != error_code::internal);
+    const auto peak = measure_in_child([&] { return decode(frames, std::size_t{256} << 20).has_value(); });
+    CAPTURE(c.body.size(), peak.growth, peak.refused);
+    CHECK(peak.growth < wire::decode_budget_for(c.body.size()) + (std::size_t{16} << 20));
   }
 }

@@ -24,6 +24,7 @@
 #include <functional>
 #include <list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -101,6 +102,8 @@ public:
   [[nodiscard]] std::vector<unique_id> durable_ids() const;
   [[nodiscard]] bool durable(const unique_id& id) const;
   [[nodiscard]] bool sealed(const unique_id& id) const;
+  /// The job an object was created (or pulled here) for; nullopt when unknown or freed.
+  [[nodiscard]] std::optional<unique_id> job_of(const unique_id& id) const;
   [[nodiscard]] counters stats() const;
 
 private:
