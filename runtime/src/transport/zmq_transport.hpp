@@ -67,16 +67,16 @@ public:
     /// Largest message accepted (body and bulk frames together); larger ones are refused
     /// unread.
     std::size_t max_body_bytes = 256u << 20;
-    /// Largest single frame: ZeroMQ applies it before the handshake too, so it bounds what a
-    /// peer without keys can make this process hold (per connection, for the handshake
-    /// timeout). A message's frames are each below it (inline values and store chunks are
-    /// a few MiB at most); its whole is max_body_bytes.
-    std::size_t max_frame_bytes = 16u << 20;
     /// CURVE (authenticated and encrypted); false uses PLAIN (authenticated, in clear).
     bool encrypt = true;
     /// A node's head endpoint, asked whose a job key is; empty: this process decides alone
     /// (the head, and a job's processes, which know the only job key they accept).
     std::string key_authority;
+    /// Largest single frame: ZeroMQ applies it before the handshake too, so it bounds what a
+    /// peer without keys can make this process hold (per connection, for the handshake
+    /// timeout). A message's frames are each below it (inline values and store chunks are
+    /// a few MiB at most); its whole is max_body_bytes.
+    std::size_t max_frame_bytes = 16u << 20;
   };
   struct counters {
     std::uint64_t delivered = 0;
