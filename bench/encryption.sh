@@ -53,7 +53,8 @@ runs = {enc: [json.load(open(f"{out}/enc{enc}-round{r}.json")) for r in range(1,
         for enc in (1, 0)}
 names = [x["name"] for x in runs[1][0]["results"] if not x["name"].startswith("floor_")]
 def median(enc, name):
-    vals = [x["value"] for doc in runs[enc] for x in doc["results"] if x["name"] == name]
+    vals = [x["value"] for doc in runs[enc] for x in doc["results"]
+            if x["name"] == name and x.get("value") is not None]
     return statistics.median(vals) if vals else None
 print(f"celer microbenchmark on a local cluster, median of {rounds} alternating rounds")
 head = f"{'workload':<44} {'CURVE':>10} {'PLAIN':>10} {'CURVE vs PLAIN':>15}"
