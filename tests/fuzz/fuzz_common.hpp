@@ -149,8 +149,14 @@ inline std::vector<protocol::message> sample_messages(std::size_t big) {
 /// and small seeds keep the fuzzer fast.
 inline std::vector<std::string> small_frames(const protocol::message& m, std::size_t keep = 8) {
   auto frames = wire::encode(m);
-  for (std::size_t i = 2; i < frames.size(); ++i) frames[i].resize(std::min(keep, frames[i].size()));
+  for (std::size_t i = 1; i < frames.size(); ++i) frames[i].resize(std::min(keep, frames[i].size()));
   return frames;
+}
+
+/// The msgpack body of `m`'s message frame.
+inline std::string body_of(const protocol::message& m) {
+  const auto frames = wire::encode(m);
+  return std::string(wire::split(frames[0])->body);
 }
 
 } // namespace celer::fuzz

@@ -1,7 +1,8 @@
 // libFuzzer target for the decoding of a whole multipart message as the transport receives
-// it: the input is split into frames (fuzz_common.hpp: split_frames; header, body, bulk
-// frames, or any number of anything), and its first byte picks the size limit. Every input
-// must come back as a message or an error; what decodes must encode again.
+// it: the input is split into frames (fuzz_common.hpp: split_frames; the message frame
+// (body, header, the header's length) then bulk frames, or any number of anything), and its
+// first byte picks the size limit. Every input must come back as a message or an error; what
+// decodes must encode again.
 //
 // The transport's own assembly (ZeroMQ routing frames, the hello, per-connection state) is
 // in zmq_transport.cpp and not reached here; see docs/security.md.

@@ -41,9 +41,8 @@ std::string event(std::uint8_t op, const std::string& arg) { return std::string(
 
 template <class T>
 std::string message_event(const T& m) {
-  const auto frames = wire::encode(protocol::message(m));
   for (std::uint8_t i = 0; i < 8; ++i) {
-    if (store_types[i] == fuzz::tag_of<T>()) return event(i, frames[1]);
+    if (store_types[i] == fuzz::tag_of<T>()) return event(i, fuzz::body_of(protocol::message(m)));
   }
   std::abort();
 }
@@ -123,8 +122,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto op = static_cast<std::uint8_t>(frame[0]);
     const std::string_view arg = frame.substr(1);
     if (op < 8) {
-      const std::string header = fuzz::header_for(store_types[op], arg.size(), 0);
-      const std::string_view frames[2] = {header, arg};
+      const std::string frame =
+        wire::message_frame(arg, fuzz::header_for(store_types[op], arg.size(), 0));
+      const std::string_view frames[1] = {frame};
       auto m = wire::decode(frames, /*max_body_bytes=*/1 << 20);
       if (!m) continue;
       std::visit(

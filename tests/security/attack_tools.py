@@ -58,7 +58,7 @@ def message_tags():
 
 
 TAGS = message_tags()
-PROTOCOL = 7  # replaced by what `celer --version` says in main()
+PROTOCOL = 8  # replaced by what `celer --version` says in main()
 
 
 def idv(x):
@@ -105,9 +105,17 @@ def pack(obj):
 
 
 def frames_of(name, body_fields, bulk=()):
+    """A message's frames after its kind and destination: the message frame (body, header,
+    the header's length: docs/protocol.md), then the bulk frames."""
     body = pack(body_fields)
     header = pack(["celer", PROTOCOL, TAGS[name], len(body), len(bulk)])
-    return [header, body, *bulk]
+    return [body + header + bytes([len(header)]), *bulk]
+
+
+def split_message(frame):
+    """The (header, body) of a message frame (without kind and destination)."""
+    n = frame[-1]
+    return msgpack.unpackb(frame[-1 - n:-1], raw=False), frame[:-1 - n]
 
 
 def hello(register_job="", sender="attacker"):

@@ -53,7 +53,7 @@ except ImportError as e:  # pragma: no cover
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import attack_tools  # noqa: E402 (after the check above)
 from attack_tools import (MIB, NIL, NO_ADDR, TAGS, U64, Keys, addr, alive, children, env_var,
-                          environ, fds, frames_of, hello, hwm, id_bytes, idv, listening_ports,
+                          environ, fds, frames_of, split_message, hello, hwm, id_bytes, idv, listening_ports,
                           log_lines, mib, pack, peak_before, random_keypair, resources, rss,
                           task_spec, tcp_sockets)
 
@@ -312,8 +312,8 @@ class JobPeer:
         return None
 
     def send(self, endpoint, dest, name, fields, bulk=()):
-        self.peer(endpoint).send_multipart([b"M", id_bytes(dest), *frames_of(name, fields, bulk)],
-                                           copy=False)
+        first, *rest = frames_of(name, fields, bulk)
+        self.peer(endpoint).send_multipart([b"M" + id_bytes(dest) + first, *rest], copy=False)
 
     def replies(self, timeout):
         """Messages that reached the inbox within `timeout` s: [(name, body)]."""
@@ -325,9 +325,9 @@ class JobPeer:
             if left <= 0 or not self.inbox.poll(int(left * 1000)):
                 return out
             f = self.inbox.recv_multipart()
-            if len(f) >= 5 and f[1] == b"M":
-                h = msgpack.unpackb(f[3], raw=False)
-                out.append((names.get(h[2], str(h[2])), msgpack.unpackb(f[4], raw=False,
+            if len(f) >= 2 and f[1][:1] == b"M" and len(f[1]) > 18:
+                h, body = split_message(f[1][17:])
+                out.append((names.get(h[2], str(h[2])), msgpack.unpackb(body, raw=False,
                                                                        strict_map_key=False)))
 
     def reply(self, name, timeout=5.0):
@@ -599,7 +599,7 @@ class Suite:
         t0 = time.time()
         s = self.jpeer.peer(c.head_endpoint)
         for i in range(5000):
-            s.send_multipart([b"M", bytes(16), b"\x95junk", os.urandom(8)] if i % 2 else
+            s.send_multipart([b"M" + bytes(16) + b"\x95junk" + os.urandom(8)] if i % 2 else
                              [b"Z", b"junk"])
         self.jpeer.hello(c.head_endpoint)  # processed after the junk
         elapsed = time.time() - t0

@@ -48,41 +48,81 @@ expected<hello> decode_hello(std::string_view frame) {
   return h;
 }
 
-std::vector<std::string> encode(const protocol::message& m) {
+namespace {
+
+/// msgpack's packer writing straight into the frame.
+struct string_writer {
+  std::string* out;
+  void write(const char* data, std::size_t n) { out->append(data, n); }
+};
+
+} // namespace
+
+std::vector<std::string> encode(const protocol::message& m, std::string_view prefix) {
   std::vector<std::string> bulk;
+  std::string frame;
+  frame.reserve(prefix.size() + 128);
+  frame.append(prefix);
   protocol::bulk_sink() = &bulk;
-  std::string body;
   try {
-    body = std::visit([](const auto& msg) { return detail::pack(msg); }, m);
+    string_writer w{&frame};
+    std::visit([&](const auto& msg) { msgpack::pack(w, msg); }, m);
   } catch (...) {
     protocol::bulk_sink() = nullptr;
     throw;
   }
   protocol::bulk_sink() = nullptr;
-  header h{std::string(magic), protocol_version, static_cast<std::uint32_t>(m.index()),
-           body.size(), static_cast<std::uint32_t>(bulk.size())};
+  const header h{std::string(magic), protocol_version, static_cast<std::uint32_t>(m.index()),
+                 frame.size() - prefix.size(), static_cast<std::uint32_t>(bulk.size())};
+  const std::size_t before = frame.size();
+  string_writer w{&frame};
+  msgpack::pack(w, h);
+  frame.push_back(static_cast<char>(frame.size() - before));
   std::vector<std::string> frames;
-  frames.reserve(2 + bulk.size());
-  frames.push_back(detail::pack(h));
-  frames.push_back(std::move(body));
+  frames.reserve(1 + bulk.size());
+  frames.push_back(std::move(frame));
   for (auto& b : bulk) frames.push_back(std::move(b));
   return frames;
 }
 
+std::string message_frame(std::string_view body, std::string_view packed_header) {
+  std::string frame;
+  frame.reserve(body.size() + packed_header.size() + 1);
+  frame.append(body);
+  frame.append(packed_header);
+  frame.push_back(static_cast<char>(packed_header.size()));
+  return frame;
+}
+
+expected<frame_parts> split(std::string_view frame) {
+  if (frame.empty()) return error(error_code::invalid_argument, "an empty message frame");
+  const std::size_t header_size = static_cast<unsigned char>(frame.back());
+  if (header_size > max_header_bytes || header_size + 1 > frame.size()) {
+    return error(error_code::invalid_argument,
+                 "a message frame of " + std::to_string(frame.size()) + " bytes says its header has " +
+                   std::to_string(header_size) + " (at most " + std::to_string(max_header_bytes) + ")");
+  }
+  const std::size_t body_size = frame.size() - 1 - header_size;
+  return frame_parts{frame.substr(0, body_size), frame.substr(body_size, header_size)};
+}
+
+expected<header> peek_header(std::string_view frame) {
+  auto parts = split(frame);
+  if (!parts) return parts.error();
+  return bounded_unpack<header>(parts->header, "header");
+}
+
 expected<protocol::message> decode(std::span<const std::string_view> frames,
                                    std::size_t max_body_bytes) {
-  if (frames.size() < 2 || frames.size() > 2 + max_bulk_frames) {
+  if (frames.empty() || frames.size() > 1 + max_bulk_frames) {
     return error(error_code::invalid_argument,
-                 "a message has 2 frames (header, body) and up to " +
-                   std::to_string(max_bulk_frames) + " bulk frames, got " +
-                   std::to_string(frames.size()));
+                 "a message has a message frame and up to " + std::to_string(max_bulk_frames) +
+                   " bulk frames, got " + std::to_string(frames.size()) + " frames");
   }
-  if (frames[0].size() > max_header_bytes) {
-    return error(error_code::invalid_argument,
-                 "header frame of " + std::to_string(frames[0].size()) + " bytes (at most " +
-                   std::to_string(max_header_bytes) + ")");
-  }
-  auto h = bounded_unpack<header>(frames[0], "header");
+  auto parts = split(frames[0]);
+  if (!parts) return parts.error();
+  const std::string_view body = parts->body;
+  auto h = bounded_unpack<header>(parts->header, "header");
   if (!h) return h.error();
   if (h->magic != magic) return error(error_code::invalid_argument, "not a celer message");
   if (h->version != protocol_version) {
@@ -93,31 +133,31 @@ expected<protocol::message> decode(std::span<const std::string_view> frames,
   if (h->type >= decoders.size()) {
     return error(error_code::invalid_argument, "unknown message type " + std::to_string(h->type));
   }
-  std::uint64_t total = frames[1].size();
-  for (std::size_t i = 2; i < frames.size(); ++i) total += frames[i].size();
+  std::uint64_t total = body.size();
+  for (std::size_t i = 1; i < frames.size(); ++i) total += frames[i].size();
   if (h->body_size > max_body_bytes || total > max_body_bytes) {
     return error(error_code::resource_exhausted,
                  "message of " + std::to_string(std::max<std::uint64_t>(h->body_size, total)) +
                    " bytes exceeds the limit of " + std::to_string(max_body_bytes));
   }
-  if (h->body_size != frames[1].size()) {
+  if (h->body_size != body.size()) {
     return error(error_code::invalid_argument,
                  "header says " + std::to_string(h->body_size) + " body bytes, frame has " +
-                   std::to_string(frames[1].size()) + " (truncated?)");
+                   std::to_string(body.size()) + " (truncated?)");
   }
-  if (h->bulk_frames != frames.size() - 2) {
+  if (h->bulk_frames != frames.size() - 1) {
     return error(error_code::invalid_argument,
                  "header says " + std::to_string(h->bulk_frames) + " bulk frames, message has " +
-                   std::to_string(frames.size() - 2));
+                   std::to_string(frames.size() - 1));
   }
-  protocol::bulk_frames bulk(frames.subspan(2));
+  protocol::bulk_frames bulk(frames.subspan(1));
   struct scoped_source {
     explicit scoped_source(protocol::bulk_frames* b) { protocol::bulk_source() = b; }
     ~scoped_source() { protocol::bulk_source() = nullptr; }
     scoped_source(const scoped_source&) = delete;
     scoped_source& operator=(const scoped_source&) = delete;
   } scope(&bulk);
-  auto m = decoders[h->type](frames[1]);
+  auto m = decoders[h->type](body);
   if (m && bulk.used_count != bulk.frames.size()) {
     // The encoder sends only frames it references; an unreferenced one is padding that the
     // receiver would hold for nothing.

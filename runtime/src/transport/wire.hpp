@@ -1,9 +1,11 @@
 #pragma once
-// The wire encoding of protocol messages, for the cluster transport: each message is two
-// frames, a small msgpack header [magic, protocol version, type tag, body size] and the
-// msgpack body of the message struct. Decoding never trusts the peer: sizes, version, tag
-// and every field are checked, and a malformed message is an error value, never a crash,
-// an unbounded allocation or a hang.
+// The wire encoding of protocol messages, for the cluster transport: a message is one frame
+// (the msgpack body of the message struct, then a small msgpack header [magic, protocol
+// version, type tag, body size, bulk frame count], then one byte giving the header's length),
+// followed by a frame per large bulk value. One frame, not two: CURVE seals every frame in a
+// box of its own, and a small message's cost is its boxes. Decoding never trusts the peer:
+// sizes, version, tag and every field are checked, and a malformed message is an error value,
+// never a crash, an unbounded allocation or a hang.
 
 #include "protocol/messages.hpp"
 
@@ -56,14 +58,32 @@ std::string encode_hello(const hello& h);
 /// failed_precondition (another protocol version).
 expected<hello> decode_hello(std::string_view frame);
 
-/// The frames of `m`: header, body, then one frame per large bulk value.
-std::vector<std::string> encode(const protocol::message& m);
+/// The frames of `m`: the message frame (`prefix`, for the transport's own use, then body,
+/// header and the header's length), then one frame per large bulk value. The body is packed
+/// straight into the frame: no copy.
+std::vector<std::string> encode(const protocol::message& m, std::string_view prefix = {});
 
-/// Decodes the frames of one message. Errors: invalid_argument (malformed, truncated,
-/// unknown type, wrong frame count, a bulk frame referenced twice or not at all: each
-/// bulk frame is copied at most once), failed_precondition (another protocol version),
-/// resource_exhausted (body and bulk frames together larger than `max_body_bytes`,
-/// checked before parsing).
+/// A message frame (without prefix) from a body and a packed header of at most 255 bytes:
+/// for tests and fuzzers that forge one part.
+std::string message_frame(std::string_view body, std::string_view packed_header);
+
+/// The parts of a message frame (without prefix). Errors: invalid_argument (no length byte,
+/// a header longer than max_header_bytes or than the frame).
+struct frame_parts {
+  std::string_view body;
+  std::string_view header;
+};
+expected<frame_parts> split(std::string_view frame);
+
+/// The header of a message frame, read alone (to decide on the type before the body).
+/// Errors: as split, and invalid_argument for a malformed header.
+expected<header> peek_header(std::string_view frame);
+
+/// Decodes the frames of one message: the message frame (without prefix), then its bulk
+/// frames. Errors: invalid_argument (malformed, truncated, unknown type, wrong frame count,
+/// a bulk frame referenced twice or not at all: each bulk frame is copied at most once),
+/// failed_precondition (another protocol version), resource_exhausted (body and bulk frames
+/// together larger than `max_body_bytes`, checked before parsing).
 expected<protocol::message> decode(std::span<const std::string_view> frames,
                                    std::size_t max_body_bytes);
 

@@ -21,8 +21,9 @@ namespace celer {
 namespace {
 
 constexpr std::size_t id_bytes = 16;
-/// A message has 5 parts with its routing id, and its bulk frames; more is never valid.
-constexpr std::size_t max_parts = 5 + wire::max_bulk_frames;
+/// A message has 2 parts with its routing id (the routing id; kind, destination and the
+/// message frame together), and its bulk frames; more is never valid.
+constexpr std::size_t max_parts = 2 + wire::max_bulk_frames;
 /// How long closing waits for queued messages to reach live peers.
 constexpr int linger_ms = 1000;
 /// A connection that has not finished its handshake by then is closed (what a peer
@@ -258,13 +259,17 @@ zmq_transport::peer* zmq_transport::peer_for(const std::string& endpoint) {
 bool zmq_transport::send(const address& to, protocol::message m) {
   if (to.endpoint.empty() || to.endpoint == endpoint_) return local_.send(to, std::move(m));
   if (stopped_) return false;
-  auto frames = wire::encode(m);
+  // Kind and destination ride in the message frame: one frame (one CURVE box) for a small
+  // message.
+  char prefix[1 + id_bytes];
+  prefix[0] = 'M';
+  const std::string dest = id_to_bytes(to.id);
+  std::memcpy(prefix + 1, dest.data(), id_bytes);
+  auto frames = wire::encode(m, std::string_view(prefix, sizeof prefix));
   peer* p = peer_for(to.endpoint);
   if (p == nullptr) return false;
   try {
     std::lock_guard lock(p->mutex);
-    p->socket.send(zmq::str_buffer("M"), zmq::send_flags::sndmore);
-    p->socket.send(zmq::buffer(id_to_bytes(to.id)), zmq::send_flags::sndmore);
     for (std::size_t i = 0; i < frames.size(); ++i) {
       p->socket.send(adopt(std::move(frames[i])), i + 1 < frames.size()
                                                      ? zmq::send_flags::sndmore
@@ -587,8 +592,9 @@ void zmq_transport::on_hello(const std::string& rid, std::string_view frame,
   reply(rid, 'A', "");
 }
 
-void zmq_transport::on_frames(const std::vector<std::string_view>& parts, const char* user_id) {
-  const std::string_view kind = parts.size() > 1 ? parts[1] : std::string_view{};
+void zmq_transport::on_frames(std::vector<std::string_view>& parts, const char* user_id) {
+  const std::string_view first = parts.size() > 1 ? parts[1] : std::string_view{};
+  const char kind = first.empty() ? '\0' : first[0];
   // Every connection passed the handshake, so it has an identity; parse it once per run
   // of messages from the same one.
   if (user_id == nullptr || last_user_id_ != user_id) {
@@ -601,17 +607,17 @@ void zmq_transport::on_frames(const std::vector<std::string_view>& parts, const 
     refusals_.warn("dropped a message from a connection without an identity");
     return;
   }
-  if (kind == "H" && parts.size() == 3) {
+  if (kind == 'H' && first.size() == 1 && parts.size() == 3) {
     on_hello(std::string(parts[0]), parts[2], who);
     return;
   }
-  if (kind == "K" || kind == "k") {
+  if ((kind == 'K' || kind == 'k') && first.size() == 1) {
     if (who->role != peer_role::cluster || parts.size() != 4 || parts[2].size() != 32) {
       ++denied_;
       refusals_.warn("dropped a key lookup from " + who->describe());
       return;
     }
-    if (kind == "K") {
+    if (kind == 'K') {
       std::string job;
       {
         std::lock_guard lock(jobs_mutex_);
@@ -630,22 +636,25 @@ void zmq_transport::on_frames(const std::vector<std::string_view>& parts, const 
     }
     return;
   }
-  if (kind != "M" || parts.size() < 5 || parts.size() > max_parts || parts[2].size() != id_bytes) {
+  if (kind != 'M' || first.size() < 1 + id_bytes + 1 || parts.size() > max_parts) {
     ++malformed_;
     refusals_.warn("dropped " + std::to_string(parts.size() - 1) + " frames from " +
-                   who->describe() + " that are no message (expected M, destination, header, body, bulk...)");
+                   who->describe() +
+                   " that are no message (expected 'M', destination and message, then bulk frames)");
     return;
   }
+  const std::string_view destination = first.substr(1, id_bytes);
+  parts[1] = first.substr(1 + id_bytes);  // the message frame, as wire::decode reads it
   // Who may send this type is known from the header alone: a message its sender may never
   // send is refused before its body is decoded.
-  if (auto h = wire::bounded_unpack<wire::header>(parts[3].substr(0, wire::max_header_bytes + 1), "header")) {
+  if (auto h = wire::peek_header(parts[1])) {
     if (auto ok = admit_type(*who, h->type); !ok) {
       ++denied_;
       refusals_.warn(ok.error().to_string());
       return;
     }
   }
-  auto m = wire::decode(std::span<const std::string_view>(parts).subspan(3), opts_.max_body_bytes);
+  auto m = wire::decode(std::span<const std::string_view>(parts).subspan(1), opts_.max_body_bytes);
   if (!m) {
     ++malformed_;
     refusals_.warn("dropped a message from " + who->describe() + ": " + m.error().to_string());
@@ -656,7 +665,7 @@ void zmq_transport::on_frames(const std::vector<std::string_view>& parts, const 
     refusals_.warn(ok.error().to_string());
     return;
   }
-  const address to{id_from_bytes(parts[2]), {}};
+  const address to{id_from_bytes(destination), {}};
   if (auto direct = direct_.find(to.id); direct != direct_.end()) {
     try {
       direct->second(*m);

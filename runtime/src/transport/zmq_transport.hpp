@@ -23,7 +23,8 @@
 // head replies, or refuses it after a second.
 //
 // Frames on a connection (DEALER -> ROUTER):
-//   ['M', destination id (16 bytes), header, body, bulk...]   a protocol message (wire.hpp)
+//   ['M' + destination id (16 bytes) + message frame, bulk...]   a protocol message (wire.hpp):
+//                           one frame, one CURVE box, for a message without bulk values
 //   ['H', hello]            version check, and a driver registering its job (cluster only)
 //   ['K', public key, reply endpoint]      node -> head: whose key is this? (cluster only)
 //   ['k', public key, job id or empty]     head -> node: the answer (cluster only)
@@ -126,7 +127,7 @@ private:
   peer* peer_for(const std::string& endpoint);
   void receive_loop();
   struct zap_request;
-  void on_frames(const std::vector<std::string_view>& parts, const char* user_id);
+  void on_frames(std::vector<std::string_view>& parts, const char* user_id);
   void on_hello(const std::string& rid, std::string_view frame, const peer_identity* who);
   void on_zap();
   void on_event();

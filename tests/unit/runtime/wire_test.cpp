@@ -19,10 +19,31 @@ namespace {
 
 constexpr std::size_t limit = 1 << 20;
 
-expected<protocol::message> decode(const std::vector<std::string>& frames,
-                                   std::size_t max_body = limit) {
+/// wire::decode of frames as they travel: the message frame, then bulk frames.
+expected<protocol::message> decode_wire(const std::vector<std::string>& frames,
+                                        std::size_t max_body = limit) {
   std::vector<std::string_view> views(frames.begin(), frames.end());
   return wire::decode(views, max_body);
+}
+
+/// A message taken apart, for the tests that forge one part: header, body, bulk frames.
+std::vector<std::string> encode(const protocol::message& m) {
+  auto frames = wire::encode(m);
+  auto parts = wire::split(frames[0]);
+  REQUIRE(parts.has_value());
+  std::vector<std::string> out{std::string(parts->header), std::string(parts->body)};
+  out.insert(out.end(), frames.begin() + 1, frames.end());
+  return out;
+}
+
+/// Puts parts together again (header, body, bulk frames) and decodes them.
+expected<protocol::message> decode(const std::vector<std::string>& parts,
+                                   std::size_t max_body = limit) {
+  REQUIRE(parts.size() >= 2);
+  REQUIRE(parts[0].size() < 256);
+  std::vector<std::string> frames{wire::message_frame(parts[1], parts[0])};
+  frames.insert(frames.end(), parts.begin() + 2, parts.end());
+  return decode_wire(frames, max_body);
 }
 
 protocol::task_spec sample_spec() {
@@ -55,8 +76,8 @@ std::vector<protocol::message> every_message() {
 TEST_CASE("every message type round-trips through the wire encoding", "[wire]") {
   for (const auto& m : every_message()) {
     auto frames = wire::encode(m);
-    REQUIRE(frames.size() == 2);
-    auto back = decode(frames);
+    REQUIRE(frames.size() == 1);  // one frame: one CURVE box
+    auto back = decode_wire(frames);
     INFO(protocol::name_of(m));
     REQUIRE(back.has_value());
     REQUIRE(back->index() == m.index());
@@ -65,7 +86,7 @@ TEST_CASE("every message type round-trips through the wire encoding", "[wire]") 
 }
 
 TEST_CASE("a message from another protocol version is refused", "[wire]") {
-  auto frames = wire::encode(protocol::shutdown_component{"x"});
+  auto frames = encode(protocol::shutdown_component{"x"});
   wire::header h{std::string(wire::magic), protocol_version + 1, 22, frames[1].size()};
   frames[0] = detail::pack(h);
   auto r = decode(frames);
@@ -74,7 +95,7 @@ TEST_CASE("a message from another protocol version is refused", "[wire]") {
 }
 
 TEST_CASE("an unknown message type is refused", "[wire]") {
-  auto frames = wire::encode(protocol::shutdown_component{"x"});
+  auto frames = encode(protocol::shutdown_component{"x"});
   frames[0] = detail::pack(wire::header{std::string(wire::magic), protocol_version, 9999,
                                         frames[1].size()});
   auto r = decode(frames);
@@ -83,7 +104,7 @@ TEST_CASE("an unknown message type is refused", "[wire]") {
 }
 
 TEST_CASE("a header claiming a 2 GiB body is refused before anything is read", "[wire]") {
-  auto frames = wire::encode(protocol::shutdown_component{"x"});
+  auto frames = encode(protocol::shutdown_component{"x"});
   frames[0] = detail::pack(
     wire::header{std::string(wire::magic), protocol_version, 22, std::uint64_t{2} << 30});
   auto r = decode(frames);
@@ -108,7 +129,7 @@ TEST_CASE("a body whose lengths claim more than it holds is refused", "[wire]") 
 }
 
 TEST_CASE("truncated frames, wrong frame counts and trailing bytes are refused", "[wire]") {
-  auto frames = wire::encode(protocol::execute_task{sample_spec()});
+  auto frames = encode(protocol::execute_task{sample_spec()});
   for (std::size_t cut = 0; cut < frames[1].size(); cut += 3) {
     auto t = frames;
     t[1].resize(cut);
@@ -119,7 +140,6 @@ TEST_CASE("truncated frames, wrong frame counts and trailing bytes are refused",
     t[0].resize(cut);
     REQUIRE_FALSE(decode(t).has_value());
   }
-  REQUIRE_FALSE(decode({frames[0]}).has_value());
   REQUIRE_FALSE(decode({frames[0], frames[1], frames[1]}).has_value());
   auto trailing = frames;
   trailing[1] += '\x00';
@@ -128,13 +148,48 @@ TEST_CASE("truncated frames, wrong frame counts and trailing bytes are refused",
   REQUIRE_FALSE(decode(trailing).has_value());
 }
 
+TEST_CASE("a message is one frame: body, header, the header's length", "[wire]") {
+  const protocol::message m = protocol::execute_task{sample_spec()};
+  const auto frames = wire::encode(m);
+  REQUIRE(frames.size() == 1);
+  const auto prefixed = wire::encode(m, "M0123456789abcdef");
+  REQUIRE(prefixed.size() == 1);
+  REQUIRE(prefixed[0] == "M0123456789abcdef" + frames[0]);  // the transport's kind and destination
+  auto parts = wire::split(frames[0]);
+  REQUIRE(parts.has_value());
+  REQUIRE(parts->header.size() == static_cast<unsigned char>(frames[0].back()));
+  auto h = wire::peek_header(frames[0]);
+  REQUIRE(h.has_value());
+  REQUIRE(h->type == m.index());
+  REQUIRE(h->body_size == parts->body.size());
+
+  REQUIRE(decode_wire({""}).error().code() == error_code::invalid_argument);
+  // A length byte past 64, or past the frame.
+  auto wrong = frames[0];
+  wrong.back() = static_cast<char>(65);
+  REQUIRE(decode_wire({wrong}).error().code() == error_code::invalid_argument);
+  REQUIRE_FALSE(wire::peek_header(wrong).has_value());
+  REQUIRE(decode_wire({std::string(1, '\x20')}).error().code() == error_code::invalid_argument);
+  // A length that cuts the header short, or reads into the body.
+  for (int delta : {-3, -1, 1, 3}) {
+    auto off = frames[0];
+    off.back() = static_cast<char>(static_cast<int>(parts->header.size()) + delta);
+    REQUIRE_FALSE(decode_wire({off}).has_value());
+  }
+  // A frame cut anywhere.
+  for (std::size_t cut = 0; cut < frames[0].size(); ++cut) {
+    REQUIRE_FALSE(decode_wire({frames[0].substr(0, cut)}).has_value());
+  }
+  REQUIRE_FALSE(decode_wire({}).has_value());
+}
+
 TEST_CASE("generated garbage never crashes any decoder", "[wire][fuzz]") {
   std::mt19937_64 gen(20261129);  // fixed seed: the same inputs every run
   const auto valid = every_message();
   std::size_t refused = 0, accepted = 0;
   for (int round = 0; round < 20000; ++round) {
     const auto& m = valid[static_cast<std::size_t>(round) % valid.size()];
-    auto frames = wire::encode(m);
+    auto frames = encode(m);
     auto& body = frames[1];
     switch (round % 4) {
       case 0:  // random bytes of random length
@@ -204,7 +259,7 @@ TEST_CASE("large values travel as bulk frames after a small body", "[wire]") {
   big.payload = std::string(1 << 20, 'b');
   small.payload = "tiny";
   r.returns = {big, small, big};
-  auto frames = wire::encode(r);
+  auto frames = encode(r);
   REQUIRE(frames.size() == 4);  // header, body, two bulk frames
   REQUIRE(frames[1].size() < 256);
   REQUIRE(frames[2].size() == (1u << 20));
@@ -243,7 +298,7 @@ std::vector<std::string> two_bulk_frames() {
   a.payload = std::string(protocol::bulk::threshold, 'a');
   b.payload = std::string(protocol::bulk::threshold, 'b');
   r.returns = {a, b};
-  auto frames = wire::encode(r);
+  auto frames = encode(r);
   REQUIRE(frames.size() == 4);
   return frames;
 }
@@ -451,7 +506,7 @@ protocol::node_status busy_node(int i) {
 }
 
 /// A message's body, encoded as the wire sends it.
-std::string body_of(const protocol::message& m) { return wire::encode(m).at(1); }
+std::string body_of(const protocol::message& m) { return encode(m).at(1); }
 
 } // namespace
 
