@@ -33,6 +33,25 @@ std::optional<unique_id> unique_id::parse(std::string_view hex) {
   return id;
 }
 
+std::string unique_id::bytes() const {
+  std::string out(16, '\0');
+  for (std::size_t i = 0; i < 8; ++i) {
+    out[i] = static_cast<char>(hi >> (56 - 8 * i));
+    out[8 + i] = static_cast<char>(lo >> (56 - 8 * i));
+  }
+  return out;
+}
+
+std::optional<unique_id> unique_id::from_bytes(std::string_view b) {
+  if (b.size() != 16) return std::nullopt;
+  unique_id id;
+  for (std::size_t i = 0; i < 8; ++i) {
+    id.hi = (id.hi << 8) | static_cast<unsigned char>(b[i]);
+    id.lo = (id.lo << 8) | static_cast<unsigned char>(b[8 + i]);
+  }
+  return id;
+}
+
 unique_id unique_id::random() {
   thread_local std::mt19937_64 gen{std::random_device{}() ^
                                    static_cast<std::uint64_t>(

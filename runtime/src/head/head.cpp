@@ -676,6 +676,7 @@ void head::on(protocol::subscribe_cluster& m) { cluster_subscribers_.push_back(m
 
 void head::on(protocol::job_finished& m) {
   jobs_.erase(m.job);
+  net_.job_ended(m.job);
   for (auto& [gid, g] : groups_) {
     if (g.info.job == m.job) remove_group(g, "removed: its job finished");
   }

@@ -809,6 +809,7 @@ void node_agent::on(protocol::tick&) {
 
 void node_agent::on(protocol::job_finished& m) {
   finished_jobs_.insert(m.job);
+  net_.job_ended(m.job);
   // What the job still leases or asks for comes back (its driver is gone or has shut down);
   // its workers retire.
   withdraw_leases(

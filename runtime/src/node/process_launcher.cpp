@@ -83,7 +83,14 @@ worker_launcher::launched process_launcher::launch(const worker_id& id,
   char* argv[] = {arg0.data(), nullptr};
   const std::string exec_failed = "celer: cannot run worker binary " + binary + ": ";
 
-  const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  // The worker's own reading (its job's output): for this user only, and never through a
+  // link planted in the log directory.
+  const int log_fd =
+    ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (log_fd < 0) {
+    CELER_LOG(warn, "node", "worker " + id.short_hex() + " runs without a log: cannot open " + log +
+                              ": " + std::strerror(errno));
+  }
   const pid_t parent = ::getpid();
   std::unique_lock lock(mutex_);
   const pid_t pid = ::fork();

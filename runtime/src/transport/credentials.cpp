@@ -32,17 +32,8 @@ std::pair<key32, key32> seed_keypair(const key32& seed) {
   return kp;
 }
 
-std::string job_bytes(const job_id& job) {
-  std::string b(16, '\0');
-  for (int i = 0; i < 8; ++i) {
-    b[static_cast<std::size_t>(i)] = static_cast<char>(job.hi >> (56 - 8 * i));
-    b[static_cast<std::size_t>(8 + i)] = static_cast<char>(job.lo >> (56 - 8 * i));
-  }
-  return b;
-}
-
 key32 job_secret_of(const key32& cluster_secret, const job_id& job) {
-  return derive(cluster_secret, "celer/job/v1", job_bytes(job));
+  return derive(cluster_secret, "celer/job/v1", job.bytes());
 }
 
 bool equal32(const key32& a, const key32& b) { return sodium_memcmp(a.data(), b.data(), 32) == 0; }

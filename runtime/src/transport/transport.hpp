@@ -19,6 +19,9 @@ public:
   [[nodiscard]] virtual bool send(const address& to, protocol::message m) = 0;
   /// The process at `endpoint` is gone: drop the connection to it and what is queued there.
   virtual void forget(const std::string& endpoint) { (void)endpoint; }
+  /// Job `job` is over: a process holding its credential is not let in any more (connections
+  /// already open stay, for what its processes still have to say as they stop).
+  virtual void job_ended(const job_id& job) { (void)job; }
 };
 
 } // namespace celer

@@ -42,24 +42,6 @@ constexpr const char* zap_endpoint = "inproc://zeromq.zap.01";
 
 std::string key_bytes(const key32& k) { return std::string(reinterpret_cast<const char*>(k.data()), k.size()); }
 
-std::string id_to_bytes(const unique_id& id) {
-  std::string out(id_bytes, '\0');
-  for (int i = 0; i < 8; ++i) {
-    out[static_cast<std::size_t>(i)] = static_cast<char>(id.hi >> (56 - 8 * i));
-    out[static_cast<std::size_t>(8 + i)] = static_cast<char>(id.lo >> (56 - 8 * i));
-  }
-  return out;
-}
-
-unique_id id_from_bytes(std::string_view b) {
-  unique_id id;
-  for (int i = 0; i < 8; ++i) {
-    id.hi = (id.hi << 8) | static_cast<unsigned char>(b[static_cast<std::size_t>(i)]);
-    id.lo = (id.lo << 8) | static_cast<unsigned char>(b[static_cast<std::size_t>(8 + i)]);
-  }
-  return id;
-}
-
 /// A zmq message that takes the string's buffer instead of copying it (large bodies).
 zmq::message_t adopt(std::string s) {
   if (s.size() < 4096) return zmq::message_t(s.data(), s.size());
@@ -188,10 +170,17 @@ void zmq_transport::register_job(const job_id& job) {
   auto key = opts_.creds.job_public(job);
   if (!key) return;
   std::lock_guard lock(jobs_mutex_);
-  // A node forgets what it learnt and asks again; the head, which answers, keeps them all
-  // (only holders of the secret register jobs).
+  // A node forgets what it learnt and asks again; the head, which answers, keeps every job
+  // until it ends (only holders of the secret register jobs).
   if (job_keys_.size() >= max_job_keys && !opts_.key_authority.empty()) job_keys_.clear();
   job_keys_[key_bytes(*key)] = job;
+}
+
+void zmq_transport::job_ended(const job_id& job) {
+  auto key = opts_.creds.job_public(job);
+  if (!key) return;
+  std::lock_guard lock(jobs_mutex_);
+  job_keys_.erase(key_bytes(*key));
 }
 
 void zmq_transport::connect_options(zmq::socket_t& s, const std::string& endpoint,
@@ -261,11 +250,7 @@ bool zmq_transport::send(const address& to, protocol::message m) {
   if (stopped_) return false;
   // Kind and destination ride in the message frame: one frame (one CURVE box) for a small
   // message.
-  char prefix[1 + id_bytes];
-  prefix[0] = 'M';
-  const std::string dest = id_to_bytes(to.id);
-  std::memcpy(prefix + 1, dest.data(), id_bytes);
-  auto frames = wire::encode(m, std::string_view(prefix, sizeof prefix));
+  auto frames = wire::encode(m, "M" + to.id.bytes());
   peer* p = peer_for(to.endpoint);
   if (p == nullptr) return false;
   try {
@@ -665,7 +650,7 @@ void zmq_transport::on_frames(std::vector<std::string_view>& parts, const char* 
     refusals_.warn(ok.error().to_string());
     return;
   }
-  const address to{id_from_bytes(destination), {}};
+  const address to{*unique_id::from_bytes(destination), {}};
   if (auto direct = direct_.find(to.id); direct != direct_.end()) {
     try {
       direct->second(*m);

@@ -119,6 +119,8 @@ public:
   /// The head's transport: job `job`'s key is accepted from now on (its driver registered
   /// it, or the head started the job itself).
   void register_job(const job_id& job);
+  /// Forgets job `job`'s key: the head refuses it, and answers a node that asks "no job".
+  void job_ended(const job_id& job) override;
 
   [[nodiscard]] counters stats() const;
 

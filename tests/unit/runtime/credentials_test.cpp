@@ -86,6 +86,16 @@ TEST_CASE("identities and job endpoints read back as written", "[security]") {
   REQUIRE(split_endpoint("tcp://h:1#job=nothex").error().code() == error_code::invalid_argument);
 }
 
+TEST_CASE("ids read back from their 16 bytes, big-endian", "[security]") {
+  const unique_id id{0x0102030405060708ULL, 0x090a0b0c0d0e0f10ULL};
+  REQUIRE(id.bytes() == std::string("\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x10", 16));
+  REQUIRE(unique_id::from_bytes(id.bytes()) == id);
+  const auto r = unique_id::random();
+  REQUIRE(unique_id::from_bytes(r.bytes()) == r);
+  REQUIRE_FALSE(unique_id::from_bytes("short"));
+  REQUIRE_FALSE(unique_id::from_bytes(std::string(17, 'x')));
+}
+
 TEST_CASE("the cluster may send any wire message, but never an in-process one", "[security]") {
   const peer_identity cluster{peer_role::cluster, {}};
   protocol::message hb = protocol::heartbeat{};

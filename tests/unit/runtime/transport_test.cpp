@@ -96,14 +96,7 @@ void send_frames(zmq::socket_t& s, const std::vector<std::string>& frames) {
   }
 }
 
-std::string id_bytes(const unique_id& id) {
-  std::string out(16, '\0');
-  for (int i = 0; i < 8; ++i) {
-    out[static_cast<std::size_t>(i)] = static_cast<char>(id.hi >> (56 - 8 * i));
-    out[static_cast<std::size_t>(8 + i)] = static_cast<char>(id.lo >> (56 - 8 * i));
-  }
-  return out;
-}
+std::string id_bytes(const unique_id& id) { return id.bytes(); }
 
 } // namespace
 
@@ -191,6 +184,37 @@ TEST_CASE("a job's processes reach the head once its driver registered the job",
   REQUIRE(worker2.box->wait_for(1, 10s));
   REQUIRE(head.net.send(worker2.box_address(), sample()));
   REQUIRE(worker2.box->wait_for(2, 10s));
+}
+
+TEST_CASE("a job that ended is not let in again, at the head or at a node",
+          "[transport][security]") {
+  endpoint_fixture head(cluster_creds());
+  endpoint_fixture node(cluster_creds(), 1u << 20, true, head.net.endpoint());
+  const job_id job = job_id::random();
+  const auto job_secret = *cluster_creds().job_secret_hex(job);
+  const auto cluster_key = cluster_creds().cluster_public_hex();
+  endpoint_fixture driver(*credentials::for_driver(token, job));
+  REQUIRE(driver.net.probe(head.net.endpoint(), 5s).has_value());  // registers the job
+  REQUIRE(driver.net.send(head.box_address(), protocol::job_heartbeat{job}));
+  REQUIRE(head.box->wait_for(1, 10s));
+  {
+    endpoint_fixture worker(*credentials::for_job(job, job_secret, cluster_key));
+    REQUIRE(worker.net.send(node.box_address(), sample()));  // the node asks the head
+    REQUIRE(node.box->wait_for(1, 10s));
+  }
+  head.net.job_ended(job);
+  node.net.job_ended(job);
+  const auto refused_before = head.net.stats().handshakes_refused;
+  endpoint_fixture late(*credentials::for_job(job, job_secret, cluster_key));
+  REQUIRE(late.net.send(head.box_address(), sample()));
+  REQUIRE(late.net.send(node.box_address(), sample()));
+  REQUIRE(eventually([&] { return head.net.stats().handshakes_refused > refused_before; }));
+  REQUIRE(eventually([&] { return node.net.stats().handshakes_refused >= 1; }));
+  REQUIRE(head.box->size() == 1);
+  REQUIRE(node.box->size() == 1);
+  // The driver's own connection, made before the end, still carries what it has to say.
+  REQUIRE(driver.net.send(head.box_address(), protocol::job_finished{job}));
+  REQUIRE(head.box->wait_for(2, 10s));
 }
 
 TEST_CASE("a node asks the head whose a job key is", "[transport][security]") {

@@ -31,6 +31,10 @@ struct unique_id {
   static unique_id random();
   /// The id `hex()` wrote (32 lowercase hex digits); nullopt for anything else.
   static std::optional<unique_id> parse(std::string_view hex);
+  /// 16 bytes, big-endian: `hi`, then `lo` (the id as the transport and key derivation use it).
+  [[nodiscard]] std::string bytes() const;
+  /// The id `bytes()` wrote; nullopt unless `b` is 16 bytes long.
+  static std::optional<unique_id> from_bytes(std::string_view b);
   friend auto operator<=>(const unique_id&, const unique_id&) = default;
 };
 
