@@ -869,6 +869,29 @@ class Suite:
         now_k = sum(1 for w in c.workers().values() if w[0] == f"{k:032x}")
         check("C9b no worker was started for job K on J's behalf", now_k <= k_workers,
               f"job K's worker processes: {k_workers} before, {now_k} after")
+        # K's stored object lives in the store of its driver's node (the head's own): a
+        # store_get would pin it and say where it lies in the node's shared memory.
+        line = denied("store_get", head, c.head_node_id,
+                      [11, jp.address, idv(v.stored), NO_ADDR, 0, 0, NO_ADDR, idv(j), NIL],
+                      c.head_log, rf"permission_denied: job {jshort} asked to read object")
+        got = [g for g in jp.replies(1.0) if g[0] == "store_reply"]
+        check("C11 store_get of job K's stored object, from job J, is refused", line and not got,
+              f"log: {line!r}; store_replies to J: {len(got)}")
+        # worker_ready naming K's actor's worker at its own address: the node that runs it
+        # would send work there, a node that does not know it would tell it to stop.
+        ports = listening_ports(self.victim_actor_pid)
+        at = addr(self.victim_actor_worker, f"tcp://127.0.0.1:{ports[0]}#job={k:032x}" if ports else "")
+        for what, ep, dest, log in (("the head's node", head, c.head_node_id, c.head_log),
+                                    ("the second node", node, c.node_id, c.node_log)):
+            line = denied("worker_ready", ep, dest, [idv(self.victim_actor_worker), at, NIL], log,
+                          rf"permission_denied: job {jshort} asked about worker_ready of worker")
+            check(f"C12 worker_ready of job K's actor's worker, from job J, to {what}, is refused",
+                  line, f"log: {line!r}")
+        time.sleep(0.5)
+        ok, said = v.check()
+        alive_pid = self.victim_actor_pid in c.workers()
+        check("C12b job K's actor still answers, from the same worker process", ok and alive_pid,
+              f"K: '{said}'; worker pid {self.victim_actor_pid} alive: {alive_pid}")
         self.serving("C")
         self.victim_intact("C")
 

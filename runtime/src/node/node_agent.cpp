@@ -70,6 +70,21 @@ void node_agent::refuse(const protocol::task_spec& spec, const std::string& why)
 }
 
 void node_agent::on(protocol::gpu_usage& m) {
+  if (!m.sender_job.nil()) {
+    // It names no worker: a job reports only devices that one of its workers here sees.
+    for (auto index : m.devices) {
+      const bool seen = std::any_of(workers_.begin(), workers_.end(), [&](const auto& e) {
+        const auto& v = e.second.visible;
+        return e.second.job == m.sender_job && std::find(v.begin(), v.end(), index) != v.end();
+      });
+      if (!seen) {
+        denials_.warn("permission_denied: job " + m.sender_job.short_hex() +
+                      " reported the usage of GPU " + std::to_string(index) +
+                      ", which none of its workers here sees; refused");
+        return;
+      }
+    }
+  }
   for (auto index : m.devices) {
     auto& s = reported_[index];
     s.index = index;
@@ -491,9 +506,9 @@ void node_agent::stop_preempted(const worker_id& id, worker_slot& w) {
 }
 
 void node_agent::on(protocol::preempt_ready& m) {
-  auto it = workers_.find(m.worker);
-  if (it == workers_.end() || it->second.actor != m.actor || !it->second.preempt_deadline) return;
-  stop_preempted(m.worker, it->second);
+  auto* w = worker_of_sender(m.worker, m.sender_job, "preempt_ready");
+  if (w == nullptr || w->actor != m.actor || !w->preempt_deadline) return;
+  stop_preempted(m.worker, *w);
 }
 
 void node_agent::release(worker_slot& w) {
@@ -527,6 +542,7 @@ void node_agent::retire(const worker_id& id, const std::string& why) {
   if (it == workers_.end()) return;
   (void)net_.send(it->second.addr, protocol::shutdown_component{why});
   forget_endpoint(id, it->second.addr, false);
+  if (!it->second.ready) starting_forgotten_[id] = it->second.job;
   workers_.erase(it);
   std::erase(idle_, id);
 }
@@ -536,6 +552,20 @@ bool node_agent::owned_by_sender(const job_id& sender, const job_id& owner, cons
   denials_.warn("permission_denied: job " + sender.short_hex() + " asked about " + what +
                 " of job " + owner.short_hex() + "; refused");
   return false;
+}
+
+node_agent::worker_slot* node_agent::worker_of_sender(const worker_id& id, const job_id& sender,
+                                                      const char* what) {
+  auto it = workers_.find(id);
+  if (it == workers_.end()) return nullptr;
+  // Every worker has a job from the start: take_worker records the job of the work it is
+  // started for, lends it again only to that job (an idle one in the pool included), and
+  // process_launcher gives its process that job's credential alone. So only that job (or
+  // the cluster) speaks for it.
+  if (!owned_by_sender(sender, it->second.job, std::string(what) + " of worker " + id.short_hex())) {
+    return nullptr;
+  }
+  return &it->second;
 }
 
 void node_agent::on(protocol::return_lease& m) {
@@ -604,8 +634,9 @@ void node_agent::on(protocol::unsubscribe_cluster& m) {
 void node_agent::on(protocol::cancel_lease_requests& m) {
   std::unordered_set<task_id> wanted(m.requests.begin(), m.requests.end());
   const std::size_t found =
-    withdraw_leases([&](const address& owner, const task_id& request, const job_id&) {
-      return owner == m.owner && wanted.contains(request);
+    withdraw_leases([&](const address& owner, const task_id& request, const job_id& job) {
+      return owner == m.owner && wanted.contains(request) &&
+             owned_by_sender(m.sender_job, job, "lease request " + request.short_hex());
     });
   if (found < wanted.size() && cfg_.spill_to_head && !m.from_head) {
     (void)net_.send(cfg_.head, std::move(m));  // forwarded: the head asks every node
@@ -614,9 +645,9 @@ void node_agent::on(protocol::cancel_lease_requests& m) {
 
 void node_agent::on(protocol::worker_blocked& m) {
   CELER_LOG(debug, "node", "worker " + m.worker.short_hex() + " blocked");
-  auto it = workers_.find(m.worker);
-  if (it == workers_.end() || !it->second.busy || it->second.blocked) return;
-  auto& w = it->second;
+  auto* found = worker_of_sender(m.worker, m.sender_job, "worker_blocked");
+  if (found == nullptr || !found->busy || found->blocked) return;
+  auto& w = *found;
   w.blocked = true;
   protocol::resource_set lent;
   lent.set(protocol::cpu, w.granted.get(protocol::cpu));
@@ -626,9 +657,9 @@ void node_agent::on(protocol::worker_blocked& m) {
 }
 
 void node_agent::on(protocol::worker_unblocked& m) {
-  auto it = workers_.find(m.worker);
-  if (it == workers_.end() || !it->second.blocked) return;
-  auto& w = it->second;
+  auto* found = worker_of_sender(m.worker, m.sender_job, "worker_unblocked");
+  if (found == nullptr || !found->blocked) return;
+  auto& w = *found;
   w.blocked = false;
   protocol::resource_set lent;
   lent.set(protocol::cpu, w.granted.get(protocol::cpu));
@@ -639,11 +670,11 @@ void node_agent::on(protocol::worker_unblocked& m) {
 }
 
 void node_agent::on(protocol::actor_exited& m) {
-  auto it = workers_.find(m.worker);
-  if (it == workers_.end()) return;
-  release(it->second);
-  forget_endpoint(m.worker, it->second.addr, false);
-  workers_.erase(it);
+  auto* w = worker_of_sender(m.worker, m.sender_job, "actor_exited");
+  if (w == nullptr) return;
+  release(*w);
+  forget_endpoint(m.worker, w->addr, false);
+  workers_.erase(m.worker);
   if (!stopping_) dispatch();
 }
 
@@ -670,10 +701,30 @@ void node_agent::on(protocol::kill_actor& m) {
 }
 
 void node_agent::on(protocol::worker_ready& m) {
+  // The node sends work, and later shutdown_component, to the address given here: from a
+  // job, it must be the worker's own (a worker's address is its id), for a worker of that
+  // job, or the job could have another job's worker stopped or handed work.
+  if (!m.sender_job.nil() && m.addr.id != m.worker) {
+    denials_.warn("permission_denied: job " + m.sender_job.short_hex() + " said worker " +
+                  m.worker.short_hex() + " is ready at the address of " + m.addr.id.short_hex() +
+                  "; refused");
+    return;
+  }
   auto it = workers_.find(m.worker);
   if (it == workers_.end()) {
-    // Forgotten while it started (its job ended, or the node is stopping).
+    // Forgotten while it started (its job ended, or the node is stopping): it is told to
+    // stop, on the word of its own job. A worker never started here has no job: only the
+    // cluster's word counts for it.
+    auto gone = starting_forgotten_.find(m.worker);
+    const job_id job = gone != starting_forgotten_.end() ? gone->second : job_id{};
+    if (!owned_by_sender(m.sender_job, job, "worker_ready of worker " + m.worker.short_hex())) {
+      return;
+    }
+    if (gone != starting_forgotten_.end()) starting_forgotten_.erase(gone);
     (void)net_.send(m.addr, protocol::shutdown_component{"not needed any more"});
+    return;
+  }
+  if (!owned_by_sender(m.sender_job, it->second.job, "worker_ready of worker " + m.worker.short_hex())) {
     return;
   }
   auto& w = it->second;
@@ -687,6 +738,7 @@ void node_agent::on(protocol::worker_ready& m) {
 }
 
 void node_agent::on(protocol::worker_died& m) {
+  starting_forgotten_.erase(m.worker);
   if (auto gone = exiting_.find(m.worker); gone != exiting_.end()) {
     net_.forget(gone->second);
     exiting_.erase(gone);
@@ -834,7 +886,10 @@ void node_agent::on(protocol::shutdown_component& m) {
   stopping_ = true;
   queues_.clear();
   queued_ = 0;
-  for (auto& [id, w] : workers_) (void)net_.send(w.addr, m);
+  for (auto& [id, w] : workers_) {
+    (void)net_.send(w.addr, m);
+    if (!w.ready) starting_forgotten_[id] = w.job;  // told when it says worker_ready
+  }
   workers_.clear();
   idle_.clear();
 }

@@ -238,6 +238,9 @@ private:
   std::unordered_set<job_id> finished_jobs_;
   /// Workers told to stop whose process has not exited yet: their endpoints.
   std::unordered_map<worker_id, std::string> exiting_;
+  /// Workers forgotten before their process said worker_ready, and their jobs: told to stop
+  /// when it does (on their job's word only), dropped when it exits.
+  std::unordered_map<worker_id, job_id> starting_forgotten_;
   bool stopping_ = false;
   std::unique_ptr<node_store> store_;
   /// Requests refused because they name another job's worker or actor (see owned_by_sender).
@@ -245,6 +248,9 @@ private:
   /// True when `sender` (a message's sender_job: nil for the head, nodes and this process)
   /// may act on a thing of job `owner`; otherwise logs the refusal (rate-limited).
   bool owned_by_sender(const job_id& sender, const job_id& owner, const std::string& what);
+  /// The worker `id` names, if it is here and `sender` may speak for it (a message from a
+  /// worker about itself: `what` names the message, for the log); null otherwise.
+  worker_slot* worker_of_sender(const worker_id& id, const job_id& sender, const char* what);
   std::optional<head_watch> head_watch_;
 };
 

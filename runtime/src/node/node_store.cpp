@@ -73,8 +73,21 @@ void node_store::on(protocol::store_create& m) {
   (void)net_.send(m.reply_to, std::move(r));
 }
 
+bool node_store::owned_by_sender(const job_id& sender, const object_id& id, const char* what) {
+  if (sender.nil()) return true;
+  // The job recorded at store_create (or at the store_get that pulled the copy here): the
+  // transport checked that the creator named its own job there.
+  const auto job = store_->job_of(id);
+  if (!job || *job == sender) return true;
+  ++refused_;
+  denials_.warn("permission_denied: job " + sender.short_hex() + " asked to " + what +
+                " object " + id.short_hex() + " of job " + job_id(*job).short_hex() + "; refused");
+  return false;
+}
+
 void node_store::on(protocol::store_seal& m) {
   expire_pulls();
+  if (!owned_by_sender(m.sender_job, m.id, "seal")) return;
   auto sealed = store_->seal(m.id);
   if (!sealed) {
     // Not on disk as asked (a full disk, say): the object is dropped, and the writer told.
@@ -119,6 +132,9 @@ void node_store::answer_get(std::uint64_t request_id, const address& client, con
 
 void node_store::on(protocol::store_get& m) {
   expire_pulls();
+  // A copy here (sealed, being written or being pulled) is read only by its own job. One
+  // not here is pulled for the reader's job, and the node holding it checks that.
+  if (!owned_by_sender(m.sender_job, m.id, "read")) return;
   client_job_[m.reply_to.id] = m.job;
   if (store_->sealed(m.id)) {
     answer_get(m.request_id, m.reply_to, m.id, false);
@@ -158,6 +174,7 @@ void node_store::on(protocol::store_get& m) {
   p.offset = at->offset;
   p.source = m.source;
   p.size = m.size;
+  p.job = m.job;
   do {
     p.request_id = pull_ids_();
   } while (p.request_id == 0);
@@ -180,6 +197,7 @@ void node_store::ask_next_chunks(const object_id& id, pull& p) {
     q.id = id;
     q.offset = p.next;
     q.length = static_cast<std::uint32_t>(std::min(chunk_bytes, p.size - p.next));
+    q.job = p.job;
     p.next += q.length;
     p.in_flight.emplace(q.offset, q.length);
     if (!net_.send(p.source, std::move(q))) {
@@ -197,6 +215,13 @@ void node_store::on(protocol::store_pull& m) {
   c.request_id = m.request_id;
   c.id = m.id;
   c.offset = m.offset;
+  if (!owned_by_sender(m.job, m.id, "pull")) {
+    c.fail = protocol::failure_info::make(detail::failure_kind::object_lost,
+                                          error_code::permission_denied,
+                                          "object " + m.id.hex() + " is another job's");
+    (void)net_.send(m.reply_to, std::move(c));
+    return;
+  }
   auto at = store_->pin(m.id);
   if (!at) {
     c.fail = failure_of(at.error(), detail::failure_kind::object_lost);
@@ -363,6 +388,7 @@ void node_store::drop_client(const unique_id& client) {
 
 void node_store::on(protocol::store_release& m) {
   expire_pulls();
+  if (!owned_by_sender(m.sender_job, m.id, "release")) return;
   unpin_for(m.client, m.id);
   if (!m.abandon) return;
   store_->free(m.id);
@@ -375,25 +401,9 @@ void node_store::on(protocol::store_release& m) {
 
 void node_store::on(protocol::store_free& m) {
   expire_pulls();
-  std::size_t refused = 0;
-  object_id first_refused;
   for (const auto& id : m.ids) {
     if (pulls_.contains(id)) continue;  // a copy still arriving stays until its job ends
-    if (!m.sender_job.nil()) {
-      // The job recorded at store_create (or at the store_get that pulled the copy here):
-      // the transport checked that the creator named its own job there.
-      if (auto job = store_->job_of(id); job && *job != m.sender_job) {
-        if (refused++ == 0) first_refused = id;
-        continue;
-      }
-    }
-    store_->free(id);
-  }
-  if (refused > 0) {
-    refused_frees_ += refused;
-    denials_.warn("permission_denied: job " + m.sender_job.short_hex() + " asked to free " +
-                  std::to_string(refused) + " object(s) of another job (" +
-                  first_refused.short_hex() + (refused > 1 ? ", ..." : "") + "); refused");
+    if (owned_by_sender(m.sender_job, id, "free")) store_->free(id);
   }
 }
 

@@ -53,13 +53,15 @@ public:
   node_store(const node_store&) = delete;
   node_store& operator=(const node_store&) = delete;
 
+  // From a job's connection (sender_job set), seal, get, release and free act only on
+  // objects of that job (the job recorded when the object was created or pulled here):
+  // the others are left, unanswered, and the refusal counted and logged (rate-limited).
   void on(protocol::store_create& m);
   void on(protocol::store_seal& m);
   void on(protocol::store_get& m);
   void on(protocol::store_release& m);
-  /// Frees the objects named. From a job's connection (sender_job set), only that job's
-  /// objects: the others are left and the refusal logged (rate-limited).
   void on(protocol::store_free& m);
+  /// Sends a chunk; of an object of the job the pull names (when it names one) only.
   void on(protocol::store_pull& m);
   void on(protocol::store_chunk& m);
   /// The process at `endpoint` is gone: its mappings are dropped and the objects it owned
@@ -80,8 +82,8 @@ public:
   [[nodiscard]] protocol::store_counters stats() const;
   /// Chunks dropped because no pull asked for them (wrong object, offset or size).
   [[nodiscard]] std::uint64_t dropped_chunks() const noexcept { return dropped_chunks_; }
-  /// Objects a job asked to free that belong to another job (left alone).
-  [[nodiscard]] std::uint64_t refused_frees() const noexcept { return refused_frees_; }
+  /// Objects of another job that a job asked to seal, get, release, free or pull (refused).
+  [[nodiscard]] std::uint64_t refused() const noexcept { return refused_; }
 
 private:
   struct waiter {
@@ -100,6 +102,8 @@ private:
     std::map<std::uint64_t, std::uint32_t> in_flight;
     /// Random, so that a chunk cannot be forged for a pull by guessing a counter.
     std::uint64_t request_id = 0;
+    /// The job the copy is for (store_pull names it to the node holding the object).
+    job_id job;
     /// When the pull started or last received a chunk.
     std::chrono::steady_clock::time_point progress;
     std::vector<waiter> waiters;
@@ -115,6 +119,10 @@ private:
   void unpin_for(const address& client, const object_id& id);
   /// Drops a chunk no pull asked for, saying why in the log (at most a few lines a second).
   void drop_chunk(const protocol::store_chunk& m, const std::string& why);
+  /// True when `sender` (a message's sender_job: nil for head, nodes and this process) may
+  /// act on object `id`: it is not here, or it is recorded under that job. Otherwise
+  /// counts and logs the refusal of `what` (rate-limited).
+  bool owned_by_sender(const job_id& sender, const object_id& id, const char* what);
   [[nodiscard]] std::chrono::steady_clock::time_point now() const;
 
   transport& net_;
@@ -137,7 +145,7 @@ private:
   std::uint64_t dropped_chunks_ = 0;
   std::chrono::steady_clock::time_point drop_log_second_;
   int drop_log_lines_ = 0;
-  std::uint64_t refused_frees_ = 0;
+  std::uint64_t refused_ = 0;
   rate_limited_log denials_{"store"};
 };
 

@@ -282,11 +282,17 @@ struct task_result {
 // ---- worker -> node: the worker blocks in get (its CPUs are lent out) / resumes
 struct worker_blocked {
   worker_id worker;
-  CELER_MSGPACK_DEFINE(worker)
+  /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
+  /// this process).
+  job_id sender_job;
+  CELER_MSGPACK_DEFINE(worker, sender_job)
 };
 struct worker_unblocked {
   worker_id worker;
-  CELER_MSGPACK_DEFINE(worker)
+  /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
+  /// this process).
+  job_id sender_job;
+  CELER_MSGPACK_DEFINE(worker, sender_job)
 };
 // ---- borrower core -> owner core: send me this object when it is ready
 struct get_object {
@@ -388,7 +394,10 @@ struct kill_actor {
 struct actor_exited {
   actor_id actor;
   worker_id worker;
-  CELER_MSGPACK_DEFINE(actor, worker)
+  /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
+  /// this process).
+  job_id sender_job;
+  CELER_MSGPACK_DEFINE(actor, worker, sender_job)
 };
 // ---- core -> node: what does the node hold and have free
 struct resource_query {
@@ -412,7 +421,10 @@ struct shutdown_component {
 struct worker_ready {
   worker_id worker;
   address addr;
-  CELER_MSGPACK_DEFINE(worker, addr)
+  /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
+  /// this process).
+  job_id sender_job;
+  CELER_MSGPACK_DEFINE(worker, addr, sender_job)
 };
 // ---- node's process reaper -> node: a worker process exited; node -> lease owner core:
 // the leased worker died (its running tasks fail)
@@ -554,7 +566,11 @@ struct cancel_lease_requests {
   address owner;
   std::vector<task_id> requests;
   bool from_head = false;
-  CELER_MSGPACK_DEFINE(owner, requests, from_head)
+  /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
+  /// this process). Kept when a node forwards it to the head and the head to every node, so
+  /// that each node checks it against the requests it holds.
+  job_id sender_job;
+  CELER_MSGPACK_DEFINE(owner, requests, from_head, sender_job)
 };
 
 // ---- core -> its node: make room for an object of `size` bytes in the node's store,
@@ -578,7 +594,10 @@ struct store_seal {
   std::uint64_t request_id = 0;
   address reply_to;
   object_id id;
-  CELER_MSGPACK_DEFINE(request_id, reply_to, id)
+  /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
+  /// this process).
+  job_id sender_job;
+  CELER_MSGPACK_DEFINE(request_id, reply_to, id, sender_job)
 };
 // ---- core -> its node: pin this object for me and say where it is; when the node has no
 // copy, it pulls one from the node at `source` first (one pull however many ask)
@@ -590,8 +609,12 @@ struct store_get {
   std::uint64_t size = 0;
   std::uint32_t lead = 0;
   address owner;
+  /// The reader's job: a copy pulled here is recorded under it (freed when it ends).
   job_id job;
-  CELER_MSGPACK_DEFINE(request_id, reply_to, id, source, size, lead, owner, job)
+  /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
+  /// this process).
+  job_id sender_job;
+  CELER_MSGPACK_DEFINE(request_id, reply_to, id, source, size, lead, owner, job, sender_job)
 };
 // ---- node -> core: the answer to store_create, store_seal and store_get: `size` bytes at
 // `offset` in the node's shared memory `segment` (a path to open) of `capacity` bytes
@@ -613,7 +636,10 @@ struct store_release {
   object_id id;
   address client;
   bool abandon = false;
-  CELER_MSGPACK_DEFINE(id, client, abandon)
+  /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
+  /// this process).
+  job_id sender_job;
+  CELER_MSGPACK_DEFINE(id, client, abandon, sender_job)
 };
 // ---- owner core -> every node holding a copy: no reference to these objects remains
 struct store_free {
@@ -630,7 +656,10 @@ struct store_pull {
   object_id id;
   std::uint64_t offset = 0;
   std::uint32_t length = 0;
-  CELER_MSGPACK_DEFINE(request_id, reply_to, id, offset, length)
+  /// The job of the reader the copy is for (store_get's checked `job`): the node holding
+  /// the object sends only that job's objects (nil: not checked).
+  job_id job;
+  CELER_MSGPACK_DEFINE(request_id, reply_to, id, offset, length, job)
 };
 // ---- node -> node: one chunk of a pull and its checksum, or why there is none
 struct store_chunk {
@@ -784,7 +813,10 @@ struct gpu_usage {
   std::vector<std::int32_t> devices;
   double utilisation = 0;
   std::uint64_t memory_used_bytes = 0;
-  CELER_MSGPACK_DEFINE(devices, utilisation, memory_used_bytes)
+  /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
+  /// this process).
+  job_id sender_job;
+  CELER_MSGPACK_DEFINE(devices, utilisation, memory_used_bytes, sender_job)
 };
 
 // ---- node -> the worker hosting a preemptible actor: a higher-priority request needs its
@@ -800,7 +832,10 @@ struct preempt_actor {
 struct preempt_ready {
   actor_id actor;
   worker_id worker;
-  CELER_MSGPACK_DEFINE(actor, worker)
+  /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
+  /// this process).
+  job_id sender_job;
+  CELER_MSGPACK_DEFINE(actor, worker, sender_job)
 };
 
 /// Who may send a message over the wire (messages.def says it for each).

@@ -7,9 +7,14 @@
 //     declare a worker dead or speak for a node).
 //   - From a job's driver or worker, one marked `any`, and only about its own job: a `job`
 //     or `spec.job` field must name the sender's job (a nil spec.job, an actor call's, is
-//     set to it), and a `sender_job` field is set to it,
-//     so that the head and nodes check the actor, group, lease or object it names against
-//     what they hold.
+//     set to it), and a `sender_job` field is set to it, so that the head and nodes check
+//     what it names against what they hold: the head the actor or group (kill_actor,
+//     actor_started, actor_failed, remove_placement_group); a node the worker (a worker's
+//     messages about itself, return_lease), the GPUs (gpu_usage), the actor (kill_actor),
+//     the lease requests (cancel_lease_requests) or the object (store_seal, store_get,
+//     store_release, store_free; store_pull carries the reader's job between nodes).
+//     Not checked: the addresses a message gives for answers (reply_to, owner), which a
+//     job could point at another job's process whose id it knows.
 // Refusals are permission_denied, with what was refused and why.
 
 #include "protocol/messages.hpp"

@@ -144,6 +144,32 @@ TEST_CASE("a job may send only messages about its own job", "[security]") {
   protocol::message freed = protocol::store_free{{object_id::random()}, other};
   REQUIRE(admit(who, freed).has_value());
   REQUIRE(std::get<protocol::store_free>(freed).sender_job == job);
+  // So are a worker's messages about itself, lease cancellations and store requests, which
+  // the node checks against the worker, request or object they name.
+  protocol::store_get get;
+  get.job = job;
+  for (protocol::message m :
+       {protocol::message{protocol::worker_ready{{}, {}, other}},
+        protocol::message{protocol::worker_blocked{{}, other}},
+        protocol::message{protocol::worker_unblocked{{}, other}},
+        protocol::message{protocol::actor_exited{{}, {}, other}},
+        protocol::message{protocol::preempt_ready{{}, {}, other}},
+        protocol::message{protocol::gpu_usage{{}, 0, 0, other}},
+        protocol::message{protocol::cancel_lease_requests{{}, {}, false, other}},
+        protocol::message{protocol::store_seal{0, {}, {}, other}}, protocol::message{get},
+        protocol::message{protocol::store_release{{}, {}, false, other}}}) {
+    INFO(protocol::name_of(m));
+    REQUIRE(admit(who, m).has_value());
+    std::visit(
+      [&](const auto& x) {
+        if constexpr (requires { x.sender_job; }) {
+          CHECK(x.sender_job == job);
+        } else {
+          FAIL("no sender_job");
+        }
+      },
+      m);
+  }
 }
 
 TEST_CASE("docs/protocol.md holds the table messages.def makes", "[security][docs]") {

@@ -81,6 +81,7 @@ TEST_CASE("a pull writes checked chunks and serves every reader that waited", "[
   REQUIRE(asked.size() == 2);  // both chunks at once, for both readers
   for (auto& [to, pull] : asked) {
     CHECK(to == source);
+    CHECK(pull.job == f.job);  // the node holding it checks the job it names
     protocol::store_chunk c;
     c.request_id = pull.request_id;
     c.id = id;
@@ -369,7 +370,7 @@ TEST_CASE("a job cannot free another job's objects", "[store][security]") {
   protocol::store_free forged{{id}, job_id::random()};
   f.store.on(forged);
   CHECK(f.store.stats().bytes_in_memory >= (1u << 20));
-  CHECK(f.store.refused_frees() == 1);
+  CHECK(f.store.refused() == 1);
   CHECK(f.get(id).ok);  // still readable
   protocol::store_release done{id, f.client, false};
   f.store.on(done);
@@ -377,5 +378,79 @@ TEST_CASE("a job cannot free another job's objects", "[store][security]") {
   protocol::store_free own{{id}, f.job};
   f.store.on(own);
   CHECK(f.store.stats().bytes_in_memory == 0);
-  CHECK(f.store.refused_frees() == 1);
+  CHECK(f.store.refused() == 1);
+}
+
+TEST_CASE("a job cannot read or release another job's objects", "[store][security]") {
+  store_fixture f;
+  const auto id = object_id::random();
+  f.put(id, 1 << 20, 'x');
+  const job_id other = job_id::random();
+  const address thief{unique_id::random(), {}};
+
+  protocol::store_get read{++f.next, thief, id, {}, 0, 0, thief, other, other};
+  f.store.on(read);
+  CHECK(f.net.take<protocol::store_reply>().empty());  // no pin, no segment, no offset
+  CHECK(f.store.refused() == 1);
+
+  protocol::store_get own{++f.next, f.client, id, {}, 0, 0, f.client, f.job, f.job};
+  f.store.on(own);
+  REQUIRE(f.reply().ok);
+  // A release in the reader's name (abandon: the writer gives the object up) is refused.
+  protocol::store_release forged{id, f.client, /*abandon=*/true, other};
+  f.store.on(forged);
+  CHECK(f.store.refused() == 2);
+  CHECK(f.get(id).ok);  // still there
+  protocol::store_release done{id, f.client, false, f.job};
+  f.store.on(done);
+  CHECK(f.store.refused() == 2);
+}
+
+TEST_CASE("a job cannot seal another job's object while it is written", "[store][security]") {
+  store_fixture f;
+  const auto id = object_id::random();
+  protocol::store_create c{++f.next, f.client, id, 100, 0, f.client, f.job, false};
+  f.store.on(c);
+  REQUIRE(f.reply().ok);
+
+  protocol::store_seal forged{++f.next, address{unique_id::random(), {}}, id, job_id::random()};
+  f.store.on(forged);
+  CHECK(f.net.take<protocol::store_reply>().empty());
+  CHECK(f.store.refused() == 1);
+  // Not readable yet: a reader of its job waits for the writer's seal.
+  protocol::store_get g{++f.next, address{unique_id::random(), {}}, id, {}, 100, 0, f.client,
+                        f.job, f.job};
+  f.store.on(g);
+  CHECK(f.net.take<protocol::store_reply>().empty());
+
+  protocol::store_seal own{++f.next, f.client, id, f.job};
+  f.store.on(own);
+  const auto replies = f.net.take<protocol::store_reply>();
+  REQUIRE(replies.size() == 2);  // the writer's seal and the waiting reader
+  CHECK(replies[0].second.ok);
+  CHECK(replies[1].second.ok);
+}
+
+TEST_CASE("a node sends an object's chunks only to a pull for the object's job",
+          "[store][security]") {
+  store_fixture f;
+  const auto id = object_id::random();
+  f.put(id, 1000, 'x');
+  const address puller{unique_id::random(), "tcp://127.0.0.1:9"};
+
+  protocol::store_pull theirs{7, puller, id, 0, 1000, job_id::random()};
+  f.store.on(theirs);
+  auto chunks = f.net.take<protocol::store_chunk>();
+  REQUIRE(chunks.size() == 1);
+  CHECK_FALSE(chunks[0].second.ok);
+  CHECK(chunks[0].second.data.empty());
+  CHECK(chunks[0].second.fail.code == error_code::permission_denied);
+  CHECK(f.store.refused() == 1);
+
+  protocol::store_pull own{8, puller, id, 0, 1000, f.job};
+  f.store.on(own);
+  chunks = f.net.take<protocol::store_chunk>();
+  REQUIRE(chunks.size() == 1);
+  CHECK(chunks[0].second.ok);
+  CHECK(chunks[0].second.data == std::string(1000, 'x'));
 }
