@@ -7,8 +7,12 @@
 namespace celer {
 
 head::head(transport& net, address self, std::chrono::milliseconds node_timeout,
-           double spread_threshold)
-  : net_(net), self_(std::move(self)), node_timeout_(node_timeout), view_(spread_threshold) {}
+           double spread_threshold, clock now)
+  : net_(net),
+    self_(std::move(self)),
+    node_timeout_(node_timeout),
+    now_(now ? std::move(now) : clock([] { return std::chrono::steady_clock::now(); })),
+    view_(spread_threshold) {}
 
 void head::handle(protocol::message& m) {
   std::visit(
@@ -34,7 +38,7 @@ void head::on(protocol::register_node& m) {
   n.addr = m.node_address;
   n.alive = true;
   n.dead_reason.clear();
-  n.last_seen = std::chrono::steady_clock::now();
+  n.last_seen = now_();
   n.waiting.clear();
   std::string gpus;
   for (const auto& d : m.gpus) gpus += (gpus.empty() ? " (" : ", ") + d.name;
@@ -521,9 +525,17 @@ void head::on(protocol::kill_actor& m) {
 
 void head::on(protocol::heartbeat& m) {
   auto it = nodes_.find(m.node);
-  if (it == nodes_.end() || !it->second.alive) return;  // declared dead: stays dead
+  if (it == nodes_.end()) return;
   auto& n = it->second;
-  n.last_seen = std::chrono::steady_clock::now();
+  if (!n.alive) {
+    // Declared dead, it stays dead: its work has failed over and its owners were told. It
+    // hears so on each heartbeat until it goes (a node leaves when told; restarted, it
+    // joins as a new node).
+    (void)net_.send(n.addr, protocol::node_died{m.node, "the head declared this node dead earlier (" +
+                                                          n.dead_reason + ")"});
+    return;
+  }
+  n.last_seen = now_();
   n.workers = m.workers;
   n.store = m.store;
   n.waiting = std::move(m.waiting);
@@ -532,7 +544,7 @@ void head::on(protocol::heartbeat& m) {
   view_.refresh(m.node, m.available, m.gpu_free, m.queued, m.queued_gpus);
 }
 
-void head::on(protocol::job_heartbeat& m) { jobs_[m.job] = std::chrono::steady_clock::now(); }
+void head::on(protocol::job_heartbeat& m) { jobs_[m.job] = now_(); }
 
 void head::on(protocol::unsubscribe_cluster& m) {
   std::erase_if(cluster_subscribers_, [&](const address& a) { return a.endpoint == m.endpoint; });
@@ -548,7 +560,7 @@ void head::on(protocol::tick&) {
     if (g.info.state == protocol::group_state::pending) try_reserve(g);
   }
   if (node_timeout_.count() <= 0) return;
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = now_();
   std::vector<job_id> silent;
   for (const auto& [job, seen] : jobs_) {
     if (now - seen > node_timeout_) silent.push_back(job);

@@ -9,6 +9,7 @@
 #include "transport/transport.hpp"
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
@@ -18,11 +19,13 @@ namespace celer {
 
 class head {
 public:
+  using clock = std::function<std::chrono::steady_clock::time_point()>;
   /// `node_timeout`: a node silent for longer is declared dead (checked on each tick;
-  /// zero never declares one dead, as in embedded mode where nothing ticks).
+  /// zero never declares one dead, as in embedded mode where nothing ticks). `now`: the
+  /// time (steady_clock's when empty; tests pass a fake).
   head(transport& net, address self,
        std::chrono::milliseconds node_timeout = std::chrono::milliseconds(0),
-       double spread_threshold = 0.5);
+       double spread_threshold = 0.5, clock now = {});
   void handle(protocol::message& m);
 
 private:
@@ -122,6 +125,7 @@ private:
   rate_limited_log denials_{"head"};
   address self_;
   std::chrono::milliseconds node_timeout_;
+  clock now_;
   std::vector<address> cluster_subscribers_;
   /// Jobs whose drivers heartbeat, and when each was last heard from.
   std::unordered_map<job_id, std::chrono::steady_clock::time_point> jobs_;

@@ -160,6 +160,21 @@ void node_agent::on(protocol::return_bundles& m) {
 }
 
 void node_agent::on(protocol::node_died& m) {
+  if (m.node == cfg_.id) {
+    // The head declared this node dead (it was silent too long: a partition, a stall): its
+    // work has failed over, and its owners were told. It must not go on as if alive: it
+    // stops its workers and leaves, like a node whose head is gone (restarted, it joins
+    // as a new node and finds its durable objects again).
+    if (declared_dead_) return;
+    declared_dead_ = true;
+    const std::string why = m.reason.empty() ? "the head declared this node dead" : m.reason;
+    CELER_LOG(error, "node", why + "; stopping its " + std::to_string(workers_.size()) +
+                               " worker(s) and exiting (restart it to rejoin as a new node)");
+    protocol::shutdown_component bye{why};
+    on(bye);
+    if (cfg_.head_lost) cfg_.head_lost(why);
+    return;
+  }
   if (store_) store_->node_died(m.node);
 }
 

@@ -78,6 +78,8 @@ public:
     std::chrono::milliseconds head_missing_after{0};
     std::chrono::milliseconds head_timeout{0};
     std::function<void(const std::string&)> head_lost;
+    // The same callback is called, with why, when the head says it declared this node
+    // dead (a node_died naming it): the node leaves rather than run work owners gave up on.
     /// The clock the head probes and the store's pull expiry are timed by (tests pass a
     /// made-up one).
     std::function<std::chrono::steady_clock::time_point()> now = [] {
@@ -236,6 +238,8 @@ private:
   std::unordered_map<worker_id, worker_slot> workers_;
   std::vector<worker_id> idle_;
   std::unordered_set<job_id> finished_jobs_;
+  /// Set once the head said it declared this node dead: the node is leaving.
+  bool declared_dead_ = false;
   /// Workers told to stop whose process has not exited yet: their endpoints.
   std::unordered_map<worker_id, std::string> exiting_;
   /// Workers forgotten before their process said worker_ready, and their jobs: told to stop

@@ -752,3 +752,38 @@ TEST_CASE("a job cannot cancel another job's lease requests", "[node][lease][sec
   CHECK(fwd[0].first == cluster.head);
   CHECK(fwd[0].second.sender_job == other);
 }
+
+TEST_CASE("a node the head declared dead stops its workers and leaves, once", "[node][fault]") {
+  fakes::recording_transport net;
+  fakes::fake_launcher launcher;
+  const address head{unique_id::random(), {}};
+  auto cfg = node_fixture::make_config(2, 0, head);
+  std::vector<std::string> left;
+  cfg.head_lost = [&](const std::string& why) { left.push_back(why); };
+  node_agent node(net, launcher, cfg);
+  node.start();
+  protocol::task_spec s;
+  s.id = task_id::random();
+  s.function = "f";
+  s.resources = *protocol::make_request(1, 0, 0, {});
+  protocol::message lease = protocol::request_lease{s, false};
+  node.handle(lease);
+  const auto granted = net.take<protocol::lease_reply>();
+  REQUIRE(granted.size() == 1);
+  REQUIRE(granted[0].second.ok);
+
+  protocol::message other = protocol::node_died{node_id::random(), "another node"};
+  node.handle(other);  // another node's death: nothing of this one stops
+  REQUIRE(left.empty());
+  REQUIRE(net.take<protocol::shutdown_component>().empty());
+
+  protocol::message me = protocol::node_died{cfg.id, "no heartbeat for 6000 ms"};
+  node.handle(me);
+  REQUIRE(left.size() == 1);
+  CHECK(left[0].find("no heartbeat for 6000 ms") != std::string::npos);
+  const auto stopped = net.take<protocol::shutdown_component>();
+  REQUIRE(stopped.size() == 1);
+  CHECK(stopped[0].first.id == granted[0].second.worker);
+  node.handle(me);  // told again on its next heartbeat: it is already leaving
+  CHECK(left.size() == 1);
+}
