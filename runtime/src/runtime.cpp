@@ -1,5 +1,6 @@
 #include "runtime.hpp"
 
+#include "core_shell.hpp"
 #include "head/head.hpp"
 #include "host.hpp"
 #include "node/node_agent.hpp"
@@ -180,14 +181,7 @@ embedded_runtime::embedded_runtime(const knob_values& k, const init_options& opt
   n->start();  // queued for the head before anything else can reach it
   s.host.spawn(node_, as_component(n), "node");
 
-  struct core_shell {
-    core_worker* core;
-    void handle(protocol::message& m) {
-      if (!std::holds_alternative<protocol::shutdown_component>(m)) core->handle(m);
-    }
-  };
-  s.host.spawn(core_addr.id, as_component(std::make_shared<core_shell>(core_shell{core_.get()})),
-               "core");
+  spawn_core_shell(s.host, *core_);
   // The node reports its free resources and waiting work to the head (so that the head's
   // view and its reasons stay true), and the head retries pending placement groups.
   // In-process messages cost little: more often than a cluster's heartbeat.

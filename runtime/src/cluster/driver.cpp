@@ -49,14 +49,6 @@ cluster_driver::cluster_driver(const knob_values& k, const std::string& address,
     throw exception(code, "cannot connect to the cluster at " + address + ": " +
                             ok.error().message());
   }
-  core_worker::endpoints where;
-  where.self = celer::address{unique_id::random(), s.net->endpoint()};
-  where.head = s.head_addr;
-  where.job = job;
-  where.binary = self_executable();
-  where.cluster = true;
-  where.priority = k.job_priority;
-  s.core = std::make_unique<core_worker>(*s.net, where);
   if (r == role::driver && k.head_timeout_ms > 0) {
     head_watch::config hw;
     hw.head = s.head_addr.endpoint;
@@ -67,19 +59,11 @@ cluster_driver::cluster_driver(const knob_values& k, const std::string& address,
     hw.probe_every = std::min(std::chrono::milliseconds(1000), hw.give_up_after / 4);
     s.watch = std::make_unique<head_watch>(hw, std::chrono::steady_clock::now());
   }
-  s.host.spawn(where.self.id,
-               as_component(std::make_shared<core_shell>(core_shell{
-                 s.core.get(), r == role::driver ? s.net.get() : nullptr, s.watch.get()})),
-               "core");
-  // The head's answers to the watch's probes stop here; the rest is the core's.
-  s.net->handle_directly(where.self.id, [core = s.core.get(),
-                                         watch = s.watch.get()](protocol::message& m) {
-    if (watch != nullptr && head_watch::answers_probe(m)) {
-      watch->heard(std::chrono::steady_clock::now());
-    } else {
-      core->handle(m);
-    }
-  });
+  auto where = core_endpoints(*s.net, s.head_addr, job);
+  where.priority = k.job_priority;
+  // An observer's core sends no job heartbeats (it has no job to keep alive).
+  s.core = start_core(s.host, *s.net, where, r == role::driver ? s.net.get() : nullptr,
+                      s.watch.get());
   s.net->start();
   if (r == role::observer) return;
   // The head stops the job's actors and workers when these stop (the driver died).

@@ -1,12 +1,12 @@
 #include "cluster/process_wiring.hpp"
 
 #include "cluster/head_watch.hpp"
-#include "log.hpp"
+#include "cluster/session.hpp"
+#include "core_shell.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <utility>
-#include <variant>
 
 namespace celer::cluster {
 
@@ -27,24 +27,31 @@ zmq_transport::options transport_options(const knob_values& k, std::string bind,
   return zo;
 }
 
-void core_shell::handle(protocol::message& m) {
-  if (std::holds_alternative<protocol::tick>(m)) {
-    if (net == nullptr || (watch != nullptr && watch->gave_up())) return;
-    (void)net->send(core->where().head, protocol::job_heartbeat{core->where().job});
-    if (watch != nullptr) on_tick();
-  } else if (!std::holds_alternative<protocol::shutdown_component>(m)) {
-    core->handle(m);
-  }
+core_worker::endpoints core_endpoints(const zmq_transport& net, const address& head,
+                                      const job_id& job) {
+  core_worker::endpoints where;
+  where.self = address{unique_id::random(), net.endpoint()};
+  where.head = head;
+  where.job = job;
+  where.binary = self_executable();
+  where.cluster = true;
+  return where;
 }
 
-void core_shell::on_tick() {
-  auto s = watch->tick(std::chrono::steady_clock::now());
-  if (s.probe) (void)net->send(core->where().head, head_watch::probe(core->self()));
-  if (!s.say.empty()) CELER_LOG(warn, "driver", s.say);
-  if (s.give_up) {
-    CELER_LOG(error, "driver", s.why + "; every wait and request fails with unavailable");
-    core->stop(s.why + ": the cluster is unreachable", error_code::unavailable);
-  }
+std::unique_ptr<core_worker> start_core(component_host& host, zmq_transport& net,
+                                        const core_worker::endpoints& where,
+                                        transport* heartbeats, head_watch* watch) {
+  auto core = std::make_unique<core_worker>(net, where);
+  spawn_core_shell(host, *core, heartbeats, watch);
+  // The head's answers to the watch's probes stop here; the rest is the core's.
+  net.handle_directly(where.self.id, [core = core.get(), watch](protocol::message& m) {
+    if (watch != nullptr && head_watch::answers_probe(m)) {
+      watch->heard(std::chrono::steady_clock::now());
+    } else {
+      core->handle(m);
+    }
+  });
+  return core;
 }
 
 } // namespace celer::cluster

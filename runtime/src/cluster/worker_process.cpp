@@ -79,18 +79,10 @@ worker_process::worker_process(const knob_values& k) : impl_(std::make_unique<im
     s.host.local(),
     transport_options(k, bind_for(k.node_ip.empty() ? "127.0.0.1" : k.node_ip), std::move(*creds)));
 
-  core_worker::endpoints where;
-  where.self = address{unique_id::random(), s.net->endpoint()};
+  auto where = core_endpoints(*s.net, head_addr, job);
   where.node = node_addr;
-  where.head = head_addr;
   where.this_node = s.node;
-  where.job = job;
-  where.binary = self_executable();
-  where.cluster = true;
-  s.core = std::make_unique<core_worker>(*s.net, where);
-  s.host.spawn(where.self.id, as_component(std::make_shared<core_shell>(core_shell{s.core.get()})),
-               "core");
-  s.net->handle_directly(where.self.id, [core = s.core.get()](protocol::message& m) { core->handle(m); });
+  s.core = start_core(s.host, *s.net, where);
   const address self{id, s.net->endpoint()};
   worker::config wc{id, self, node_addr, head_addr, s.node, std::move(gpu_ids)};
   auto hosted = std::make_shared<worker>(*s.net, *s.core, wc);
