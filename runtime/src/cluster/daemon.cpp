@@ -7,8 +7,8 @@
 #include "host.hpp"
 #include "log.hpp"
 #include "node/node_agent.hpp"
+#include "node/node_config.hpp"
 #include "node/process_launcher.hpp"
-#include "runtime.hpp"
 #include "transport/zmq_transport.hpp"
 
 #include <algorithm>
@@ -129,14 +129,13 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     nid = node_id::random();
     const address node_addr{nid, net->endpoint()};
     node_agent::config nc;
-    nc.id = nid;
-    nc.self = node_addr;
-    nc.head = head_addr;
     try {
-      nc.gpus = node_gpus(o.num_gpus, o.gpus.empty() ? k.gpus : o.gpus);
-      nc.total = node_resources(k, o.num_cpus, static_cast<double>(nc.gpus.size()), o.memory,
-                                o.resources);
-      nc.total.set(node_resource_name(nid), 1);
+      nc = node_config(k, nid, node_addr, head_addr,
+                       node_offer{.num_cpus = o.num_cpus,
+                                  .num_gpus = o.num_gpus,
+                                  .gpus = o.gpus,
+                                  .memory = o.memory,
+                                  .resources = o.resources});
     } catch (const exception& e) {
       ready(error(e.code(), e.what()));
       return 2;
@@ -144,12 +143,6 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     nc.labels = o.labels;
     nc.spill_to_head = true;
     nc.worker_start_timeout = std::chrono::milliseconds(k.worker_start_timeout_ms);
-    const double cpus = nc.total.get(protocol::cpu);
-    nc.max_idle_workers =
-      k.max_idle_workers > 0 ? k.max_idle_workers : static_cast<int>(2 * std::max(1.0, cpus));
-    nc.store_capacity = object_store_capacity(k);
-    nc.store_spill = k.object_spilling != 0;
-    nc.preemption_grace = std::chrono::milliseconds(std::max(0, k.preemption_grace_ms));
     if (!o.head) {
       // A node whose head is gone says so, and stops after node_head_timeout_ms: the
       // signal below wakes this thread, which stops the workers and exits.
