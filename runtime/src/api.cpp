@@ -1,5 +1,6 @@
 // The public API's entry points: init/shutdown and the detail:: calls the templates make.
-#include "cluster/processes.hpp"
+#include "cluster/driver.hpp"
+#include "cluster/worker_process.hpp"
 #include "config/knobs.hpp"
 #include "core/core_worker.hpp"
 #include "log.hpp"

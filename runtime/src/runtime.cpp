@@ -1,16 +1,15 @@
 #include "runtime.hpp"
 
+#include "core_shell.hpp"
 #include "head/head.hpp"
 #include "host.hpp"
 #include "node/node_agent.hpp"
-#include "scheduler/device_pool.hpp"
+#include "node/node_config.hpp"
 #include "worker/preemption.hpp"
 #include "worker/worker.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <filesystem>
-#include <thread>
 
 #include <cerrno>
 #include <csignal>
@@ -19,51 +18,6 @@
 #include <unistd.h>
 
 namespace celer {
-
-double physical_memory() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES);
-  const long page = ::sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
-}
-
-std::size_t object_store_capacity(const knob_values& k) {
-  if (k.object_store_memory > 0) return static_cast<std::size_t>(k.object_store_memory);
-  return static_cast<std::size_t>(0.3 * physical_memory());
-}
-
-protocol::resource_set node_resources(const knob_values& k, double cpus, double gpus,
-                                      double memory, const std::map<std::string, double>& custom) {
-  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  cpus = cpus >= 0 ? cpus : k.num_cpus > 0 ? k.num_cpus : static_cast<double>(hw);
-  gpus = std::max(0.0, gpus);
-  memory = memory > 0 ? memory : k.memory > 0 ? k.memory : physical_memory();
-  auto total = protocol::make_request(cpus, gpus, memory, custom);
-  if (!total) throw exception(total.error().code(), "celer: " + total.error().message());
-  return std::move(*total);
-}
-
-std::vector<gpu::device> node_gpus(double num_gpus, const std::string& declared) {
-  std::vector<gpu::device> devices;
-  if (!declared.empty()) {
-    auto parsed = gpu::parse_declared(declared);
-    if (!parsed) throw exception(parsed.error().code(), "celer: " + parsed.error().message());
-    devices = std::move(*parsed);
-  } else {
-    devices = gpu::discover();
-    // Found devices are measured (declared ones carry their declared or nominal score).
-    if (knobs().gpu_probe != 0) {
-      for (auto& d : devices) {
-        if (auto tflops = gpu::probe_speed(d.index)) d.speed = *tflops;
-      }
-    }
-  }
-  if (num_gpus < 0) return devices;
-  if (num_gpus != std::floor(num_gpus)) {
-    throw exception(error_code::invalid_argument,
-                    "celer: a node offers whole GPUs, not " + protocol::format_amount(num_gpus));
-  }
-  return scheduling::with_count(std::move(devices), static_cast<std::size_t>(num_gpus));
-}
 
 namespace {
 
@@ -122,16 +76,21 @@ struct embedded_runtime::impl : worker_launcher {
 embedded_runtime::embedded_runtime(const knob_values& k, const init_options& options)
   : impl_(std::make_unique<impl>(k.scheduler_threads)) {
   auto& s = *impl_;
-  auto gpus = node_gpus(options.num_gpus > 0 ? options.num_gpus : k.num_gpus,
-                       options.gpus.empty() ? k.gpus : options.gpus);
-  auto total = node_resources(k, options.num_cpus > 0 ? options.num_cpus : -1,
-                              static_cast<double>(gpus.size()), options.memory,
-                              options.resources);
-  auto& net = s.host.local();
   node_ = node_id::random();
   s.node = node_;
   s.head_addr = address{unique_id::random(), {}};
   s.node_addr = address{node_, {}};
+  // First, as it throws on bad options: nothing is started yet.
+  auto nc = node_config(k, node_, s.node_addr, s.head_addr,
+                        node_offer{.num_cpus = options.num_cpus > 0 ? options.num_cpus : -1,
+                                   .num_gpus = options.num_gpus > 0 ? options.num_gpus : k.num_gpus,
+                                   .gpus = options.gpus,
+                                   .memory = options.memory,
+                                   .resources = options.resources});
+  if (options.object_store_memory > 0) {
+    nc.store_capacity = static_cast<std::size_t>(options.object_store_memory);
+  }
+  auto& net = s.host.local();
   const address core_addr{unique_id::random(), {}};
   core_ = std::make_unique<core_worker>(
     net, core_worker::endpoints{.self = core_addr,
@@ -146,21 +105,6 @@ embedded_runtime::embedded_runtime(const knob_values& k, const init_options& opt
                                                    k.spread_threshold)),
                "head");
 
-  node_agent::config nc;
-  nc.id = node_;
-  nc.self = s.node_addr;
-  nc.head = s.head_addr;
-  nc.total = std::move(total);
-  nc.total.set(node_resource_name(node_), 1);
-  nc.gpus = std::move(gpus);
-  const double cpus = nc.total.get(protocol::cpu);
-  nc.max_idle_workers =
-    k.max_idle_workers > 0 ? k.max_idle_workers : static_cast<int>(2 * std::max(1.0, cpus));
-  nc.store_capacity = options.object_store_memory > 0
-                        ? static_cast<std::size_t>(options.object_store_memory)
-                        : object_store_capacity(k);
-  nc.store_spill = k.object_spilling != 0;
-  nc.preemption_grace = std::chrono::milliseconds(std::max(0, k.preemption_grace_ms));
   if (!k.object_store_dir.empty()) {
     nc.store_dir = k.object_store_dir;
   } else {
@@ -180,14 +124,7 @@ embedded_runtime::embedded_runtime(const knob_values& k, const init_options& opt
   n->start();  // queued for the head before anything else can reach it
   s.host.spawn(node_, as_component(n), "node");
 
-  struct core_shell {
-    core_worker* core;
-    void handle(protocol::message& m) {
-      if (!std::holds_alternative<protocol::shutdown_component>(m)) core->handle(m);
-    }
-  };
-  s.host.spawn(core_addr.id, as_component(std::make_shared<core_shell>(core_shell{core_.get()})),
-               "core");
+  spawn_core_shell(s.host, *core_);
   // The node reports its free resources and waiting work to the head (so that the head's
   // view and its reasons stay true), and the head retries pending placement groups.
   // In-process messages cost little: more often than a cluster's heartbeat.

@@ -1,5 +1,6 @@
 // The `celer` command line: start / stop / status of a cluster, and the knobs.
-#include "cluster/processes.hpp"
+#include "cluster/daemon.hpp"
+#include "cluster/driver.hpp"
 #include "cluster/session.hpp"
 #include "config/knobs.hpp"
 

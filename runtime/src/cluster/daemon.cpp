@@ -1,0 +1,219 @@
+#include "cluster/daemon.hpp"
+
+#include "cluster/process_wiring.hpp"
+#include "cluster/session.hpp"
+#include "crash.hpp"
+#include "head/head.hpp"
+#include "host.hpp"
+#include "log.hpp"
+#include "node/node_agent.hpp"
+#include "node/node_config.hpp"
+#include "node/process_launcher.hpp"
+#include "transport/zmq_transport.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string_view>
+#include <vector>
+
+#include <pthread.h>
+#include <unistd.h>
+
+namespace celer::cluster {
+
+int run_daemon(const knob_values& k, const daemon_options& o,
+               const std::function<void(const expected<std::string>&)>& ready) {
+  // Signals are taken by sigwait below; every thread started from here inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  install_crash_handler();
+
+  std::string head_host;
+  std::string cluster_address;
+  if (o.head) {
+    head_host = o.node_ip.empty() ? local_ip_towards("127.0.0.1") : o.node_ip;
+    cluster_address = head_host + ":" + std::to_string(o.port);
+  } else {
+    auto parts = parse_address(o.head_address);
+    if (!parts) {
+      ready(parts.error());
+      return 2;
+    }
+    cluster_address = parts->host + ":" + std::to_string(parts->port);
+  }
+  std::string token;
+  std::filesystem::path session_dir;
+  std::string ip;
+  try {
+    if (o.head) {
+      // The session directory is made once the port is bound: a head that cannot start
+      // leaves the running cluster's session_latest alone.
+      token = k.token.empty() ? make_token() : k.token;  // celer start's --token-file etc.
+      ip = head_host;
+    } else {
+      auto t = find_token(o.head_address);
+      if (!t) {
+        ready(t.error());
+        return 2;
+      }
+      token = *t;
+      session_dir = session_for_joining(o.head_address);
+      auto parts = parse_address(o.head_address);
+      ip = o.node_ip.empty() ? local_ip_towards(parts->host) : o.node_ip;
+    }
+  } catch (const exception& e) {
+    ready(error(e.code(), e.what()));
+    return 1;
+  }
+
+  component_host host(k.scheduler_threads > 0 ? k.scheduler_threads : 2);
+  auto creds = credentials::for_cluster(token);
+  if (!creds) {
+    ready(creds.error());
+    return 2;
+  }
+  auto zo = transport_options(
+    k, o.head && o.port > 0 ? "tcp://" + ip + ":" + std::to_string(o.port) : bind_for(ip), *creds);
+  // A node asks the head whose a job's key is; the head knows (drivers register with it).
+  if (!o.head) zo.key_authority = "tcp://" + cluster_address;
+  std::unique_ptr<zmq_transport> net;
+  try {
+    net = std::make_unique<zmq_transport>(host.local(), zo);
+  } catch (const exception& e) {
+    ready(error(e.code(), e.what()));
+    return 1;
+  }
+  if (o.head) {
+    cluster_address = net->endpoint().substr(6);  // the real port when --port 0
+    try {
+      session_dir = create_session(cluster_address, token).dir;
+    } catch (const exception& e) {
+      ready(error(e.code(), e.what()));
+      return 1;
+    }
+  }
+  const address head_addr{head_component, o.head ? net->endpoint() : "tcp://" + cluster_address};
+  if (!o.head) {
+    if (auto ok = net->probe(head_addr.endpoint, std::chrono::milliseconds(k.connect_timeout_ms));
+        !ok) {
+      ready(error(ok.error().code(), "cannot join the cluster at " + cluster_address + ": " +
+                                       ok.error().message()));
+      return 1;
+    }
+  }
+  std::vector<address> tick_targets;
+  if (o.head) {
+    host.spawn(head_addr.id,
+               as_component(std::make_shared<head>(
+                 *net, head_addr, std::chrono::milliseconds(k.node_timeout_ms),
+                 k.spread_threshold)),
+               "head");
+    tick_targets.push_back(head_addr);
+  }
+  std::unique_ptr<process_launcher> launcher;
+  std::shared_ptr<node_agent> agent;
+  struct lost_head {
+    std::mutex mutex;
+    std::string why;
+  };
+  auto head_lost = std::make_shared<lost_head>();
+  node_id nid;
+  if (!o.head || o.with_node) {
+    nid = node_id::random();
+    const address node_addr{nid, net->endpoint()};
+    node_agent::config nc;
+    try {
+      nc = node_config(k, nid, node_addr, head_addr,
+                       node_offer{.num_cpus = o.num_cpus,
+                                  .num_gpus = o.num_gpus,
+                                  .gpus = o.gpus,
+                                  .memory = o.memory,
+                                  .resources = o.resources});
+    } catch (const exception& e) {
+      ready(error(e.code(), e.what()));
+      return 2;
+    }
+    nc.labels = o.labels;
+    nc.spill_to_head = true;
+    nc.worker_start_timeout = std::chrono::milliseconds(k.worker_start_timeout_ms);
+    if (!o.head) {
+      // A node whose head is gone says so, and stops after node_head_timeout_ms: the
+      // signal below wakes this thread, which stops the workers and exits.
+      nc.head_missing_after = std::chrono::milliseconds(std::max(1, k.node_timeout_ms));
+      nc.head_timeout = std::chrono::milliseconds(std::max(0, k.node_head_timeout_ms));
+      nc.head_lost = [lost = head_lost](const std::string& why) {
+        {
+          std::lock_guard lock(lost->mutex);
+          lost->why = why;
+        }
+        ::kill(::getpid(), SIGTERM);
+      };
+    }
+    launcher = std::make_unique<process_launcher>(
+      *net, process_launcher::config{nid, node_addr, head_addr, *creds, k.encryption != 0, ip,
+                                     session_dir / "logs", !nc.gpus.empty()});
+    // The disk tier: object_store_dir, else the first of <session>/objects/0, 1, ... that no
+    // other node on this machine holds (a node restarted here takes its old one back, and
+    // finds its durable objects again).
+    for (int slot = 0;; ++slot) {
+      nc.store_dir = k.object_store_dir.empty()
+                       ? (session_dir / "objects" / std::to_string(slot)).string()
+                       : k.object_store_dir;
+      std::error_code ec;
+      std::filesystem::create_directories(nc.store_dir, ec);
+      try {
+        agent = std::make_shared<node_agent>(*net, *launcher, nc);
+        break;
+      } catch (const exception& e) {
+        const bool held = std::string_view(e.what()).find("lock") != std::string_view::npos;
+        if (!k.object_store_dir.empty() || !held || slot >= 63) {
+          ready(error(e.code(), e.what()));
+          return 1;
+        }
+      }
+    }
+    agent->start();
+    host.spawn(nid, as_component(agent), "node");
+    tick_targets.push_back(node_addr);
+  }
+  host.start_ticks(tick_targets, std::chrono::milliseconds(std::max(10, k.heartbeat_ms)));
+  net->start();
+  const auto pid_file =
+    write_pid_file(session_dir, o.head ? "head" : "node-" + nid.short_hex());
+  const auto log_file =
+    session_dir / "logs" / (o.head ? std::string("head.log") : "node-" + nid.short_hex() + ".log");
+  ready(cluster_address + " " + session_dir.string() + " " + log_file.string());
+  CELER_LOG(warn, o.head ? "head" : "node",
+            std::string(o.head ? "head" : "node") + " serving at " + net->endpoint() +
+              (nid.nil() ? "" : ", node " + nid.hex()) + ", session " + session_dir.string());
+
+  int sig = 0;
+  while (sigwait(&stop_signals, &sig) != 0) {
+  }
+  std::string lost;
+  {
+    std::lock_guard lock(head_lost->mutex);
+    lost = head_lost->why;
+  }
+  CELER_LOG(warn, o.head ? "head" : "node",
+            lost.empty() ? std::string("stopping (signal ") + std::to_string(sig) + ")"
+                         : "stopping: " + lost);
+  const protocol::shutdown_component bye{"the daemon is stopping"};
+  if (agent) (void)host.local().send(address{nid, {}}, bye);  // tells its workers to stop
+  if (o.head) (void)host.local().send(head_addr, bye);
+  if (launcher) launcher->stop(std::chrono::seconds(5));
+  host.stop();
+  net->stop();
+  std::error_code ec;
+  std::filesystem::remove(pid_file, ec);
+  return lost.empty() ? 0 : 3;
+}
+
+} // namespace celer::cluster

@@ -1,0 +1,116 @@
+#include "cluster/driver.hpp"
+
+#include "cluster/head_watch.hpp"
+#include "cluster/process_wiring.hpp"
+#include "cluster/session.hpp"
+#include "crash.hpp"
+#include "host.hpp"
+#include "log.hpp"
+#include "transport/zmq_transport.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+namespace celer::cluster {
+
+struct cluster_driver::impl {
+  component_host host{2};
+  std::unique_ptr<zmq_transport> net;
+  std::unique_ptr<core_worker> core;
+  std::unique_ptr<head_watch> watch;
+  address head_addr;
+  node_id node;
+  role r = role::driver;
+  bool stopped = false;
+};
+
+cluster_driver::cluster_driver(const knob_values& k, const std::string& address, role r)
+  : impl_(std::make_unique<impl>()) {
+  install_crash_handler();
+  auto& s = *impl_;
+  s.r = r;
+  auto parts = parse_address(address);
+  if (!parts) throw exception(parts.error().code(), parts.error().message());
+  auto token = find_token(address);
+  if (!token) throw exception(token.error().code(), token.error().message());
+  const std::string ip = k.node_ip.empty() ? local_ip_towards(parts->host) : k.node_ip;
+  // The driver speaks as its job; holding the token, it registers the job with the head
+  // in its first hello (the probe below).
+  const job_id job = job_id::random();
+  auto creds = credentials::for_driver(*token, job);
+  if (!creds) throw exception(creds.error().code(), creds.error().message());
+  s.net = std::make_unique<zmq_transport>(s.host.local(),
+                                          transport_options(k, bind_for(ip), std::move(*creds)));
+  s.head_addr = celer::address{head_component, tcp_endpoint(*parts)};
+  if (auto ok = s.net->probe(s.head_addr.endpoint, std::chrono::milliseconds(k.connect_timeout_ms));
+      !ok) {
+    const auto code = ok.error().code();
+    s.net->stop();
+    throw exception(code, "cannot connect to the cluster at " + address + ": " +
+                            ok.error().message());
+  }
+  if (r == role::driver && k.head_timeout_ms > 0) {
+    head_watch::config hw;
+    hw.head = s.head_addr.endpoint;
+    hw.give_up_after = std::chrono::milliseconds(k.head_timeout_ms);
+    hw.give_up_knob = "head_timeout_ms";
+    hw.missing_after = std::min(std::chrono::milliseconds(std::max(1, k.node_timeout_ms)),
+                                hw.give_up_after / 2);
+    hw.probe_every = std::min(std::chrono::milliseconds(1000), hw.give_up_after / 4);
+    s.watch = std::make_unique<head_watch>(hw, std::chrono::steady_clock::now());
+  }
+  auto where = core_endpoints(*s.net, s.head_addr, job);
+  where.priority = k.job_priority;
+  // An observer's core sends no job heartbeats (it has no job to keep alive).
+  s.core = start_core(s.host, *s.net, where, r == role::driver ? s.net.get() : nullptr,
+                      s.watch.get());
+  s.net->start();
+  if (r == role::observer) return;
+  // The head stops the job's actors and workers when these stop (the driver died).
+  (void)s.net->send(s.head_addr, protocol::job_heartbeat{where.job});
+  s.host.start_ticks({where.self}, std::chrono::milliseconds(std::max(10, k.heartbeat_ms)));
+  (void)s.net->send(s.head_addr, protocol::subscribe_cluster{where.self});
+  // The local node: a live node on this machine (the head's own first), else any live one.
+  auto st = s.core->query_status();
+  const protocol::node_status* pick = nullptr;
+  const std::string mine = "tcp://" + ip + ":";
+  for (const auto& n : st.nodes) {
+    if (!n.alive) continue;
+    const bool local = n.addr.endpoint.rfind(mine, 0) == 0;
+    const bool head_node = n.addr.endpoint == s.head_addr.endpoint;
+    if (pick == nullptr || (local && pick->addr.endpoint.rfind(mine, 0) != 0) ||
+        (local && head_node)) {
+      pick = &n;
+    }
+  }
+  if (pick == nullptr) {
+    stop();
+    throw exception(error_code::unavailable,
+                    "the cluster at " + address + " has no live node to run work on");
+  }
+  s.node = pick->node;
+  s.core->attach_node(pick->addr, pick->node);
+  CELER_LOG(info, "driver", "connected to " + address + "; local node " + s.node.short_hex());
+}
+
+cluster_driver::~cluster_driver() { stop(); }
+
+core_worker& cluster_driver::core() noexcept { return *impl_->core; }
+const node_id& cluster_driver::node() const noexcept { return impl_->node; }
+
+protocol::status_reply cluster_driver::status() { return impl_->core->query_status(); }
+
+void cluster_driver::stop() {
+  auto& s = *impl_;
+  if (s.stopped) return;
+  s.stopped = true;
+  s.core->stop("celer::shutdown was called");
+  if (s.r == role::driver) {
+    (void)s.net->send(s.head_addr, protocol::job_finished{s.core->where().job});
+  }
+  (void)s.host.local().send(s.core->self(), protocol::shutdown_component{"shutdown"});
+  s.host.stop();
+  s.net->stop();  // flushes job_finished to the head
+}
+
+} // namespace celer::cluster

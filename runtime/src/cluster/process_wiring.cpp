@@ -1,0 +1,57 @@
+#include "cluster/process_wiring.hpp"
+
+#include "cluster/head_watch.hpp"
+#include "cluster/session.hpp"
+#include "core_shell.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+namespace celer::cluster {
+
+std::string bind_for(const std::string& ip) { return "tcp://" + ip + ":*"; }
+
+std::size_t max_frame_bytes(const knob_values& k) {
+  return std::max<std::size_t>(16u << 20, static_cast<std::size_t>(k.inline_object_bytes) + (1u << 20));
+}
+
+zmq_transport::options transport_options(const knob_values& k, std::string bind,
+                                         credentials creds) {
+  zmq_transport::options zo;
+  zo.bind = std::move(bind);
+  zo.creds = std::move(creds);
+  zo.encrypt = k.encryption != 0;
+  zo.max_body_bytes = static_cast<std::size_t>(k.max_message_bytes);
+  zo.max_frame_bytes = max_frame_bytes(k);
+  return zo;
+}
+
+core_worker::endpoints core_endpoints(const zmq_transport& net, const address& head,
+                                      const job_id& job) {
+  core_worker::endpoints where;
+  where.self = address{unique_id::random(), net.endpoint()};
+  where.head = head;
+  where.job = job;
+  where.binary = self_executable();
+  where.cluster = true;
+  return where;
+}
+
+std::unique_ptr<core_worker> start_core(component_host& host, zmq_transport& net,
+                                        const core_worker::endpoints& where,
+                                        transport* heartbeats, head_watch* watch) {
+  auto core = std::make_unique<core_worker>(net, where);
+  spawn_core_shell(host, *core, heartbeats, watch);
+  // The head's answers to the watch's probes stop here; the rest is the core's.
+  net.handle_directly(where.self.id, [core = core.get(), watch](protocol::message& m) {
+    if (watch != nullptr && head_watch::answers_probe(m)) {
+      watch->heard(std::chrono::steady_clock::now());
+    } else {
+      core->handle(m);
+    }
+  });
+  return core;
+}
+
+} // namespace celer::cluster

@@ -1,0 +1,49 @@
+#include "core_shell.hpp"
+
+#include "cluster/head_watch.hpp"
+#include "log.hpp"
+
+#include <chrono>
+#include <memory>
+#include <variant>
+
+namespace celer {
+namespace {
+
+/// Hands a core the messages addressed to it (the core's own lock orders them). A driver's
+/// core also turns its ticks into job heartbeats to the head and, with a head watch, probes
+/// the head and fails every wait once it has been silent too long.
+struct core_shell {
+  core_worker* core;
+  transport* net = nullptr;
+  head_watch* watch = nullptr;
+  void handle(protocol::message& m) {
+    if (std::holds_alternative<protocol::tick>(m)) {
+      if (net == nullptr || (watch != nullptr && watch->gave_up())) return;
+      (void)net->send(core->where().head, protocol::job_heartbeat{core->where().job});
+      if (watch != nullptr) on_tick();
+    } else if (!std::holds_alternative<protocol::shutdown_component>(m)) {
+      core->handle(m);
+    }
+  }
+  void on_tick() {
+    auto s = watch->tick(std::chrono::steady_clock::now());
+    if (s.probe) (void)net->send(core->where().head, head_watch::probe(core->self()));
+    if (!s.say.empty()) CELER_LOG(warn, "driver", s.say);
+    if (s.give_up) {
+      CELER_LOG(error, "driver", s.why + "; every wait and request fails with unavailable");
+      core->stop(s.why + ": the cluster is unreachable", error_code::unavailable);
+    }
+  }
+};
+
+} // namespace
+
+void spawn_core_shell(component_host& host, core_worker& core, transport* heartbeats,
+                      head_watch* watch) {
+  host.spawn(core.self().id,
+             as_component(std::make_shared<core_shell>(core_shell{&core, heartbeats, watch})),
+             "core");
+}
+
+} // namespace celer
