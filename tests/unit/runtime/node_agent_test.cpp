@@ -56,6 +56,16 @@ struct node_fixture {
     for (const auto& [to, r] : g) lent_for[r.worker] = r.request;
     return g;
   }
+  /// Leases one worker for a task of `cpus` CPUs of a fresh job: the task (its job set) and
+  /// the worker lent.
+  std::pair<protocol::task_spec, worker_id> lease_for_new_job(double cpus) {
+    auto s = task(cpus);
+    s.job = job_id::random();
+    submit(s);
+    const auto g = granted();
+    REQUIRE(g.size() == 1);
+    return {s, g[0].second.worker};
+  }
   std::map<worker_id, task_id> lent_for;
   /// Work sent to workers (actor creation).
   std::vector<std::pair<address, protocol::execute_task>> started() {
@@ -497,12 +507,7 @@ TEST_CASE("a stuck pull on a quiet node expires at the node's tick", "[node][sto
 
 TEST_CASE("a job cannot return a lease that another job holds", "[node][lease][security]") {
   node_fixture f(1);
-  auto s = f.task(1);
-  s.job = job_id::random();
-  f.submit(s);
-  const auto g = f.granted();
-  REQUIRE(g.size() == 1);
-  const worker_id w = g[0].second.worker;
+  const auto [s, w] = f.lease_for_new_job(1);
   REQUIRE(f.node.available().get(protocol::cpu) == 0);
 
   protocol::message forged = protocol::return_lease{w, s.id, job_id::random()};
@@ -552,12 +557,7 @@ TEST_CASE("a job cannot kill another job's actor through its node", "[node][acto
 
 TEST_CASE("a job cannot block or unblock another job's worker", "[node][resources][security]") {
   node_fixture f(1);
-  auto s = f.task(1);
-  s.job = job_id::random();
-  f.submit(s);
-  const auto g = f.granted();
-  REQUIRE(g.size() == 1);
-  const worker_id w = g[0].second.worker;
+  const auto [s, w] = f.lease_for_new_job(1);
   const job_id other = job_id::random();
 
   protocol::message blocked = protocol::worker_blocked{w, other};
