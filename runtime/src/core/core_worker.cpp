@@ -73,6 +73,7 @@ protocol::placement checked_placement(const std::string& what, const std::string
 
 core_worker::core_worker(transport& net, endpoints where)
   : net_(net), where_(std::move(where)), id_prefix_(unique_id::random().hi | 1),
+    requests_(net_, where_.self, where_.now), head_(net_, requests_, where_.head),
     link_(std::make_shared<link>()) {
   link_->core = this;
   lease_reaper_ = std::thread([this] { return_idle_leases(); });
@@ -409,7 +410,7 @@ protocol::object_payload core_worker::store_value(const object_id& id, std::size
   c.job = job;
   c.durable = durable;
   const auto lead = c.lead;
-  auto created = ask<protocol::store_reply>(where_.node, std::move(c));
+  auto created = requests_.ask<protocol::store_reply>(where_.node, std::move(c));
   if (!created.ok) {
     v.fail = created.fail;
     return v;
@@ -437,7 +438,7 @@ protocol::object_payload core_worker::store_value(const object_id& id, std::size
   }
   protocol::store_seal seal;
   seal.id = id;
-  auto sealed = ask<protocol::store_reply>(where_.node, std::move(seal));
+  auto sealed = requests_.ask<protocol::store_reply>(where_.node, std::move(seal));
   if (!sealed.ok) {
     v.fail = sealed.fail;
     return v;
@@ -505,7 +506,7 @@ core_worker::pending_map core_worker::start_map(const protocol::object_payload& 
   p.object = v.id;
   p.owner = owner;
   protocol::store_get g;
-  g.request_id = counter_.fetch_add(1) + 1;
+  g.request_id = requests_.next_id();
   g.reply_to = where_.self;
   g.id = v.id;
   if (v.node != where_.this_node) g.source = v.node_addr;
@@ -515,7 +516,7 @@ core_worker::pending_map core_worker::start_map(const protocol::object_payload& 
   g.job = where_.job;
   p.request = g.request_id;
   try {
-    p.reply = send_request(where_.node, std::move(g), p.request);
+    p.reply = requests_.send_request(where_.node, std::move(g), p.request);
   } catch (const exception& e) {
     p.failed = make_failure(detail::failure_kind::object_lost, e.code(),
                             "object " + v.id.hex() + " could not be read from the object store: " +
@@ -533,7 +534,7 @@ detail::fetched core_worker::finish_map(pending_map& p) {
   }
   protocol::store_reply r;
   try {
-    r = std::get<protocol::store_reply>(await_reply(p.reply, p.request, "store_get"));
+    r = std::get<protocol::store_reply>(requests_.await_reply(p.reply, p.request, "store_get"));
   } catch (const exception& e) {
     f.fail = make_failure(detail::failure_kind::object_lost, e.code(),
                           "object " + p.object.hex() +
@@ -740,11 +741,9 @@ std::vector<detail::fetched> core_worker::fetch(const std::vector<object_ref<voi
     if (out[i].ok || !where_.cluster) continue;
     // Its node is gone: a durable copy may live on (on a node agent restarted on the same
     // machine, under a new id). The head's directory knows.
-    protocol::locate_object q;
-    q.id = v.id;
     protocol::object_location at;
     try {
-      at = ask<protocol::object_location>(where_.head, std::move(q));
+      at = head_.locate_object(v.id);
     } catch (const exception&) {
       continue;  // the first failure stands
     }
@@ -913,9 +912,9 @@ actor_id core_worker::create_actor(const detail::remote_entry& factory,
     a.subscribed = true;  // the head tells the creator about its actor
   }
   msg.reply_to = where_.self;
-  msg.request_id = counter_.fetch_add(1) + 1;
+  msg.request_id = requests_.next_id();
   const auto rid = msg.request_id;
-  auto reply = request(where_.head, std::move(msg), rid);
+  auto reply = requests_.request(where_.head, std::move(msg), rid);
   auto& r = std::get<protocol::create_actor_reply>(reply);
   if (!r.ok) {
     std::lock_guard lock(mutex_);
@@ -952,17 +951,7 @@ object_ref<void> core_worker::submit_actor_call(const actor_id& actor,
 }
 
 actor_id core_worker::find_named_actor(std::string_view name, std::string_view class_type) {
-  protocol::lookup_actor msg;
-  msg.name = std::string(name);
-  auto r = ask<protocol::lookup_actor_reply>(where_.head, std::move(msg));
-  if (!r.found) {
-    throw exception(error_code::not_found, "no live actor is named '" + std::string(name) + "'");
-  }
-  if (r.class_type != class_type) {
-    throw exception(error_code::invalid_argument,
-                    "actor '" + std::string(name) + "' is not of the requested type");
-  }
-  return r.actor;
+  return head_.find_named_actor(name, class_type);
 }
 
 void core_worker::kill_actor(const actor_id& actor) {
@@ -982,16 +971,8 @@ void core_worker::kill_actor(const actor_id& actor) {
 }
 
 protocol::resource_reply core_worker::query_resources() {
-  return ask<protocol::resource_reply>(where_.cluster ? where_.head : where_.node,
-                                       protocol::resource_query{});
-}
-
-template <class Reply, class Query>
-Reply core_worker::ask(const address& to, Query msg) {
-  msg.request_id = counter_.fetch_add(1) + 1;
-  msg.reply_to = where_.self;
-  const auto rid = msg.request_id;
-  return std::get<Reply>(request(to, std::move(msg), rid));
+  return requests_.ask<protocol::resource_reply>(where_.cluster ? where_.head : where_.node,
+                                                 protocol::resource_query{});
 }
 
 placement_group_id core_worker::create_placement_group(const placement_group_options& options) {
@@ -1016,30 +997,13 @@ placement_group_id core_worker::create_placement_group(const placement_group_opt
     m.bundles.push_back(std::move(spec));
   }
   const auto id = m.id;
-  auto r = ask<protocol::placement_group_reply>(where_.head, std::move(m));
-  if (!r.ok) throw exception(r.fail.code, r.fail.message);
+  head_.create_placement_group(std::move(m));
   return id;
 }
 
 bool core_worker::placement_group_ready(const placement_group_id& id,
                                         std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (auto pause = std::chrono::milliseconds(2);; pause = std::min(pause * 2, std::chrono::milliseconds(50))) {
-    const auto groups = query_placement_groups(id);
-    if (groups.empty()) {
-      throw exception(error_code::not_found, "placement group " + id.short_hex() + " is not known");
-    }
-    const auto& g = groups.front();
-    if (g.state == protocol::group_state::created) return true;
-    if (g.state == protocol::group_state::removed) {
-      throw exception(error_code::failed_precondition,
-                      "placement group " + id.short_hex() + " was " + g.why);
-    }
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    // The head tells no one when a group is created: asked again, less often as it waits.
-    std::this_thread::sleep_for(std::min(pause, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                  deadline - std::chrono::steady_clock::now())));
-  }
+  return head_.placement_group_ready(id, timeout);
 }
 
 void core_worker::remove_placement_group(const placement_group_id& id) {
@@ -1047,16 +1011,12 @@ void core_worker::remove_placement_group(const placement_group_id& id) {
     std::lock_guard lock(mutex_);
     check_running();
   }
-  if (!net_.send(where_.head, protocol::remove_placement_group{id})) {
-    throw exception(error_code::unavailable, "remove_placement_group: the head is unreachable");
-  }
+  head_.remove_placement_group(id);
 }
 
 std::vector<protocol::placement_group_info> core_worker::query_placement_groups(
   const placement_group_id& id) {
-  protocol::placement_group_query q;
-  q.id = id;
-  return ask<protocol::placement_group_list>(where_.head, std::move(q)).groups;
+  return head_.query_placement_groups(id);
 }
 
 void core_worker::report_gpu_usage(const std::vector<int>& devices, double utilisation,
@@ -1082,10 +1042,10 @@ std::string core_worker::pending_reason(const object_id& id) {
     q.need = waiting->resources;
     q.where = waiting->where;
   }
-  auto r = ask<protocol::placement_explained>(where_.head, std::move(q));
-  return r.why.empty() ? "waits for a worker: some node has room for it, and its lease request "
-                         "is on its way there"
-                       : r.why;
+  auto why = head_.explain_placement(std::move(q));
+  return why.empty() ? "waits for a worker: some node has room for it, and its lease request "
+                       "is on its way there"
+                     : why;
 }
 
 std::string core_worker::pending_reason(const actor_id& actor) {
@@ -1096,15 +1056,16 @@ std::string core_worker::pending_reason(const actor_id& actor) {
   }
   protocol::explain_placement q;
   q.actor = actor;
-  return ask<protocol::placement_explained>(where_.head, std::move(q)).why;
+  return head_.explain_placement(std::move(q));
 }
 
 protocol::status_reply core_worker::query_status() {
-  return ask<protocol::status_reply>(where_.head, protocol::status_query{});
+  return head_.query_status();
 }
 
 protocol::store_counters core_worker::query_store_stats() {
-  return ask<protocol::store_stats_reply>(where_.node, protocol::store_stats_query{}).stats;
+  return requests_.ask<protocol::store_stats_reply>(where_.node, protocol::store_stats_query{})
+    .stats;
 }
 
 void core_worker::attach_node(address node, node_id id) {
@@ -1113,42 +1074,9 @@ void core_worker::attach_node(address node, node_id id) {
   where_.this_node = id;
 }
 
-protocol::message core_worker::request(const address& to, protocol::message m, std::uint64_t id) {
-  const char* what = protocol::name_of(m);
-  auto reply = send_request(to, std::move(m), id);
-  return await_reply(reply, id, what);
-}
-
-std::future<protocol::message> core_worker::send_request(const address& to, protocol::message m,
-                                                         std::uint64_t id) {
-  std::future<protocol::message> reply;
-  {
-    std::lock_guard lock(mutex_);
-    check_running();
-    reply = requests_[id].get_future();
-  }
-  const char* what = protocol::name_of(m);
-  if (!net_.send(to, std::move(m))) {
-    std::lock_guard lock(mutex_);
-    requests_.erase(id);
-    throw exception(error_code::unavailable, std::string(what) + ": the peer is unreachable");
-  }
-  return reply;
-}
-
-protocol::message core_worker::await_reply(std::future<protocol::message>& reply, std::uint64_t id,
-                                           const char* what) {
-  const auto limit = std::chrono::milliseconds(knobs().request_timeout_ms);
-  if (reply.wait_for(limit) != std::future_status::ready) {
-    std::lock_guard lock(mutex_);
-    requests_.erase(id);
-    throw exception(error_code::deadline_exceeded,
-                    std::string(what) + ": no reply within " + millis(limit));
-  }
-  return reply.get();  // rethrows the cancellation set by stop()
-}
-
 void core_worker::handle(protocol::message& m) {
+  // Replies to requests (the head client's, the store's) complete them without mutex_.
+  if (requests_.complete(m)) return;
   std::lock_guard lock(mutex_);
   std::visit(
     [&](auto& msg) {
@@ -1228,20 +1156,6 @@ void core_worker::handle(protocol::message& m) {
           a.fail = msg.fail;
           fail_actor_calls(a, msg.actor);
         }
-      } else if constexpr (std::is_same_v<T, protocol::create_actor_reply> ||
-                           std::is_same_v<T, protocol::store_reply> ||
-                           std::is_same_v<T, protocol::store_stats_reply> ||
-                           std::is_same_v<T, protocol::object_location> ||
-                           std::is_same_v<T, protocol::lookup_actor_reply> ||
-                           std::is_same_v<T, protocol::resource_reply> ||
-                           std::is_same_v<T, protocol::placement_explained> ||
-                           std::is_same_v<T, protocol::placement_group_reply> ||
-                           std::is_same_v<T, protocol::placement_group_list> ||
-                           std::is_same_v<T, protocol::status_reply>) {
-        auto it = requests_.find(msg.request_id);
-        if (it == requests_.end()) return;  // the requester gave up waiting
-        it->second.set_value(std::move(msg));
-        requests_.erase(it);
       }
     },
     m);
@@ -1266,12 +1180,7 @@ void core_worker::stop(const std::string& reason, std::optional<error_code> code
   leases_.clear();
   cancel_requests(std::nullopt);
   lease_cv_.notify_all();
-  for (auto& [id, p] : requests_) {
-    p.set_exception(std::make_exception_ptr(
-      stop_code_ ? exception(*stop_code_, stop_reason_)
-                 : exception(error_code::cancelled, "celer is shutting down: " + stop_reason_)));
-  }
-  requests_.clear();
+  requests_.stop(stop_reason_, stop_code_);
   ready_cv_.notify_all();
 }
 

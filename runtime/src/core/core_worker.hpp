@@ -8,8 +8,12 @@
 // threads), each worker process's in cluster mode.
 //
 // Threads: user threads (driver, worker threads running user code) call the public
-// methods; `handle` runs on the core's CAF actor. Both take mutex_, which guards all state.
+// methods; `handle` runs on the core's CAF actor. Both take mutex_, which guards the
+// core's own tables; the pieces it delegates to guard theirs: requests_ (requests awaiting
+// replies) and head_ (queries to the head).
 
+#include "core/head_client.hpp"
+#include "core/request_table.hpp"
 #include "protocol/messages.hpp"
 #include "transport/transport.hpp"
 
@@ -64,6 +68,8 @@ public:
     bool cluster = false;
     /// The job's priority (init_options::priority): work submitted without one gets it.
     std::int32_t priority = 0;
+    /// The clock requests are timed by (tests pass a made-up one).
+    request_table::clock now = [] { return std::chrono::steady_clock::now(); };
   };
   core_worker(transport& net, endpoints where);
   ~core_worker();
@@ -252,21 +258,14 @@ private:
   /// Blocks (mutex_ held via `lock`) until `done()` or the deadline; lends the worker's CPUs.
   bool block_until(std::unique_lock<std::mutex>& lock, detail::timeout_t timeout,
                    const std::function<bool()>& done);
-  /// Sends a request and waits for its reply.
-  protocol::message request(const address& to, protocol::message m, std::uint64_t id);
-  /// request() for a query with request_id and reply_to, which it fills in.
-  template <class Reply, class Query>
-  Reply ask(const address& to, Query msg);
-  std::future<protocol::message> send_request(const address& to, protocol::message m,
-                                              std::uint64_t id);
-  /// Waits (request_timeout_ms at most) for the reply to request `id`.
-  protocol::message await_reply(std::future<protocol::message>& reply, std::uint64_t id,
-                                const char* what);
 
   transport& net_;
   endpoints where_;
   std::uint64_t id_prefix_;
   std::atomic<std::uint64_t> counter_{0};
+  /// Requests awaiting replies (handle completes them), and the head's side of them.
+  request_table requests_;
+  head_client head_;
 
   mutable std::mutex mutex_;
   std::condition_variable ready_cv_;
@@ -296,7 +295,6 @@ private:
   bool node_dead_ = false;
   std::condition_variable lease_cv_;
   std::thread lease_reaper_;
-  std::unordered_map<std::uint64_t, std::promise<protocol::message>> requests_;
   /// Owned objects passed by ref to a task still pending, by task.
   std::unordered_map<task_id, std::vector<object_id>> task_args_;
   std::shared_ptr<link> link_;
