@@ -4,8 +4,6 @@
 #include "log.hpp"
 #include "scheduler/labels.hpp"
 
-#include <celer/store/shm_arena.hpp>
-
 #include <algorithm>
 #include <thread>
 #include <chrono>
@@ -74,6 +72,11 @@ protocol::placement checked_placement(const std::string& what, const std::string
 core_worker::core_worker(transport& net, endpoints where)
   : net_(net), where_(std::move(where)), id_prefix_(unique_id::random().hi | 1),
     requests_(net_, where_.self, where_.now), head_(net_, requests_, where_.head),
+    store_(net_, requests_, {where_.self, where_.node, where_.this_node, where_.job},
+           [this](const protocol::object_copied& c) {
+             std::lock_guard lock(mutex_);
+             on_copied(c);
+           }),
     link_(std::make_shared<link>()) {
   link_->core = this;
   lease_reaper_ = std::thread([this] { return_idle_leases(); });
@@ -400,63 +403,14 @@ protocol::object_payload core_worker::store_value(const object_id& id, std::size
                                                   unsigned char first, bool durable,
                                                   const address& owner, const job_id& job,
                                                   const std::function<void(char*)>& write) {
-  protocol::object_payload v;
-  v.id = id;
-  protocol::store_create c;
-  c.id = id;
-  c.size = size;
-  c.lead = protocol::lead_for(first);
-  c.owner = owner;
-  c.job = job;
-  c.durable = durable;
-  const auto lead = c.lead;
-  auto created = requests_.ask<protocol::store_reply>(where_.node, std::move(c));
-  if (!created.ok) {
-    v.fail = created.fail;
-    return v;
-  }
-  // Readers map the store read-only; the writer gets a writable view of its object alone,
-  // unmapped once it is written.
-  (void)mapping(created.segment, created.capacity);
-  std::shared_ptr<store::shm_segment> seg;
-  {
-    std::lock_guard lock(mappings_mutex_);
-    seg = segments_.at(created.segment);
-  }
-  auto view = seg->map_writable(created.offset, size);
-  if (!view) {
-    (void)net_.send(where_.node, protocol::store_release{id, where_.self, /*abandon=*/true});
-    v.fail = protocol::failure_info::make(detail::failure_kind::task_error, view.error().code(),
-                                          view.error().message());
-    return v;
-  }
-  try {
-    write(reinterpret_cast<char*>(view->data()));
-  } catch (...) {
-    (void)net_.send(where_.node, protocol::store_release{id, where_.self, /*abandon=*/true});
-    throw;
-  }
-  protocol::store_seal seal;
-  seal.id = id;
-  auto sealed = requests_.ask<protocol::store_reply>(where_.node, std::move(seal));
-  if (!sealed.ok) {
-    v.fail = sealed.fail;
-    return v;
-  }
-  v.ok = true;
-  v.stored = true;
-  v.node = where_.this_node;
-  v.node_addr = where_.node;
-  v.size = size;
-  v.lead = lead;
-  return v;
+  return store_.store_value(id, size, first, durable, owner, job, write);
 }
 
 object_ref<void> core_worker::put_stored(std::size_t size, unsigned char first, bool durable,
                                          const std::function<void(char*)>& write) {
   const task_id t = next_task_id();
   const object_id id(unique_id{t.hi, t.lo | 1});
-  auto v = store_value(id, size, first, durable, where_.self, where_.job, write);
+  auto v = store_.store_value(id, size, first, durable, where_.self, where_.job, write);
   if (!v.ok) throw exception(v.fail.code, "celer::put: " + v.fail.message);
   std::lock_guard lock(mutex_);
   check_running();
@@ -479,105 +433,6 @@ std::vector<object_ref<void>> core_worker::store_large_args(std::vector<detail::
     stored.push_back(std::move(ref));
   }
   return stored;
-}
-
-std::shared_ptr<const void> core_worker::mapping(const std::string& path, std::size_t capacity) {
-  std::lock_guard lock(mappings_mutex_);
-  auto& m = mappings_[path];
-  if (!m) {
-    auto seg = store::shm_segment::open(path, capacity, store::shm_access::read_only);
-    if (!seg) throw exception(seg.error().code(), seg.error().message());
-    auto owned = std::make_shared<store::shm_segment>(std::move(*seg));
-    segments_[path] = owned;
-    // The handle's pointer is the base of the mapping; it owns the segment.
-    m = std::shared_ptr<const void>(owned, owned->base());
-  }
-  return m;
-}
-
-detail::fetched core_worker::map_stored(const protocol::object_payload& v, const address& owner) {
-  auto p = start_map(v, owner);
-  return finish_map(p);
-}
-
-core_worker::pending_map core_worker::start_map(const protocol::object_payload& v,
-                                                const address& owner) {
-  pending_map p;
-  p.object = v.id;
-  p.owner = owner;
-  protocol::store_get g;
-  g.request_id = requests_.next_id();
-  g.reply_to = where_.self;
-  g.id = v.id;
-  if (v.node != where_.this_node) g.source = v.node_addr;
-  g.size = v.size;
-  g.lead = v.lead;
-  g.owner = owner;
-  g.job = where_.job;
-  p.request = g.request_id;
-  try {
-    p.reply = requests_.send_request(where_.node, std::move(g), p.request);
-  } catch (const exception& e) {
-    p.failed = make_failure(detail::failure_kind::object_lost, e.code(),
-                            "object " + v.id.hex() + " could not be read from the object store: " +
-                              e.what())
-                 .to_failure();
-  }
-  return p;
-}
-
-detail::fetched core_worker::finish_map(pending_map& p) {
-  detail::fetched f;
-  if (p.failed) {
-    f.fail = *p.failed;
-    return f;
-  }
-  protocol::store_reply r;
-  try {
-    r = std::get<protocol::store_reply>(requests_.await_reply(p.reply, p.request, "store_get"));
-  } catch (const exception& e) {
-    f.fail = make_failure(detail::failure_kind::object_lost, e.code(),
-                          "object " + p.object.hex() +
-                            " could not be read from the object store: " + e.what())
-               .to_failure();
-    return f;
-  }
-  if (!r.ok) {
-    f.fail = r.fail.to_failure();
-    return f;
-  }
-  if (r.pulled) {
-    // A new copy on this node: its owner frees it with the object.
-    protocol::object_copied c{p.object, where_.this_node, where_.node};
-    if (p.owner == where_.self) {
-      std::lock_guard lock(mutex_);
-      on_copied(c);
-    } else {
-      (void)net_.send(p.owner, std::move(c));
-    }
-  }
-  auto map = mapping(r.segment, r.capacity);
-  // One pin per mapping: dropped (store_release) when the last user of the bytes is gone.
-  struct pinned {
-    std::shared_ptr<const void> map;
-    std::weak_ptr<link> core;
-    object_id id;
-    ~pinned() {
-      if (auto l = core.lock()) {
-        std::lock_guard g(l->m);
-        if (l->core != nullptr) {
-          (void)l->core->net_.send(l->core->where_.node,
-                                   protocol::store_release{id, l->core->where_.self, false});
-        }
-      }
-    }
-  };
-  auto pin = std::make_shared<pinned>(pinned{map, link_, p.object});
-  f.ok = true;
-  f.mapped = static_cast<const char*>(map.get()) + r.offset;
-  f.mapped_size = r.size;
-  f.keep = std::shared_ptr<const void>(pin, f.mapped);
-  return f;
 }
 
 object_ref<void> core_worker::owned_ref(const object_id& id) {
@@ -732,12 +587,12 @@ std::vector<detail::fetched> core_worker::fetch(const std::vector<object_ref<voi
   // without mutex_: the node may take a while.
   lock.unlock();
   // All asked at once: pulls from other nodes run in parallel.
-  std::vector<pending_map> asked;
+  std::vector<store_client::pending_map> asked;
   asked.reserve(stored.size());
-  for (auto& [i, v] : stored) asked.push_back(start_map(v, refs[i].owner()));
+  for (auto& [i, v] : stored) asked.push_back(store_.start_map(v, refs[i].owner()));
   for (std::size_t k = 0; k < stored.size(); ++k) {
     auto& [i, v] = stored[k];
-    out[i] = finish_map(asked[k]);
+    out[i] = store_.finish_map(asked[k]);
     if (out[i].ok || !where_.cluster) continue;
     // Its node is gone: a durable copy may live on (on a node agent restarted on the same
     // machine, under a new id). The head's directory knows.
@@ -750,7 +605,7 @@ std::vector<detail::fetched> core_worker::fetch(const std::vector<object_ref<voi
     if (!at.found || at.node == v.node) continue;
     v.node = at.node;
     v.node_addr = at.node_addr;
-    auto again = map_stored(v, refs[i].owner());
+    auto again = store_.map_stored(v, refs[i].owner());
     if (!again.ok) continue;
     out[i] = std::move(again);
     std::lock_guard relock(mutex_);
@@ -1064,18 +919,18 @@ protocol::status_reply core_worker::query_status() {
 }
 
 protocol::store_counters core_worker::query_store_stats() {
-  return requests_.ask<protocol::store_stats_reply>(where_.node, protocol::store_stats_query{})
-    .stats;
+  return store_.query_stats();
 }
 
 void core_worker::attach_node(address node, node_id id) {
   std::lock_guard lock(mutex_);
-  where_.node = std::move(node);
+  where_.node = node;
   where_.this_node = id;
+  store_.attach_node(std::move(node), id);
 }
 
 void core_worker::handle(protocol::message& m) {
-  // Replies to requests (the head client's, the store's) complete them without mutex_.
+  // Replies to the head and store clients' requests complete them without mutex_.
   if (requests_.complete(m)) return;
   std::lock_guard lock(mutex_);
   std::visit(
@@ -1163,11 +1018,12 @@ void core_worker::handle(protocol::message& m) {
 
 void core_worker::stop(const std::string& reason, std::optional<error_code> code) {
   {
-    // Handles and mappings that outlive the core stop reaching it (taken before mutex_, the
-    // order release_hold takes them in).
+    // Handles that outlive the core stop reaching it (taken before mutex_, the order
+    // release_hold takes them in).
     std::lock_guard g(link_->m);
     link_->core = nullptr;
   }
+  store_.stop();
   std::lock_guard lock(mutex_);
   if (!stopped_) {
     stopped_ = true;
