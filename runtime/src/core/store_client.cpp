@@ -170,7 +170,12 @@ detail::fetched store_client::finish_map(pending_map& p) {
       }
     }
   };
-  auto pin = std::make_shared<pinned>(pinned{map, link_, p.object});
+  // Filled in place: a pinned built as a temporary and copied would release the pin as the
+  // temporary dies (it did until the store client's tests caught it).
+  auto pin = std::make_shared<pinned>();
+  pin->map = map;
+  pin->client = link_;
+  pin->id = p.object;
   f.ok = true;
   f.mapped = static_cast<const char*>(map.get()) + r.offset;
   f.mapped_size = r.size;

@@ -175,7 +175,7 @@ TEST_CASE("a write that throws gives the object up at the node and rethrows",
   CHECK(f.net.take<protocol::store_seal>().empty());
 }
 
-TEST_CASE("a stored object is mapped from the node's memory, and its pin released",
+TEST_CASE("a stored object is mapped from the node's memory and its pin dropped with the bytes",
           "[core][store_client]") {
   store_fixture f;
   std::memcpy(f.segment.base() + 4096, "hello", 5);
@@ -192,13 +192,25 @@ TEST_CASE("a stored object is mapped from the node's memory, and its pin release
   CHECK(asked[0].second.owner == f.self);
   CHECK(asked[0].second.job == f.job);
 
+  auto copy = got.keep;
   got = {};
+  CHECK(f.net.take<protocol::store_release>().empty());  // still in use
+  copy.reset();
   const auto released = f.net.take<protocol::store_release>();
-  REQUIRE_FALSE(released.empty());
-  CHECK(released.back().first == f.node);
-  CHECK(released.back().second.id == v.id);
-  CHECK(released.back().second.client == f.self);
-  CHECK_FALSE(released.back().second.abandon);
+  REQUIRE(released.size() == 1);
+  CHECK(released[0].first == f.node);
+  CHECK(released[0].second.id == v.id);
+  CHECK(released[0].second.client == f.self);
+  CHECK_FALSE(released[0].second.abandon);
+}
+
+TEST_CASE("bytes dropped after the client stops do not reach the node", "[core][store_client]") {
+  store_fixture f;
+  auto got = f.client.map_stored(f.stored_at(f.this_node, f.node), f.self);
+  REQUIRE(got.ok);
+  f.client.stop();
+  got = {};
+  CHECK(f.net.take<protocol::store_release>().empty());
 }
 
 TEST_CASE("an object elsewhere is pulled here, and its owner learns of the new copy",
