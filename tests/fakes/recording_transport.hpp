@@ -6,6 +6,8 @@
 #include "node/node_agent.hpp"
 #include "transport/transport.hpp"
 
+#include <algorithm>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -14,7 +16,13 @@ namespace celer::fakes {
 class recording_transport final : public transport {
 public:
   bool send(const address& to, protocol::message m) override {
-    sent.emplace_back(to, std::move(m));
+    if (std::find(unreachable.begin(), unreachable.end(), to) != unreachable.end()) return false;
+    if (!answer) {
+      sent.emplace_back(to, std::move(m));
+      return true;
+    }
+    sent.emplace_back(to, m);
+    answer(to, m);
     return true;
   }
   /// Messages of type T sent so far (and forgets them).
@@ -33,6 +41,11 @@ public:
     return out;
   }
   std::vector<std::pair<address, protocol::message>> sent;
+  /// Sends to these fail (the peer is unreachable) and are not recorded.
+  std::vector<address> unreachable;
+  /// Called with each message once it is recorded, on the sender's thread: a test answers
+  /// a request from here, before the sender waits for the reply.
+  std::function<void(const address&, const protocol::message&)> answer;
 };
 
 class fake_launcher final : public worker_launcher {

@@ -4,8 +4,6 @@
 #include "log.hpp"
 #include "scheduler/labels.hpp"
 
-#include <celer/store/shm_arena.hpp>
-
 #include <algorithm>
 #include <thread>
 #include <chrono>
@@ -73,6 +71,12 @@ protocol::placement checked_placement(const std::string& what, const std::string
 
 core_worker::core_worker(transport& net, endpoints where)
   : net_(net), where_(std::move(where)), id_prefix_(unique_id::random().hi | 1),
+    requests_(net_, where_.self, where_.now), head_(net_, requests_, where_.head),
+    store_(net_, requests_, {where_.self, where_.node, where_.this_node, where_.job},
+           [this](const protocol::object_copied& c) {
+             std::lock_guard lock(mutex_);
+             on_copied(c);
+           }),
     link_(std::make_shared<link>()) {
   link_->core = this;
   lease_reaper_ = std::thread([this] { return_idle_leases(); });
@@ -399,63 +403,14 @@ protocol::object_payload core_worker::store_value(const object_id& id, std::size
                                                   unsigned char first, bool durable,
                                                   const address& owner, const job_id& job,
                                                   const std::function<void(char*)>& write) {
-  protocol::object_payload v;
-  v.id = id;
-  protocol::store_create c;
-  c.id = id;
-  c.size = size;
-  c.lead = protocol::lead_for(first);
-  c.owner = owner;
-  c.job = job;
-  c.durable = durable;
-  const auto lead = c.lead;
-  auto created = ask<protocol::store_reply>(where_.node, std::move(c));
-  if (!created.ok) {
-    v.fail = created.fail;
-    return v;
-  }
-  // Readers map the store read-only; the writer gets a writable view of its object alone,
-  // unmapped once it is written.
-  (void)mapping(created.segment, created.capacity);
-  std::shared_ptr<store::shm_segment> seg;
-  {
-    std::lock_guard lock(mappings_mutex_);
-    seg = segments_.at(created.segment);
-  }
-  auto view = seg->map_writable(created.offset, size);
-  if (!view) {
-    (void)net_.send(where_.node, protocol::store_release{id, where_.self, /*abandon=*/true});
-    v.fail = protocol::failure_info::make(detail::failure_kind::task_error, view.error().code(),
-                                          view.error().message());
-    return v;
-  }
-  try {
-    write(reinterpret_cast<char*>(view->data()));
-  } catch (...) {
-    (void)net_.send(where_.node, protocol::store_release{id, where_.self, /*abandon=*/true});
-    throw;
-  }
-  protocol::store_seal seal;
-  seal.id = id;
-  auto sealed = ask<protocol::store_reply>(where_.node, std::move(seal));
-  if (!sealed.ok) {
-    v.fail = sealed.fail;
-    return v;
-  }
-  v.ok = true;
-  v.stored = true;
-  v.node = where_.this_node;
-  v.node_addr = where_.node;
-  v.size = size;
-  v.lead = lead;
-  return v;
+  return store_.store_value(id, size, first, durable, owner, job, write);
 }
 
 object_ref<void> core_worker::put_stored(std::size_t size, unsigned char first, bool durable,
                                          const std::function<void(char*)>& write) {
   const task_id t = next_task_id();
   const object_id id(unique_id{t.hi, t.lo | 1});
-  auto v = store_value(id, size, first, durable, where_.self, where_.job, write);
+  auto v = store_.store_value(id, size, first, durable, where_.self, where_.job, write);
   if (!v.ok) throw exception(v.fail.code, "celer::put: " + v.fail.message);
   std::lock_guard lock(mutex_);
   check_running();
@@ -478,105 +433,6 @@ std::vector<object_ref<void>> core_worker::store_large_args(std::vector<detail::
     stored.push_back(std::move(ref));
   }
   return stored;
-}
-
-std::shared_ptr<const void> core_worker::mapping(const std::string& path, std::size_t capacity) {
-  std::lock_guard lock(mappings_mutex_);
-  auto& m = mappings_[path];
-  if (!m) {
-    auto seg = store::shm_segment::open(path, capacity, store::shm_access::read_only);
-    if (!seg) throw exception(seg.error().code(), seg.error().message());
-    auto owned = std::make_shared<store::shm_segment>(std::move(*seg));
-    segments_[path] = owned;
-    // The handle's pointer is the base of the mapping; it owns the segment.
-    m = std::shared_ptr<const void>(owned, owned->base());
-  }
-  return m;
-}
-
-detail::fetched core_worker::map_stored(const protocol::object_payload& v, const address& owner) {
-  auto p = start_map(v, owner);
-  return finish_map(p);
-}
-
-core_worker::pending_map core_worker::start_map(const protocol::object_payload& v,
-                                                const address& owner) {
-  pending_map p;
-  p.object = v.id;
-  p.owner = owner;
-  protocol::store_get g;
-  g.request_id = counter_.fetch_add(1) + 1;
-  g.reply_to = where_.self;
-  g.id = v.id;
-  if (v.node != where_.this_node) g.source = v.node_addr;
-  g.size = v.size;
-  g.lead = v.lead;
-  g.owner = owner;
-  g.job = where_.job;
-  p.request = g.request_id;
-  try {
-    p.reply = send_request(where_.node, std::move(g), p.request);
-  } catch (const exception& e) {
-    p.failed = make_failure(detail::failure_kind::object_lost, e.code(),
-                            "object " + v.id.hex() + " could not be read from the object store: " +
-                              e.what())
-                 .to_failure();
-  }
-  return p;
-}
-
-detail::fetched core_worker::finish_map(pending_map& p) {
-  detail::fetched f;
-  if (p.failed) {
-    f.fail = *p.failed;
-    return f;
-  }
-  protocol::store_reply r;
-  try {
-    r = std::get<protocol::store_reply>(await_reply(p.reply, p.request, "store_get"));
-  } catch (const exception& e) {
-    f.fail = make_failure(detail::failure_kind::object_lost, e.code(),
-                          "object " + p.object.hex() +
-                            " could not be read from the object store: " + e.what())
-               .to_failure();
-    return f;
-  }
-  if (!r.ok) {
-    f.fail = r.fail.to_failure();
-    return f;
-  }
-  if (r.pulled) {
-    // A new copy on this node: its owner frees it with the object.
-    protocol::object_copied c{p.object, where_.this_node, where_.node};
-    if (p.owner == where_.self) {
-      std::lock_guard lock(mutex_);
-      on_copied(c);
-    } else {
-      (void)net_.send(p.owner, std::move(c));
-    }
-  }
-  auto map = mapping(r.segment, r.capacity);
-  // One pin per mapping: dropped (store_release) when the last user of the bytes is gone.
-  struct pinned {
-    std::shared_ptr<const void> map;
-    std::weak_ptr<link> core;
-    object_id id;
-    ~pinned() {
-      if (auto l = core.lock()) {
-        std::lock_guard g(l->m);
-        if (l->core != nullptr) {
-          (void)l->core->net_.send(l->core->where_.node,
-                                   protocol::store_release{id, l->core->where_.self, false});
-        }
-      }
-    }
-  };
-  auto pin = std::make_shared<pinned>(pinned{map, link_, p.object});
-  f.ok = true;
-  f.mapped = static_cast<const char*>(map.get()) + r.offset;
-  f.mapped_size = r.size;
-  f.keep = std::shared_ptr<const void>(pin, f.mapped);
-  return f;
 }
 
 object_ref<void> core_worker::owned_ref(const object_id& id) {
@@ -731,27 +587,25 @@ std::vector<detail::fetched> core_worker::fetch(const std::vector<object_ref<voi
   // without mutex_: the node may take a while.
   lock.unlock();
   // All asked at once: pulls from other nodes run in parallel.
-  std::vector<pending_map> asked;
+  std::vector<store_client::pending_map> asked;
   asked.reserve(stored.size());
-  for (auto& [i, v] : stored) asked.push_back(start_map(v, refs[i].owner()));
+  for (auto& [i, v] : stored) asked.push_back(store_.start_map(v, refs[i].owner()));
   for (std::size_t k = 0; k < stored.size(); ++k) {
     auto& [i, v] = stored[k];
-    out[i] = finish_map(asked[k]);
+    out[i] = store_.finish_map(asked[k]);
     if (out[i].ok || !where_.cluster) continue;
     // Its node is gone: a durable copy may live on (on a node agent restarted on the same
     // machine, under a new id). The head's directory knows.
-    protocol::locate_object q;
-    q.id = v.id;
     protocol::object_location at;
     try {
-      at = ask<protocol::object_location>(where_.head, std::move(q));
+      at = head_.locate_object(v.id);
     } catch (const exception&) {
       continue;  // the first failure stands
     }
     if (!at.found || at.node == v.node) continue;
     v.node = at.node;
     v.node_addr = at.node_addr;
-    auto again = map_stored(v, refs[i].owner());
+    auto again = store_.map_stored(v, refs[i].owner());
     if (!again.ok) continue;
     out[i] = std::move(again);
     std::lock_guard relock(mutex_);
@@ -913,9 +767,9 @@ actor_id core_worker::create_actor(const detail::remote_entry& factory,
     a.subscribed = true;  // the head tells the creator about its actor
   }
   msg.reply_to = where_.self;
-  msg.request_id = counter_.fetch_add(1) + 1;
+  msg.request_id = requests_.next_id();
   const auto rid = msg.request_id;
-  auto reply = request(where_.head, std::move(msg), rid);
+  auto reply = requests_.request(where_.head, std::move(msg), rid);
   auto& r = std::get<protocol::create_actor_reply>(reply);
   if (!r.ok) {
     std::lock_guard lock(mutex_);
@@ -952,17 +806,7 @@ object_ref<void> core_worker::submit_actor_call(const actor_id& actor,
 }
 
 actor_id core_worker::find_named_actor(std::string_view name, std::string_view class_type) {
-  protocol::lookup_actor msg;
-  msg.name = std::string(name);
-  auto r = ask<protocol::lookup_actor_reply>(where_.head, std::move(msg));
-  if (!r.found) {
-    throw exception(error_code::not_found, "no live actor is named '" + std::string(name) + "'");
-  }
-  if (r.class_type != class_type) {
-    throw exception(error_code::invalid_argument,
-                    "actor '" + std::string(name) + "' is not of the requested type");
-  }
-  return r.actor;
+  return head_.find_named_actor(name, class_type);
 }
 
 void core_worker::kill_actor(const actor_id& actor) {
@@ -982,16 +826,8 @@ void core_worker::kill_actor(const actor_id& actor) {
 }
 
 protocol::resource_reply core_worker::query_resources() {
-  return ask<protocol::resource_reply>(where_.cluster ? where_.head : where_.node,
-                                       protocol::resource_query{});
-}
-
-template <class Reply, class Query>
-Reply core_worker::ask(const address& to, Query msg) {
-  msg.request_id = counter_.fetch_add(1) + 1;
-  msg.reply_to = where_.self;
-  const auto rid = msg.request_id;
-  return std::get<Reply>(request(to, std::move(msg), rid));
+  return requests_.ask<protocol::resource_reply>(where_.cluster ? where_.head : where_.node,
+                                                 protocol::resource_query{});
 }
 
 placement_group_id core_worker::create_placement_group(const placement_group_options& options) {
@@ -1016,30 +852,13 @@ placement_group_id core_worker::create_placement_group(const placement_group_opt
     m.bundles.push_back(std::move(spec));
   }
   const auto id = m.id;
-  auto r = ask<protocol::placement_group_reply>(where_.head, std::move(m));
-  if (!r.ok) throw exception(r.fail.code, r.fail.message);
+  head_.create_placement_group(std::move(m));
   return id;
 }
 
 bool core_worker::placement_group_ready(const placement_group_id& id,
                                         std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (auto pause = std::chrono::milliseconds(2);; pause = std::min(pause * 2, std::chrono::milliseconds(50))) {
-    const auto groups = query_placement_groups(id);
-    if (groups.empty()) {
-      throw exception(error_code::not_found, "placement group " + id.short_hex() + " is not known");
-    }
-    const auto& g = groups.front();
-    if (g.state == protocol::group_state::created) return true;
-    if (g.state == protocol::group_state::removed) {
-      throw exception(error_code::failed_precondition,
-                      "placement group " + id.short_hex() + " was " + g.why);
-    }
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    // The head tells no one when a group is created: asked again, less often as it waits.
-    std::this_thread::sleep_for(std::min(pause, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                  deadline - std::chrono::steady_clock::now())));
-  }
+  return head_.placement_group_ready(id, timeout);
 }
 
 void core_worker::remove_placement_group(const placement_group_id& id) {
@@ -1047,16 +866,12 @@ void core_worker::remove_placement_group(const placement_group_id& id) {
     std::lock_guard lock(mutex_);
     check_running();
   }
-  if (!net_.send(where_.head, protocol::remove_placement_group{id})) {
-    throw exception(error_code::unavailable, "remove_placement_group: the head is unreachable");
-  }
+  head_.remove_placement_group(id);
 }
 
 std::vector<protocol::placement_group_info> core_worker::query_placement_groups(
   const placement_group_id& id) {
-  protocol::placement_group_query q;
-  q.id = id;
-  return ask<protocol::placement_group_list>(where_.head, std::move(q)).groups;
+  return head_.query_placement_groups(id);
 }
 
 void core_worker::report_gpu_usage(const std::vector<int>& devices, double utilisation,
@@ -1082,10 +897,10 @@ std::string core_worker::pending_reason(const object_id& id) {
     q.need = waiting->resources;
     q.where = waiting->where;
   }
-  auto r = ask<protocol::placement_explained>(where_.head, std::move(q));
-  return r.why.empty() ? "waits for a worker: some node has room for it, and its lease request "
-                         "is on its way there"
-                       : r.why;
+  auto why = head_.explain_placement(std::move(q));
+  return why.empty() ? "waits for a worker: some node has room for it, and its lease request "
+                       "is on its way there"
+                     : why;
 }
 
 std::string core_worker::pending_reason(const actor_id& actor) {
@@ -1096,59 +911,27 @@ std::string core_worker::pending_reason(const actor_id& actor) {
   }
   protocol::explain_placement q;
   q.actor = actor;
-  return ask<protocol::placement_explained>(where_.head, std::move(q)).why;
+  return head_.explain_placement(std::move(q));
 }
 
 protocol::status_reply core_worker::query_status() {
-  return ask<protocol::status_reply>(where_.head, protocol::status_query{});
+  return head_.query_status();
 }
 
 protocol::store_counters core_worker::query_store_stats() {
-  return ask<protocol::store_stats_reply>(where_.node, protocol::store_stats_query{}).stats;
+  return store_.query_stats();
 }
 
 void core_worker::attach_node(address node, node_id id) {
   std::lock_guard lock(mutex_);
-  where_.node = std::move(node);
+  where_.node = node;
   where_.this_node = id;
-}
-
-protocol::message core_worker::request(const address& to, protocol::message m, std::uint64_t id) {
-  const char* what = protocol::name_of(m);
-  auto reply = send_request(to, std::move(m), id);
-  return await_reply(reply, id, what);
-}
-
-std::future<protocol::message> core_worker::send_request(const address& to, protocol::message m,
-                                                         std::uint64_t id) {
-  std::future<protocol::message> reply;
-  {
-    std::lock_guard lock(mutex_);
-    check_running();
-    reply = requests_[id].get_future();
-  }
-  const char* what = protocol::name_of(m);
-  if (!net_.send(to, std::move(m))) {
-    std::lock_guard lock(mutex_);
-    requests_.erase(id);
-    throw exception(error_code::unavailable, std::string(what) + ": the peer is unreachable");
-  }
-  return reply;
-}
-
-protocol::message core_worker::await_reply(std::future<protocol::message>& reply, std::uint64_t id,
-                                           const char* what) {
-  const auto limit = std::chrono::milliseconds(knobs().request_timeout_ms);
-  if (reply.wait_for(limit) != std::future_status::ready) {
-    std::lock_guard lock(mutex_);
-    requests_.erase(id);
-    throw exception(error_code::deadline_exceeded,
-                    std::string(what) + ": no reply within " + millis(limit));
-  }
-  return reply.get();  // rethrows the cancellation set by stop()
+  store_.attach_node(std::move(node), id);
 }
 
 void core_worker::handle(protocol::message& m) {
+  // Replies to the head and store clients' requests complete them without mutex_.
+  if (requests_.complete(m)) return;
   std::lock_guard lock(mutex_);
   std::visit(
     [&](auto& msg) {
@@ -1228,20 +1011,6 @@ void core_worker::handle(protocol::message& m) {
           a.fail = msg.fail;
           fail_actor_calls(a, msg.actor);
         }
-      } else if constexpr (std::is_same_v<T, protocol::create_actor_reply> ||
-                           std::is_same_v<T, protocol::store_reply> ||
-                           std::is_same_v<T, protocol::store_stats_reply> ||
-                           std::is_same_v<T, protocol::object_location> ||
-                           std::is_same_v<T, protocol::lookup_actor_reply> ||
-                           std::is_same_v<T, protocol::resource_reply> ||
-                           std::is_same_v<T, protocol::placement_explained> ||
-                           std::is_same_v<T, protocol::placement_group_reply> ||
-                           std::is_same_v<T, protocol::placement_group_list> ||
-                           std::is_same_v<T, protocol::status_reply>) {
-        auto it = requests_.find(msg.request_id);
-        if (it == requests_.end()) return;  // the requester gave up waiting
-        it->second.set_value(std::move(msg));
-        requests_.erase(it);
       }
     },
     m);
@@ -1249,11 +1018,12 @@ void core_worker::handle(protocol::message& m) {
 
 void core_worker::stop(const std::string& reason, std::optional<error_code> code) {
   {
-    // Handles and mappings that outlive the core stop reaching it (taken before mutex_, the
-    // order release_hold takes them in).
+    // Handles that outlive the core stop reaching it (taken before mutex_, the order
+    // release_hold takes them in).
     std::lock_guard g(link_->m);
     link_->core = nullptr;
   }
+  store_.stop();
   std::lock_guard lock(mutex_);
   if (!stopped_) {
     stopped_ = true;
@@ -1266,12 +1036,7 @@ void core_worker::stop(const std::string& reason, std::optional<error_code> code
   leases_.clear();
   cancel_requests(std::nullopt);
   lease_cv_.notify_all();
-  for (auto& [id, p] : requests_) {
-    p.set_exception(std::make_exception_ptr(
-      stop_code_ ? exception(*stop_code_, stop_reason_)
-                 : exception(error_code::cancelled, "celer is shutting down: " + stop_reason_)));
-  }
-  requests_.clear();
+  requests_.stop(stop_reason_, stop_code_);
   ready_cv_.notify_all();
 }
 

@@ -8,8 +8,13 @@
 // threads), each worker process's in cluster mode.
 //
 // Threads: user threads (driver, worker threads running user code) call the public
-// methods; `handle` runs on the core's CAF actor. Both take mutex_, which guards all state.
+// methods; `handle` runs on the core's CAF actor. Both take mutex_, which guards the
+// core's own tables; the pieces it delegates to guard theirs: requests_ (requests awaiting
+// replies), head_ (queries to the head) and store_ (the node's object store).
 
+#include "core/head_client.hpp"
+#include "core/request_table.hpp"
+#include "core/store_client.hpp"
 #include "protocol/messages.hpp"
 #include "transport/transport.hpp"
 
@@ -29,10 +34,6 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
-
-namespace celer::store {
-class shm_segment;
-} // namespace celer::store
 
 namespace celer {
 
@@ -64,6 +65,8 @@ public:
     bool cluster = false;
     /// The job's priority (init_options::priority): work submitted without one gets it.
     std::int32_t priority = 0;
+    /// The clock requests are timed by (tests pass a made-up one).
+    request_table::clock now = [] { return std::chrono::steady_clock::now(); };
   };
   core_worker(transport& net, endpoints where);
   ~core_worker();
@@ -82,7 +85,8 @@ public:
   object_ref<void> put_stored(std::size_t size, unsigned char first, bool durable,
                               const std::function<void(char*)>& write);
   /// Writes a value into this node's object store for `owner`, as object `id`; returns the
-  /// payload that points at it, or the failure (not ok). Does not take mutex_.
+  /// payload that points at it, or the failure (not ok). Does not take mutex_
+  /// (store_client::store_value).
   protocol::object_payload store_value(const object_id& id, std::size_t size, unsigned char first,
                                        bool durable, const address& owner, const job_id& job,
                                        const std::function<void(char*)>& write);
@@ -148,7 +152,7 @@ private:
     /// Stored objects: other nodes that pulled a copy (freed with the object).
     std::vector<address> copies;
   };
-  /// Lets handles (and mappings) outlive the core: they reach it through this while it lives.
+  /// Lets handles outlive the core: they reach it through this while it lives.
   struct link {
     std::mutex m;
     core_worker* core = nullptr;
@@ -224,22 +228,6 @@ private:
   void maybe_free(const object_id& id);
   /// Requires mutex_: records another node's copy of an owned object.
   void on_copied(const protocol::object_copied& m);
-  /// Maps a stored object (pinning it at this node, pulling it here first if it is
-  /// elsewhere). Does not take mutex_.
-  detail::fetched map_stored(const protocol::object_payload& v, const address& owner);
-  /// map_stored in two steps, so that several objects are asked for at once.
-  struct pending_map {
-    object_id object;
-    address owner;
-    std::uint64_t request = 0;
-    std::future<protocol::message> reply;
-    std::optional<detail::failure> failed;
-  };
-  pending_map start_map(const protocol::object_payload& v, const address& owner);
-  detail::fetched finish_map(pending_map& p);
-  /// The node's object store segment at `path`, mapped read-only once per process; the
-  /// pointer is its base and owns the mapping.
-  std::shared_ptr<const void> mapping(const std::string& path, std::size_t capacity);
   void check_running() const;  // requires mutex_
   // The following require mutex_.
   void fill(protocol::object_payload value);
@@ -252,21 +240,15 @@ private:
   /// Blocks (mutex_ held via `lock`) until `done()` or the deadline; lends the worker's CPUs.
   bool block_until(std::unique_lock<std::mutex>& lock, detail::timeout_t timeout,
                    const std::function<bool()>& done);
-  /// Sends a request and waits for its reply.
-  protocol::message request(const address& to, protocol::message m, std::uint64_t id);
-  /// request() for a query with request_id and reply_to, which it fills in.
-  template <class Reply, class Query>
-  Reply ask(const address& to, Query msg);
-  std::future<protocol::message> send_request(const address& to, protocol::message m,
-                                              std::uint64_t id);
-  /// Waits (request_timeout_ms at most) for the reply to request `id`.
-  protocol::message await_reply(std::future<protocol::message>& reply, std::uint64_t id,
-                                const char* what);
 
   transport& net_;
   endpoints where_;
   std::uint64_t id_prefix_;
   std::atomic<std::uint64_t> counter_{0};
+  /// Requests awaiting replies (handle completes them), and the clients that send them.
+  request_table requests_;
+  head_client head_;
+  store_client store_;
 
   mutable std::mutex mutex_;
   std::condition_variable ready_cv_;
@@ -296,15 +278,9 @@ private:
   bool node_dead_ = false;
   std::condition_variable lease_cv_;
   std::thread lease_reaper_;
-  std::unordered_map<std::uint64_t, std::promise<protocol::message>> requests_;
   /// Owned objects passed by ref to a task still pending, by task.
   std::unordered_map<task_id, std::vector<object_id>> task_args_;
   std::shared_ptr<link> link_;
-  /// The node's shared memory, mapped once per segment path.
-  std::mutex mappings_mutex_;  // guards mappings_, segments_
-  std::unordered_map<std::string, std::shared_ptr<const void>> mappings_;
-  /// The same segments, for writers' views (mapping() fills both).
-  std::unordered_map<std::string, std::shared_ptr<store::shm_segment>> segments_;
 };
 
 } // namespace celer

@@ -1,0 +1,191 @@
+#include "core/store_client.hpp"
+
+#include <celer/store/shm_arena.hpp>
+
+namespace celer {
+
+store_client::store_client(transport& net, request_table& requests, endpoints where,
+                           copied_here on_copy)
+  : net_(net), requests_(requests), where_(std::move(where)), on_copy_(std::move(on_copy)),
+    link_(std::make_shared<link>()) {
+  link_->client = this;
+}
+
+store_client::~store_client() { stop(); }
+
+void store_client::stop() {
+  std::lock_guard g(link_->m);
+  link_->client = nullptr;
+}
+
+void store_client::attach_node(address node, node_id id) {
+  where_.node = std::move(node);
+  where_.this_node = id;
+}
+
+protocol::object_payload store_client::store_value(const object_id& id, std::size_t size,
+                                                   unsigned char first, bool durable,
+                                                   const address& owner, const job_id& job,
+                                                   const std::function<void(char*)>& write) {
+  protocol::object_payload v;
+  v.id = id;
+  protocol::store_create c;
+  c.id = id;
+  c.size = size;
+  c.lead = protocol::lead_for(first);
+  c.owner = owner;
+  c.job = job;
+  c.durable = durable;
+  const auto lead = c.lead;
+  auto created = requests_.ask<protocol::store_reply>(where_.node, std::move(c));
+  if (!created.ok) {
+    v.fail = created.fail;
+    return v;
+  }
+  // Readers map the store read-only; the writer gets a writable view of its object alone,
+  // unmapped once it is written.
+  (void)mapping(created.segment, created.capacity);
+  std::shared_ptr<store::shm_segment> seg;
+  {
+    std::lock_guard lock(mappings_mutex_);
+    seg = segments_.at(created.segment);
+  }
+  auto view = seg->map_writable(created.offset, size);
+  if (!view) {
+    (void)net_.send(where_.node, protocol::store_release{id, where_.self, /*abandon=*/true});
+    v.fail = protocol::failure_info::make(detail::failure_kind::task_error, view.error().code(),
+                                          view.error().message());
+    return v;
+  }
+  try {
+    write(reinterpret_cast<char*>(view->data()));
+  } catch (...) {
+    (void)net_.send(where_.node, protocol::store_release{id, where_.self, /*abandon=*/true});
+    throw;
+  }
+  protocol::store_seal seal;
+  seal.id = id;
+  auto sealed = requests_.ask<protocol::store_reply>(where_.node, std::move(seal));
+  if (!sealed.ok) {
+    v.fail = sealed.fail;
+    return v;
+  }
+  v.ok = true;
+  v.stored = true;
+  v.node = where_.this_node;
+  v.node_addr = where_.node;
+  v.size = size;
+  v.lead = lead;
+  return v;
+}
+
+std::shared_ptr<const void> store_client::mapping(const std::string& path, std::size_t capacity) {
+  std::lock_guard lock(mappings_mutex_);
+  auto& m = mappings_[path];
+  if (!m) {
+    auto seg = store::shm_segment::open(path, capacity, store::shm_access::read_only);
+    if (!seg) throw exception(seg.error().code(), seg.error().message());
+    auto owned = std::make_shared<store::shm_segment>(std::move(*seg));
+    segments_[path] = owned;
+    // The handle's pointer is the base of the mapping; it owns the segment.
+    m = std::shared_ptr<const void>(owned, owned->base());
+  }
+  return m;
+}
+
+detail::fetched store_client::map_stored(const protocol::object_payload& v, const address& owner) {
+  auto p = start_map(v, owner);
+  return finish_map(p);
+}
+
+store_client::pending_map store_client::start_map(const protocol::object_payload& v,
+                                                  const address& owner) {
+  pending_map p;
+  p.object = v.id;
+  p.owner = owner;
+  protocol::store_get g;
+  g.request_id = requests_.next_id();
+  g.reply_to = where_.self;
+  g.id = v.id;
+  if (v.node != where_.this_node) g.source = v.node_addr;
+  g.size = v.size;
+  g.lead = v.lead;
+  g.owner = owner;
+  g.job = where_.job;
+  p.request = g.request_id;
+  try {
+    p.reply = requests_.send_request(where_.node, std::move(g), p.request);
+  } catch (const exception& e) {
+    p.failed = protocol::failure_info::make(detail::failure_kind::object_lost, e.code(),
+                                            "object " + v.id.hex() +
+                                              " could not be read from the object store: " +
+                                              e.what())
+                 .to_failure();
+  }
+  return p;
+}
+
+detail::fetched store_client::finish_map(pending_map& p) {
+  detail::fetched f;
+  if (p.failed) {
+    f.fail = *p.failed;
+    return f;
+  }
+  protocol::store_reply r;
+  try {
+    r = std::get<protocol::store_reply>(requests_.await_reply(p.reply, p.request, "store_get"));
+  } catch (const exception& e) {
+    f.fail = protocol::failure_info::make(detail::failure_kind::object_lost, e.code(),
+                                          "object " + p.object.hex() +
+                                            " could not be read from the object store: " + e.what())
+               .to_failure();
+    return f;
+  }
+  if (!r.ok) {
+    f.fail = r.fail.to_failure();
+    return f;
+  }
+  if (r.pulled) {
+    // A new copy on this node: its owner frees it with the object.
+    protocol::object_copied c{p.object, where_.this_node, where_.node};
+    if (p.owner == where_.self) {
+      on_copy_(c);
+    } else {
+      (void)net_.send(p.owner, std::move(c));
+    }
+  }
+  auto map = mapping(r.segment, r.capacity);
+  // One pin per mapping: dropped (store_release) when the last user of the bytes is gone.
+  struct pinned {
+    std::shared_ptr<const void> map;
+    std::weak_ptr<link> client;
+    object_id id;
+    ~pinned() {
+      if (auto l = client.lock()) {
+        std::lock_guard g(l->m);
+        if (l->client != nullptr) {
+          (void)l->client->net_.send(l->client->where_.node,
+                                     protocol::store_release{id, l->client->where_.self, false});
+        }
+      }
+    }
+  };
+  // Filled in place: a pinned built as a temporary and copied would release the pin as the
+  // temporary dies (it did until the store client's tests caught it).
+  auto pin = std::make_shared<pinned>();
+  pin->map = map;
+  pin->client = link_;
+  pin->id = p.object;
+  f.ok = true;
+  f.mapped = static_cast<const char*>(map.get()) + r.offset;
+  f.mapped_size = r.size;
+  f.keep = std::shared_ptr<const void>(pin, f.mapped);
+  return f;
+}
+
+protocol::store_counters store_client::query_stats() {
+  return requests_.ask<protocol::store_stats_reply>(where_.node, protocol::store_stats_query{})
+    .stats;
+}
+
+} // namespace celer

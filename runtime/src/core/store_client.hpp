@@ -1,0 +1,112 @@
+#pragma once
+// A core's side of its node's object store: writes values into the node's shared memory
+// (store_create, write, store_seal), maps stored objects for reading (store_get, which
+// pins them at the node, pulling them there first when they live elsewhere), and drops
+// each pin (store_release) when the last user of the mapped bytes lets go. The node's
+// segments are mapped once per process.
+//
+//   store_client store(net, requests, {self, node_addr, node, job}, on_own_copy);
+//   auto v = store.store_value(id, size, first, /*durable=*/false, self, job, write);
+//   auto bytes = store.map_stored(v, self);  // bytes.keep holds the pin
+//
+// Threads: any user thread. mappings_mutex_ guards mappings_ and segments_; requests go
+// through the core's request_table; no lock is held while waiting for the node.
+
+#include "core/request_table.hpp"
+#include "protocol/messages.hpp"
+#include "transport/transport.hpp"
+
+#include <celer/api.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+namespace celer::store {
+class shm_segment;
+} // namespace celer::store
+
+namespace celer {
+
+class store_client {
+public:
+  struct endpoints {
+    /// The core: it names the pins, and its objects' copies are reported to it.
+    address self;
+    address node;
+    node_id this_node;
+    /// The job a copy pulled here is recorded under.
+    job_id job;
+  };
+  /// Called (on the reading thread, no lock of this client held) when a read pulled a copy
+  /// of an object `self` owns to this node: the owner frees it with the object.
+  using copied_here = std::function<void(const protocol::object_copied&)>;
+
+  store_client(transport& net, request_table& requests, endpoints where, copied_here on_copy);
+  ~store_client();
+  store_client(const store_client&) = delete;
+  store_client& operator=(const store_client&) = delete;
+
+  /// Writes a value into the node's object store for `owner`, as object `id`: `write`
+  /// packs its `size` bytes (starting with byte `first`). Returns the payload that points
+  /// at it, or the failure (not ok) when the node refuses it. Rethrows what `write` throws
+  /// (the node is told to drop the object first).
+  protocol::object_payload store_value(const object_id& id, std::size_t size, unsigned char first,
+                                       bool durable, const address& owner, const job_id& job,
+                                       const std::function<void(char*)>& write);
+
+  /// Maps stored object `v` (owned by `owner`) for reading: pins it at this node, pulling
+  /// it here first if it is elsewhere.
+  detail::fetched map_stored(const protocol::object_payload& v, const address& owner);
+  /// map_stored in two steps, so that several objects are asked for at once.
+  struct pending_map {
+    object_id object;
+    address owner;
+    std::uint64_t request = 0;
+    std::future<protocol::message> reply;
+    std::optional<detail::failure> failed;
+  };
+  pending_map start_map(const protocol::object_payload& v, const address& owner);
+  detail::fetched finish_map(pending_map& p);
+
+  /// The node's object store segment at `path`, mapped read-only once per process; the
+  /// pointer is its base and owns the mapping. Throws celer::exception when it cannot be
+  /// mapped.
+  std::shared_ptr<const void> mapping(const std::string& path, std::size_t capacity);
+
+  /// This node's object store in numbers.
+  protocol::store_counters query_stats();
+
+  /// Moves to another node (a cluster driver learns its node after connecting; call
+  /// before any object is stored or read).
+  void attach_node(address node, node_id id);
+  /// Mappings that outlive this call drop their pins without telling the node (the node
+  /// drops a job's pins when the job ends).
+  void stop();
+
+private:
+  /// Lets mapped bytes outlive the client: their pins reach it through this while it lives.
+  struct link {
+    std::mutex m;
+    store_client* client = nullptr;
+  };
+
+  transport& net_;
+  request_table& requests_;
+  endpoints where_;
+  const copied_here on_copy_;
+  std::shared_ptr<link> link_;
+
+  std::mutex mappings_mutex_;  // guards mappings_, segments_
+  /// The node's shared memory, mapped once per segment path.
+  std::unordered_map<std::string, std::shared_ptr<const void>> mappings_;
+  /// The same segments, for writers' views (mapping() fills both).
+  std::unordered_map<std::string, std::shared_ptr<store::shm_segment>> segments_;
+};
+
+} // namespace celer
