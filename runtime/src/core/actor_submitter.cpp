@@ -1,0 +1,145 @@
+#include "core/actor_submitter.hpp"
+
+namespace celer {
+
+actor_submitter::actor_submitter(transport& net, reference_table& objects,
+                                 request_table& requests, endpoints where)
+  : net_(net), objects_(objects), requests_(requests), where_(std::move(where)) {}
+
+actor_id actor_submitter::create(protocol::create_actor msg) {
+  const actor_id id = msg.spec.actor;
+  {
+    std::lock_guard lock(mutex_);
+    actors_[id].subscribed = true;  // the head tells the creator about its actor
+  }
+  msg.reply_to = where_.self;
+  msg.request_id = requests_.next_id();
+  const auto rid = msg.request_id;
+  auto reply = requests_.request(where_.head, std::move(msg), rid);
+  auto& r = std::get<protocol::create_actor_reply>(reply);
+  if (!r.ok) {
+    std::lock_guard lock(mutex_);
+    actors_.erase(id);
+    detail::throw_failure(r.fail.to_failure());
+  }
+  return id;
+}
+
+actor_submitter::actor_entry& actor_submitter::actor_slot(const actor_id& id) {
+  auto& a = actors_[id];
+  if (!a.subscribed) {
+    a.subscribed = true;
+    if (!net_.send(where_.head, protocol::subscribe_actor{id, where_.self})) {
+      a.state = protocol::actor_state::dead;
+      a.fail = protocol::failure_info::make(detail::failure_kind::actor_died, error_code::unavailable,
+                                            "actor " + id.hex() + ": the head is unreachable");
+    }
+  }
+  return a;
+}
+
+void actor_submitter::call(protocol::task_spec spec) {
+  // Sent under mutex_ so that calls from this process leave in submission order, and
+  // queued calls are flushed (in on_update) before any later call is sent.
+  std::lock_guard lock(mutex_);
+  send_call(actor_slot(spec.actor), std::move(spec));
+}
+
+void actor_submitter::send_call(actor_entry& actor, protocol::task_spec spec) {
+  switch (actor.state) {
+    case protocol::actor_state::pending:
+      actor.queued.push_back(std::move(spec));
+      return;
+    case protocol::actor_state::dead:
+      objects_.fail_task(spec.id, actor.fail);
+      return;
+    case protocol::actor_state::alive: {
+      const task_id id = spec.id;
+      actor.in_flight.insert(id);
+      call_actor_[id] = spec.actor;
+      calls_in_flight_.store(call_actor_.size(), std::memory_order_release);
+      const actor_id target = spec.actor;
+      if (!net_.send(actor.worker, protocol::execute_task{std::move(spec)})) {
+        actor.in_flight.erase(id);
+        call_actor_.erase(id);
+        calls_in_flight_.store(call_actor_.size(), std::memory_order_release);
+        objects_.fail_task(id, protocol::failure_info::make(
+                                 detail::failure_kind::actor_died, error_code::unavailable,
+                                 "actor " + target.hex() + " is unreachable: its worker is gone"));
+      }
+      return;
+    }
+  }
+}
+
+void actor_submitter::fail_actor_calls(actor_entry& actor) {
+  for (auto& spec : actor.queued) objects_.fail_task(spec.id, actor.fail);
+  actor.queued.clear();
+  for (const auto& t : actor.in_flight) {
+    objects_.fail_task(t, actor.fail);
+    call_actor_.erase(t);
+  }
+  actor.in_flight.clear();
+  calls_in_flight_.store(call_actor_.size(), std::memory_order_release);
+}
+
+void actor_submitter::kill(const actor_id& actor) {
+  {
+    std::lock_guard lock(mutex_);
+    auto& a = actors_[actor];
+    a.subscribed = true;  // nothing more to learn: it is dead from here on
+    if (a.state != protocol::actor_state::dead) {
+      a.state = protocol::actor_state::dead;
+      a.fail = protocol::failure_info::make(detail::failure_kind::actor_died, error_code::unavailable,
+                                            "actor " + actor.hex() + " was killed by celer::kill");
+      fail_actor_calls(a);
+    }
+  }
+  (void)net_.send(where_.head, protocol::kill_actor{actor, "killed by celer::kill"});
+}
+
+bool actor_submitter::on_result(protocol::task_result& r) {
+  // A call's result comes after the call was recorded (the send happened after it), so
+  // while none is in flight this is not one: no lock for task results.
+  if (calls_in_flight_.load(std::memory_order_acquire) == 0) return false;
+  std::lock_guard lock(mutex_);
+  auto it = call_actor_.find(r.task);
+  if (it == call_actor_.end()) return false;
+  auto a = actors_.find(it->second);
+  if (a != actors_.end()) a->second.in_flight.erase(r.task);
+  call_actor_.erase(it);
+  calls_in_flight_.store(call_actor_.size(), std::memory_order_release);
+  objects_.finish_task(r.task, r.returns);
+  return true;
+}
+
+void actor_submitter::on_update(const protocol::actor_update& m) {
+  std::lock_guard lock(mutex_);
+  auto& a = actors_[m.actor];
+  a.subscribed = true;
+  if (a.state == protocol::actor_state::dead) return;
+  if (m.state == protocol::actor_state::alive) {
+    a.state = protocol::actor_state::alive;
+    a.worker = m.worker;
+    auto queued = std::move(a.queued);
+    a.queued.clear();
+    for (auto& spec : queued) send_call(a, std::move(spec));
+  } else if (m.state == protocol::actor_state::dead) {
+    a.state = protocol::actor_state::dead;
+    a.fail = m.fail;
+    fail_actor_calls(a);
+  }
+}
+
+bool actor_submitter::placed(const actor_id& actor) const {
+  std::lock_guard lock(mutex_);
+  auto it = actors_.find(actor);
+  return it != actors_.end() && it->second.state != protocol::actor_state::pending;
+}
+
+std::size_t actor_submitter::in_flight() const {
+  std::lock_guard lock(mutex_);
+  return call_actor_.size();
+}
+
+} // namespace celer

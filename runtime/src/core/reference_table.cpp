@@ -1,0 +1,424 @@
+#include "core/reference_table.hpp"
+
+#include "core/worker_context.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+namespace celer {
+
+namespace {
+
+std::string millis(std::chrono::nanoseconds d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
+}
+
+} // namespace
+
+reference_table::reference_table(transport& net, address self, store_client& store,
+                                 head_client* head)
+  : net_(net), self_(std::move(self)), store_(store), head_(head),
+    link_(std::make_shared<link>()) {
+  link_->table = this;
+}
+
+reference_table::~reference_table() {
+  std::lock_guard g(link_->m);
+  link_->table = nullptr;
+}
+
+void reference_table::check_running() const {
+  std::lock_guard lock(mutex_);
+  check_running_locked();
+}
+
+void reference_table::check_running_locked() const {
+  if (stopped_ && stop_code_) throw exception(*stop_code_, stop_reason_);
+  if (stopped_) {
+    throw exception(error_code::failed_precondition, "celer is shutting down: " + stop_reason_);
+  }
+}
+
+std::vector<protocol::task_arg> reference_table::to_wire(std::vector<detail::arg_spec> args,
+                                                         const task_id& task) {
+  std::vector<protocol::task_arg> out;
+  out.reserve(args.size());
+  for (auto& a : args) {
+    protocol::task_arg t;
+    t.is_ref = a.is_ref;
+    t.ref = a.ref;
+    t.owner = std::move(a.owner);
+    t.value = std::move(a.value);
+    if (t.is_ref && t.owner == self_) {
+      // An object this process owns and already holds travels inline: the worker need
+      // not ask for it (unless it is in the object store: the worker maps it there).
+      auto it = objects_.find(t.ref);
+      if (it != objects_.end() && it->second.ready && it->second.value.ok &&
+          !it->second.value.stored) {
+        t.is_ref = false;
+        t.value = it->second.value.payload;
+      } else if (it != objects_.end() && it->second.owned) {
+        // Kept until the task finishes (an actor's constructor: until the job ends).
+        if (task.nil()) {
+          it->second.escaped = true;
+        } else {
+          ++it->second.task_uses;
+          task_args_[task].push_back(t.ref);
+        }
+      }
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+object_ref<void> reference_table::submit(protocol::task_spec& spec,
+                                         std::vector<detail::arg_spec> args) {
+  const object_id ret = spec.return_id();
+  std::lock_guard lock(mutex_);
+  check_running_locked();
+  spec.args = to_wire(std::move(args), spec.id);
+  objects_[ret].owned = true;
+  return owned_ref(ret);
+}
+
+std::vector<protocol::task_arg> reference_table::creation_args(std::vector<detail::arg_spec> args) {
+  std::lock_guard lock(mutex_);
+  check_running_locked();
+  return to_wire(std::move(args), task_id{});
+}
+
+object_ref<void> reference_table::put(protocol::object_payload value) {
+  const object_id id = value.id;
+  std::lock_guard lock(mutex_);
+  check_running_locked();
+  auto& e = objects_[id];
+  e.ready = true;
+  e.owned = true;
+  e.value = std::move(value);
+  return owned_ref(id);
+}
+
+object_ref<void> reference_table::owned_ref(const object_id& id) {
+  auto& e = objects_[id];
+  ++e.holders;
+  std::weak_ptr<link> weak = link_;
+  return object_ref<void>(id, self_,
+                          std::shared_ptr<const void>(link_.get(), [weak, id](const void*) {
+                            if (auto l = weak.lock()) {
+                              std::lock_guard g(l->m);
+                              if (l->table != nullptr) l->table->release_hold(id);
+                            }
+                          }));
+}
+
+void reference_table::escaped(const object_id& id) {
+  std::lock_guard lock(mutex_);
+  if (auto it = objects_.find(id); it != objects_.end()) it->second.escaped = true;
+}
+
+void reference_table::release_hold(const object_id& id) {
+  std::lock_guard lock(mutex_);
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return;
+  --it->second.holders;
+  maybe_free(id);
+}
+
+void reference_table::maybe_free(const object_id& id) {
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return;
+  auto& e = it->second;
+  if (!e.owned || e.escaped || e.holders > 0 || e.task_uses > 0 || !e.ready) return;
+  if (e.value.stored) {
+    (void)net_.send(e.value.node_addr, protocol::store_free{{id}});
+    for (const auto& node : e.copies) (void)net_.send(node, protocol::store_free{{id}});
+  }
+  objects_.erase(it);
+}
+
+void reference_table::on_copied(const protocol::object_copied& m) {
+  std::lock_guard lock(mutex_);
+  auto it = objects_.find(m.id);
+  if (it == objects_.end() || !it->second.owned) {
+    // Freed before the news arrived: the copy goes too.
+    (void)net_.send(m.node_addr, protocol::store_free{{m.id}});
+    return;
+  }
+  auto& copies = it->second.copies;
+  if (std::find(copies.begin(), copies.end(), m.node_addr) == copies.end()) {
+    copies.push_back(m.node_addr);
+  }
+}
+
+std::vector<protocol::node_bytes> reference_table::locality_of(const protocol::task_spec& spec) const {
+  std::vector<protocol::node_bytes> out;
+  std::lock_guard lock(mutex_);
+  for (const auto& a : spec.args) {
+    if (!a.is_ref) continue;
+    const auto it = objects_.find(a.ref);
+    if (it == objects_.end() || !it->second.ready || !it->second.value.stored) continue;
+    const auto& v = it->second.value;
+    auto same = std::find_if(out.begin(), out.end(), [&](const auto& n) { return n.node == v.node; });
+    if (same == out.end()) {
+      out.push_back({v.node, v.size});
+    } else {
+      same->bytes += v.size;
+    }
+  }
+  return out;
+}
+
+std::size_t reference_table::owned_objects() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<std::size_t>(
+    std::count_if(objects_.begin(), objects_.end(), [](const auto& kv) { return kv.second.owned; }));
+}
+
+std::size_t reference_table::tasks_holding_args() const {
+  std::lock_guard lock(mutex_);
+  return task_args_.size();
+}
+
+bool reference_table::ready(const object_id& id) const {
+  std::lock_guard lock(mutex_);
+  auto it = objects_.find(id);
+  return it != objects_.end() && it->second.ready;
+}
+
+std::size_t reference_table::prepare(const std::vector<object_ref<void>>& refs) {
+  std::size_t ready = 0;
+  for (const auto& r : refs) {
+    auto [it, inserted] = objects_.try_emplace(r.id());
+    auto& e = it->second;
+    if (inserted) {
+      if (r.owner() == self_ || r.owner().nil()) {
+        e.ready = true;
+        e.value.id = r.id();
+        e.value.fail = protocol::failure_info::make(
+          detail::failure_kind::object_lost, error_code::not_found,
+          "object " + r.id().hex() + " is not known to its owner: it was never created here");
+      } else if (!e.fetch_sent) {
+        e.fetch_sent = true;
+        if (!net_.send(r.owner(), protocol::get_object{r.id(), self_})) {
+          e.ready = true;
+          e.value.id = r.id();
+          e.value.fail = protocol::failure_info::make(
+            detail::failure_kind::object_lost, error_code::unavailable,
+            "object " + r.id().hex() + " is lost: its owner is unreachable");
+        }
+      }
+    }
+    if (e.ready) ++ready;
+  }
+  return ready;
+}
+
+bool reference_table::block_until(std::unique_lock<std::mutex>& lock, detail::timeout_t timeout,
+                                  const std::function<bool()>& done) {
+  if (done()) return true;
+  // A worker blocked in get lends its CPUs back to the node so that the tasks it waits
+  // for can run (otherwise nested tasks deadlock once every CPU is held by a waiter).
+  worker_context* ctx = current_worker_context();
+  if (ctx != nullptr) {
+    ctx->blocked = true;
+    (void)net_.send(ctx->node, protocol::worker_blocked{ctx->worker});
+  }
+  auto pred = [&] { return stopped_ || done(); };
+  if (timeout) {
+    ready_cv_.wait_for(lock, *timeout, pred);
+  } else {
+    ready_cv_.wait(lock, pred);
+  }
+  if (ctx != nullptr) (void)net_.send(ctx->node, protocol::worker_unblocked{ctx->worker});
+  return done();
+}
+
+std::vector<detail::fetched> reference_table::fetch(const std::vector<object_ref<void>>& refs,
+                                                    detail::timeout_t timeout) {
+  std::unique_lock lock(mutex_);
+  check_running_locked();
+  std::size_t ready = prepare(refs);
+  // Objects never become unready, so each wake-up resumes the scan where the last one
+  // stopped: waiting for n objects costs O(n) lookups in all, not O(n) per arrival.
+  std::size_t scanned = 0;
+  auto all_ready = [&] {
+    while (scanned < refs.size() && objects_[refs[scanned].id()].ready) ++scanned;
+    return scanned == refs.size();
+  };
+  if (ready < refs.size() && !block_until(lock, timeout, all_ready)) {
+    check_running_locked();
+    std::size_t missing = 0;
+    const object_id* first = nullptr;
+    for (const auto& r : refs) {
+      if (!objects_[r.id()].ready) {
+        ++missing;
+        if (first == nullptr) first = &r.id();
+      }
+    }
+    throw get_timeout_error("celer::get timed out after " + millis(*timeout) + ": " +
+                            std::to_string(missing) + " of " + std::to_string(refs.size()) +
+                            " object(s) not ready (first: " + first->hex() + ")");
+  }
+  std::vector<detail::fetched> out;
+  out.reserve(refs.size());
+  std::vector<std::pair<std::size_t, protocol::object_payload>> stored;
+  for (std::size_t i = 0; i < refs.size(); ++i) {
+    const auto& v = objects_[refs[i].id()].value;
+    detail::fetched f;
+    f.ok = v.ok;
+    if (v.ok && v.stored) {
+      stored.emplace_back(i, v);
+    } else if (v.ok) {
+      f.payload = v.payload;
+    } else {
+      f.fail = v.fail.to_failure();
+    }
+    out.push_back(std::move(f));
+  }
+  if (stored.empty()) return out;
+  // Large objects are mapped from this node's store (pulled here first when elsewhere),
+  // without mutex_: the node may take a while.
+  lock.unlock();
+  // All asked at once: pulls from other nodes run in parallel.
+  std::vector<store_client::pending_map> asked;
+  asked.reserve(stored.size());
+  for (auto& [i, v] : stored) asked.push_back(store_.start_map(v, refs[i].owner()));
+  for (std::size_t k = 0; k < stored.size(); ++k) {
+    auto& [i, v] = stored[k];
+    out[i] = store_.finish_map(asked[k]);
+    if (out[i].ok || head_ == nullptr) continue;
+    // Its node is gone: a durable copy may live on (on a node agent restarted on the same
+    // machine, under a new id). The head's directory knows.
+    protocol::object_location at;
+    try {
+      at = head_->locate_object(v.id);
+    } catch (const exception&) {
+      continue;  // the first failure stands
+    }
+    if (!at.found || at.node == v.node) continue;
+    v.node = at.node;
+    v.node_addr = at.node_addr;
+    auto again = store_.map_stored(v, refs[i].owner());
+    if (!again.ok) continue;
+    out[i] = std::move(again);
+    std::lock_guard relock(mutex_);
+    if (auto e = objects_.find(v.id); e != objects_.end() && e->second.value.stored) {
+      e->second.value.node = at.node;
+      e->second.value.node_addr = at.node_addr;
+    }
+  }
+  return out;
+}
+
+std::vector<std::size_t> reference_table::wait_ready(const std::vector<object_ref<void>>& refs,
+                                                     std::size_t num_returns,
+                                                     detail::timeout_t timeout) {
+  if (num_returns > refs.size()) {
+    throw exception(error_code::invalid_argument,
+                    "celer::wait: num_returns (" + std::to_string(num_returns) +
+                      ") exceeds the number of refs (" + std::to_string(refs.size()) + ")");
+  }
+  std::unique_lock lock(mutex_);
+  check_running_locked();
+  prepare(refs);
+  auto count = [&] {
+    std::size_t n = 0;
+    for (const auto& r : refs) n += objects_[r.id()].ready ? 1 : 0;
+    return n;
+  };
+  block_until(lock, timeout, [&] { return count() >= num_returns; });
+  check_running_locked();
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < refs.size(); ++i) {
+    if (objects_[refs[i].id()].ready) out.push_back(i);
+  }
+  return out;
+}
+
+void reference_table::release_args(const task_id& task) {
+  auto t = task_args_.find(task);
+  if (t == task_args_.end()) return;
+  auto used = std::move(t->second);
+  task_args_.erase(t);
+  for (const auto& arg : used) {
+    if (auto a = objects_.find(arg); a != objects_.end()) --a->second.task_uses;
+    maybe_free(arg);
+  }
+}
+
+void reference_table::finish_task(const task_id& task,
+                                  std::vector<protocol::object_payload>& returns) {
+  std::lock_guard lock(mutex_);
+  release_args(task);
+  for (auto& v : returns) fill_locked(std::move(v));
+}
+
+void reference_table::fail_task(const task_id& task, const protocol::failure_info& fail) {
+  protocol::object_payload v;
+  v.id = protocol::task_spec::return_id_of(task);
+  v.ok = false;
+  v.fail = fail;
+  std::lock_guard lock(mutex_);
+  release_args(task);
+  fill_locked(std::move(v));
+}
+
+void reference_table::fill(protocol::object_payload value) {
+  std::lock_guard lock(mutex_);
+  fill_locked(std::move(value));
+}
+
+void reference_table::fill_locked(protocol::object_payload value) {
+  const object_id id = value.id;
+  auto it = objects_.find(id);
+  if (it == objects_.end() || it->second.ready) {
+    // Unknown (no one held it any more, so it was freed) or already filled: stale. A
+    // stored copy made for it is freed.
+    if (value.stored && it == objects_.end()) {
+      (void)net_.send(value.node_addr, protocol::store_free{{id}});
+    }
+    return;
+  }
+  auto& e = it->second;
+  for (const auto& w : e.remote_waiters) (void)net_.send(w, protocol::object_reply{value});
+  e.remote_waiters.clear();
+  e.value = std::move(value);
+  e.ready = true;
+  ready_cv_.notify_all();
+  maybe_free(id);
+}
+
+void reference_table::on_get_object(const protocol::get_object& m) {
+  std::lock_guard lock(mutex_);
+  auto it = objects_.find(m.id);
+  if (it == objects_.end()) {
+    protocol::object_payload v;
+    v.id = m.id;
+    v.fail = protocol::failure_info::make(detail::failure_kind::object_lost, error_code::not_found,
+                                          "object " + m.id.hex() + " is not known to its owner");
+    (void)net_.send(m.requester, protocol::object_reply{std::move(v)});
+  } else if (it->second.ready) {
+    (void)net_.send(m.requester, protocol::object_reply{it->second.value});
+  } else {
+    it->second.remote_waiters.push_back(m.requester);
+  }
+}
+
+void reference_table::stop(const std::string& reason, std::optional<error_code> code) {
+  {
+    // Handles that outlive the core stop reaching it (taken before mutex_, the order
+    // release_hold takes them in).
+    std::lock_guard g(link_->m);
+    link_->table = nullptr;
+  }
+  std::lock_guard lock(mutex_);
+  if (!stopped_) {
+    stopped_ = true;
+    stop_reason_ = reason;
+    stop_code_ = code;
+  }
+  ready_cv_.notify_all();
+}
+
+} // namespace celer

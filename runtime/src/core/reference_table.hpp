@@ -1,0 +1,152 @@
+#pragma once
+// A core's objects: the values and failures of the objects this process owns (task
+// results, puts) and of those it borrowed and read, with the counts that decide when an
+// owned object is freed (handles, pending tasks taking it by ref, refs that escaped). It
+// answers other processes asking for its objects, and it is where get and wait block.
+//
+//   reference_table objects(net, self, store, &head);  // null head: embedded
+//   auto ref = objects.submit(spec, std::move(args));   // spec.args filled, result owned
+//   objects.finish_task(spec.id, result.returns);        // on the task's final result
+//   auto got = objects.fetch({ref}, std::nullopt);
+//
+// Threads: user threads call get/wait/put and drop handles; the core's actor hands it
+// replies. mutex_ guards objects_, task_args_ and the stop state; it is never held while a
+// user callback runs or while the node maps a stored object. Lock order: a submitter's
+// lock may be held when calling in (task_submitter, actor_submitter), never the reverse:
+// this table calls no submitter.
+
+#include "core/head_client.hpp"
+#include "core/store_client.hpp"
+#include "protocol/messages.hpp"
+#include "transport/transport.hpp"
+
+#include <celer/api.hpp>
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace celer {
+
+class reference_table {
+public:
+  /// Objects are owned by `self`; stored ones are read through `store`; in cluster mode
+  /// (`head` not null) a stored object whose node is gone is looked for in the head's
+  /// directory.
+  reference_table(transport& net, address self, store_client& store, head_client* head);
+  ~reference_table();
+  reference_table(const reference_table&) = delete;
+  reference_table& operator=(const reference_table&) = delete;
+
+  /// Throws the stop's error once stopped.
+  void check_running() const;
+
+  /// A task's arguments on the wire, and a handle to its result (owned here): fills
+  /// `spec.args` from `args`, counting each owned object taken by ref as used by the task
+  /// until finish_task or fail_task (an actor creation, spec.id nil: until the job ends).
+  /// Throws the stop's error once stopped.
+  object_ref<void> submit(protocol::task_spec& spec, std::vector<detail::arg_spec> args);
+  /// An actor creation's arguments on the wire (its refs are kept until the job ends).
+  std::vector<protocol::task_arg> creation_args(std::vector<detail::arg_spec> args);
+  /// A ready object owned here (a put), and a handle to it.
+  object_ref<void> put(protocol::object_payload value);
+
+  /// A task's final outcome: stores its returns (once: a later fill of the same object is
+  /// ignored) and ends its use of its arguments.
+  void finish_task(const task_id& task, std::vector<protocol::object_payload>& returns);
+  /// A task that finally failed: its result holds `fail`, and its arguments are released.
+  void fail_task(const task_id& task, const protocol::failure_info& fail);
+  /// Stores an object's value (or failure), once; wakes its waiters and the borrowers that
+  /// asked for it.
+  void fill(protocol::object_payload value);
+
+  /// Another process asks for an owned object: answered now, or when it is ready.
+  void on_get_object(const protocol::get_object& m);
+  /// Records another node's copy of an owned object (freed with it).
+  void on_copied(const protocol::object_copied& m);
+  /// Marks a ref to an owned object as serialised, where its holders cannot be counted:
+  /// the object is kept until the job ends.
+  void escaped(const object_id& id);
+  /// The nodes holding `spec`'s stored arguments that this process owns, with their bytes.
+  [[nodiscard]] std::vector<protocol::node_bytes> locality_of(const protocol::task_spec& spec) const;
+
+  /// get: the values (or failures) of `refs`, waiting up to `timeout`. Throws
+  /// get_timeout_error, or the stop's error.
+  std::vector<detail::fetched> fetch(const std::vector<object_ref<void>>& refs,
+                                     detail::timeout_t timeout);
+  /// wait: the indices of the refs that are ready once `num_returns` are, or at `timeout`.
+  std::vector<std::size_t> wait_ready(const std::vector<object_ref<void>>& refs,
+                                      std::size_t num_returns, detail::timeout_t timeout);
+
+  /// How many objects this process owns now (tests, metrics).
+  [[nodiscard]] std::size_t owned_objects() const;
+  /// Pending tasks that still hold arguments here (tests).
+  [[nodiscard]] std::size_t tasks_holding_args() const;
+  /// Whether `id` is known here and ready (tests).
+  [[nodiscard]] bool ready(const object_id& id) const;
+
+  /// Fails every wait from now on; handles stop reaching the table. The first stop's
+  /// reason stands.
+  void stop(const std::string& reason, std::optional<error_code> code);
+
+private:
+  struct object_entry {
+    bool ready = false;
+    bool fetch_sent = false;
+    protocol::object_payload value;
+    /// Borrowers waiting for the value (owned objects only).
+    std::vector<address> remote_waiters;
+    /// Owned objects: freed when no handle holds them, no pending task takes them, and no
+    /// ref to them has escaped this process.
+    bool owned = false;
+    bool escaped = false;
+    int holders = 0;
+    int task_uses = 0;
+    /// Stored objects: other nodes that pulled a copy (freed with the object).
+    std::vector<address> copies;
+  };
+  /// Lets handles outlive the table: they reach it through this while it lives.
+  struct link {
+    std::mutex m;
+    reference_table* table = nullptr;
+  };
+
+  // The following require mutex_.
+  void check_running_locked() const;
+  std::vector<protocol::task_arg> to_wire(std::vector<detail::arg_spec> args, const task_id& task);
+  /// A ref to an owned object, counted as a holder.
+  object_ref<void> owned_ref(const object_id& id);
+  void fill_locked(protocol::object_payload value);
+  void release_args(const task_id& task);
+  /// Frees `id` if nothing keeps it.
+  void maybe_free(const object_id& id);
+  /// Registers interest in `refs`; returns how many are ready.
+  std::size_t prepare(const std::vector<object_ref<void>>& refs);
+  /// Blocks (mutex_ held via `lock`) until `done()` or the deadline; lends the worker's CPUs.
+  bool block_until(std::unique_lock<std::mutex>& lock, detail::timeout_t timeout,
+                   const std::function<bool()>& done);
+
+  void release_hold(const object_id& id);
+
+  transport& net_;
+  const address self_;
+  store_client& store_;
+  head_client* const head_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable ready_cv_;
+  bool stopped_ = false;
+  std::string stop_reason_;
+  std::optional<error_code> stop_code_;
+  std::unordered_map<object_id, object_entry> objects_;
+  /// Owned objects passed by ref to a task still pending, by task.
+  std::unordered_map<task_id, std::vector<object_id>> task_args_;
+  std::shared_ptr<link> link_;
+};
+
+} // namespace celer

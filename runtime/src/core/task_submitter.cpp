@@ -1,0 +1,345 @@
+#include "core/task_submitter.hpp"
+
+#include "config/knobs.hpp"
+#include "log.hpp"
+
+#include <algorithm>
+
+namespace celer {
+
+task_submitter::task_submitter(transport& net, reference_table& objects, task_ids& ids,
+                               endpoints where, clock now)
+  : net_(net), objects_(objects), ids_(ids), where_(std::move(where)), now_(std::move(now)) {}
+
+void task_submitter::submit(protocol::task_spec spec) {
+  std::lock_guard lock(mutex_);
+  if (stopped_) {
+    objects_.fail_task(spec.id, protocol::failure_info::make(
+                                  detail::failure_kind::runtime_stopped, error_code::failed_precondition,
+                                  "celer is shutting down: " + stop_reason_, spec.function));
+    return;
+  }
+  const std::size_t cls = class_of(spec.resources, spec.where, spec.priority);
+  classes_[cls].queued.push_back(std::move(spec));
+  pump(cls);
+}
+
+std::size_t task_submitter::class_of(const protocol::resource_set& shape,
+                                     const protocol::placement& where, std::int32_t priority) {
+  for (std::size_t i = 0; i < classes_.size(); ++i) {
+    const auto& c = classes_[i];
+    if (c.shape.amounts == shape.amounts && c.where == where && c.priority == priority) return i;
+  }
+  classes_.push_back({shape, where, priority, {}, 0});
+  return classes_.size() - 1;
+}
+
+void task_submitter::pump(std::size_t cls) {
+  auto& c = classes_[cls];
+  const std::size_t depth =
+    static_cast<std::size_t>(std::max(1, knobs().max_tasks_in_flight_per_worker));
+  while (!c.queued.empty()) {
+    // The leased worker of this class with the fewest tasks in flight, if it has room: an
+    // idle one, or one running only tasks that never wait in get (pipelining).
+    std::pair<const worker_id, lease>* best = nullptr;
+    for (auto& entry : leases_) {
+      auto& l = entry.second;
+      if (l.cls != cls || l.running.size() >= depth) continue;
+      if (!l.running.empty() && l.may_block > 0) continue;
+      if (best == nullptr || l.running.size() < best->second.running.size()) best = &entry;
+      if (l.running.empty()) break;
+    }
+    if (best == nullptr) break;
+    auto spec = std::move(c.queued.front());
+    c.queued.pop_front();
+    push(best->first, best->second, std::move(spec));
+  }
+  if (c.queued.empty()) {
+    // Every task found a worker: leases still asked for are not needed.
+    if (c.requests > 0) cancel_requests(cls);
+    return;
+  }
+  const std::size_t wanted =
+    std::min(c.queued.size(), static_cast<std::size_t>(std::max(1, knobs().max_pending_lease_requests)));
+  while (c.requests < wanted) {
+    // The first waiting task describes the lease (without its arguments).
+    const auto& first = c.queued.front();
+    protocol::request_lease req;
+    req.spec.id = ids_.next();
+    req.spec.kind = protocol::task_kind::normal;
+    req.spec.function = first.function;
+    req.spec.resources = first.resources;
+    req.spec.owner = first.owner;
+    req.spec.job = first.job;
+    req.spec.binary = first.binary;
+    req.spec.where = first.where;
+    req.spec.priority = first.priority;
+    req.locality = objects_.locality_of(first);
+    const task_id rid = req.spec.id;
+    const std::string function = first.function;
+    lease_requests_[rid] = cls;
+    ++c.requests;
+    CELER_LOG(debug, "core", "asks for a lease for " + function + " (" +
+                               std::to_string(c.queued.size()) + " waiting)");
+    if (!net_.send(node_dead_ ? where_.head : where_.node, std::move(req))) {
+      lease_requests_.erase(rid);
+      --c.requests;
+      fail_queued(c,
+                  protocol::failure_info::make(detail::failure_kind::object_lost,
+                                               error_code::unavailable,
+                                               "the local node is unreachable"),
+                  " not run: ");
+      return;
+    }
+  }
+}
+
+void task_submitter::fail_queued(task_class& c, const protocol::failure_info& fail,
+                                 const char* how) {
+  auto queued = std::move(c.queued);
+  c.queued.clear();
+  for (auto& spec : queued) {
+    auto f = fail;
+    f.function = spec.function;
+    f.message = "task " + spec.function + how + fail.message;
+    objects_.fail_task(spec.id, f);
+  }
+}
+
+bool task_submitter::pipelinable(const std::string& function) const {
+  auto it = never_blocks_.find(function);
+  return it != never_blocks_.end() && it->second;
+}
+
+void task_submitter::push(const worker_id& w, lease& l, protocol::task_spec spec) {
+  const task_id id = spec.id;
+  const bool may_block = !pipelinable(spec.function);
+  if (may_block) ++l.may_block;
+  running_[id] = {w, spec.function, may_block};
+  l.running.push_back(id);
+  if (!net_.send(l.worker, protocol::execute_task{std::move(spec)})) {
+    drop_lease(w, detail::failure_kind::worker_died, "is unreachable");
+  }
+}
+
+void task_submitter::drop_lease(const worker_id& w, detail::failure_kind kind,
+                                const std::string& why) {
+  auto it = leases_.find(w);
+  if (it == leases_.end()) return;
+  auto l = std::move(it->second);
+  leases_.erase(it);
+  for (const auto& t : l.running) {
+    auto r = running_.find(t);
+    if (r == running_.end()) continue;
+    const std::string function = r->second.function;
+    running_.erase(r);
+    auto f = protocol::failure_info::make(
+      kind, error_code::unavailable,
+      "task " + function + " failed: " +
+        (kind == detail::failure_kind::node_died
+           ? "its node " + l.node.short_hex() + " died (" + why + ")"
+           : "its worker process " + why));
+    f.function = function;
+    f.node = l.node.short_hex();
+    f.worker = w.short_hex();
+    objects_.fail_task(t, f);
+  }
+  pump(l.cls);
+}
+
+bool task_submitter::on_result(protocol::task_result& r) {
+  std::lock_guard lock(mutex_);
+  auto it = running_.find(r.task);
+  if (it == running_.end()) return false;
+  objects_.finish_task(r.task, r.returns);
+  const worker_id w = it->second.worker;
+  const bool counted = it->second.may_block;
+  // Learn: a function whose task waited never runs pipelined again.
+  auto [known, first] = never_blocks_.try_emplace(it->second.function, !r.blocked);
+  if (!first && r.blocked) known->second = false;
+  running_.erase(it);
+  if (auto l = leases_.find(w); l != leases_.end()) {
+    if (counted && l->second.may_block > 0) --l->second.may_block;
+    std::erase(l->second.running, r.task);
+    pump(l->second.cls);
+    if (idle(l->second)) went_idle(l->second);
+  }
+  return true;
+}
+
+void task_submitter::on_lease_reply(protocol::lease_reply& r) {
+  std::lock_guard lock(mutex_);
+  auto req = lease_requests_.find(r.request);
+  if (req == lease_requests_.end()) {
+    // Asked for before the local node died and granted anyway: not needed any more.
+    if (r.ok) (void)net_.send(r.node_addr, protocol::return_lease{r.worker, r.request});
+    return;
+  }
+  const std::size_t cls = req->second;
+  lease_requests_.erase(req);
+  auto& c = classes_[cls];
+  --c.requests;
+  if (!r.ok) {
+    // No node can ever run this shape (or the worker started for it died before it could
+    // be lent): every task waiting for it fails with the reason.
+    fail_queued(c, r.fail,
+                r.fail.kind == detail::failure_kind::infeasible ? " can never run: " : " failed: ");
+    return;
+  }
+  CELER_LOG(debug, "core", "leased worker " + r.worker.short_hex() + " on node " +
+                             r.node.short_hex() + " for " + c.shape.to_string());
+  if (c.queued.empty() || stopped_) {
+    // Its tasks already ran on other leases: not needed.
+    (void)net_.send(r.node_addr, protocol::return_lease{r.worker, r.request});
+    return;
+  }
+  auto& l = leases_[r.worker];
+  l.worker = r.worker_addr;
+  l.node = r.node;
+  l.node_addr = r.node_addr;
+  l.request = r.request;
+  l.cls = cls;
+  pump(cls);
+  // The waiting tasks went to other leases that had room first.
+  if (idle(l)) went_idle(l);
+}
+
+void task_submitter::on_worker_died(const protocol::worker_died& m) {
+  std::lock_guard lock(mutex_);
+  drop_lease(m.worker, detail::failure_kind::worker_died, m.reason);
+}
+
+void task_submitter::on_node_died(const protocol::node_died& m) {
+  std::lock_guard lock(mutex_);
+  std::vector<worker_id> lost;
+  for (const auto& [w, l] : leases_) {
+    if (l.node == m.node) lost.push_back(w);
+  }
+  for (const auto& w : lost) drop_lease(w, detail::failure_kind::node_died, m.reason);
+  if (m.node == where_.this_node) node_dead_ = true;
+  // A lease request may have been waiting on that node: ask again (a late grant from
+  // elsewhere is returned unused).
+  lease_requests_.clear();
+  for (std::size_t i = 0; i < classes_.size(); ++i) {
+    classes_[i].requests = 0;
+    pump(i);
+  }
+}
+
+void task_submitter::cancel_requests(std::optional<std::size_t> cls) {
+  protocol::cancel_lease_requests m;
+  m.owner = where_.self;
+  for (auto it = lease_requests_.begin(); it != lease_requests_.end();) {
+    if (cls && it->second != *cls) {
+      ++it;
+      continue;
+    }
+    m.requests.push_back(it->first);
+    --classes_[it->second].requests;
+    it = lease_requests_.erase(it);
+  }
+  if (!m.requests.empty()) (void)net_.send(node_dead_ ? where_.head : where_.node, std::move(m));
+}
+
+bool task_submitter::idle(const lease& l) const {
+  return l.running.empty() && classes_[l.cls].queued.empty();
+}
+
+void task_submitter::went_idle(lease& l) {
+  l.idle_since = now_();
+  reaper_cv_.notify_one();
+}
+
+task_submitter::time_point task_submitter::return_idle(time_point now) {
+  std::lock_guard lock(mutex_);
+  return return_idle_locked(now);
+}
+
+task_submitter::time_point task_submitter::return_idle_locked(time_point now) {
+  const auto linger = std::chrono::milliseconds(std::max(0, knobs().lease_idle_ms));
+  auto next = time_point::max();
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    if (!idle(it->second)) {
+      ++it;
+    } else if (now - it->second.idle_since >= linger) {
+      CELER_LOG(debug, "core", "returning idle worker " + it->first.short_hex());
+      (void)net_.send(it->second.node_addr, protocol::return_lease{it->first, it->second.request});
+      it = leases_.erase(it);
+    } else {
+      next = std::min(next, it->second.idle_since + linger);
+      ++it;
+    }
+  }
+  return next;
+}
+
+void task_submitter::run_reaper() {
+  std::unique_lock lock(mutex_);
+  while (!stopped_) {
+    const auto next = return_idle_locked(now_());
+    if (next == time_point::max()) {
+      reaper_cv_.wait(lock);
+    } else {
+      reaper_cv_.wait_until(lock, next);
+    }
+  }
+}
+
+std::optional<protocol::explain_placement> task_submitter::waiting(const object_id& result) const {
+  std::lock_guard lock(mutex_);
+  for (const auto& c : classes_) {
+    for (const auto& spec : c.queued) {
+      if (spec.return_id() == result) {
+        protocol::explain_placement q;
+        q.need = spec.resources;
+        q.where = spec.where;
+        return q;
+      }
+    }
+  }
+  return std::nullopt;  // running, done, or not a task of this process
+}
+
+void task_submitter::attach_node(address node, node_id id) {
+  std::lock_guard lock(mutex_);
+  where_.node = std::move(node);
+  where_.this_node = id;
+}
+
+void task_submitter::stop(const std::string& reason) {
+  std::lock_guard lock(mutex_);
+  if (!stopped_) {
+    stopped_ = true;
+    stop_reason_ = reason;
+  }
+  for (const auto& [w, l] : leases_) {
+    (void)net_.send(l.node_addr, protocol::return_lease{w, l.request});
+  }
+  leases_.clear();
+  cancel_requests(std::nullopt);
+  reaper_cv_.notify_all();
+}
+
+std::size_t task_submitter::leases() const {
+  std::lock_guard lock(mutex_);
+  return leases_.size();
+}
+
+std::size_t task_submitter::queued() const {
+  std::lock_guard lock(mutex_);
+  std::size_t n = 0;
+  for (const auto& c : classes_) n += c.queued.size();
+  return n;
+}
+
+std::size_t task_submitter::running() const {
+  std::lock_guard lock(mutex_);
+  return running_.size();
+}
+
+std::size_t task_submitter::lease_requests() const {
+  std::lock_guard lock(mutex_);
+  return lease_requests_.size();
+}
+
+} // namespace celer

@@ -1,0 +1,160 @@
+#pragma once
+// A core's tasks on their way to workers (Ray's lease design): tasks wait here by resource
+// shape (their class), the local node grants a worker for a class or spills the request to
+// the head, and tasks are pushed straight to the leased workers, several in flight on one
+// worker when their function never waits in get. A lease idle for lease_idle_ms goes back
+// to its node.
+//
+//   task_submitter tasks(net, objects, ids, {self, node, head, this_node}, clock);
+//   tasks.submit(std::move(spec));           // spec.args already on the wire (reference_table)
+//   // on the core's actor: tasks.on_result(r), tasks.on_lease_reply(r), ...
+//   auto next = tasks.return_idle(clock());  // the reaper thread, or a test with a fake clock
+//
+// Threads: user threads submit; the core's actor hands it replies; the reaper thread
+// returns idle leases. mutex_ guards everything below it. It calls into the reference
+// table (to fail or fill a task's result) with mutex_ held: submitter lock before table
+// lock, never the reverse.
+
+#include "core/reference_table.hpp"
+#include "core/task_ids.hpp"
+#include "protocol/messages.hpp"
+#include "transport/transport.hpp"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace celer {
+
+class task_submitter {
+public:
+  using time_point = std::chrono::steady_clock::time_point;
+  /// The time leases go idle by (tests pass a made-up one).
+  using clock = std::function<time_point()>;
+  struct endpoints {
+    /// The core: results come back to it.
+    address self;
+    /// Lease requests go to the local node (to the head once it died).
+    address node;
+    address head;
+    node_id this_node;
+  };
+
+  task_submitter(transport& net, reference_table& objects, task_ids& ids, endpoints where,
+                 clock now);
+  task_submitter(const task_submitter&) = delete;
+  task_submitter& operator=(const task_submitter&) = delete;
+
+  /// Queues a task (its arguments already on the wire, its result owned by the reference
+  /// table) and pushes it to a leased worker with room, asking for a lease if none has.
+  void submit(protocol::task_spec spec);
+  /// A worker's result for a task pushed from here: stores it, frees the worker's slot and
+  /// pushes the next task. False when the task is not one of this submitter's.
+  bool on_result(protocol::task_result& r);
+  void on_lease_reply(protocol::lease_reply& r);
+  /// A leased worker (or a node, with every lease on it) died: its tasks fail.
+  void on_worker_died(const protocol::worker_died& m);
+  void on_node_died(const protocol::node_died& m);
+
+  /// Returns the leases idle for lease_idle_ms at `now` to their nodes; returns when the
+  /// next idle lease is due (time_point::max() when none is idle).
+  time_point return_idle(time_point now);
+  /// The reaper: return_idle on the real clock until stop (its own thread).
+  void run_reaper();
+
+  /// What the task returning `result` waits for, if it waits for a lease (placement
+  /// questions for the head); none once it runs or is not a task of this submitter.
+  std::optional<protocol::explain_placement> waiting(const object_id& result) const;
+  /// Moves to another local node (call before any task is submitted).
+  void attach_node(address node, node_id id);
+  /// Returns every lease, withdraws every request; later submissions fail.
+  void stop(const std::string& reason);
+
+  /// Counts (tests).
+  [[nodiscard]] std::size_t leases() const;
+  [[nodiscard]] std::size_t queued() const;
+  [[nodiscard]] std::size_t running() const;
+  [[nodiscard]] std::size_t lease_requests() const;
+
+private:
+  /// Tasks of one resource shape (Ray's scheduling class) waiting for a leased worker.
+  struct task_class {
+    protocol::resource_set shape;
+    protocol::placement where;
+    std::int32_t priority = 0;
+    std::deque<protocol::task_spec> queued;
+    /// Lease requests sent and not answered yet.
+    std::size_t requests = 0;
+  };
+  /// A worker a node lent this process, and the tasks pushed to it and not finished.
+  struct lease {
+    address worker;
+    node_id node;
+    address node_addr;
+    /// The request it was granted for (names the lease to the node).
+    task_id request;
+    std::size_t cls = 0;
+    std::vector<task_id> running;
+    /// How many of `running` may wait in get (nothing is queued behind those).
+    std::size_t may_block = 0;
+    /// When it last became idle (nothing running, nothing of its class waiting); an idle
+    /// lease goes back to its node after lease_idle_ms.
+    time_point idle_since;
+  };
+  /// A task pushed to a leased worker.
+  struct pushed {
+    worker_id worker;
+    std::string function;
+    /// Counted in its lease's may_block.
+    bool may_block = false;
+  };
+
+  // The following require mutex_.
+  std::size_t class_of(const protocol::resource_set& shape, const protocol::placement& where,
+                       std::int32_t priority);
+  /// Pushes queued tasks of class `cls` to its leases with room, and asks for more leases
+  /// while tasks still wait.
+  void pump(std::size_t cls);
+  void push(const worker_id& w, lease& l, protocol::task_spec spec);
+  /// Fails the tasks running on lease `w` and forgets it.
+  void drop_lease(const worker_id& w, detail::failure_kind kind, const std::string& why);
+  /// Withdraws the outstanding lease requests of class `cls` (all classes if none).
+  void cancel_requests(std::optional<std::size_t> cls);
+  /// Fails every task waiting in class `cls` with `fail` (its message prefixed per task).
+  void fail_queued(task_class& c, const protocol::failure_info& fail, const char* how);
+  [[nodiscard]] bool idle(const lease& l) const;
+  [[nodiscard]] bool pipelinable(const std::string& function) const;
+  /// `l` went idle at now: the reaper times it.
+  void went_idle(lease& l);
+  time_point return_idle_locked(time_point now);
+
+  transport& net_;
+  reference_table& objects_;
+  task_ids& ids_;
+  endpoints where_;
+  const clock now_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable reaper_cv_;
+  bool stopped_ = false;
+  std::string stop_reason_;
+  std::vector<task_class> classes_;
+  std::unordered_map<worker_id, lease> leases_;
+  std::unordered_map<task_id, pushed> running_;
+  /// Functions whose tasks have run without ever waiting in get: only those are pipelined
+  /// (queued on a worker behind another), so that no task waits behind one that blocks.
+  std::unordered_map<std::string, bool> never_blocks_;
+  /// Lease requests not answered yet, and the class each is for.
+  std::unordered_map<task_id, std::size_t> lease_requests_;
+  /// Set once the local node died: lease requests go to the head instead.
+  bool node_dead_ = false;
+};
+
+} // namespace celer

@@ -1,0 +1,27 @@
+#pragma once
+// What a thread running user code knows about the worker it runs for: the core's get and
+// wait lend the worker's CPUs to its node while they block, and nested work inherits the
+// worker's priority.
+
+#include <celer/ids.hpp>
+
+#include <cstdint>
+#include <vector>
+
+namespace celer {
+
+/// Per-thread facts about the worker running user code on this thread (null on the driver).
+struct worker_context {
+  worker_id worker;
+  address node;
+  /// Set when the call running on this thread waits in get or wait.
+  bool blocked = false;
+  /// The GPUs (device indices) the worker was given.
+  std::vector<int> gpu_ids;
+  /// The actor it hosts (nil for task workers), and the priority of the work it runs.
+  actor_id actor;
+  std::int32_t priority = 0;
+};
+worker_context*& current_worker_context() noexcept;
+
+} // namespace celer

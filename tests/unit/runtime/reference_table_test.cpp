@@ -1,0 +1,124 @@
+// A core's objects: refcounts, fills, the answers to borrowers, waits. No thread waits here:
+// every get and wait is made with a zero timeout or on objects already ready.
+#include "core/reference_table.hpp"
+#include "unit/runtime/core_pieces.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace celer;
+
+namespace {
+
+protocol::object_payload value(const object_id& id, std::string payload) {
+  protocol::object_payload v;
+  v.id = id;
+  v.ok = true;
+  v.payload = std::move(payload);
+  return v;
+}
+
+} // namespace
+
+TEST_CASE("a put object lives while a handle holds it", "[core][reference_table]") {
+  testing::core_pieces f;
+  const object_id id(unique_id{f.ids.next().hi, 1});
+  auto ref = f.objects.put(value(id, "v"));
+  CHECK(f.objects.owned_objects() == 1);
+  CHECK(f.value_of(ref).payload == "v");
+  auto copy = ref;
+  ref = {};
+  CHECK(f.objects.owned_objects() == 1);
+  copy = {};
+  CHECK(f.objects.owned_objects() == 0);
+}
+
+TEST_CASE("an object that escaped is kept after its handles are gone", "[core][reference_table]") {
+  testing::core_pieces f;
+  auto ref = f.objects.put(value(object_id::random(), "v"));
+  f.objects.escaped(ref.id());
+  ref = {};
+  CHECK(f.objects.owned_objects() == 1);
+}
+
+TEST_CASE("a ready owned argument travels inline; a pending one is held by the task",
+          "[core][reference_table]") {
+  testing::core_pieces f;
+  auto ready = f.objects.put(value(object_id::random(), "r"));
+  auto producer = f.task("p");
+  auto pending = f.objects.submit(producer, {});
+  auto consumer = f.task("c");
+  auto out = f.objects.submit(consumer, {testing::core_pieces::by_ref(ready),
+                                         testing::core_pieces::by_ref(pending)});
+  REQUIRE(consumer.args.size() == 2);
+  CHECK_FALSE(consumer.args[0].is_ref);
+  CHECK(consumer.args[0].value == "r");
+  CHECK(consumer.args[1].is_ref);
+  CHECK(f.objects.tasks_holding_args() == 1);
+
+  // Released once, however many times the task is finished or failed.
+  std::vector<protocol::object_payload> returns{value(consumer.return_id(), "c")};
+  f.objects.finish_task(consumer.id, returns);
+  f.objects.fail_task(consumer.id, protocol::failure_info::make(detail::failure_kind::task_error,
+                                                                 error_code::internal, "late"));
+  CHECK(f.objects.tasks_holding_args() == 0);
+  CHECK(f.value_of(out).ok);  // the first outcome stands
+  CHECK(f.value_of(out).payload == "c");
+}
+
+TEST_CASE("a fill is stored once: a later value for the same object is ignored",
+          "[core][reference_table]") {
+  testing::core_pieces f;
+  auto spec = f.task("f");
+  auto ref = f.objects.submit(spec, {});
+  f.objects.fill(value(spec.return_id(), "first"));
+  f.objects.fill(value(spec.return_id(), "second"));
+  CHECK(f.value_of(ref).payload == "first");
+}
+
+TEST_CASE("a borrower asking for a pending object is answered when it is filled",
+          "[core][reference_table]") {
+  testing::core_pieces f;
+  auto spec = f.task("f");
+  auto ref = f.objects.submit(spec, {});
+  const address borrower{unique_id::random(), {}};
+  f.objects.on_get_object({ref.id(), borrower});
+  CHECK(f.net.take<protocol::object_reply>().empty());
+  f.objects.fill(value(spec.return_id(), "v"));
+  const auto replies = f.net.take<protocol::object_reply>();
+  REQUIRE(replies.size() == 1);
+  CHECK(replies[0].first == borrower);
+  CHECK(replies[0].second.object.payload == "v");
+  // An object it does not know is answered with not_found.
+  f.objects.on_get_object({object_id::random(), borrower});
+  const auto unknown = f.net.take<protocol::object_reply>();
+  REQUIRE(unknown.size() == 1);
+  CHECK(unknown[0].second.object.fail.code == error_code::not_found);
+}
+
+TEST_CASE("get asks a borrowed object's owner once, and times out while it is missing",
+          "[core][reference_table]") {
+  testing::core_pieces f;
+  const address owner{unique_id::random(), {}};
+  const object_ref<void> ref(object_id::random(), owner);
+  CHECK_THROWS_AS(f.objects.fetch({ref}, std::chrono::nanoseconds(0)), get_timeout_error);
+  CHECK_THROWS_AS(f.objects.fetch({ref}, std::chrono::nanoseconds(0)), get_timeout_error);
+  const auto asked = f.net.take<protocol::get_object>();
+  REQUIRE(asked.size() == 1);
+  CHECK(asked[0].first == owner);
+  f.objects.fill(value(ref.id(), "b"));
+  CHECK(f.value_of(ref).payload == "b");
+  CHECK(f.objects.wait_ready({ref}, 1, std::chrono::nanoseconds(0)) == std::vector<std::size_t>{0});
+}
+
+TEST_CASE("after stop every get fails with the stop's reason", "[core][reference_table]") {
+  testing::core_pieces f;
+  auto ref = f.objects.put(value(object_id::random(), "v"));
+  f.objects.stop("the cluster is gone", error_code::unavailable);
+  try {
+    (void)f.objects.fetch({ref}, std::nullopt);
+    FAIL("fetch after stop returned");
+  } catch (const exception& e) {
+    CHECK(e.code() == error_code::unavailable);
+  }
+  ref = {};  // a handle outliving the stop reaches nothing
+}
