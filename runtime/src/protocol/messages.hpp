@@ -188,9 +188,13 @@ struct task_spec {
   std::int32_t priority = 0;
   bool preemptible = false;
   std::int64_t preemption_grace_ms = 0;
+  /// Which run of the task this is: 1, then 2 for its first retry (task_options::
+  /// max_retries); its task_result says it back, so that a late result of an earlier run
+  /// is told apart.
+  std::int32_t attempt = 1;
   CELER_MSGPACK_DEFINE(id, kind, function, args, resources, owner, actor, actor_name, class_type,
                  max_concurrency, job, binary, durable, where, priority, preemptible,
-                 preemption_grace_ms)
+                 preemption_grace_ms, attempt)
 
   /// The object holding the task's (single) return value.
   [[nodiscard]] object_id return_id() const { return return_id_of(id); }
@@ -277,7 +281,12 @@ struct task_result {
   /// The task waited in get or wait while it ran (its owner then never queues another task
   /// behind one of this function on a worker).
   bool blocked = false;
-  CELER_MSGPACK_DEFINE(task, returns, blocked)
+  /// The task_spec::attempt it answers.
+  std::int32_t attempt = 1;
+  /// The task's own code threw (an application error: its owner retries it only with
+  /// task_options::retry_exceptions). False for a failed argument or a missing function.
+  bool raised = false;
+  CELER_MSGPACK_DEFINE(task, returns, blocked, attempt, raised)
 };
 // ---- worker -> node: the worker blocks in get (its CPUs are lent out) / resumes
 struct worker_blocked {

@@ -120,10 +120,13 @@ bool worker::resolve_args(const protocol::task_spec& spec, std::vector<detail::f
   return true;
 }
 
-void worker::send_result(const protocol::task_spec& spec, protocol::object_payload v) {
+void worker::send_result(const protocol::task_spec& spec, protocol::object_payload v,
+                         bool raised) {
   v.id = spec.return_id();
   protocol::task_result r;
   r.task = spec.id;
+  r.attempt = spec.attempt;
+  r.raised = raised;
   if (auto* ctx = current_worker_context(); ctx != nullptr) {
     r.blocked = ctx->blocked;
     ctx->blocked = false;
@@ -142,6 +145,7 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
     send_result(spec, std::move(v));
     return;
   }
+  bool raised = false;
   // Waiting for arguments is not the call blocking: only waits in user code count.
   if (auto* ctx = current_worker_context(); ctx != nullptr) ctx->blocked = false;
   try {
@@ -163,17 +167,23 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
                      spec.function, e.what());
   } catch (const std::exception& e) {
     v.fail = failure(detail::failure_kind::task_error, error_code::internal, spec.function, e.what());
+    raised = true;
   } catch (...) {
     v.fail = failure(detail::failure_kind::task_error, error_code::internal, spec.function,
                      "an exception that is not a std::exception was thrown");
+    raised = true;
   }
-  send_result(spec, std::move(v));
+  send_result(spec, std::move(v), raised);
 }
 
 void worker::execute(protocol::task_spec& spec) {
   switch (spec.kind) {
     case protocol::task_kind::normal: {
       ctx_.priority = spec.priority;  // what it submits inherits it
+      if (spec.attempt > 1) {
+        CELER_LOG(info, "worker", "runs task " + spec.function + ", attempt " +
+                                    std::to_string(spec.attempt) + " (its earlier runs failed)");
+      }
       const auto* entry = detail::find_remote(spec.function);
       if (entry == nullptr || entry->kind != detail::remote_kind::function) {
         protocol::object_payload v;

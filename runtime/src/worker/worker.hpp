@@ -54,7 +54,8 @@ private:
   bool resolve_args(const protocol::task_spec& spec, std::vector<detail::fetched>& fetched,
                     std::vector<detail::arg_bytes>& out,
                     protocol::failure_info& fail);
-  void send_result(const protocol::task_spec& spec, protocol::object_payload v);
+  /// `raised`: the task's own code threw (see task_result::raised).
+  void send_result(const protocol::task_spec& spec, protocol::object_payload v, bool raised = false);
   protocol::failure_info failure(detail::failure_kind kind, error_code code,
                                  const std::string& function, std::string message) const;
   void exit_actor();
