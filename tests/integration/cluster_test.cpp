@@ -61,6 +61,16 @@ int report_pid_and_sleep(std::string path, int ms) {
   return 0;
 }
 
+/// Leaves a marker in `dir` for each run, and exits its worker process (as a crash would)
+/// on the first `deaths` runs; then returns which run it was (deaths + 1).
+int die_first(std::string dir, int deaths) {
+  int runs = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++runs;
+  std::ofstream(fs::path(dir) / ("run-" + std::to_string(runs))) << ::getpid() << std::endl;
+  if (runs < deaths) std::_Exit(1);
+  return runs + 1;
+}
+
 struct probe {
   std::string where() const { return celer::current_node_id().hex(); }
   int pid() const { return ::getpid(); }
@@ -116,7 +126,7 @@ std::pair<std::uint64_t, std::uint64_t> digest_there(celer::object_ref<celer::by
 
 CELER_REMOTE(node_hex, slow_node_hex, make_here, read_there, report_pid_and_sleep, make_probe,
              &probe::where, &probe::pid, &probe::parent_pid, &probe::nap, make_leaser,
-             &leaser::start, big_pattern, digest_there);
+             &leaser::start, big_pattern, digest_there, die_first);
 
 } // namespace
 
@@ -181,12 +191,47 @@ TEST_CASE("killing an actor's worker process fails its calls with actor_died_err
   }
 }
 
+TEST_CASE("a task whose worker process dies on its first attempts succeeds on a retry",
+          "[cluster][chaos][retry]") {
+  local_cluster cluster;
+  celer::init();
+  const fs::path runs = cluster.dir / "runs";
+  fs::create_directories(runs);
+  auto r = celer::task(die_first).options({.max_retries = 3}).remote(runs.string(), 2);
+  REQUIRE(celer::get(r, 120s) == 3);
+  int markers = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(runs)) ++markers;
+  REQUIRE(markers == 3);
+}
+
+TEST_CASE("with max_retries 0 a task whose worker process dies fails with worker_died_error "
+          "naming its one attempt",
+          "[cluster][chaos][retry]") {
+  local_cluster cluster;
+  celer::init();
+  const fs::path runs = cluster.dir / "runs";
+  fs::create_directories(runs);
+  auto r = celer::task(die_first).options({.max_retries = 0}).remote(runs.string(), 5);
+  try {
+    celer::get(r, 60s);
+    FAIL("the task returned");
+  } catch (const celer::worker_died_error& e) {
+    REQUIRE_THAT(e.what(), Contains("task die_first failed after 1 attempt: ") &&
+                             Contains("exited with status 1"));
+  }
+  int markers = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(runs)) ++markers;
+  REQUIRE(markers == 1);
+}
+
 TEST_CASE("killing a task's worker process fails the task with worker_died_error",
           "[cluster][chaos]") {
   local_cluster cluster;
   celer::init();
   const std::string pid_file = (cluster.dir / "task.pid").string();
-  auto r = celer::task(report_pid_and_sleep).options(on_node(2)).remote(pid_file, 30000);
+  auto once = on_node(2);
+  once.max_retries = 0;
+  auto r = celer::task(report_pid_and_sleep).options(once).remote(pid_file, 30000);
   int pid = 0;
   REQUIRE(eventually([&] { return (std::ifstream(pid_file) >> pid) && pid > 0; }, 30s));
   REQUIRE(::kill(pid, SIGKILL) == 0);

@@ -132,8 +132,12 @@ struct task_options {
   std::vector<std::string> label_selector;
   /// How to choose among the nodes that fit.
   scheduling_strategy scheduling;
-  /// Retries after a system failure (worker or node death); used by cluster mode.
+  /// Retries after a system failure: the task's worker process or its node died. -1
+  /// retries without limit, 0 never. A retry goes to a new worker before newer tasks.
   int max_retries = 3;
+  /// Also retry when the task's own code throws (application errors), counted against the
+  /// same max_retries. Off by default: an exception reaches the caller at once.
+  bool retry_exceptions = false;
   /// A name shown in errors and listings; defaults to the function's name.
   std::string name;
   /// Write the result through to the node's disk (synced) before it is handed out, so that

@@ -76,6 +76,11 @@ core_worker::~core_worker() {
 object_ref<void> core_worker::submit_task(const detail::remote_entry& fn,
                                           std::vector<detail::arg_spec> args,
                                           const task_options& options) {
+  if (options.max_retries < -1) {
+    throw exception(error_code::invalid_argument,
+                    fn.name + ": max_retries must be -1 (without limit) or more, got " +
+                      std::to_string(options.max_retries));
+  }
   protocol::task_spec spec;
   spec.resources =
     checked_request(fn.name, options.num_cpus, options.num_gpus, options.memory, options.resources);
@@ -92,7 +97,7 @@ object_ref<void> core_worker::submit_task(const detail::remote_entry& fn,
   // Held until the table has counted the task's use of them.
   const auto stored = store_large_args(args);
   auto ref = objects_.submit(spec, std::move(args));
-  tasks_.submit(std::move(spec));
+  tasks_.submit(std::move(spec), {options.max_retries, options.retry_exceptions});
   return ref;
 }
 

@@ -11,7 +11,7 @@ task_submitter::task_submitter(transport& net, reference_table& objects, task_id
                                endpoints where, clock now)
   : net_(net), objects_(objects), ids_(ids), where_(std::move(where)), now_(std::move(now)) {}
 
-void task_submitter::submit(protocol::task_spec spec) {
+void task_submitter::submit(protocol::task_spec spec, retry_policy retry) {
   std::lock_guard lock(mutex_);
   if (stopped_) {
     objects_.fail_task(spec.id, protocol::failure_info::make(
@@ -20,7 +20,7 @@ void task_submitter::submit(protocol::task_spec spec) {
     return;
   }
   const std::size_t cls = class_of(spec.resources, spec.where, spec.priority);
-  classes_[cls].queued.push_back(std::move(spec));
+  classes_[cls].queued.push_back({std::move(spec), retry.max_retries, retry.retry_exceptions, {}});
   pump(cls);
 }
 
@@ -50,9 +50,9 @@ void task_submitter::pump(std::size_t cls) {
       if (l.running.empty()) break;
     }
     if (best == nullptr) break;
-    auto spec = std::move(c.queued.front());
+    auto task = std::move(c.queued.front());
     c.queued.pop_front();
-    push(best->first, best->second, std::move(spec));
+    push(best->first, best->second, std::move(task));
   }
   if (c.queued.empty()) {
     // Every task found a worker: leases still asked for are not needed.
@@ -63,7 +63,7 @@ void task_submitter::pump(std::size_t cls) {
     std::min(c.queued.size(), static_cast<std::size_t>(std::max(1, knobs().max_pending_lease_requests)));
   while (c.requests < wanted) {
     // The first waiting task describes the lease (without its arguments).
-    const auto& first = c.queued.front();
+    const auto& first = c.queued.front().spec;
     protocol::request_lease req;
     req.spec.id = ids_.next();
     req.spec.kind = protocol::task_kind::normal;
@@ -98,11 +98,24 @@ void task_submitter::fail_queued(task_class& c, const protocol::failure_info& fa
                                  const char* how) {
   auto queued = std::move(c.queued);
   c.queued.clear();
-  for (auto& spec : queued) {
+  for (auto& task : queued) {
     auto f = fail;
-    f.function = spec.function;
-    f.message = "task " + spec.function + how + fail.message;
-    objects_.fail_task(spec.id, f);
+    f.function = task.spec.function;
+    f.message = "task " + task.spec.function + how + fail.message;
+    if (!task.failures.empty()) {
+      // A retry that cannot start: the task failed as its last attempt did (so that the
+      // caller's catch of worker_died_error or node_died_error still holds), and says why
+      // it could not run again.
+      retrying_.erase(task.spec.id);
+      const std::int32_t made = task.spec.attempt - 1;
+      f.kind = task.last_kind;
+      f.code = task.last_code;
+      f.message = "task " + task.spec.function + " failed after " + std::to_string(made) +
+                  (made == 1 ? " attempt: " : " attempts: ") +
+                  task.failures.substr(0, task.failures.size() - 2) +
+                  "; then it could not run again: " + fail.message;
+    }
+    objects_.fail_task(task.spec.id, f);
   }
 }
 
@@ -111,15 +124,52 @@ bool task_submitter::pipelinable(const std::string& function) const {
   return it != never_blocks_.end() && it->second;
 }
 
-void task_submitter::push(const worker_id& w, lease& l, protocol::task_spec spec) {
-  const task_id id = spec.id;
-  const bool may_block = !pipelinable(spec.function);
+void task_submitter::push(const worker_id& w, lease& l, task_entry task) {
+  const task_id id = task.spec.id;
+  const bool may_block = !pipelinable(task.spec.function);
   if (may_block) ++l.may_block;
-  running_[id] = {w, spec.function, may_block};
   l.running.push_back(id);
-  if (!net_.send(l.worker, protocol::execute_task{std::move(spec)})) {
-    drop_lease(w, detail::failure_kind::worker_died, "is unreachable");
+  if (!retrying_.empty()) retrying_.erase(id);
+  auto& p = running_[id];
+  p.worker = w;
+  p.may_block = may_block;
+  bool sent = false;
+  if (task.may_retry()) {
+    // It may run again: the worker gets a copy.
+    sent = net_.send(l.worker, protocol::execute_task{task.spec});
+    p.task = std::move(task);
+  } else {
+    p.task.spec.id = id;
+    p.task.spec.function = task.spec.function;
+    p.task.spec.attempt = task.spec.attempt;
+    p.task.failures = std::move(task.failures);
+    sent = net_.send(l.worker, protocol::execute_task{std::move(task.spec)});
   }
+  if (!sent) drop_lease(w, detail::failure_kind::worker_died, "unreachable");
+}
+
+void task_submitter::retry(std::size_t cls, task_entry task, detail::failure_kind kind,
+                           error_code code, const std::string& why) {
+  const std::int32_t attempt = task.spec.attempt;
+  CELER_LOG(warn, "core", "task " + task.spec.function + ", attempt " + std::to_string(attempt) +
+                            ", failed: " + why + "; it runs again (attempt " +
+                            std::to_string(attempt + 1) + ")");
+  task.failures += "attempt " + std::to_string(attempt) + ": " + why + "; ";
+  task.last_kind = kind;
+  task.last_code = code;
+  if (task.retries_left > 0) --task.retries_left;
+  ++task.spec.attempt;
+  retrying_.insert(task.spec.id);
+  ++retries_;
+  // At the front: it does not wait behind work submitted after it.
+  classes_[cls].queued.push_front(std::move(task));
+}
+
+std::string task_submitter::final_message(const task_entry& task, const std::string& last) {
+  const std::int32_t n = task.spec.attempt;
+  if (n <= 1) return "task " + task.spec.function + " failed after 1 attempt: " + last;
+  return "task " + task.spec.function + " failed after " + std::to_string(n) + " attempts: " +
+         task.failures + "attempt " + std::to_string(n) + ": " + last;
 }
 
 void task_submitter::drop_lease(const worker_id& w, detail::failure_kind kind,
@@ -128,21 +178,24 @@ void task_submitter::drop_lease(const worker_id& w, detail::failure_kind kind,
   if (it == leases_.end()) return;
   auto l = std::move(it->second);
   leases_.erase(it);
-  for (const auto& t : l.running) {
-    auto r = running_.find(t);
+  const std::string cause = kind == detail::failure_kind::node_died
+                              ? "its node " + l.node.short_hex() + " died (" + why + ")"
+                              : "its worker process " + w.short_hex() + " died (" + why + ")";
+  // Backwards: each retry goes to the front of the queue, so they keep their order.
+  for (auto t = l.running.rbegin(); t != l.running.rend(); ++t) {
+    auto r = running_.find(*t);
     if (r == running_.end()) continue;
-    const std::string function = r->second.function;
+    auto task = std::move(r->second.task);
     running_.erase(r);
-    auto f = protocol::failure_info::make(
-      kind, error_code::unavailable,
-      "task " + function + " failed: " +
-        (kind == detail::failure_kind::node_died
-           ? "its node " + l.node.short_hex() + " died (" + why + ")"
-           : "its worker process " + why));
-    f.function = function;
+    if (task.may_retry()) {
+      retry(l.cls, std::move(task), kind, error_code::unavailable, cause);
+      continue;
+    }
+    auto f = protocol::failure_info::make(kind, error_code::unavailable, final_message(task, cause));
+    f.function = task.spec.function;
     f.node = l.node.short_hex();
     f.worker = w.short_hex();
-    objects_.fail_task(t, f);
+    objects_.fail_task(*t, f);
   }
   pump(l.cls);
 }
@@ -150,14 +203,36 @@ void task_submitter::drop_lease(const worker_id& w, detail::failure_kind kind,
 bool task_submitter::on_result(protocol::task_result& r) {
   std::lock_guard lock(mutex_);
   auto it = running_.find(r.task);
-  if (it == running_.end()) return false;
-  objects_.finish_task(r.task, r.returns);
-  const worker_id w = it->second.worker;
-  const bool counted = it->second.may_block;
+  if (it == running_.end()) {
+    // Queued again after an attempt that failed: this is that attempt's late result.
+    return !retrying_.empty() && retrying_.contains(r.task);
+  }
+  auto& p = it->second;
+  // A late result of an earlier attempt (its worker was given up for dead): ignored.
+  if (p.task.spec.attempt != r.attempt) return true;
+  const worker_id w = p.worker;
+  const bool counted = p.may_block;
   // Learn: a function whose task waited never runs pipelined again.
-  auto [known, first] = never_blocks_.try_emplace(it->second.function, !r.blocked);
+  auto [known, first] = never_blocks_.try_emplace(p.task.spec.function, !r.blocked);
   if (!first && r.blocked) known->second = false;
-  running_.erase(it);
+  if (r.raised && !r.returns.empty()) {
+    // Its own code threw: run it again if it may, else say what every attempt came to.
+    const std::string why = "it threw: " + r.returns.front().fail.message;
+    if (p.task.retry_exceptions && p.task.may_retry()) {
+      auto task = std::move(p.task);
+      running_.erase(it);
+      const std::size_t cls = class_of(task.spec.resources, task.spec.where, task.spec.priority);
+      retry(cls, std::move(task), detail::failure_kind::task_error, r.returns.front().fail.code,
+            why);
+    } else {
+      if (p.task.spec.attempt > 1) r.returns.front().fail.message = final_message(p.task, why);
+      running_.erase(it);
+      objects_.finish_task(r.task, r.returns);
+    }
+  } else {
+    running_.erase(it);
+    objects_.finish_task(r.task, r.returns);
+  }
   if (auto l = leases_.find(w); l != leases_.end()) {
     if (counted && l->second.may_block > 0) --l->second.may_block;
     std::erase(l->second.running, r.task);
@@ -288,11 +363,11 @@ void task_submitter::run_reaper() {
 std::optional<protocol::explain_placement> task_submitter::waiting(const object_id& result) const {
   std::lock_guard lock(mutex_);
   for (const auto& c : classes_) {
-    for (const auto& spec : c.queued) {
-      if (spec.return_id() == result) {
+    for (const auto& task : c.queued) {
+      if (task.spec.return_id() == result) {
         protocol::explain_placement q;
-        q.need = spec.resources;
-        q.where = spec.where;
+        q.need = task.spec.resources;
+        q.where = task.spec.where;
         return q;
       }
     }
@@ -335,6 +410,11 @@ std::size_t task_submitter::queued() const {
 std::size_t task_submitter::running() const {
   std::lock_guard lock(mutex_);
   return running_.size();
+}
+
+std::size_t task_submitter::retries() const {
+  std::lock_guard lock(mutex_);
+  return retries_;
 }
 
 std::size_t task_submitter::lease_requests() const {

@@ -5,8 +5,15 @@
 // worker when their function never waits in get. A lease idle for lease_idle_ms goes back
 // to its node.
 //
+// Retries: a task whose worker process or node died goes back to the front of its class's
+// queue and runs again on another lease, up to max_retries times (-1: without limit); with
+// retry_exceptions, so does one whose own code threw. Each run is an attempt
+// (task_spec::attempt); a result of an attempt that is not the task's current one is
+// ignored, so a result is stored once, and the task's arguments are released once, when
+// it is finally done. A task that finally fails says how each attempt failed.
+//
 //   task_submitter tasks(net, objects, ids, {self, node, head, this_node}, clock);
-//   tasks.submit(std::move(spec));           // spec.args already on the wire (reference_table)
+//   tasks.submit(std::move(spec), {.max_retries = 3});  // spec.args on the wire already
 //   // on the core's actor: tasks.on_result(r), tasks.on_lease_reply(r), ...
 //   auto next = tasks.return_idle(clock());  // the reaper thread, or a test with a fake clock
 //
@@ -29,6 +36,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace celer {
@@ -47,6 +55,14 @@ public:
     node_id this_node;
   };
 
+  /// When a task runs again (task_options::max_retries, retry_exceptions).
+  struct retry_policy {
+    /// Runs after a system failure (its worker or node died); -1: without limit.
+    std::int32_t max_retries = 0;
+    /// Also after the task's own code threw, counted against max_retries.
+    bool retry_exceptions = false;
+  };
+
   task_submitter(transport& net, reference_table& objects, task_ids& ids, endpoints where,
                  clock now);
   task_submitter(const task_submitter&) = delete;
@@ -54,12 +70,15 @@ public:
 
   /// Queues a task (its arguments already on the wire, its result owned by the reference
   /// table) and pushes it to a leased worker with room, asking for a lease if none has.
-  void submit(protocol::task_spec spec);
-  /// A worker's result for a task pushed from here: stores it, frees the worker's slot and
-  /// pushes the next task. False when the task is not one of this submitter's.
+  void submit(protocol::task_spec spec, retry_policy retry);
+  /// A worker's result for a task pushed from here: stores it (or, for an exception that
+  /// is retried, queues the task again), frees the worker's slot and pushes the next task.
+  /// A result of an attempt that is not the task's current one is ignored. False when the
+  /// task is not one of this submitter's.
   bool on_result(protocol::task_result& r);
   void on_lease_reply(protocol::lease_reply& r);
-  /// A leased worker (or a node, with every lease on it) died: its tasks fail.
+  /// A leased worker (or a node, with every lease on it) died: its tasks run again while
+  /// their retries last, and fail after that.
   void on_worker_died(const protocol::worker_died& m);
   void on_node_died(const protocol::node_died& m);
 
@@ -82,14 +101,30 @@ public:
   [[nodiscard]] std::size_t queued() const;
   [[nodiscard]] std::size_t running() const;
   [[nodiscard]] std::size_t lease_requests() const;
+  /// Attempts that failed and were retried (tests, metrics).
+  [[nodiscard]] std::size_t retries() const;
 
 private:
+  /// A task not finished yet, and what its earlier attempts came to.
+  struct task_entry {
+    protocol::task_spec spec;
+    /// Retries left (-1: without limit).
+    std::int32_t retries_left = 0;
+    bool retry_exceptions = false;
+    /// How each earlier attempt failed: "attempt 1: ...; attempt 2: ..." (empty on the
+    /// first attempt: nothing is kept for a task that never failed).
+    std::string failures;
+    /// How the last attempt failed (once one has).
+    detail::failure_kind last_kind = detail::failure_kind::task_error;
+    error_code last_code = error_code::internal;
+    [[nodiscard]] bool may_retry() const { return retries_left != 0; }
+  };
   /// Tasks of one resource shape (Ray's scheduling class) waiting for a leased worker.
   struct task_class {
     protocol::resource_set shape;
     protocol::placement where;
     std::int32_t priority = 0;
-    std::deque<protocol::task_spec> queued;
+    std::deque<task_entry> queued;
     /// Lease requests sent and not answered yet.
     std::size_t requests = 0;
   };
@@ -108,10 +143,12 @@ private:
     /// lease goes back to its node after lease_idle_ms.
     time_point idle_since;
   };
-  /// A task pushed to a leased worker.
+  /// A task pushed to a leased worker. A task that may run again keeps its whole spec
+  /// here (a copy went to the worker); one that cannot keeps only its function, id and
+  /// attempt (the spec itself went to the worker).
   struct pushed {
     worker_id worker;
-    std::string function;
+    task_entry task;
     /// Counted in its lease's may_block.
     bool may_block = false;
   };
@@ -122,9 +159,16 @@ private:
   /// Pushes queued tasks of class `cls` to its leases with room, and asks for more leases
   /// while tasks still wait.
   void pump(std::size_t cls);
-  void push(const worker_id& w, lease& l, protocol::task_spec spec);
-  /// Fails the tasks running on lease `w` and forgets it.
+  void push(const worker_id& w, lease& l, task_entry task);
+  /// Runs the tasks on lease `w` again (or fails those out of retries) and forgets it.
   void drop_lease(const worker_id& w, detail::failure_kind kind, const std::string& why);
+  /// Queues `task` again, at the front of class `cls`, after an attempt that failed
+  /// (`kind`, `code`) because `why`.
+  void retry(std::size_t cls, task_entry task, detail::failure_kind kind, error_code code,
+             const std::string& why);
+  /// The message of a task that finally failed: its attempts and why each failed, the last
+  /// because `last`.
+  static std::string final_message(const task_entry& task, const std::string& last);
   /// Withdraws the outstanding lease requests of class `cls` (all classes if none).
   void cancel_requests(std::optional<std::size_t> cls);
   /// Fails every task waiting in class `cls` with `fail` (its message prefixed per task).
@@ -148,6 +192,9 @@ private:
   std::vector<task_class> classes_;
   std::unordered_map<worker_id, lease> leases_;
   std::unordered_map<task_id, pushed> running_;
+  /// Tasks queued again after a failed attempt (a late result of an earlier attempt is
+  /// ignored while they wait for a lease).
+  std::unordered_set<task_id> retrying_;
   /// Functions whose tasks have run without ever waiting in get: only those are pipelined
   /// (queued on a worker behind another), so that no task waits behind one that blocks.
   std::unordered_map<std::string, bool> never_blocks_;
@@ -155,6 +202,7 @@ private:
   std::unordered_map<task_id, std::size_t> lease_requests_;
   /// Set once the local node died: lease requests go to the head instead.
   bool node_dead_ = false;
+  std::size_t retries_ = 0;
 };
 
 } // namespace celer

@@ -4,6 +4,10 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <filesystem>
+#include <system_error>
+
+#include <stdlib.h>
 
 using namespace celer_test;
 using namespace std::chrono_literals;
@@ -23,6 +27,76 @@ TEST_CASE("an exception in remote code reaches get as task_error", "[errors]") {
     REQUIRE_FALSE(e.worker().empty());
   }
   REQUIRE(celer::get(celer::task(add).remote(2, 2)) == 4);  // still working
+}
+
+namespace {
+
+/// A fresh directory for one test's markers, removed at the end.
+struct temp_dir {
+  temp_dir() {
+    char name[] = "/tmp/celer-test.XXXXXX";
+    REQUIRE(::mkdtemp(name) != nullptr);
+    path = name;
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+  std::filesystem::path path;
+};
+
+int runs_in(const std::filesystem::path& dir) {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++n;
+  return n;
+}
+
+} // namespace
+
+TEST_CASE("with retry_exceptions a task that threw runs again, and its result is stored once",
+          "[errors][retry]") {
+  scoped_runtime rt;
+  temp_dir dir;
+  auto r = celer::task(throw_first)
+             .options({.max_retries = 3, .retry_exceptions = true})
+             .remote(dir.path.string(), 2);
+  REQUIRE(celer::get(r, 60s) == 3);
+  REQUIRE(runs_in(dir.path) == 3);
+}
+
+TEST_CASE("without retry_exceptions an exception is not retried; with it, the last one says "
+          "how every attempt failed",
+          "[errors][retry]") {
+  scoped_runtime rt;
+  temp_dir once;
+  REQUIRE_THROWS_AS(celer::get(celer::task(throw_first).remote(once.path.string(), 5), 60s),
+                    celer::task_error);
+  REQUIRE(runs_in(once.path) == 1);
+  temp_dir twice;
+  auto r = celer::task(throw_first)
+             .options({.max_retries = 1, .retry_exceptions = true})
+             .remote(twice.path.string(), 5);
+  try {
+    celer::get(r, 60s);
+    FAIL("the task returned");
+  } catch (const celer::task_error& e) {
+    REQUIRE_THAT(e.what(), Contains("throw_first failed after 2 attempts: attempt 1: it threw: run "
+                                    "1 failed; attempt 2: it threw: run 2 failed"));
+  }
+  REQUIRE(runs_in(twice.path) == 2);
+}
+
+TEST_CASE("max_retries below -1 is refused", "[errors][retry]") {
+  scoped_runtime rt;
+  try {
+    (void)celer::task(add).options({.max_retries = -2}).remote(1, 2);
+    FAIL("max_retries -2 was accepted");
+  } catch (const celer::exception& e) {
+    REQUIRE(e.code() == celer::error_code::invalid_argument);
+    REQUIRE_THAT(e.what(), Contains("max_retries"));
+  }
 }
 
 TEST_CASE("a failed argument makes the dependent task fail with the original error", "[errors]") {

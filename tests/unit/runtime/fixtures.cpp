@@ -52,6 +52,13 @@ celer::bytes flip_bytes(celer::bytes b) {
 int no_args() { return 42; }
 void nothing(int) {}
 int fail_with(std::string message) { throw std::runtime_error(message); }
+int throw_first(std::string dir, int failures) {
+  int runs = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++runs;
+  std::ofstream(std::filesystem::path(dir) / ("run-" + std::to_string(runs))) << runs;
+  if (runs < failures) throw std::runtime_error("run " + std::to_string(runs + 1) + " failed");
+  return runs + 1;
+}
 int sleep_ms(int ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   return ms;
@@ -97,7 +104,7 @@ broken* make_broken() { return new broken(); }
 
 CELER_REMOTE(add, twice, concat, reversed, count_words, moved, flip_bytes, no_args, nothing,
              fail_with, sleep_ms, sum_of_squares, fib, deref, use_counter_in_task,
-             hold_until_released);
+             hold_until_released, throw_first);
 CELER_REMOTE(make_counter, &counter::incr, &counter::read, &counter::log_call,
              &counter::add_via_task, make_rendezvous, &rendezvous::meet, make_broken, &broken::f);
 

@@ -41,6 +41,9 @@ celer::bytes flip_bytes(celer::bytes b);
 int no_args();
 void nothing(int);
 int fail_with(std::string message);
+/// Leaves a marker in `dir` for each run and throws on the first `failures` runs; then
+/// returns which run it was.
+int throw_first(std::string dir, int failures);
 int sleep_ms(int ms);
 int sum_of_squares(int n);
 int fib(int n);

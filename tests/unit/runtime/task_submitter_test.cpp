@@ -12,6 +12,8 @@ namespace {
 
 struct submitter_fixture : testing::core_pieces {
   task_submitter tasks{net, objects, ids, {self, node, head, this_node}, [this] { return now; }};
+  /// The retry policy of the tasks submit() submits.
+  task_submitter::retry_policy retry{.max_retries = 0};
 
   /// Submits a task of `function` (with `args`); returns its id and the handle to its result.
   std::pair<task_id, object_ref<void>> submit(const std::string& function,
@@ -19,17 +21,19 @@ struct submitter_fixture : testing::core_pieces {
     auto spec = task(function);
     const task_id id = spec.id;
     auto ref = objects.submit(spec, std::move(args));
-    tasks.submit(std::move(spec));
+    tasks.submit(std::move(spec), retry);
     return {id, std::move(ref)};
   }
-  /// Answers the oldest lease request with a worker on `on` (this node unless given).
+  /// Answers the newest lease request with a worker on `on` (this node unless given).
   worker_id grant(const node_id& on = {}) {
     auto asked = net.take<protocol::request_lease>();
     REQUIRE_FALSE(asked.empty());
     // Requests not answered here stay asked.
-    for (std::size_t i = 1; i < asked.size(); ++i) net.sent.emplace_back(asked[i].first, asked[i].second);
+    for (std::size_t i = 0; i + 1 < asked.size(); ++i) {
+      net.sent.emplace_back(asked[i].first, asked[i].second);
+    }
     protocol::lease_reply r;
-    r.request = asked[0].second.spec.id;
+    r.request = asked.back().second.spec.id;
     r.ok = true;
     r.worker = worker_id::random();
     r.worker_addr = address{r.worker, {}};
@@ -228,7 +232,243 @@ TEST_CASE("a worker's death fails the tasks running on it, naming the worker and
   CHECK_FALSE(v.ok);
   CHECK(v.fail.kind == detail::failure_kind::worker_died);
   CHECK(v.fail.worker == w.short_hex());
-  CHECK(v.fail.message == "task f failed: its worker process exited with status 1");
+  CHECK(v.fail.message ==
+        "task f failed after 1 attempt: its worker process " + w.short_hex() +
+          " died (exited with status 1)");
   CHECK(f.tasks.leases() == 0);
   CHECK(f.tasks.running() == 0);
+}
+
+// ---- retries
+
+namespace {
+
+/// The result of `task`'s attempt `attempt`, `raised` when its own code threw.
+protocol::task_result of_attempt(protocol::task_result r, std::int32_t attempt, bool raised = false) {
+  r.attempt = attempt;
+  r.raised = raised;
+  return r;
+}
+
+} // namespace
+
+TEST_CASE("a task whose worker died runs again on a new lease, as its next attempt",
+          "[core][task_submitter][retry]") {
+  submitter_fixture f;
+  f.retry = {.max_retries = 3};
+  auto [id, ref] = f.submit("f");
+  const worker_id w1 = f.grant();
+  auto first = f.pushed();
+  REQUIRE(first.size() == 1);
+  CHECK(first[0].second.spec.attempt == 1);
+
+  f.tasks.on_worker_died({w1, "killed by signal 9"});
+  CHECK_FALSE(f.objects.ready(ref.id()));
+  CHECK(f.tasks.retries() == 1);
+  CHECK(f.tasks.queued() == 1);
+  const worker_id w2 = f.grant();  // a new lease was asked for
+  auto again = f.pushed();
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].first.id == w2);
+  CHECK(again[0].second.spec.id == id);
+  CHECK(again[0].second.spec.attempt == 2);
+  CHECK(again[0].second.spec.function == "f");
+
+  auto r = of_attempt(testing::core_pieces::result(id, "ok"), 2);
+  CHECK(f.tasks.on_result(r));
+  CHECK(f.value_of(ref).payload == "ok");
+}
+
+TEST_CASE("with max_retries 0 a task whose worker died fails at once, naming its one attempt",
+          "[core][task_submitter][retry]") {
+  submitter_fixture f;
+  f.retry = {.max_retries = 0};
+  auto [id, ref] = f.submit("f");
+  const worker_id w = f.grant();
+  f.pushed();
+  f.tasks.on_worker_died({w, "exited with status 1"});
+  const auto v = f.value_of(ref);
+  CHECK_FALSE(v.ok);
+  CHECK(v.fail.kind == detail::failure_kind::worker_died);
+  CHECK(v.fail.message.find("failed after 1 attempt: ") != std::string::npos);
+  CHECK(f.tasks.retries() == 0);
+  CHECK(f.net.take<protocol::request_lease>().empty());
+}
+
+TEST_CASE("with max_retries -1 a task runs again however often its worker dies",
+          "[core][task_submitter][retry]") {
+  submitter_fixture f;
+  f.retry = {.max_retries = -1};
+  auto [id, ref] = f.submit("f");
+  for (int i = 1; i <= 20; ++i) {
+    const worker_id w = f.grant();
+    auto sent = f.pushed();
+    REQUIRE(sent.size() == 1);
+    CHECK(sent[0].second.spec.attempt == i);
+    f.tasks.on_worker_died({w, "killed"});
+  }
+  CHECK_FALSE(f.objects.ready(ref.id()));
+  CHECK(f.tasks.retries() == 20);
+  f.grant();
+  f.pushed();
+  auto r = of_attempt(testing::core_pieces::result(id, "at last"), 21);
+  REQUIRE(f.tasks.on_result(r));
+  CHECK(f.value_of(ref).payload == "at last");
+}
+
+TEST_CASE("a task that finally fails says how each attempt failed, and keeps the last kind",
+          "[core][task_submitter][retry]") {
+  submitter_fixture f;
+  f.retry = {.max_retries = 2};
+  auto [id, ref] = f.submit("f");
+  std::vector<worker_id> workers;
+  for (int i = 0; i < 3; ++i) {
+    workers.push_back(f.grant());
+    f.pushed();
+    if (i < 2) {
+      f.tasks.on_worker_died({workers.back(), "exited with status 1"});
+    } else {
+      f.tasks.on_node_died({f.this_node, "missed heartbeats"});
+    }
+  }
+  const auto v = f.value_of(ref);
+  CHECK_FALSE(v.ok);
+  CHECK(v.fail.kind == detail::failure_kind::node_died);
+  CHECK(v.fail.code == error_code::unavailable);
+  CHECK(v.fail.worker == workers[2].short_hex());
+  const std::string node = f.this_node.short_hex();
+  CHECK(v.fail.message ==
+        "task f failed after 3 attempts: attempt 1: its worker process " +
+          workers[0].short_hex() + " died (exited with status 1); attempt 2: its worker process " +
+          workers[1].short_hex() + " died (exited with status 1); attempt 3: its node " + node +
+          " died (missed heartbeats)");
+}
+
+TEST_CASE("an exception is retried only with retry_exceptions, against the same max_retries",
+          "[core][task_submitter][retry]") {
+  SECTION("without retry_exceptions it reaches the caller at once") {
+    submitter_fixture f;
+    f.retry = {.max_retries = 3};
+    auto [id, ref] = f.submit("f");
+    f.grant();
+    f.pushed();
+    auto r = of_attempt(
+      testing::core_pieces::failed(id, detail::failure_kind::task_error, "boom"), 1, true);
+    REQUIRE(f.tasks.on_result(r));
+    const auto v = f.value_of(ref);
+    CHECK_FALSE(v.ok);
+    CHECK(v.fail.kind == detail::failure_kind::task_error);
+    CHECK(v.fail.message == "boom");  // one attempt: the task's own message, untouched
+    CHECK(f.tasks.retries() == 0);
+  }
+  SECTION("with it the task runs again, and fails with every attempt's exception at the end") {
+    submitter_fixture f;
+    f.retry = {.max_retries = 1, .retry_exceptions = true};
+    auto [id, ref] = f.submit("f");
+    f.grant();
+    f.pushed();
+    auto r1 = of_attempt(
+      testing::core_pieces::failed(id, detail::failure_kind::task_error, "boom 1"), 1, true);
+    REQUIRE(f.tasks.on_result(r1));
+    CHECK_FALSE(f.objects.ready(ref.id()));
+    CHECK(f.tasks.retries() == 1);
+    CHECK(f.tasks.queued() == 0);
+    CHECK(f.tasks.leases() == 1);
+    CHECK(f.tasks.running() == 1);
+    auto again = f.pushed();  // on the same worker, which is fine
+    REQUIRE(again.size() == 1);
+    CHECK(again[0].second.spec.attempt == 2);
+    auto r2 = of_attempt(
+      testing::core_pieces::failed(id, detail::failure_kind::task_error, "boom 2"), 2, true);
+    REQUIRE(f.tasks.on_result(r2));
+    const auto v = f.value_of(ref);
+    CHECK_FALSE(v.ok);
+    CHECK(v.fail.kind == detail::failure_kind::task_error);
+    CHECK(v.fail.message ==
+          "task f failed after 2 attempts: attempt 1: it threw: boom 1; attempt 2: it threw: boom 2");
+  }
+  SECTION("a failed argument is not the task's exception: never retried") {
+    submitter_fixture f;
+    f.retry = {.max_retries = -1, .retry_exceptions = true};
+    auto [id, ref] = f.submit("f");
+    f.grant();
+    f.pushed();
+    auto r = of_attempt(
+      testing::core_pieces::failed(id, detail::failure_kind::task_error, "its argument threw"), 1);
+    REQUIRE(f.tasks.on_result(r));
+    CHECK_FALSE(f.value_of(ref).ok);
+    CHECK(f.tasks.retries() == 0);
+  }
+}
+
+TEST_CASE("a late result of an attempt given up for dead is ignored, queued or running again",
+          "[core][task_submitter][retry]") {
+  submitter_fixture f;
+  f.retry = {.max_retries = 3};
+  auto [id, ref] = f.submit("f");
+  const worker_id w1 = f.grant();
+  f.pushed();
+  f.tasks.on_worker_died({w1, "missed heartbeats"});
+  // Waiting for a new lease: attempt 1's result arrives after all.
+  auto late = of_attempt(testing::core_pieces::result(id, "late"), 1);
+  CHECK(f.tasks.on_result(late));
+  CHECK_FALSE(f.objects.ready(ref.id()));
+  f.grant();
+  f.pushed();
+  // Attempt 2 runs: attempt 1's result again changes nothing.
+  auto late2 = of_attempt(testing::core_pieces::result(id, "late"), 1);
+  CHECK(f.tasks.on_result(late2));
+  CHECK_FALSE(f.objects.ready(ref.id()));
+  CHECK(f.tasks.running() == 1);
+  auto r = of_attempt(testing::core_pieces::result(id, "second"), 2);
+  CHECK(f.tasks.on_result(r));
+  CHECK(f.value_of(ref).payload == "second");
+  // And once done, a duplicate is not the submitter's: the table ignores a second fill.
+  auto dup = of_attempt(testing::core_pieces::result(id, "dup"), 2);
+  CHECK_FALSE(f.tasks.on_result(dup));
+  f.objects.finish_task(id, dup.returns);
+  CHECK(f.value_of(ref).payload == "second");
+}
+
+TEST_CASE("a retried task holds its arguments until it is finally done, and releases them once",
+          "[core][task_submitter][retry]") {
+  submitter_fixture f;
+  f.retry = {.max_retries = 0};
+  auto [producer, pref] = f.submit("producer");
+  f.retry = {.max_retries = 2};
+  auto [consumer, cref] = f.submit("consumer", {testing::core_pieces::by_ref(pref)});
+  const object_id arg = pref.id();
+  pref = {};
+  const worker_id w = f.grant();
+  f.pushed();
+  auto r = testing::core_pieces::result(producer, "1");
+  REQUIRE(f.tasks.on_result(r));
+  f.pushed();  // the consumer, on the same worker
+  f.tasks.on_worker_died({w, "killed"});
+  CHECK(f.objects.tasks_holding_args() == 1);
+  CHECK(f.objects.ready(arg));  // still held by the consumer's next attempt
+  f.grant();
+  auto sent = f.pushed();
+  REQUIRE(sent.size() == 1);
+  REQUIRE(sent[0].second.spec.args.size() == 1);
+  CHECK(sent[0].second.spec.args[0].ref == arg);
+  auto done = of_attempt(testing::core_pieces::result(consumer, "2"), 2);
+  REQUIRE(f.tasks.on_result(done));
+  CHECK(f.objects.tasks_holding_args() == 0);
+  CHECK_FALSE(f.objects.ready(arg));  // freed: nothing holds it any more
+  CHECK(f.objects.owned_objects() == 1);
+}
+
+TEST_CASE("a retried task goes before tasks submitted after it", "[core][task_submitter][retry]") {
+  submitter_fixture f;
+  f.retry = {.max_retries = 1};
+  auto [a, ra] = f.submit("f");
+  const worker_id w = f.grant();
+  f.pushed();
+  auto [b, rb] = f.submit("f");
+  f.tasks.on_worker_died({w, "killed"});
+  f.grant();
+  auto sent = f.pushed();
+  REQUIRE(sent.size() == 1);
+  CHECK(sent[0].second.spec.id == a);
 }
