@@ -62,8 +62,8 @@ core_worker::core_worker(transport& net, endpoints where)
     store_(net_, requests_, {where_.self, where_.node, where_.this_node, where_.job},
            [this](const protocol::object_copied& c) { objects_.on_copied(c); }),
     objects_(net_, where_.self, store_, where_.cluster ? &head_ : nullptr),
-    tasks_(net_, objects_, ids_, {where_.self, where_.node, where_.head, where_.this_node},
-           where_.now),
+    tasks_(net_, objects_, ids_,
+           {where_.self, where_.node, where_.head, where_.this_node, where_.cluster}, where_.now),
     actors_(net_, objects_, requests_, {where_.self, where_.head}) {
   lease_reaper_ = std::thread([this] { tasks_.run_reaper(); });
 }

@@ -134,10 +134,11 @@ void task_submitter::push(const worker_id& w, lease& l, task_entry task) {
   p.worker = w;
   p.may_block = may_block;
   bool sent = false;
-  if (task.may_retry()) {
+  if (task.may_retry() && (where_.workers_may_die || task.retry_exceptions)) {
     // It may run again: the worker gets a copy.
     sent = net_.send(l.worker, protocol::execute_task{task.spec});
     p.task = std::move(task);
+    p.whole = true;
   } else {
     p.task.spec.id = id;
     p.task.spec.function = task.spec.function;
@@ -186,8 +187,9 @@ void task_submitter::drop_lease(const worker_id& w, detail::failure_kind kind,
     auto r = running_.find(*t);
     if (r == running_.end()) continue;
     auto task = std::move(r->second.task);
+    const bool whole = r->second.whole;
     running_.erase(r);
-    if (task.may_retry()) {
+    if (whole && task.may_retry()) {
       retry(l.cls, std::move(task), kind, error_code::unavailable, cause);
       continue;
     }

@@ -53,6 +53,10 @@ public:
     address node;
     address head;
     node_id this_node;
+    /// Whether leased workers can die (cluster mode: they are processes). Embedded workers
+    /// are threads of this process: only retry_exceptions can run a task again there, so
+    /// only such a task keeps a copy of its spec while it runs.
+    bool workers_may_die = true;
   };
 
   /// When a task runs again (task_options::max_retries, retry_exceptions).
@@ -151,6 +155,8 @@ private:
     task_entry task;
     /// Counted in its lease's may_block.
     bool may_block = false;
+    /// task.spec is whole (the task may run again).
+    bool whole = false;
   };
 
   // The following require mutex_.

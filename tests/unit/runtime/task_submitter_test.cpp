@@ -472,3 +472,46 @@ TEST_CASE("a retried task goes before tasks submitted after it", "[core][task_su
   REQUIRE(sent.size() == 1);
   CHECK(sent[0].second.spec.id == a);
 }
+
+TEST_CASE("where workers cannot die (embedded threads) only retry_exceptions runs a task again",
+          "[core][task_submitter][retry]") {
+  testing::core_pieces f;
+  task_submitter tasks{f.net, f.objects, f.ids, {f.self, f.node, f.head, f.this_node, false},
+                       [&] { return f.now; }};
+  auto grant = [&] {
+    auto asked = f.net.take<protocol::request_lease>();
+    REQUIRE(asked.size() == 1);
+    protocol::lease_reply r;
+    r.request = asked[0].second.spec.id;
+    r.ok = true;
+    r.worker = worker_id::random();
+    r.worker_addr = address{r.worker, {}};
+    r.node = f.this_node;
+    r.node_addr = f.node;
+    tasks.on_lease_reply(r);
+    return r.worker;
+  };
+  // A worker thread that is gone (only at shutdown): its task fails, nothing is kept for it.
+  auto plain = f.task("f");
+  auto plain_ref = f.objects.submit(plain, {});
+  tasks.submit(std::move(plain), {.max_retries = 3});
+  const worker_id w = grant();
+  tasks.on_worker_died({w, "gone"});
+  CHECK_FALSE(f.value_of(plain_ref).ok);
+  CHECK(tasks.retries() == 0);
+  // An exception with retry_exceptions runs again.
+  auto thrower = f.task("g");
+  const task_id id = thrower.id;
+  auto ref = f.objects.submit(thrower, {});
+  tasks.submit(std::move(thrower), {.max_retries = 1, .retry_exceptions = true});
+  grant();
+  f.net.take<protocol::execute_task>();
+  auto r = testing::core_pieces::failed(id, detail::failure_kind::task_error, "boom");
+  r.raised = true;
+  REQUIRE(tasks.on_result(r));
+  CHECK(tasks.retries() == 1);
+  const auto again = f.net.take<protocol::execute_task>();
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].second.spec.attempt == 2);
+  CHECK_FALSE(f.objects.ready(ref.id()));
+}
