@@ -133,17 +133,15 @@ void task_submitter::push(const worker_id& w, lease& l, task_entry task) {
   auto& p = running_[id];
   p.worker = w;
   p.may_block = may_block;
+  p.attempt = task.spec.attempt;
   bool sent = false;
   if (task.may_retry() && (where_.workers_may_die || task.retry_exceptions)) {
     // It may run again: the worker gets a copy.
     sent = net_.send(l.worker, protocol::execute_task{task.spec});
-    p.task = std::move(task);
-    p.whole = true;
+    p.whole.emplace(std::move(task));
   } else {
-    p.task.spec.id = id;
-    p.task.spec.function = task.spec.function;
-    p.task.spec.attempt = task.spec.attempt;
-    p.task.failures = std::move(task.failures);
+    p.function = task.spec.function;
+    p.failures = std::move(task.failures);
     sent = net_.send(l.worker, protocol::execute_task{std::move(task.spec)});
   }
   if (!sent) drop_lease(w, detail::failure_kind::worker_died, "unreachable");
@@ -166,11 +164,11 @@ void task_submitter::retry(std::size_t cls, task_entry task, detail::failure_kin
   classes_[cls].queued.push_front(std::move(task));
 }
 
-std::string task_submitter::final_message(const task_entry& task, const std::string& last) {
-  const std::int32_t n = task.spec.attempt;
-  if (n <= 1) return "task " + task.spec.function + " failed after 1 attempt: " + last;
-  return "task " + task.spec.function + " failed after " + std::to_string(n) + " attempts: " +
-         task.failures + "attempt " + std::to_string(n) + ": " + last;
+std::string task_submitter::final_message(const std::string& function, std::int32_t attempt,
+                                          const std::string& failures, const std::string& last) {
+  if (attempt <= 1) return "task " + function + " failed after 1 attempt: " + last;
+  return "task " + function + " failed after " + std::to_string(attempt) + " attempts: " +
+         failures + "attempt " + std::to_string(attempt) + ": " + last;
 }
 
 void task_submitter::drop_lease(const worker_id& w, detail::failure_kind kind,
@@ -186,15 +184,18 @@ void task_submitter::drop_lease(const worker_id& w, detail::failure_kind kind,
   for (auto t = l.running.rbegin(); t != l.running.rend(); ++t) {
     auto r = running_.find(*t);
     if (r == running_.end()) continue;
-    auto task = std::move(r->second.task);
-    const bool whole = r->second.whole;
-    running_.erase(r);
-    if (whole && task.may_retry()) {
+    auto& p = r->second;
+    if (p.whole && p.whole->may_retry()) {
+      auto task = std::move(*p.whole);
+      running_.erase(r);
       retry(l.cls, std::move(task), kind, error_code::unavailable, cause);
       continue;
     }
-    auto f = protocol::failure_info::make(kind, error_code::unavailable, final_message(task, cause));
-    f.function = task.spec.function;
+    auto f = protocol::failure_info::make(
+      kind, error_code::unavailable,
+      final_message(p.function_name(), p.attempt, p.earlier_failures(), cause));
+    f.function = p.function_name();
+    running_.erase(r);
     f.node = l.node.short_hex();
     f.worker = w.short_hex();
     objects_.fail_task(*t, f);
@@ -211,23 +212,26 @@ bool task_submitter::on_result(protocol::task_result& r) {
   }
   auto& p = it->second;
   // A late result of an earlier attempt (its worker was given up for dead): ignored.
-  if (p.task.spec.attempt != r.attempt) return true;
+  if (p.attempt != r.attempt) return true;
   const worker_id w = p.worker;
   const bool counted = p.may_block;
   // Learn: a function whose task waited never runs pipelined again.
-  auto [known, first] = never_blocks_.try_emplace(p.task.spec.function, !r.blocked);
+  auto [known, first] = never_blocks_.try_emplace(p.function_name(), !r.blocked);
   if (!first && r.blocked) known->second = false;
   if (r.raised && !r.returns.empty()) {
     // Its own code threw: run it again if it may, else say what every attempt came to.
     const std::string why = "it threw: " + r.returns.front().fail.message;
-    if (p.task.retry_exceptions && p.task.may_retry()) {
-      auto task = std::move(p.task);
+    if (p.whole && p.whole->retry_exceptions && p.whole->may_retry()) {
+      auto task = std::move(*p.whole);
       running_.erase(it);
       const std::size_t cls = class_of(task.spec.resources, task.spec.where, task.spec.priority);
       retry(cls, std::move(task), detail::failure_kind::task_error, r.returns.front().fail.code,
             why);
     } else {
-      if (p.task.spec.attempt > 1) r.returns.front().fail.message = final_message(p.task, why);
+      if (p.attempt > 1) {
+        r.returns.front().fail.message =
+          final_message(p.function_name(), p.attempt, p.earlier_failures(), why);
+      }
       running_.erase(it);
       objects_.finish_task(r.task, r.returns);
     }

@@ -147,16 +147,25 @@ private:
     /// lease goes back to its node after lease_idle_ms.
     time_point idle_since;
   };
-  /// A task pushed to a leased worker. A task that may run again keeps its whole spec
-  /// here (a copy went to the worker); one that cannot keeps only its function, id and
-  /// attempt (the spec itself went to the worker).
+  /// A task pushed to a leased worker. A task that may run again is kept whole here (a
+  /// copy of its spec went to the worker); one that cannot keeps only what its result and
+  /// its failure need (its spec went to the worker).
   struct pushed {
     worker_id worker;
-    task_entry task;
     /// Counted in its lease's may_block.
     bool may_block = false;
-    /// task.spec is whole (the task may run again).
-    bool whole = false;
+    std::int32_t attempt = 1;
+    /// A task that cannot run again: its function, and how its earlier attempts failed.
+    std::string function;
+    std::string failures;
+    /// A task that may run again.
+    std::optional<task_entry> whole;
+    [[nodiscard]] const std::string& function_name() const {
+      return whole ? whole->spec.function : function;
+    }
+    [[nodiscard]] const std::string& earlier_failures() const {
+      return whole ? whole->failures : failures;
+    }
   };
 
   // The following require mutex_.
@@ -172,9 +181,10 @@ private:
   /// (`kind`, `code`) because `why`.
   void retry(std::size_t cls, task_entry task, detail::failure_kind kind, error_code code,
              const std::string& why);
-  /// The message of a task that finally failed: its attempts and why each failed, the last
-  /// because `last`.
-  static std::string final_message(const task_entry& task, const std::string& last);
+  /// The message of a task that finally failed on attempt `attempt`: its attempts and why
+  /// each failed (`failures`: the earlier ones), the last because `last`.
+  static std::string final_message(const std::string& function, std::int32_t attempt,
+                                   const std::string& failures, const std::string& last);
   /// Withdraws the outstanding lease requests of class `cls` (all classes if none).
   void cancel_requests(std::optional<std::size_t> cls);
   /// Fails every task waiting in class `cls` with `fail` (its message prefixed per task).
