@@ -699,6 +699,7 @@ void core_worker::send_call(actor_entry& actor, protocol::task_spec spec) {
   const object_id ret = spec.return_id();
   switch (actor.state) {
     case protocol::actor_state::pending:
+    case protocol::actor_state::restarting:
       actor.queued.push_back(std::move(spec));
       return;
     case protocol::actor_state::dead:
