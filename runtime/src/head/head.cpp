@@ -192,7 +192,7 @@ bool head::restart(const actor_id& id, actor_info& a, const protocol::failure_in
                 a.spec.function));
     return true;
   }
-  CELER_LOG(info, "head",
+  CELER_LOG(warn, "head",
             "actor " + id.short_hex() + " (" + a.spec.function + ") restarting (restart " +
               std::to_string(a.restarts) +
               (max < 0 ? "" : " of " + std::to_string(max)) + "): " + fail.message);
