@@ -11,6 +11,11 @@
 #   tests/chaos/chaos.sh path/to/celer path/to/celer-chaos-workload [--duration S]
 #       [--kill-every S] [--head-kills N] [--nodes N] [--keep]
 #
+# Run as root (where `ip netns` works), one more node agent runs in a network namespace of
+# its own, joined by a veth link, and the link is cut for 5 s (once per 5 minutes, at least
+# once): the head declares that node dead, its actors restart elsewhere, and the node,
+# told so when the link is back, leaves; it is started again.
+#
 # CI runs 120 s (tests/CMakeLists.txt); the long run is 1800 s with a kill every 5 s
 # (README). --keep leaves the run's directory (logs, records, rounds.csv, kills.csv).
 set -euo pipefail
@@ -57,10 +62,15 @@ leftovers() {
     fi
   done
 }
+netns=
 cleanup() {
   [[ -n $workload_pid ]] && kill "$workload_pid" 2>/dev/null || true
   "$celer" stop >/dev/null 2>&1 || true
   for pid in $(leftovers); do kill -9 "$pid" 2>/dev/null || true; done
+  if [[ -n $netns ]]; then
+    ip netns del "$netns" 2>/dev/null || true
+    ip link del "$host_if" 2>/dev/null || true
+  fi
   if [[ $status -ne 0 ]]; then
     for f in "$session"/logs/head*.log "$session"/logs/node-*.log; do
       [[ -s $f ]] || continue
@@ -74,12 +84,39 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 fail() { echo "FAILED: $*"; exit 1; }
 
+# The namespace for the partition, when this runs as root.
+head_ip=()
+if [[ $(id -u) -eq 0 ]] && command -v ip >/dev/null && ip netns list >/dev/null 2>&1; then
+  tag=$$
+  subnet=10.$((150 + tag % 50)).$((tag % 250))
+  host_if=vc$tag
+  if ip netns add "cc$tag" 2>/dev/null; then
+    netns=cc$tag
+    ip link add "$host_if" type veth peer name "pc$tag"
+    ip link set "pc$tag" netns "$netns"
+    ip addr add "$subnet.1/24" dev "$host_if"
+    ip link set "$host_if" up
+    ip netns exec "$netns" ip link set lo up
+    ip netns exec "$netns" ip addr add "$subnet.2/24" dev "pc$tag"
+    ip netns exec "$netns" ip link set "pc$tag" up
+    head_ip=(--node-ip-address "$subnet.1")  # reachable from the namespace
+  fi
+fi
+start_head() { "$celer" start --head --port "$1" --num-cpus 1 --labels role=head "${head_ip[@]}"; }
+start_netns_node() { ip netns exec "$netns" "$celer" start --address "$addr" --num-cpus 2 >/dev/null; }
+
 t0=$(now_ms)
-out=$("$celer" start --head --port 0 --num-cpus 1 --labels role=head)
+out=$(start_head 0)
 addr=$(sed -n 's/^celer head started at \([^ ]*\).*/\1/p' <<<"$out")
 port=${addr##*:}
 for _ in $(seq "$nodes"); do "$celer" start --address "$addr" --num-cpus 2 >/dev/null; done
-log "head at $addr and $nodes node agent(s); workload for ${duration}s, a kill every ${kill_every}s, $head_kills head kill(s)"
+partitions=0 partition_cuts=0 next_cut=
+if [[ -n $netns ]]; then
+  start_netns_node
+  partitions=$(( duration / 300 > 1 ? duration / 300 : 1 ))
+  next_cut=$((t0 + duration * 1000 / (partitions + 1) + 1500))
+fi
+log "head at $addr and $nodes node agent(s)${netns:+ and one in network namespace $netns}; workload for ${duration}s, a kill every ${kill_every}s, $head_kills head kill(s), $partitions partition(s)"
 
 pid_of() { local f; for f in "$session"/pids/"$1"-*.pid; do [[ -e $f ]] && cat "$f"; done; }
 alive() { kill -0 "$1" 2>/dev/null; }
@@ -114,12 +151,26 @@ while alive "$workload_pid"; do
     killed=$(now_ms)
     echo "$killed,head,$head" >>"$work/kills.csv"
     rm -f "$session"/pids/head-"$head".pid
-    "$celer" start --head --port "$port" --num-cpus 1 --labels role=head >/dev/null ||
-      fail "the head did not start again on port $port"
+    start_head "$port" >/dev/null || fail "the head did not start again on port $port"
     head_restarts+=("$killed $(now_ms)")
     head_kill_count=$((head_kill_count + 1))
     next_head_kill=$((t0 + duration * 1000 * (head_kill_count + 1) / (head_kills + 1)))
     log "killed the head (pid $head) and started it again"
+    continue
+  fi
+  if [[ -n $next_cut ]] && (( partition_cuts < partitions && now >= next_cut )); then
+    ns_pids=$(ip netns pids "$netns" 2>/dev/null | tr '\n' ' ')
+    ip link set "$host_if" down
+    echo "$(now_ms),partition,$ns_pids" >>"$work/kills.csv"
+    log "cut the link of network namespace $netns for 5 s"
+    sleep 5
+    ip link set "$host_if" up
+    partition_cuts=$((partition_cuts + 1))
+    next_cut=$((t0 + duration * 1000 * (partition_cuts + 1) / (partitions + 1) + 1500))
+    # Declared dead meanwhile, its node agent leaves when it hears so; one starts again.
+    for _ in $(seq 100); do [[ -z $(ip netns pids "$netns" 2>/dev/null) ]] && break; sleep 0.1; done
+    [[ -z $(ip netns pids "$netns" 2>/dev/null) ]] || log "the node agent cut off is still running 10 s after the link came back"
+    start_netns_node || log "the node agent in $netns did not start again"
     continue
   fi
   # A node agent (when fewer than two are down), else a worker process.
@@ -169,7 +220,7 @@ lost=$(tail -n +2 "$work/rounds.csv" | cut -d, -f3 | sort -n | awk '
     printf "%d %d %d", m, over, NR }')
 read -r median over rounds <<<"$lost"
 echo "chaos: passed"
-echo "  kills survived: $kills ($worker_kills worker processes, $node_kills node agents, $head_kill_count heads)"
+echo "  kills survived: $kills ($worker_kills worker processes, $node_kills node agents, $head_kill_count heads), $partition_cuts network partition(s) of 5 s"
 echo "  workload: $summary"
 echo "  round latency median ${median} ms; time lost to kills ${over} ms in all, $(( kills > 0 ? over / kills : 0 )) ms per kill"
 # Recovery after a head kill: from its restart to the end of the first round after it.
