@@ -102,7 +102,7 @@ if [[ $(id -u) -eq 0 ]] && command -v ip >/dev/null && ip netns list >/dev/null 
     head_ip=(--node-ip-address "$subnet.1")  # reachable from the namespace
   fi
 fi
-start_head() { "$celer" start --head --port "$1" --num-cpus 1 --labels role=head "${head_ip[@]}"; }
+start_head() { "$celer" start --head --port "$@" --num-cpus 1 --labels role=head "${head_ip[@]}"; }
 start_netns_node() { ip netns exec "$netns" "$celer" start --address "$addr" --num-cpus 2 >/dev/null; }
 
 t0=$(now_ms)
@@ -151,7 +151,7 @@ while alive "$workload_pid"; do
     killed=$(now_ms)
     echo "$killed,head,$head" >>"$work/kills.csv"
     rm -f "$session"/pids/head-"$head".pid
-    start_head "$port" >/dev/null || fail "the head did not start again on port $port"
+    start_head "$port" --resume >/dev/null || fail "the head did not start again on port $port"
     head_restarts+=("$killed $(now_ms)")
     head_kill_count=$((head_kill_count + 1))
     next_head_kill=$((t0 + duration * 1000 * (head_kill_count + 1) / (head_kills + 1)))
