@@ -1,5 +1,8 @@
 #include "core/actor_submitter.hpp"
 
+#include <algorithm>
+#include <string>
+
 namespace celer {
 
 actor_submitter::actor_submitter(transport& net, reference_table& objects,
@@ -10,7 +13,9 @@ actor_id actor_submitter::create(protocol::create_actor msg) {
   const actor_id id = msg.spec.actor;
   {
     std::lock_guard lock(mutex_);
-    actors_[id].subscribed = true;  // the head tells the creator about its actor
+    auto& a = actors_[id];
+    a.subscribed = true;  // the head tells the creator about its actor
+    a.max_task_retries = msg.spec.max_task_retries;
   }
   msg.reply_to = where_.self;
   msg.request_id = requests_.next_id();
@@ -48,6 +53,7 @@ void actor_submitter::call(protocol::task_spec spec) {
 void actor_submitter::send_call(actor_entry& actor, protocol::task_spec spec) {
   switch (actor.state) {
     case protocol::actor_state::pending:
+    case protocol::actor_state::restarting:
       actor.queued.push_back(std::move(spec));
       return;
     case protocol::actor_state::dead:
@@ -58,6 +64,7 @@ void actor_submitter::send_call(actor_entry& actor, protocol::task_spec spec) {
       actor.in_flight.insert(id);
       call_actor_[id] = spec.actor;
       calls_in_flight_.store(call_actor_.size(), std::memory_order_release);
+      if (actor.max_task_retries != 0) actor.unanswered.push_back(spec);
       const actor_id target = spec.actor;
       if (!net_.send(actor.worker, protocol::execute_task{std::move(spec)})) {
         actor.in_flight.erase(id);
@@ -80,7 +87,42 @@ void actor_submitter::fail_actor_calls(actor_entry& actor) {
     call_actor_.erase(t);
   }
   actor.in_flight.clear();
+  actor.unanswered.clear();
+  actor.resent.clear();
   calls_in_flight_.store(call_actor_.size(), std::memory_order_release);
+}
+
+void actor_submitter::requeue_actor_calls(actor_entry& actor, const actor_id& id) {
+  std::deque<protocol::task_spec> again;
+  for (auto& spec : actor.unanswered) {
+    if (!actor.in_flight.contains(spec.id)) continue;
+    auto& times = actor.resent[spec.id];
+    if (actor.max_task_retries >= 0 && times >= actor.max_task_retries) continue;
+    ++times;
+    actor.in_flight.erase(spec.id);
+    call_actor_.erase(spec.id);
+    again.push_back(std::move(spec));
+  }
+  actor.unanswered.clear();
+  for (const auto& t : actor.in_flight) {
+    const auto tries = actor.resent.find(t);
+    const std::string retried =
+      tries == actor.resent.end() || tries->second == 0
+        ? "its calls are not sent again (max_task_retries is 0)"
+        : "it was sent " + std::to_string(tries->second + 1) + " times (max_task_retries " +
+            std::to_string(actor.max_task_retries) + ")";
+    objects_.fail_task(t, protocol::failure_info::make(
+                            detail::failure_kind::actor_died, error_code::unavailable,
+                            "actor " + id.hex() + " died while running this call, and " +
+                              retried + ": " + actor.fail.message));
+    call_actor_.erase(t);
+    actor.resent.erase(t);
+  }
+  actor.in_flight.clear();
+  calls_in_flight_.store(call_actor_.size(), std::memory_order_release);
+  // Sent again first, in their order, before the calls made since.
+  for (auto& spec : actor.queued) again.push_back(std::move(spec));
+  actor.queued = std::move(again);
 }
 
 void actor_submitter::kill(const actor_id& actor) {
@@ -105,8 +147,17 @@ bool actor_submitter::on_result(protocol::task_result& r) {
   std::lock_guard lock(mutex_);
   auto it = call_actor_.find(r.task);
   if (it == call_actor_.end()) return false;
-  auto a = actors_.find(it->second);
-  if (a != actors_.end()) a->second.in_flight.erase(r.task);
+  if (auto a = actors_.find(it->second); a != actors_.end()) {
+    auto& actor = a->second;
+    actor.in_flight.erase(r.task);
+    if (!actor.unanswered.empty()) {
+      // Answers come in order unless calls run concurrently: the front, mostly.
+      auto u = std::find_if(actor.unanswered.begin(), actor.unanswered.end(),
+                            [&](const protocol::task_spec& s) { return s.id == r.task; });
+      if (u != actor.unanswered.end()) actor.unanswered.erase(u);
+      actor.resent.erase(r.task);
+    }
+  }
   call_actor_.erase(it);
   calls_in_flight_.store(call_actor_.size(), std::memory_order_release);
   objects_.finish_task(r.task, r.returns);
@@ -118,7 +169,16 @@ void actor_submitter::on_update(const protocol::actor_update& m) {
   auto& a = actors_[m.actor];
   a.subscribed = true;
   if (a.state == protocol::actor_state::dead) return;
-  if (m.state == protocol::actor_state::alive) {
+  a.max_task_retries = m.max_task_retries;
+  if (m.state == protocol::actor_state::restarting) {
+    if (a.state == protocol::actor_state::alive) {
+      a.state = protocol::actor_state::restarting;
+      a.worker = {};
+      a.fail = m.fail;
+      requeue_actor_calls(a, m.actor);
+    }
+    a.state = protocol::actor_state::restarting;
+  } else if (m.state == protocol::actor_state::alive) {
     a.state = protocol::actor_state::alive;
     a.worker = m.worker;
     auto queued = std::move(a.queued);

@@ -1,8 +1,10 @@
 #pragma once
 // A core's calls to actors: each call goes straight to the worker hosting the actor, in
-// the order this process made them; calls made before the actor's address is known wait
-// here, in order, and are sent when the head says it is alive. When the head says the
-// actor died (or celer::kill kills it), its waiting and unanswered calls fail with why.
+// the order this process made them; calls made before the actor's address is known, or
+// while it restarts, wait here, in order, and are sent when the head says it is alive.
+// When it restarts, the calls it died running are sent again first if max_task_retries
+// allows, and fail otherwise. When the head says the actor died (or celer::kill kills it),
+// its waiting and unanswered calls fail with why.
 //
 //   actor_submitter actors(net, objects, requests, {self, head});
 //   const actor_id a = actors.create(std::move(msg));   // asks the head, waits for its answer
@@ -43,7 +45,7 @@ public:
   actor_submitter& operator=(const actor_submitter&) = delete;
 
   /// Asks the head to create the actor `msg` describes (its arguments already on the
-  /// wire) and waits for the answer; throws the head's error.
+  /// wire, its max_task_retries set) and waits for the answer; throws the head's error.
   actor_id create(protocol::create_actor msg);
   /// Sends a call (its arguments on the wire, its result owned by the reference table), or
   /// queues it until the actor is alive, or fails it if the actor is dead.
@@ -71,12 +73,20 @@ private:
     std::deque<protocol::task_spec> queued;
     /// Calls sent and not yet answered.
     std::unordered_set<task_id> in_flight;
+    /// With max_task_retries: the calls sent and not yet answered, in order (sent again,
+    /// first, once the actor has restarted), and how often each was sent again.
+    std::int32_t max_task_retries = 0;
+    std::deque<protocol::task_spec> unanswered;
+    std::unordered_map<task_id, std::int32_t> resent;
   };
 
   // The following require mutex_.
   actor_entry& actor_slot(const actor_id& id);
   void send_call(actor_entry& actor, protocol::task_spec spec);
   void fail_actor_calls(actor_entry& actor);
+  /// The actor died and is restarting: its unanswered calls that may be retried go first
+  /// into its queue, the others fail.
+  void requeue_actor_calls(actor_entry& actor, const actor_id& id);
 
   transport& net_;
   reference_table& objects_;

@@ -168,6 +168,13 @@ actor_id core_worker::create_actor(const detail::remote_entry& factory,
                     factory.name + ": max_concurrency must be at least 1, got " +
                       std::to_string(options.max_concurrency));
   }
+  if (options.max_restarts < -1 || options.max_task_retries < -1) {
+    throw exception(error_code::invalid_argument,
+                    factory.name + ": max_restarts and max_task_retries take -1 (no limit), 0 or "
+                                   "more, got " +
+                      std::to_string(options.max_restarts) + " and " +
+                      std::to_string(options.max_task_retries));
+  }
   protocol::create_actor msg;
   auto& spec = msg.spec;
   spec.resources = checked_request(factory.name, options.num_cpus, options.num_gpus,
@@ -185,6 +192,9 @@ actor_id core_worker::create_actor(const detail::remote_entry& factory,
   spec.priority = options.priority.value_or(default_priority());
   spec.preemptible = options.preemptible;
   spec.preemption_grace_ms = options.preemption_grace.count();
+  spec.max_restarts = options.max_restarts;
+  spec.max_task_retries = options.max_task_retries;
+  spec.restore_method = options.restore_method;
   spec.job = where_.job;
   spec.binary = where_.binary;
   const auto stored = store_large_args(args);

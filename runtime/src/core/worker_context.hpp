@@ -21,6 +21,8 @@ struct worker_context {
   /// The actor it hosts (nil for task workers), and the priority of the work it runs.
   actor_id actor;
   std::int32_t priority = 0;
+  /// How many times the actor it hosts was started again after dying (celer::was_restarted).
+  std::uint32_t restarts = 0;
 };
 worker_context*& current_worker_context() noexcept;
 
