@@ -613,6 +613,10 @@ void head::on(protocol::unsubscribe_cluster& m) {
 }
 
 void head::on(protocol::tick&) {
+  if (!recovered_.empty()) {
+    CELER_LOG(warn, "head", recovered_);
+    recovered_.clear();
+  }
   for (auto& [id, g] : groups_) {
     if (g.info.state == protocol::group_state::pending) try_reserve(g);
   }
@@ -928,15 +932,15 @@ void head::restore(head_state s) {
   }
   for (const auto& d : s.durable) durable_[d.object] = d.node;
   if (s.nodes.empty() && s.actors.empty() && s.jobs.empty() && s.groups.empty()) return;
-  CELER_LOG(warn, "head",
-            "recovered from its tables: " + std::to_string(live_nodes) + " live node(s) (of " +
-              std::to_string(s.nodes.size()) + "), " + std::to_string(live_actors) +
-              " actor(s) not dead (of " + std::to_string(s.actors.size()) + "), " +
-              std::to_string(s.jobs.size()) + " job(s), " + std::to_string(s.groups.size()) +
-              " placement group(s), " + std::to_string(s.durable.size()) +
-              " durable object location(s)" +
-              (s.unreadable > 0 ? "; " + std::to_string(s.unreadable) + " unreadable row(s) skipped"
-                                : std::string()));
+  // Said on the first tick, once the daemon logs to its file.
+  recovered_ = "recovered from its tables: " + std::to_string(live_nodes) + " live node(s) (of " +
+               std::to_string(s.nodes.size()) + "), " + std::to_string(live_actors) +
+               " actor(s) not dead (of " + std::to_string(s.actors.size()) + "), " +
+               std::to_string(s.jobs.size()) + " job(s), " + std::to_string(s.groups.size()) +
+               " placement group(s), " + std::to_string(s.durable.size()) +
+               " durable object location(s)" +
+               (s.unreadable > 0 ? "; " + std::to_string(s.unreadable) + " unreadable row(s) skipped"
+                                 : std::string());
 }
 
 } // namespace celer

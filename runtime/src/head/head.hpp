@@ -143,6 +143,8 @@ private:
   /// The tables on disk; null in embedded mode. Written at each change of a node, actor,
   /// job, group or durable object, never per task.
   std::unique_ptr<head_tables> tables_;
+  /// What was loaded from the tables, logged on the first tick.
+  std::string recovered_;
   rate_limited_log denials_{"head"};
   address self_;
   std::chrono::milliseconds node_timeout_;
