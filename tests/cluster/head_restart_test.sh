@@ -71,6 +71,8 @@ done
 [[ -n $back_at ]] || fail "the driver's lookups of its named actor did not succeed within 30 s of the restart"
 grep -q "recovered from its tables: 1 live node(s)" "$session/logs/head.log" ||
   fail "the restarted head did not recover the node from its tables"
+grep -q "the head says it restarted" "$session"/logs/node-*.log ||
+  fail "the node was not told that the head restarted"
 
 # A second driver (a job the restarted head never knew) finds the actor by its name and
 # runs a new task.

@@ -931,6 +931,12 @@ void head::restore(head_state s) {
     }
   }
   for (const auto& d : s.durable) durable_[d.object] = d.node;
+  // The live nodes resend what this head may not have: what they spilled to the old one
+  // that it had not placed yet, and their registration and durable objects (no-ops when
+  // the tables had them).
+  for (const auto& [id, n] : nodes_) {
+    if (n.alive) (void)net_.send(n.addr, protocol::head_restarted{"it recovered from its tables"});
+  }
   if (s.nodes.empty() && s.actors.empty() && s.jobs.empty() && s.groups.empty()) return;
   // Said on the first tick, once the daemon logs to its file.
   recovered_ = "recovered from its tables: " + std::to_string(live_nodes) + " live node(s) (of " +
