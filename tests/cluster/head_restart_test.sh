@@ -60,6 +60,7 @@ calls_while_down=$(awk -v t="$killed_at" '$1 == "call" && $3 > t' "$out" | wc -l
 restart_at=$(now_ms)
 "$celer" start --head --port "$port" --resume --num-cpus 0 | grep -q "celer head resumed at $addr" ||
   fail "celer start --head --resume did not resume the head at $addr"
+[[ ! -e $session/pids/head-$head_pid.pid ]] || fail "the dead head's pid file was left for celer stop"
 
 # The driver's lookups need the head: the first one answered after the restart.
 back_at=

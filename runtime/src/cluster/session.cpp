@@ -3,9 +3,11 @@
 #include "config/knobs.hpp"
 #include "transport/zmq_transport.hpp"
 
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <csignal>
 #include <cstring>
 #include <ctime>
 
@@ -332,6 +334,16 @@ session resume_session(const std::string& address) {
   auto root = private_temp_root();
   if (!root) throw exception(root.error().code(), root.error().message());
   point_latest_at(*root, s.dir);
+  // The pid file of the head that died (SIGKILL leaves it): gone, so that celer stop never
+  // signals whatever process reuses its pid.
+  std::error_code ec;
+  for (const auto& p : fs::directory_iterator(s.dir / "pids", ec)) {
+    if (p.path().filename().string().rfind("head-", 0) != 0) continue;
+    const std::string text = read_small_file(p.path());
+    int pid = 0;
+    (void)std::from_chars(text.data(), text.data() + text.size(), pid);
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) fs::remove(p.path(), ec);
+  }
   return s;
 }
 
