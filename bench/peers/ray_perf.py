@@ -130,7 +130,16 @@ def main():
         r.timeit("n_n_actor_calls_with_arg_async",
                  lambda: ray.get([c.small_value_batch_arg.remote(arg_n) for c in clients]),
                  arg_n * len(clients))
-    r.skip("placement_group_create/removal", "not compared until celer has placement groups")
+    if r.selected("placement_group_create/removal"):
+        from ray.util.placement_group import placement_group, remove_placement_group
+
+        def create_remove(n=100):
+            pgs = [placement_group([{"CPU": 0.01}]) for _ in range(n)]
+            for pg in pgs:
+                pg.wait(timeout_seconds=30)
+            for pg in pgs:
+                remove_placement_group(pg)
+        r.timeit("placement_group_create/removal", create_remove, 100)
     ray.shutdown()
     r.finish()
 

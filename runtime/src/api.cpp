@@ -188,6 +188,11 @@ void on_preempt(std::function<void(const preemption&)> callback) {
   preemption_board::instance().set_callback(ctx->actor, std::move(callback), *ctx);
 }
 
+bool was_restarted() {
+  const worker_context* ctx = current_worker_context();
+  return ctx != nullptr && !ctx->actor.nil() && ctx->restarts > 0;
+}
+
 std::optional<preemption> preemption_notice() {
   const worker_context* ctx = current_worker_context();
   if (ctx == nullptr || ctx->actor.nil()) return std::nullopt;

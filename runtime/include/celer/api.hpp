@@ -145,6 +145,9 @@ struct preemption {
 /// returns or at the deadline. Without a callback a preempted actor is stopped at once.
 /// Calling it again replaces the callback; invalid_argument outside an actor.
 void on_preempt(std::function<void(const preemption&)> callback);
+/// Inside an actor: whether this instance was started again after the actor died
+/// (actor_options::max_restarts), in its factory, restore hook and methods; false elsewhere.
+[[nodiscard]] bool was_restarted();
 /// Inside an actor: the preemption notice once one came, else nullopt. A long call can poll
 /// it and return early (embedded mode stops an actor only between calls).
 [[nodiscard]] std::optional<preemption> preemption_notice();
@@ -320,7 +323,22 @@ public:
                   "celer::actor takes a factory returning T*, unique_ptr<T> or shared_ptr<T>");
   }
   actor_builder& options(actor_options o) {
+    auto hook = std::move(options_.restore_method);
     options_ = std::move(o);
+    if (options_.restore_method.empty()) options_.restore_method = std::move(hook);
+    return *this;
+  }
+  /// The method a restarted actor runs after its factory and before any call (to reload
+  /// its last checkpoint): a registered member of the actor's class taking nothing.
+  template <class Method>
+  actor_builder& on_restart(Method hook) {
+    static_assert(remote_traits<Method>::kind == remote_kind::method,
+                  "on_restart takes a member function pointer, e.g. &counter::restore");
+    static_assert(std::is_base_of_v<typename remote_traits<Method>::actor_class, actor_type>,
+                  "the restore hook does not belong to this actor's class");
+    static_assert(std::tuple_size_v<remote_args_t<Method>> == 0,
+                  "the restore hook takes no arguments");
+    options_.restore_method = entry_of(hook, "restore hook").name;
     return *this;
   }
   template <class... A>

@@ -174,10 +174,19 @@ struct actor_options {
   std::string name;
   /// Calls the actor runs at once. 1 (the default) runs calls one at a time, in order.
   int max_concurrency = 1;
-  /// Restarts after the actor's process dies; used by cluster mode.
+  /// Restarts after the actor's process or node dies, or it is preempted (cluster mode):
+  /// 0 never, -1 without limit. A restart runs the factory again with the same arguments
+  /// on any node that fits, then the restore hook (actor_builder::on_restart) if any;
+  /// `celer::was_restarted()` is true in both. Calls made meanwhile wait for it.
   int max_restarts = 0;
-  /// Retries of a call whose actor died mid-call; used by cluster mode.
+  /// Retries of a call its actor died running (cluster mode, with max_restarts): 0 (the
+  /// default) delivers each call at most once, and a call cut short fails with
+  /// actor_died_error; above 0 (-1: without limit) a cut-short call is sent again to the
+  /// restarted actor, in order, so calls are delivered at least once.
   int max_task_retries = 0;
+  /// The registered method (taking nothing) a restarted actor runs before any call, e.g.
+  /// to reload its last checkpoint. Set it with `celer::actor(f).on_restart(&T::restore)`.
+  std::string restore_method;
   /// Higher goes first; an actor that cannot be placed preempts preemptible actors of lower
   /// priority to take their resources. Unset: as task_options::priority.
   std::optional<int> priority;

@@ -699,6 +699,7 @@ void core_worker::send_call(actor_entry& actor, protocol::task_spec spec) {
   const object_id ret = spec.return_id();
   switch (actor.state) {
     case protocol::actor_state::pending:
+    case protocol::actor_state::restarting:
       actor.queued.push_back(std::move(spec));
       return;
     case protocol::actor_state::dead:
@@ -708,6 +709,7 @@ void core_worker::send_call(actor_entry& actor, protocol::task_spec spec) {
       const task_id id = spec.id;
       actor.in_flight.insert(id);
       call_actor_[id] = spec.actor;
+      if (actor.max_task_retries != 0) actor.unanswered.push_back(spec);
       const actor_id target = spec.actor;
       if (!net_.send(actor.worker, protocol::execute_task{std::move(spec)})) {
         actor.in_flight.erase(id);
@@ -728,6 +730,40 @@ void core_worker::fail_actor_calls(actor_entry& actor, const actor_id& id) {
     call_actor_.erase(t);
   }
   actor.in_flight.clear();
+  actor.unanswered.clear();
+  actor.resent.clear();
+}
+
+void core_worker::requeue_actor_calls(actor_entry& actor, const actor_id& id) {
+  std::deque<protocol::task_spec> again;
+  for (auto& spec : actor.unanswered) {
+    if (!actor.in_flight.contains(spec.id)) continue;
+    auto& times = actor.resent[spec.id];
+    if (actor.max_task_retries >= 0 && times >= actor.max_task_retries) continue;
+    ++times;
+    actor.in_flight.erase(spec.id);
+    call_actor_.erase(spec.id);
+    again.push_back(std::move(spec));
+  }
+  actor.unanswered.clear();
+  for (const auto& t : actor.in_flight) {
+    const auto tries = actor.resent.find(t);
+    const std::string retried =
+      tries == actor.resent.end() || tries->second == 0
+        ? "its calls are not sent again (max_task_retries is 0)"
+        : "it was sent " + std::to_string(tries->second + 1) + " times (max_task_retries " +
+            std::to_string(actor.max_task_retries) + ")";
+    fail_object(protocol::task_spec::return_id_of(t),
+                make_failure(detail::failure_kind::actor_died, error_code::unavailable,
+                             "actor " + id.hex() + " died while running this call, and " +
+                               retried + ": " + actor.fail.message));
+    call_actor_.erase(t);
+    actor.resent.erase(t);
+  }
+  actor.in_flight.clear();
+  // Sent again first, in their order, before the calls made since.
+  for (auto& spec : actor.queued) again.push_back(std::move(spec));
+  actor.queued = std::move(again);
 }
 
 actor_id core_worker::create_actor(const detail::remote_entry& factory,
@@ -737,6 +773,13 @@ actor_id core_worker::create_actor(const detail::remote_entry& factory,
     throw exception(error_code::invalid_argument,
                     factory.name + ": max_concurrency must be at least 1, got " +
                       std::to_string(options.max_concurrency));
+  }
+  if (options.max_restarts < -1 || options.max_task_retries < -1) {
+    throw exception(error_code::invalid_argument,
+                    factory.name + ": max_restarts and max_task_retries take -1 (no limit), 0 or "
+                                   "more, got " +
+                      std::to_string(options.max_restarts) + " and " +
+                      std::to_string(options.max_task_retries));
   }
   protocol::create_actor msg;
   auto& spec = msg.spec;
@@ -755,6 +798,9 @@ actor_id core_worker::create_actor(const detail::remote_entry& factory,
   spec.priority = options.priority.value_or(default_priority());
   spec.preemptible = options.preemptible;
   spec.preemption_grace_ms = options.preemption_grace.count();
+  spec.max_restarts = options.max_restarts;
+  spec.max_task_retries = options.max_task_retries;
+  spec.restore_method = options.restore_method;
   spec.job = where_.job;
   spec.binary = where_.binary;
   const actor_id id = spec.actor;
@@ -765,6 +811,7 @@ actor_id core_worker::create_actor(const detail::remote_entry& factory,
     spec.args = to_wire(std::move(args), task_id{});
     auto& a = actors_[id];
     a.subscribed = true;  // the head tells the creator about its actor
+    a.max_task_retries = options.max_task_retries;
   }
   msg.reply_to = where_.self;
   msg.request_id = requests_.next_id();
@@ -940,7 +987,17 @@ void core_worker::handle(protocol::message& m) {
         auto it = call_actor_.find(msg.task);
         if (it != call_actor_.end()) {
           auto a = actors_.find(it->second);
-          if (a != actors_.end()) a->second.in_flight.erase(msg.task);
+          if (a != actors_.end()) {
+            auto& actor = a->second;
+            actor.in_flight.erase(msg.task);
+            if (!actor.unanswered.empty()) {
+              // Answers come in order unless calls run concurrently: the front, mostly.
+              auto u = std::find_if(actor.unanswered.begin(), actor.unanswered.end(),
+                                    [&](const protocol::task_spec& s) { return s.id == msg.task; });
+              if (u != actor.unanswered.end()) actor.unanswered.erase(u);
+              actor.resent.erase(msg.task);
+            }
+          }
           call_actor_.erase(it);
         }
         for (auto& v : msg.returns) fill(std::move(v));
@@ -1000,7 +1057,16 @@ void core_worker::handle(protocol::message& m) {
         auto& a = actors_[msg.actor];
         a.subscribed = true;
         if (a.state == protocol::actor_state::dead) return;
-        if (msg.state == protocol::actor_state::alive) {
+        a.max_task_retries = msg.max_task_retries;
+        if (msg.state == protocol::actor_state::restarting) {
+          if (a.state == protocol::actor_state::alive) {
+            a.state = protocol::actor_state::restarting;
+            a.worker = {};
+            a.fail = msg.fail;
+            requeue_actor_calls(a, msg.actor);
+          }
+          a.state = protocol::actor_state::restarting;
+        } else if (msg.state == protocol::actor_state::alive) {
           a.state = protocol::actor_state::alive;
           a.worker = msg.worker;
           auto queued = std::move(a.queued);

@@ -48,6 +48,8 @@ struct worker_context {
   /// The actor it hosts (nil for task workers), and the priority of the work it runs.
   actor_id actor;
   std::int32_t priority = 0;
+  /// How many times the actor it hosts was started again after dying (celer::was_restarted).
+  std::uint32_t restarts = 0;
 };
 worker_context*& current_worker_context() noexcept;
 
@@ -166,6 +168,11 @@ private:
     std::deque<protocol::task_spec> queued;
     /// Calls sent and not yet answered.
     std::unordered_set<task_id> in_flight;
+    /// With max_task_retries: the calls sent and not yet answered, in order (sent again,
+    /// first, once the actor has restarted), and how often each was sent again.
+    std::int32_t max_task_retries = 0;
+    std::deque<protocol::task_spec> unanswered;
+    std::unordered_map<task_id, std::int32_t> resent;
   };
 
   /// Tasks of one resource shape (Ray's scheduling class) waiting for a leased worker.
@@ -234,6 +241,9 @@ private:
   void fail_object(const object_id& id, const protocol::failure_info& fail);
   void send_call(actor_entry& actor, protocol::task_spec spec);
   void fail_actor_calls(actor_entry& actor, const actor_id& id);
+  /// The actor died and is restarting: its unanswered calls that may be retried go first
+  /// into its queue, the others fail.
+  void requeue_actor_calls(actor_entry& actor, const actor_id& id);
   actor_entry& actor_slot(const actor_id& id);
   /// Registers interest in `refs`; returns how many are ready.
   std::size_t prepare(const std::vector<object_ref<void>>& refs);

@@ -178,30 +178,72 @@ void head::on(protocol::create_actor& m) {
       return;
     }
   }
+  actor_info a;
+  a.spec = std::move(spec);
+  a.spec.restarts = 0;
   std::string why;
-  bool never = true;
-  const bool in_group = spec.where.how == scheduling_strategy::kind::placement_group;
-  auto* target = in_group ? route_to_group(spec, why, never) : pick_node(spec, {}, why);
-  if (target == nullptr && never) {
+  if (!place_actor(a, why)) {
     reply.fail = protocol::failure_info::make(
       detail::failure_kind::infeasible, error_code::resource_exhausted,
-      "actor " + spec.function + " can never be placed: " + why, spec.function);
+      "actor " + a.spec.function + " can never be placed: " + why, a.spec.function);
     (void)net_.send(m.reply_to, std::move(reply));
     return;
   }
-  auto& a = actors_[spec.actor];
-  a.spec = spec;
-  if (target != nullptr) a.node = target->first;
   a.subscribers.push_back(m.reply_to);
-  if (!spec.actor_name.empty()) names_[spec.actor_name] = spec.actor;
-  persist(spec.actor, a);
+  if (!a.spec.actor_name.empty()) names_[a.spec.actor_name] = a.spec.actor;
+  const actor_id id = a.spec.actor;
+  persist(id, a);
+  actors_.emplace(id, std::move(a));
   reply.ok = true;
   (void)net_.send(m.reply_to, std::move(reply));
+}
+
+bool head::place_actor(actor_info& a, std::string& why) {
+  bool never = true;
+  const bool in_group = a.spec.where.how == scheduling_strategy::kind::placement_group;
+  auto* target = in_group ? route_to_group(a.spec, why, never) : pick_node(a.spec, {}, why);
+  if (target == nullptr && never) return false;
   if (target != nullptr) {
-    (void)net_.send(target->second.addr, protocol::start_actor{spec});
+    a.node = target->first;
+    (void)net_.send(target->second.addr, protocol::start_actor{a.spec});
   } else {
-    groups_.at(spec.where.group).actors.push_back(spec);  // started once the group is created
+    a.node = {};
+    groups_.at(a.spec.where.group).actors.push_back(a.spec);  // started once the group is created
   }
+  return true;
+}
+
+bool head::restart(const actor_id& id, actor_info& a, const protocol::failure_info& fail) {
+  // Only a system failure restarts it: its process or node died, or it was preempted. A
+  // constructor that threw, a refusal or a kill leaves it dead.
+  const bool died = fail.kind == detail::failure_kind::actor_died && fail.code == error_code::unavailable;
+  if (!died && fail.kind != detail::failure_kind::actor_preempted) return false;
+  const auto max = a.spec.max_restarts;
+  if (max == 0 || (max > 0 && a.restarts >= static_cast<std::uint32_t>(max))) return false;
+  ++a.restarts;
+  a.spec.restarts = a.restarts;
+  a.state = protocol::actor_state::restarting;
+  a.worker = {};
+  a.gpus.clear();
+  a.fail = fail;
+  if (preemptible_.erase(id) > 0) preemptible_changed_ = true;
+  std::string why;
+  if (!place_actor(a, why)) {
+    mark_dead(id, a,
+              protocol::failure_info::make(
+                detail::failure_kind::actor_died, error_code::unavailable,
+                fail.message + "; restart " + std::to_string(a.restarts) +
+                  " found no node where it can ever run: " + why,
+                a.spec.function));
+    return true;
+  }
+  CELER_LOG(warn, "head",
+            "actor " + id.short_hex() + " (" + a.spec.function + ") restarting (restart " +
+              std::to_string(a.restarts) +
+              (max < 0 ? "" : " of " + std::to_string(max)) + "): " + fail.message);
+  persist(id, a);
+  publish(id, a);
+  return true;
 }
 
 void head::fail_request(const protocol::task_spec& spec, const std::string& why) {
@@ -376,7 +418,10 @@ void head::release_waiting(group_info& g) {
     bool never = false;
     auto* target = route_to_group(spec, why, never);
     auto a = actors_.find(spec.actor);
-    if (a == actors_.end() || a->second.state != protocol::actor_state::pending) continue;
+    if (a == actors_.end() || (a->second.state != protocol::actor_state::pending &&
+                               a->second.state != protocol::actor_state::restarting)) {
+      continue;
+    }
     if (target != nullptr) {
       a->second.node = target->first;
       a->second.spec = spec;
@@ -474,12 +519,19 @@ void head::on(protocol::placement_group_query& m) {
   (void)net_.send(m.reply_to, std::move(r));
 }
 
-void head::publish(const actor_id& id, actor_info& a) {
+protocol::actor_update head::update_of(const actor_id& id, const actor_info& a) {
   protocol::actor_update u;
   u.actor = id;
   u.state = a.state;
   u.worker = a.worker;
   u.fail = a.fail;
+  u.restarts = a.restarts;
+  u.max_task_retries = a.spec.max_task_retries;
+  return u;
+}
+
+void head::publish(const actor_id& id, actor_info& a) {
+  const auto u = update_of(id, a);
   for (const auto& s : a.subscribers) (void)net_.send(s, u);
 }
 
@@ -501,12 +553,14 @@ void head::on(protocol::actor_started& m) {
       !owned_by_sender(m.sender_job, it->second.spec.job, "the start of actor " + m.actor.short_hex())) {
     return;
   }
-  if (it == actors_.end() || it->second.state != protocol::actor_state::pending) {
+  if (it == actors_.end() || (it->second.state != protocol::actor_state::pending &&
+                              it->second.state != protocol::actor_state::restarting)) {
     // Killed while it was starting: stop the worker that just came up.
     (void)net_.send(m.worker, protocol::kill_actor{m.actor, "killed while starting"});
     return;
   }
   it->second.state = protocol::actor_state::alive;
+  it->second.fail = {};
   it->second.worker = m.worker;
   it->second.started = ++started_;
   it->second.gpus = std::move(m.gpus);
@@ -524,6 +578,9 @@ void head::on(protocol::actor_failed& m) {
   if (!owned_by_sender(m.sender_job, it->second.spec.job, "the failure of actor " + m.actor.short_hex())) {
     return;
   }
+  // A job's own processes report only that a constructor failed: only the node's word
+  // (its process died, or was preempted) restarts an actor.
+  if (m.sender_job.nil() && restart(m.actor, it->second, m.fail)) return;
   mark_dead(m.actor, it->second, m.fail);
 }
 
@@ -543,14 +600,7 @@ void head::on(protocol::subscribe_actor& m) {
     a.subscribers.push_back(m.subscriber);
     persist(m.actor, a);
   }
-  if (a.state != protocol::actor_state::pending) {
-    protocol::actor_update u;
-    u.actor = m.actor;
-    u.state = a.state;
-    u.worker = a.worker;
-    u.fail = a.fail;
-    (void)net_.send(m.subscriber, std::move(u));
-  }
+  if (a.state != protocol::actor_state::pending) (void)net_.send(m.subscriber, update_of(m.actor, a));
 }
 
 void head::on(protocol::lookup_actor& m) {
@@ -653,15 +703,6 @@ void head::declare_dead(const node_id& id, node_info& n, const std::string& reas
   n.preempting.clear();
   view_.mark_dead(id);
   CELER_LOG(warn, "head", "node " + id.short_hex() + " is dead: " + reason);
-  for (auto& [aid, a] : actors_) {
-    if (a.node != id || a.state == protocol::actor_state::dead) continue;
-    mark_dead(aid, a,
-              protocol::failure_info::make(detail::failure_kind::actor_died,
-                                           error_code::unavailable,
-                                           "actor " + aid.hex() + " died: its node " +
-                                             id.short_hex() + " died (" + reason + ")",
-                                           a.spec.function, id.short_hex()));
-  }
   // Groups with a bundle there are laid out again (all or nothing), their other bundles
   // given back; a reservation it never answered counts as refused.
   for (auto& [gid, g] : groups_) {
@@ -682,6 +723,16 @@ void head::declare_dead(const node_id& id, node_info& n, const std::string& reas
     g.info.nodes.clear();
     g.info.why = "node " + id.short_hex() + " of a bundle died; reserving again";
     persist(g);
+  }
+  // After the groups: an actor restarted in a group waits for it to be reserved again.
+  for (auto& [aid, a] : actors_) {
+    if (a.node != id || a.state == protocol::actor_state::dead) continue;
+    auto fail = protocol::failure_info::make(detail::failure_kind::actor_died,
+                                             error_code::unavailable,
+                                             "actor " + aid.hex() + " died: its node " +
+                                               id.short_hex() + " died (" + reason + ")",
+                                             a.spec.function, id.short_hex());
+    if (!restart(aid, a, fail)) mark_dead(aid, a, std::move(fail));
   }
   const protocol::node_died died{id, reason};
   for (const auto& s : cluster_subscribers_) (void)net_.send(s, died);
@@ -744,7 +795,8 @@ void head::on(protocol::explain_placement& m) {
   r.request_id = m.request_id;
   if (!m.actor.nil()) {
     auto it = actors_.find(m.actor);
-    if (it != actors_.end() && it->second.state == protocol::actor_state::pending) {
+    if (it != actors_.end() && (it->second.state == protocol::actor_state::pending ||
+                                it->second.state == protocol::actor_state::restarting)) {
       r.why = explain(it->second.spec.resources, it->second.spec.where);
       if (r.why.empty()) r.why = "starting on node " + it->second.node.short_hex();
     }
@@ -820,7 +872,9 @@ void head::on(protocol::status_query& m) {
   }
   for (const auto& [aid, a] : actors_) {
     if (a.state == protocol::actor_state::alive) ++r.actors_alive;
-    if (a.state == protocol::actor_state::pending) ++r.actors_pending;
+    if (a.state == protocol::actor_state::pending || a.state == protocol::actor_state::restarting) {
+      ++r.actors_pending;
+    }
   }
   (void)net_.send(m.reply_to, std::move(r));
 }
@@ -861,6 +915,7 @@ void head::persist(const actor_id& id, const actor_info& a) {
   r.subscribers = a.subscribers;
   r.started = a.started;
   r.gpus = a.gpus;
+  r.restarts = a.restarts;
   tables_->save_actor(r);
 }
 
@@ -915,6 +970,7 @@ void head::restore(head_state s) {
     a.subscribers = std::move(row.subscribers);
     a.started = row.started;
     a.gpus = std::move(row.gpus);
+    a.restarts = row.restarts;
     started_ = std::max(started_, a.started);
     if (a.state == protocol::actor_state::dead) continue;
     ++live_actors;
@@ -923,8 +979,9 @@ void head::restore(head_state s) {
       preemptible_.insert(id);
       preemptible_changed_ = true;
     }
-    if (a.state == protocol::actor_state::pending && a.node.nil() &&
-        a.spec.where.how == scheduling_strategy::kind::placement_group) {
+    const bool placing = a.state == protocol::actor_state::pending ||
+                         a.state == protocol::actor_state::restarting;
+    if (placing && a.node.nil() && a.spec.where.how == scheduling_strategy::kind::placement_group) {
       // Waiting for its group to be created: it waits again.
       auto g = groups_.find(a.spec.where.group);
       if (g != groups_.end()) g->second.actors.push_back(a.spec);

@@ -63,6 +63,8 @@ private:
     /// Order of starting (later is larger), and its GPU shares: for choosing what to preempt.
     std::uint64_t started = 0;
     std::vector<protocol::gpu_share> gpus;
+    /// Times it was started again after dying (spec.max_restarts bounds it).
+    std::uint32_t restarts = 0;
   };
 
   void on(protocol::register_node& m);
@@ -125,7 +127,14 @@ private:
   /// Sends the group's early requests on once it is created (or fails them).
   void release_waiting(group_info& g);
   void fail_request(const protocol::task_spec& spec, const std::string& why);
+  static protocol::actor_update update_of(const actor_id& id, const actor_info& a);
   void publish(const actor_id& id, actor_info& a);
+  /// Starts a dead actor again when `fail` is a system failure (its process or node died,
+  /// or it was preempted) and it has restarts left; false when it stays dead.
+  bool restart(const actor_id& id, actor_info& a, const protocol::failure_info& fail);
+  /// Sends `a` (registered, not alive) to a node, or to its placement group's queue;
+  /// false, with `why`, when it can never be placed.
+  bool place_actor(actor_info& a, std::string& why);
   void mark_dead(const actor_id& id, actor_info& a, protocol::failure_info fail);
 
   /// Loads what the tables hold (the constructor, once).

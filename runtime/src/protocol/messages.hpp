@@ -56,7 +56,9 @@ std::vector<std::string>*& bulk_sink() noexcept;
 bulk_frames*& bulk_source() noexcept;
 
 enum class task_kind : std::uint8_t { normal, actor_creation, actor_call };
-enum class actor_state : std::uint8_t { pending, alive, dead };
+/// restarting: its process or node died and it is being started again (max_restarts);
+/// calls made meanwhile wait for it.
+enum class actor_state : std::uint8_t { pending, alive, dead, restarting };
 enum class group_state : std::uint8_t { pending, created, removed };
 } // namespace celer::protocol
 
@@ -188,9 +190,16 @@ struct task_spec {
   std::int32_t priority = 0;
   bool preemptible = false;
   std::int64_t preemption_grace_ms = 0;
+  /// Actor creation: restarts allowed after its process or node dies (-1: unlimited), how
+  /// many it has had (0 on the first start), the registered method run after the factory
+  /// on a restart (empty: none), and the retries of a call interrupted by its death.
+  std::int32_t max_restarts = 0;
+  std::uint32_t restarts = 0;
+  std::string restore_method;
+  std::int32_t max_task_retries = 0;
   CELER_MSGPACK_DEFINE(id, kind, function, args, resources, owner, actor, actor_name, class_type,
                  max_concurrency, job, binary, durable, where, priority, preemptible,
-                 preemption_grace_ms)
+                 preemption_grace_ms, max_restarts, restarts, restore_method, max_task_retries)
 
   /// The object holding the task's (single) return value.
   [[nodiscard]] object_id return_id() const { return return_id_of(id); }
@@ -364,8 +373,13 @@ struct actor_update {
   actor_id actor;
   actor_state state = actor_state::pending;
   address worker;
+  /// dead: why; restarting: why it died this time.
   failure_info fail;
-  CELER_MSGPACK_DEFINE(actor, state, worker, fail)
+  /// Restarts so far, and the retries a call interrupted by the actor's death gets (from
+  /// actor_options, for handles that did not create it).
+  std::uint32_t restarts = 0;
+  std::int32_t max_task_retries = 0;
+  CELER_MSGPACK_DEFINE(actor, state, worker, fail, restarts, max_task_retries)
 };
 // ---- core -> head: find a named actor
 struct lookup_actor {
@@ -837,8 +851,8 @@ struct preempt_ready {
   job_id sender_job;
   CELER_MSGPACK_DEFINE(actor, worker, sender_job)
 };
-// ---- head -> node: the head was started again and recovered its tables (or it does not
-// know this node): the node registers again (a no-op when the head knows it as it is),
+// ---- head -> node: the head was started again and recovered its tables: the node
+// registers again (a no-op when the head knows it as it is),
 // announces its durable objects, and resends the lease requests it spilled to the head
 // lately (the old head may have lost them; a node holding one already drops the copy)
 struct head_restarted {

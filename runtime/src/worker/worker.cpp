@@ -216,6 +216,7 @@ void worker::create_actor(protocol::task_spec& spec) {
   actor_ = spec.actor;
   ctx_.actor = spec.actor;
   ctx_.priority = spec.priority;
+  ctx_.restarts = spec.restarts;
   const auto* entry = detail::find_remote(spec.function);
   protocol::failure_info fail;
   bool ok = false;
@@ -233,6 +234,8 @@ void worker::create_actor(protocol::task_spec& spec) {
       if (!ok) {
         fail = failure(detail::failure_kind::actor_died, error_code::internal, spec.function,
                        "the actor factory returned null");
+      } else if (spec.restarts > 0 && !spec.restore_method.empty()) {
+        ok = restore(spec, fail);
       }
     } catch (const std::exception& e) {
       fail = failure(detail::failure_kind::actor_died, error_code::internal, spec.function,
@@ -246,6 +249,7 @@ void worker::create_actor(protocol::task_spec& spec) {
     fail.message = "an argument of the actor's constructor failed: " + fail.message;
   }
   if (!ok) {
+    instance_.reset();
     (void)net_.send(cfg_.head, protocol::actor_failed{actor_, fail});
     (void)net_.send(cfg_.node, protocol::actor_exited{actor_, cfg_.id});
     finished_ = true;
@@ -259,6 +263,28 @@ void worker::create_actor(protocol::task_spec& spec) {
     shares.push_back({index, std::min(units, protocol::resource_unit)});
   }
   (void)net_.send(cfg_.head, protocol::actor_started{actor_, cfg_.self, std::move(shares)});
+}
+
+bool worker::restore(const protocol::task_spec& spec, protocol::failure_info& fail) {
+  const auto* hook = detail::find_remote(spec.restore_method);
+  if (hook == nullptr || hook->kind != detail::remote_kind::method ||
+      hook->class_type != actor_class_ || hook->arity != 0) {
+    fail = failure(detail::failure_kind::actor_died, error_code::not_found, spec.function,
+                   "the restore hook '" + spec.restore_method +
+                     "' is not a registered method of this actor taking no arguments");
+    return false;
+  }
+  try {
+    (void)hook->call(*hook, instance_.get(), {});
+    return true;
+  } catch (const std::exception& e) {
+    fail = failure(detail::failure_kind::actor_died, error_code::internal, spec.function,
+                   "the actor's restore hook (" + spec.restore_method + ") threw: " + e.what());
+  } catch (...) {
+    fail = failure(detail::failure_kind::actor_died, error_code::internal, spec.function,
+                   "the actor's restore hook (" + spec.restore_method + ") threw");
+  }
+  return false;
 }
 
 void worker::preempted(const protocol::preempt_actor& notice) {

@@ -46,6 +46,9 @@ private:
 
   void execute(protocol::task_spec& spec);
   void create_actor(protocol::task_spec& spec);
+  /// Runs the restarted actor's restore hook (spec.restore_method); false, with `fail`, when
+  /// it is not a method of the actor taking nothing, or it threw.
+  bool restore(const protocol::task_spec& spec, protocol::failure_info& fail);
   /// Runs one call (task or actor method) and sends its result to the owner.
   void run_call(const protocol::task_spec& spec, const detail::remote_entry* entry);
   /// Resolves the arguments (fetching references); false and `fail` set when one failed.

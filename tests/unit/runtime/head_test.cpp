@@ -85,3 +85,181 @@ TEST_CASE("a silent node is declared dead once, everyone is told, and it is told
   f.handle(protocol::tick{});
   REQUIRE(f.net.take<protocol::node_died>().empty());
 }
+
+namespace {
+
+protocol::create_actor make_actor(const address& driver, int max_restarts, double cpus = 1) {
+  protocol::create_actor c;
+  c.request_id = 7;
+  c.reply_to = driver;
+  c.spec.id = task_id::random();
+  c.spec.kind = protocol::task_kind::actor_creation;
+  c.spec.function = "make_counter";
+  c.spec.actor = actor_id::random();
+  c.spec.actor_name = "counter";
+  c.spec.owner = driver;
+  c.spec.resources = *protocol::make_request(cpus, 0, 0, {});
+  c.spec.max_restarts = max_restarts;
+  c.spec.max_task_retries = 2;
+  c.spec.restore_method = "counter::restore";
+  return c;
+}
+
+protocol::failure_info process_died(const actor_id& a) {
+  return protocol::failure_info::make(detail::failure_kind::actor_died, error_code::unavailable,
+                                      "actor " + a.hex() + " died: its worker process was killed");
+}
+
+} // namespace
+
+TEST_CASE("an actor whose process dies is started again until its restarts run out",
+          "[head][fault]") {
+  head_fixture f;
+  const node_id n = node_id::random();
+  const address node_addr = f.join(n);
+  const address driver{unique_id::random(), "tcp://10.0.0.9:1"};
+  auto create = make_actor(driver, 2);
+  const actor_id id = create.spec.actor;
+  f.handle(create);
+  auto starts = f.net.take<protocol::start_actor>();
+  REQUIRE(starts.size() == 1);
+  CHECK(starts[0].first == node_addr);
+  CHECK(starts[0].second.spec.restarts == 0);
+  const address w1{unique_id::random(), "tcp://10.0.0.1:7001"};
+  f.handle(protocol::actor_started{id, w1, {}, {}});
+  f.net.sent.clear();
+
+  for (std::uint32_t restart = 1; restart <= 2; ++restart) {
+    f.handle(protocol::actor_failed{id, process_died(id), {}});
+    auto updates = f.net.take<protocol::actor_update>();
+    REQUIRE(updates.size() == 1);
+    CHECK(updates[0].first == driver);
+    CHECK(updates[0].second.state == protocol::actor_state::restarting);
+    CHECK(updates[0].second.restarts == restart);
+    CHECK(updates[0].second.max_task_retries == 2);
+    CHECK(updates[0].second.fail.message.find("worker process was killed") != std::string::npos);
+    starts = f.net.take<protocol::start_actor>();
+    REQUIRE(starts.size() == 1);  // placed again, with the count the worker tells the actor
+    CHECK(starts[0].second.spec.restarts == restart);
+    CHECK(starts[0].second.spec.restore_method == "counter::restore");
+
+    // Found by name while it restarts, and alive again at its new address.
+    f.handle(protocol::lookup_actor{1, driver, "counter"});
+    auto found = f.net.take<protocol::lookup_actor_reply>();
+    REQUIRE(found.size() == 1);
+    CHECK(found[0].second.found);
+    const address w{unique_id::random(), "tcp://10.0.0.1:" + std::to_string(7001 + restart)};
+    f.handle(protocol::actor_started{id, w, {}, {}});
+    updates = f.net.take<protocol::actor_update>();
+    REQUIRE(updates.size() == 1);
+    CHECK(updates[0].second.state == protocol::actor_state::alive);
+    CHECK(updates[0].second.worker == w);
+    CHECK(updates[0].second.fail.message.empty());
+  }
+
+  // The third death is one too many.
+  f.handle(protocol::actor_failed{id, process_died(id), {}});
+  auto updates = f.net.take<protocol::actor_update>();
+  REQUIRE(updates.size() == 1);
+  CHECK(updates[0].second.state == protocol::actor_state::dead);
+  CHECK(f.net.take<protocol::start_actor>().empty());
+  f.handle(protocol::lookup_actor{2, driver, "counter"});
+  auto found = f.net.take<protocol::lookup_actor_reply>();
+  REQUIRE(found.size() == 1);
+  CHECK_FALSE(found[0].second.found);
+}
+
+TEST_CASE("only a system failure restarts an actor, and a job cannot ask for one",
+          "[head][fault]") {
+  head_fixture f;
+  f.join(node_id::random());
+  const address driver{unique_id::random(), "tcp://10.0.0.9:1"};
+
+  SECTION("a constructor that threw") {
+    auto create = make_actor(driver, -1);
+    f.handle(create);
+    f.net.sent.clear();
+    f.handle(protocol::actor_failed{
+      create.spec.actor,
+      protocol::failure_info::make(detail::failure_kind::actor_died, error_code::internal,
+                                   "the actor's constructor threw"),
+      {}});
+    auto updates = f.net.take<protocol::actor_update>();
+    REQUIRE(updates.size() == 1);
+    CHECK(updates[0].second.state == protocol::actor_state::dead);
+    CHECK(f.net.take<protocol::start_actor>().empty());
+  }
+  SECTION("a death reported by a job's own process") {
+    auto create = make_actor(driver, -1);
+    create.spec.job = job_id::random();
+    f.handle(create);
+    f.net.sent.clear();
+    f.handle(protocol::actor_failed{create.spec.actor, process_died(create.spec.actor),
+                                    create.spec.job});
+    auto updates = f.net.take<protocol::actor_update>();
+    REQUIRE(updates.size() == 1);
+    CHECK(updates[0].second.state == protocol::actor_state::dead);
+  }
+  SECTION("a kill") {
+    auto create = make_actor(driver, -1);
+    f.handle(create);
+    f.handle(protocol::kill_actor{create.spec.actor, "killed by its owner"});
+    f.net.sent.clear();
+    f.handle(protocol::actor_failed{create.spec.actor, process_died(create.spec.actor), {}});
+    CHECK(f.net.take<protocol::actor_update>().empty());  // already dead
+    CHECK(f.net.take<protocol::start_actor>().empty());
+  }
+  SECTION("max_restarts 0") {
+    auto create = make_actor(driver, 0);
+    f.handle(create);
+    f.net.sent.clear();
+    f.handle(protocol::actor_failed{create.spec.actor, process_died(create.spec.actor), {}});
+    auto updates = f.net.take<protocol::actor_update>();
+    REQUIRE(updates.size() == 1);
+    CHECK(updates[0].second.state == protocol::actor_state::dead);
+  }
+}
+
+TEST_CASE("the actors of a dead node restart on another node; a preempted one comes back",
+          "[head][fault]") {
+  head_fixture f;
+  const node_id first = node_id::random(), second = node_id::random();
+  const address first_addr = f.join(first);
+  const address driver{unique_id::random(), "tcp://10.0.0.9:1"};
+  auto create = make_actor(driver, -1, 2);  // takes a whole node
+  create.spec.actor_name.clear();
+  const actor_id id = create.spec.actor;
+  f.handle(create);
+  auto starts = f.net.take<protocol::start_actor>();
+  REQUIRE(starts.size() == 1);
+  CHECK(starts[0].first == first_addr);
+  f.handle(protocol::actor_started{id, address{unique_id::random(), "tcp://10.0.0.1:7001"}, {}, {}});
+  const address second_addr = f.join(second);
+  f.net.sent.clear();
+
+  f.now += 600ms;
+  f.heartbeat(second);
+  f.now += 600ms;  // the first node is silent for 1.2 s
+  f.heartbeat(second);
+  f.handle(protocol::tick{});
+  starts = f.net.take<protocol::start_actor>();
+  REQUIRE(starts.size() == 1);
+  CHECK(starts[0].first == second_addr);
+  CHECK(starts[0].second.spec.restarts == 1);
+  auto updates = f.net.take<protocol::actor_update>();
+  REQUIRE(updates.size() == 1);
+  CHECK(updates[0].second.state == protocol::actor_state::restarting);
+  CHECK(updates[0].second.fail.message.find("its node") != std::string::npos);
+
+  // Preempted: it goes back into a queue and starts when room frees, without limit (-1).
+  f.handle(protocol::actor_started{id, address{unique_id::random(), "tcp://10.0.0.2:7001"}, {}, {}});
+  f.net.sent.clear();
+  f.handle(protocol::actor_failed{
+    id,
+    protocol::failure_info::make(detail::failure_kind::actor_preempted, error_code::unavailable,
+                                 "preempted for a task of priority 10"),
+    {}});
+  starts = f.net.take<protocol::start_actor>();
+  REQUIRE(starts.size() == 1);
+  CHECK(starts[0].second.spec.restarts == 2);
+}
