@@ -1,6 +1,7 @@
 #include "spill_db.hpp"
 
 #include "names.hpp"
+#include "rocksdb_env.hpp"
 
 #include <celer/store/checksum.hpp>
 
@@ -11,7 +12,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -82,34 +82,15 @@ error from(const rocksdb::Status& s, const std::string& what) {
                what + ": " + (full ? "the disk is full (" + s.ToString() + ")" : s.ToString()));
 }
 
-// RocksDB's background threads belong to its process-wide default Env and outlive the
-// databases that used them; when the last one here closes, they are told to exit, so that
-// a runtime that shuts down leaves no thread behind. (The next open starts them again.)
-std::mutex open_mutex;
-int open_count = 0;
-
-void opened() {
-  std::lock_guard lock(open_mutex);
-  ++open_count;
-}
-
-void closed() {
-  std::lock_guard lock(open_mutex);
-  if (--open_count > 0) return;
-  auto* env = rocksdb::Env::Default();
-  for (auto pri : {rocksdb::Env::Priority::BOTTOM, rocksdb::Env::Priority::LOW,
-                   rocksdb::Env::Priority::HIGH}) {
-    env->SetBackgroundThreads(0, pri);
-  }
-}
-
 } // namespace
 
-spill_db::spill_db(std::string dir, rocksdb::DB* db) : dir_(std::move(dir)), db_(db) { opened(); }
+spill_db::spill_db(std::string dir, rocksdb::DB* db) : dir_(std::move(dir)), db_(db) {
+  rocksdb_opened();
+}
 
 spill_db::~spill_db() {
   db_.reset();
-  closed();
+  rocksdb_closed();
 }
 
 expected<std::unique_ptr<spill_db>> spill_db::open(

@@ -46,6 +46,7 @@ struct start_args {
   std::string token_file;
   bool token_stdin = false;
   bool block = false;
+  bool resume = false;
   double object_store_memory = 0;
   std::string object_store_dir;
 };
@@ -185,6 +186,7 @@ int start(const start_args& a) {
   o.resources = parse_resources(a.resources);
   o.labels = parse_labels(a.labels);
   o.node_ip = a.node_ip.empty() ? k.node_ip : a.node_ip;
+  o.resume = a.resume;
   o.with_node = !(a.head && a.num_cpus == 0 && a.num_gpus <= 0 && a.gpus.empty() &&
                   o.resources.empty());
 
@@ -262,7 +264,8 @@ int start(const start_args& a) {
   std::string addr, dir, log;
   in >> addr >> dir >> log;
   if (a.head) {
-    std::cout << "celer head started at " << addr << " (pid " << pid << ")\n"
+    std::cout << "celer head " << (a.resume ? "resumed" : "started") << " at " << addr
+              << " (pid " << pid << ")\n"
               << "  session directory: " << dir << "\n"
               << "  log: " << log << "\n\n"
               << "To add a node on this machine:\n"
@@ -562,6 +565,10 @@ int main(int argc, char** argv) {
     ->add_flag("--token-stdin", sa.token_stdin, "read the cluster token from standard input")
     ->excludes(token_file_opt);
   start_cmd->add_flag("--block", sa.block, "run in the foreground until SIGTERM/SIGINT");
+  start_cmd->add_flag("--resume", sa.resume,
+                      "head: restart the head that last served at --port on this machine (after "
+                      "a crash): take back its session, token and tables, and let its nodes and "
+                      "drivers reconnect");
   start_cmd->add_option("--object-store-memory", sa.object_store_memory,
                         "bytes of shared memory for this node's objects (default: 30% of "
                         "memory); past it, objects spill to disk");

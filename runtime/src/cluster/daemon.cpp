@@ -4,12 +4,15 @@
 #include "cluster/session.hpp"
 #include "crash.hpp"
 #include "head/head.hpp"
+#include "head/head_tables.hpp"
 #include "host.hpp"
 #include "log.hpp"
 #include "node/node_agent.hpp"
 #include "node/node_config.hpp"
 #include "node/process_launcher.hpp"
 #include "transport/zmq_transport.hpp"
+
+#include <celer/store/table_db.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -52,7 +55,24 @@ int run_daemon(const knob_values& k, const daemon_options& o,
   std::filesystem::path session_dir;
   std::string ip;
   try {
-    if (o.head) {
+    if (o.head && o.resume) {
+      // The old head's session: its token (so every process keeps the keys it holds), its
+      // logs and its tables.
+      if (o.port <= 0) {
+        ready(error(error_code::invalid_argument, "--resume needs the old head's --port"));
+        return 2;
+      }
+      auto s = resume_session(cluster_address);
+      if (!k.token.empty() && k.token != s.token) {
+        ready(error(error_code::invalid_argument,
+                    "the token given differs from the one of the session resumed (" +
+                      s.dir.string() + "); leave it out to resume"));
+        return 2;
+      }
+      token = s.token;
+      session_dir = s.dir;
+      ip = head_host;
+    } else if (o.head) {
       // The session directory is made once the port is bound: a head that cannot start
       // leaves the running cluster's session_latest alone.
       token = k.token.empty() ? make_token() : k.token;  // celer start's --token-file etc.
@@ -90,7 +110,7 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     ready(error(e.code(), e.what()));
     return 1;
   }
-  if (o.head) {
+  if (o.head && !o.resume) {
     cluster_address = net->endpoint().substr(6);  // the real port when --port 0
     try {
       session_dir = create_session(cluster_address, token).dir;
@@ -110,11 +130,21 @@ int run_daemon(const knob_values& k, const daemon_options& o,
   }
   std::vector<address> tick_targets;
   if (o.head) {
-    host.spawn(head_addr.id,
-               as_component(std::make_shared<head>(
-                 *net, head_addr, std::chrono::milliseconds(k.node_timeout_ms),
-                 k.spread_threshold)),
-               "head");
+    // The head's tables, in the session: a head started again with --resume loads them.
+    const auto tables_dir = session_dir / "head";
+    std::error_code ec;
+    std::filesystem::create_directories(tables_dir, ec);
+    auto db = store::open_table_db(tables_dir.string());
+    if (!db) {
+      ready(db.error());
+      return 1;
+    }
+    auto h = std::make_shared<head>(*net, head_addr, std::chrono::milliseconds(k.node_timeout_ms),
+                                    k.spread_threshold, head::clock{},
+                                    std::make_unique<head_tables>(std::move(*db)));
+    // Drivers and workers of the jobs it knows reconnect with their job's keys.
+    for (const auto& job : h->jobs()) net->register_job(job);
+    host.spawn(head_addr.id, as_component(std::move(h)), "head");
     tick_targets.push_back(head_addr);
   }
   std::unique_ptr<process_launcher> launcher;

@@ -34,6 +34,10 @@ struct daemon_options {
   std::string node_ip;
   /// Head: whether it runs a node agent of its own (false with --num-cpus 0).
   bool with_node = true;
+  /// Head: take back the session of the head that last served at this port on this
+  /// machine (its token, logs and tables) and recover the cluster from its tables, instead
+  /// of starting a new session. For a head restarted after a crash.
+  bool resume = false;
 };
 
 /// Runs a head and/or node agent until SIGTERM or SIGINT. `ready` is called once it serves

@@ -3,9 +3,11 @@
 #include "config/knobs.hpp"
 #include "transport/zmq_transport.hpp"
 
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <csignal>
 #include <cstring>
 #include <ctime>
 
@@ -285,6 +287,21 @@ expected<void> write_new_file(const fs::path& file, const std::string& text, uns
   return write_file(file, text, static_cast<mode_t>(mode), O_EXCL);
 }
 
+namespace {
+
+// session_latest is replaced atomically: a relative link made under a temporary name in
+// our own (checked) root, renamed over the old one.
+void point_latest_at(const fs::path& root, const fs::path& dir) {
+  const fs::path latest = root / "session_latest";
+  const fs::path tmp = root / ("session_latest." + std::to_string(::getpid()));
+  std::error_code ec;
+  fs::remove(tmp, ec);
+  fs::create_directory_symlink(dir.filename(), tmp, ec);
+  if (!ec) fs::rename(tmp, latest, ec);
+}
+
+} // namespace
+
 session create_session(const std::string& address, const std::string& token) {
   auto root = private_temp_root();
   if (!root) throw exception(root.error().code(), root.error().message());
@@ -293,14 +310,40 @@ session create_session(const std::string& address, const std::string& token) {
   s.token = token;
   throw_if_error(write_new_file(s.dir / "token", s.token, 0600));
   throw_if_error(write_new_file(s.dir / "address", normalized(address), 0644));
-  // session_latest is replaced atomically: a relative link made under a temporary name
-  // in our own (checked) root, renamed over the old one.
-  const fs::path latest = *root / "session_latest";
-  const fs::path tmp = *root / ("session_latest." + std::to_string(::getpid()));
+  point_latest_at(*root, s.dir);
+  return s;
+}
+
+session resume_session(const std::string& address) {
+  auto found = find_session(address);
+  if (!found) throw exception(found.error().code(), found.error().message());
+  if (!*found) {
+    throw exception(error_code::not_found,
+                    "no session of a head at " + normalized(address) + " under " +
+                      temp_root().string() + " to resume; start it without --resume");
+  }
+  session s;
+  s.dir = **found;
+  auto token = read_secret_file(s.dir / "token", follow_symlinks::no);
+  if (!token || token->empty()) {
+    throw exception(token ? error_code::not_found : token.error().code(),
+                    "the session " + s.dir.string() + " has no token to resume with" +
+                      (token ? std::string() : ": " + token.error().message()));
+  }
+  s.token = *token;
+  auto root = private_temp_root();
+  if (!root) throw exception(root.error().code(), root.error().message());
+  point_latest_at(*root, s.dir);
+  // The pid file of the head that died (SIGKILL leaves it): gone, so that celer stop never
+  // signals whatever process reuses its pid.
   std::error_code ec;
-  fs::remove(tmp, ec);
-  fs::create_directory_symlink(s.dir.filename(), tmp, ec);
-  if (!ec) fs::rename(tmp, latest, ec);
+  for (const auto& p : fs::directory_iterator(s.dir / "pids", ec)) {
+    if (p.path().filename().string().rfind("head-", 0) != 0) continue;
+    const std::string text = read_small_file(p.path());
+    int pid = 0;
+    (void)std::from_chars(text.data(), text.data() + text.size(), pid);
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) fs::remove(p.path(), ec);
+  }
   return s;
 }
 

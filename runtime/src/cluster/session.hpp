@@ -7,6 +7,7 @@
 //       token        the cluster token (mode 0600)
 //       logs/        head.log, node-<id>.log, worker-<id>.log
 //       pids/        <role>-<pid>.pid for each daemon `celer start` left running
+//       head/        the head's tables (RocksDB), which a head started with --resume loads
 //     session_latest -> session_<...> (a relative link to the newest session)
 //
 // The temp root is often shared (/tmp/celer), so nothing there is trusted until checked:
@@ -72,6 +73,12 @@ struct session {
 /// points session_latest at it. Throws celer::exception when the temp root is not safe
 /// to use (see private_temp_root) or a file cannot be made.
 session create_session(const std::string& address, const std::string& token);
+/// The session directory of the head that last served at `address` on this machine, with
+/// its token, for a head started again there (`celer start --head --resume`): its tables,
+/// logs and token are the old head's, so nodes and drivers reconnect with the keys they
+/// hold. Points session_latest at it. Throws celer::exception: not_found when there is no
+/// such session (or it has no token), or as create_session.
+session resume_session(const std::string& address);
 /// The newest session directory (where session_latest points, once checked), if any.
 /// An error when the temp root or the link is not safe to follow.
 [[nodiscard]] expected<std::optional<std::filesystem::path>> latest_session();

@@ -4,15 +4,36 @@
 
 #include <celer/version.hpp>
 
+#include <algorithm>
+
 namespace celer {
 
 head::head(transport& net, address self, std::chrono::milliseconds node_timeout,
-           double spread_threshold, clock now)
+           double spread_threshold, clock now, std::unique_ptr<head_tables> tables)
   : net_(net),
+    tables_(std::move(tables)),
     self_(std::move(self)),
     node_timeout_(node_timeout),
     now_(now ? std::move(now) : clock([] { return std::chrono::steady_clock::now(); })),
-    view_(spread_threshold) {}
+    view_(spread_threshold) {
+  if (!tables_) return;
+  auto state = tables_->load();
+  if (!state) {
+    // Unreadable tables: the head starts empty rather than not at all (nodes and drivers
+    // of the old cluster then find it knows nothing of them, and say so).
+    CELER_LOG(error, "head", "cannot load the head's tables, starting with none: " +
+                               state.error().message());
+    return;
+  }
+  restore(std::move(*state));
+}
+
+std::vector<job_id> head::jobs() const {
+  std::vector<job_id> out;
+  out.reserve(jobs_.size());
+  for (const auto& [job, seen] : jobs_) out.push_back(job);
+  return out;
+}
 
 void head::handle(protocol::message& m) {
   std::visit(
@@ -34,12 +55,30 @@ void head::on(protocol::register_node& m) {
                 std::to_string(protocol_version));
     return;
   }
+  if (auto known = nodes_.find(m.node); known != nodes_.end()) {
+    auto& n = known->second;
+    if (!n.alive) {
+      // A resent registration of a node declared dead since: it stays dead (see heartbeat).
+      (void)net_.send(m.node_address, protocol::node_died{m.node, "the head declared this node "
+                                                                  "dead earlier (" + n.dead_reason + ")"});
+      return;
+    }
+    if (n.addr == m.node_address && n.registration.total.amounts == m.total.amounts &&
+        n.registration.labels == m.labels) {
+      // A resent registration (after a lost reply or a head restart): the node is known as
+      // it is; its heartbeats keep the view current, which re-adding it would reset.
+      n.last_seen = now_();
+      return;
+    }
+  }
   auto& n = nodes_[m.node];
   n.addr = m.node_address;
   n.alive = true;
   n.dead_reason.clear();
   n.last_seen = now_();
   n.waiting.clear();
+  n.registration = m;
+  persist(m.node, n);
   std::string gpus;
   for (const auto& d : m.gpus) gpus += (gpus.empty() ? " (" : ", ") + d.name;
   CELER_LOG(info, "head", "node " + m.node.short_hex() + " joined with " + m.total.to_string() +
@@ -118,8 +157,13 @@ void head::on(protocol::create_actor& m) {
   reply.request_id = m.request_id;
   auto& spec = m.spec;
   if (auto known = actors_.find(spec.actor); known != actors_.end()) {
-    // A retried request (its reply was lost): the actor is already registered and placed.
-    known->second.subscribers.push_back(m.reply_to);
+    // A retried request (its reply was lost, or the head restarted): the actor is already
+    // registered and placed.
+    auto& subs = known->second.subscribers;
+    if (std::find(subs.begin(), subs.end(), m.reply_to) == subs.end()) {
+      subs.push_back(m.reply_to);
+      persist(spec.actor, known->second);
+    }
     reply.ok = true;
     (void)net_.send(m.reply_to, std::move(reply));
     return;
@@ -148,6 +192,7 @@ void head::on(protocol::create_actor& m) {
   a.subscribers.push_back(m.reply_to);
   if (!a.spec.actor_name.empty()) names_[a.spec.actor_name] = a.spec.actor;
   const actor_id id = a.spec.actor;
+  persist(id, a);
   actors_.emplace(id, std::move(a));
   reply.ok = true;
   (void)net_.send(m.reply_to, std::move(reply));
@@ -196,6 +241,7 @@ bool head::restart(const actor_id& id, actor_info& a, const protocol::failure_in
             "actor " + id.short_hex() + " (" + a.spec.function + ") restarting (restart " +
               std::to_string(a.restarts) +
               (max < 0 ? "" : " of " + std::to_string(max)) + "): " + fail.message);
+  persist(id, a);
   publish(id, a);
   return true;
 }
@@ -240,6 +286,7 @@ void head::on(protocol::create_placement_group& m) {
   g.info.job = m.job;
   g.info.bundles = std::move(m.bundles);
   g.info.why = plan.why;
+  persist(g);
   reply.ok = true;
   (void)net_.send(m.reply_to, std::move(reply));
   CELER_LOG(info, "head", "placement group " + m.id.short_hex() + " (" +
@@ -300,6 +347,7 @@ void head::on(protocol::bundle_reserved& m) {
   if (std::all_of(g.reserved.begin(), g.reserved.end(), [](bool b) { return b; })) {
     g.info.state = protocol::group_state::created;
     g.info.why.clear();
+    persist(g);
     CELER_LOG(info, "head", "placement group " + g.info.id.short_hex() + " created");
     release_waiting(g);
     return;
@@ -344,6 +392,7 @@ void head::remove_group(group_info& g, const std::string& why) {
   g.info.state = protocol::group_state::removed;
   g.info.why = why;
   g.replies_due = 0;
+  persist(g);
   release_waiting(g);
   // Actors placed in it are gone with their bundles.
   for (auto& [aid, a] : actors_) {
@@ -376,6 +425,7 @@ void head::release_waiting(group_info& g) {
     if (target != nullptr) {
       a->second.node = target->first;
       a->second.spec = spec;
+      persist(spec.actor, a->second);
       (void)net_.send(target->second.addr, protocol::start_actor{spec});
     } else {
       fail_request(spec, "actor " + spec.function + " can never be placed: " + why);
@@ -493,6 +543,7 @@ void head::mark_dead(const actor_id& id, actor_info& a, protocol::failure_info f
     auto it = names_.find(a.spec.actor_name);
     if (it != names_.end() && it->second == id) names_.erase(it);
   }
+  persist(id, a);
   publish(id, a);
 }
 
@@ -517,6 +568,7 @@ void head::on(protocol::actor_started& m) {
     preemptible_.insert(m.actor);
     preemptible_changed_ = true;
   }
+  persist(m.actor, it->second);
   publish(m.actor, it->second);
 }
 
@@ -544,7 +596,10 @@ void head::on(protocol::subscribe_actor& m) {
     return;
   }
   auto& a = it->second;
-  a.subscribers.push_back(m.subscriber);
+  if (std::find(a.subscribers.begin(), a.subscribers.end(), m.subscriber) == a.subscribers.end()) {
+    a.subscribers.push_back(m.subscriber);
+    persist(m.actor, a);
+  }
   if (a.state != protocol::actor_state::pending) (void)net_.send(m.subscriber, update_of(m.actor, a));
 }
 
@@ -593,7 +648,10 @@ void head::on(protocol::heartbeat& m) {
   view_.refresh(m.node, m.available, m.gpu_free, m.queued, m.queued_gpus);
 }
 
-void head::on(protocol::job_heartbeat& m) { jobs_[m.job] = now_(); }
+void head::on(protocol::job_heartbeat& m) {
+  auto [it, fresh] = jobs_.insert_or_assign(m.job, now_());
+  if (fresh && tables_) tables_->save_job(m.job);
+}
 
 void head::on(protocol::unsubscribe_cluster& m) {
   std::erase_if(cluster_subscribers_, [&](const address& a) { return a.endpoint == m.endpoint; });
@@ -605,6 +663,10 @@ void head::on(protocol::unsubscribe_cluster& m) {
 }
 
 void head::on(protocol::tick&) {
+  if (!recovered_.empty()) {
+    CELER_LOG(warn, "head", recovered_);
+    recovered_.clear();
+  }
   for (auto& [id, g] : groups_) {
     if (g.info.state == protocol::group_state::pending) try_reserve(g);
   }
@@ -635,6 +697,7 @@ void head::on(protocol::tick&) {
 void head::declare_dead(const node_id& id, node_info& n, const std::string& reason) {
   n.alive = false;
   n.dead_reason = reason;
+  persist(id, n);
   n.workers = 0;
   n.waiting.clear();
   n.preempting.clear();
@@ -659,6 +722,7 @@ void head::declare_dead(const node_id& id, node_info& n, const std::string& reas
     g.info.state = protocol::group_state::pending;
     g.info.nodes.clear();
     g.info.why = "node " + id.short_hex() + " of a bundle died; reserving again";
+    persist(g);
   }
   // After the groups: an actor restarted in a group waits for it to be reserved again.
   for (auto& [aid, a] : actors_) {
@@ -679,7 +743,14 @@ void head::declare_dead(const node_id& id, node_info& n, const std::string& reas
 }
 
 void head::on(protocol::durable_objects& m) {
-  for (const auto& id : m.ids) durable_[id] = m.node;
+  std::vector<object_id> changed;
+  for (const auto& id : m.ids) {
+    auto [it, fresh] = durable_.try_emplace(id, m.node);
+    if (!fresh && it->second == m.node) continue;  // known: nothing to write
+    it->second = m.node;
+    changed.push_back(id);
+  }
+  if (tables_) tables_->save_durable(m.node, changed);
 }
 
 void head::on(protocol::locate_object& m) {
@@ -738,13 +809,15 @@ void head::on(protocol::explain_placement& m) {
 void head::on(protocol::subscribe_cluster& m) { cluster_subscribers_.push_back(m.subscriber); }
 
 void head::on(protocol::job_finished& m) {
-  jobs_.erase(m.job);
+  if (jobs_.erase(m.job) > 0 && tables_) tables_->drop_job(m.job);
   net_.job_ended(m.job);
   for (auto& [gid, g] : groups_) {
     if (g.info.job == m.job) remove_group(g, "removed: its job finished");
   }
   std::erase_if(groups_, [&](const auto& entry) {
-    return entry.second.info.job == m.job && entry.second.replies_due == 0;
+    const bool gone = entry.second.info.job == m.job && entry.second.replies_due == 0;
+    if (gone && tables_) tables_->drop_group(entry.first);
+    return gone;
   });
   for (auto& [aid, a] : actors_) {
     if (a.spec.job != m.job || a.state == protocol::actor_state::dead) continue;
@@ -759,7 +832,10 @@ void head::on(protocol::job_finished& m) {
   }
   // Forget the job's subscribers' interest in actors of the finished job.
   std::erase_if(actors_, [&](const auto& entry) {
-    return entry.second.spec.job == m.job && entry.second.state == protocol::actor_state::dead;
+    const bool gone =
+      entry.second.spec.job == m.job && entry.second.state == protocol::actor_state::dead;
+    if (gone && tables_) tables_->drop_actor(entry.first);
+    return gone;
   });
   for (const auto& [nid, n] : nodes_) {
     if (n.alive) (void)net_.send(n.addr, m);
@@ -812,6 +888,122 @@ void head::on(protocol::resource_query& m) {
     r.available.add(n.available);
   }
   (void)net_.send(m.reply_to, std::move(r));
+}
+
+// ------------------------------------------------------------------ tables on disk
+
+void head::persist(const node_id& id, const node_info& n) {
+  if (!tables_) return;
+  node_row r;
+  r.registration = n.registration;
+  r.registration.node = id;
+  r.registration.node_address = n.addr;
+  r.alive = n.alive;
+  r.dead_reason = n.dead_reason;
+  tables_->save_node(r);
+}
+
+void head::persist(const actor_id& id, const actor_info& a) {
+  if (!tables_) return;
+  actor_row r;
+  r.spec = a.spec;
+  r.spec.actor = id;
+  r.state = a.state;
+  r.worker = a.worker;
+  r.node = a.node;
+  r.fail = a.fail;
+  r.subscribers = a.subscribers;
+  r.started = a.started;
+  r.gpus = a.gpus;
+  r.restarts = a.restarts;
+  tables_->save_actor(r);
+}
+
+void head::persist(const group_info& g) {
+  if (tables_) tables_->save_group(g.info);
+}
+
+void head::restore(head_state s) {
+  const auto now = now_();
+  std::size_t live_nodes = 0, live_actors = 0;
+  for (auto& row : s.nodes) {
+    const node_id id = row.registration.node;
+    auto& n = nodes_[id];
+    n.addr = row.registration.node_address;
+    n.alive = row.alive;
+    n.dead_reason = row.dead_reason;
+    // A fresh grace: it must heartbeat within node_timeout of the head's start, as if it
+    // had just registered. Its free resources come with that heartbeat.
+    n.last_seen = now;
+    view_.add_node(id, row.registration.total, row.registration.labels, row.registration.gpus);
+    if (!n.alive) {
+      view_.mark_dead(id);
+    } else {
+      ++live_nodes;
+    }
+    n.registration = std::move(row.registration);
+  }
+  for (const auto& job : s.jobs) jobs_[job] = now;  // its driver too must heartbeat in time
+  for (auto& info : s.groups) {
+    auto& g = groups_[info.id];
+    g.info = std::move(info);
+    if (g.info.state != protocol::group_state::pending) continue;
+    // It was being reserved when the last head stopped: nodes may hold some of its
+    // bundles. They give them back (a node that holds none ignores this), and the group
+    // is laid out again on the next tick.
+    for (const auto& [nid, n] : nodes_) {
+      if (n.alive) {
+        (void)net_.send(n.addr, protocol::return_bundles{g.info.id, {}, "the head restarted "
+                                                                        "while reserving it"});
+      }
+    }
+    g.info.nodes.clear();
+  }
+  for (auto& row : s.actors) {
+    const actor_id id = row.spec.actor;
+    auto& a = actors_[id];
+    a.spec = std::move(row.spec);
+    a.state = row.state;
+    a.worker = row.worker;
+    a.node = row.node;
+    a.fail = std::move(row.fail);
+    a.subscribers = std::move(row.subscribers);
+    a.started = row.started;
+    a.gpus = std::move(row.gpus);
+    a.restarts = row.restarts;
+    started_ = std::max(started_, a.started);
+    if (a.state == protocol::actor_state::dead) continue;
+    ++live_actors;
+    if (!a.spec.actor_name.empty()) names_[a.spec.actor_name] = id;
+    if (a.state == protocol::actor_state::alive && a.spec.preemptible) {
+      preemptible_.insert(id);
+      preemptible_changed_ = true;
+    }
+    const bool placing = a.state == protocol::actor_state::pending ||
+                         a.state == protocol::actor_state::restarting;
+    if (placing && a.node.nil() && a.spec.where.how == scheduling_strategy::kind::placement_group) {
+      // Waiting for its group to be created: it waits again.
+      auto g = groups_.find(a.spec.where.group);
+      if (g != groups_.end()) g->second.actors.push_back(a.spec);
+    }
+  }
+  for (const auto& d : s.durable) durable_[d.object] = d.node;
+  // The live nodes resend what this head may not have: what they spilled to the old one
+  // that it had not placed yet, and their registration and durable objects (no-ops when
+  // the tables had them).
+  for (const auto& [id, n] : nodes_) {
+    if (n.alive) (void)net_.send(n.addr, protocol::head_restarted{"it recovered from its tables"});
+  }
+  if (s.nodes.empty() && s.actors.empty() && s.jobs.empty() && s.groups.empty()) return;
+  // Said on the first tick, once the daemon logs to its file.
+  recovered_ = "recovered from its tables: " + std::to_string(live_nodes) + " live node(s) (of " +
+               std::to_string(s.nodes.size()) + "), " + std::to_string(live_actors) +
+               " actor(s) not dead (of " + std::to_string(s.actors.size()) + "), " +
+               std::to_string(s.jobs.size()) + " job(s), " + std::to_string(s.groups.size()) +
+               " placement group(s), " + std::to_string(s.durable.size()) +
+               " durable object location(s)" +
+               (s.unreadable > 0 ? "; " + std::to_string(s.unreadable) + " unreadable row(s) skipped"
+                                 : std::string());
 }
 
 } // namespace celer

@@ -3,6 +3,7 @@
 // work a node cannot place itself. Plain logic behind `handle`; a CAF actor runs it (one
 // message at a time, so no locks).
 
+#include "head/head_tables.hpp"
 #include "protocol/messages.hpp"
 #include "scheduler/cluster_view.hpp"
 #include "transport/rate_limited_log.hpp"
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -22,11 +24,18 @@ public:
   using clock = std::function<std::chrono::steady_clock::time_point()>;
   /// `node_timeout`: a node silent for longer is declared dead (checked on each tick;
   /// zero never declares one dead, as in embedded mode where nothing ticks). `now`: the
-  /// time (steady_clock's when empty; tests pass a fake).
+  /// time (steady_clock's when empty; tests pass a fake). `tables`: where the head keeps
+  /// its tables on disk (none in embedded mode); what they hold is loaded first, so a head
+  /// started again on the same tables knows the cluster the last one ran.
   head(transport& net, address self,
        std::chrono::milliseconds node_timeout = std::chrono::milliseconds(0),
-       double spread_threshold = 0.5, clock now = {});
+       double spread_threshold = 0.5, clock now = {},
+       std::unique_ptr<head_tables> tables = nullptr);
   void handle(protocol::message& m);
+
+  /// The jobs the head knows (loaded from its tables, or heard from since): the daemon
+  /// lets their drivers' and workers' keys in again after a restart.
+  [[nodiscard]] std::vector<job_id> jobs() const;
 
 private:
   /// What the head knows of a node beyond what its scheduler weighs (view_ has that).
@@ -41,6 +50,8 @@ private:
     std::vector<protocol::waiting_request> waiting;
     std::vector<gpu::sample> gpu_samples;
     std::vector<protocol::preemption_state> preempting;
+    /// What it registered with (kept for the tables).
+    protocol::register_node registration;
   };
   struct actor_info {
     protocol::task_spec spec;
@@ -126,11 +137,23 @@ private:
   bool place_actor(actor_info& a, std::string& why);
   void mark_dead(const actor_id& id, actor_info& a, protocol::failure_info fail);
 
+  /// Loads what the tables hold (the constructor, once).
+  void restore(head_state s);
+  /// Writes the row of a node, an actor or a group to the tables (none: nothing).
+  void persist(const node_id& id, const node_info& n);
+  void persist(const actor_id& id, const actor_info& a);
+  void persist(const group_info& g);
+
   /// False (and logged, a few lines a second at most) when job `sender` asks about what
   /// belongs to job `owner`; nil `sender` is the head or a node, which may.
   bool owned_by_sender(const job_id& sender, const job_id& owner, const std::string& what);
 
   transport& net_;
+  /// The tables on disk; null in embedded mode. Written at each change of a node, actor,
+  /// job, group or durable object, never per task.
+  std::unique_ptr<head_tables> tables_;
+  /// What was loaded from the tables, logged on the first tick.
+  std::string recovered_;
   rate_limited_log denials_{"head"};
   address self_;
   std::chrono::milliseconds node_timeout_;

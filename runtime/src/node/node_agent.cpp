@@ -178,7 +178,7 @@ void node_agent::on(protocol::node_died& m) {
   if (store_) store_->node_died(m.node);
 }
 
-void node_agent::start() {
+void node_agent::register_with_head() {
   protocol::register_node r;
   r.protocol_version = protocol_version;
   r.node = cfg_.id;
@@ -189,6 +189,42 @@ void node_agent::start() {
   if (!net_.send(cfg_.head, std::move(r))) {
     CELER_LOG(error, "node", "cannot reach the head to register");
   }
+}
+
+void node_agent::on(protocol::head_restarted& m) {
+  if (stopping_ || declared_dead_) return;
+  CELER_LOG(warn, "node", "the head says it restarted (" + m.reason + "); registering again and "
+                            "resending " + std::to_string(spilled_.size()) +
+                            " lease request(s) spilled to it");
+  register_with_head();
+  if (store_) store_->announce_durable();
+  const auto now = cfg_.now();
+  for (auto& [id, s] : spilled_) {
+    s.at = now;
+    (void)net_.send(cfg_.head, s.request);
+  }
+}
+
+void node_agent::spill(protocol::request_lease m) {
+  if (cfg_.spill_to_head) spilled_[m.spec.id] = {m, cfg_.now()};
+  (void)net_.send(cfg_.head, std::move(m));
+}
+
+bool node_agent::holds_request(const task_id& request) const {
+  for (const auto& q : queues_) {
+    for (const auto& w : q.tasks) {
+      if (w.spec.id == request) return true;
+    }
+  }
+  for (const auto& [id, w] : workers_) {
+    if (w.actor_worker || !w.busy) continue;
+    if (w.pending ? w.pending->id == request : w.lease_request == request) return true;
+  }
+  return false;
+}
+
+void node_agent::start() {
+  register_with_head();
   if (store_) store_->announce_durable();
   if (cfg_.head_missing_after.count() > 0 || cfg_.head_timeout.count() > 0) {
     head_watch::config hw;
@@ -271,13 +307,19 @@ bool node_agent::head_should_place(const protocol::request_lease& m) const {
 
 void node_agent::on(protocol::request_lease& m) {
   if (stopping_) return;
+  if (m.from_head) {
+    spilled_.erase(m.spec.id);  // back here: the head placed it
+    // A request resent after a head restart that this node already holds (queued, or a
+    // worker started or lent for it): the copy is dropped, so that it is granted once.
+    if (holds_request(m.spec.id)) return;
+  }
   if (!m.from_head && !never_here(m.spec).empty()) {
     // This node can never run it; the head knows whether any node can.
-    (void)net_.send(cfg_.head, std::move(m));
+    spill(std::move(m));
     return;
   }
   if (head_should_place(m)) {
-    (void)net_.send(cfg_.head, std::move(m));
+    spill(std::move(m));
     return;
   }
   enqueue(std::move(m.spec));
@@ -611,6 +653,11 @@ void node_agent::reclaim(const worker_id& id, worker_slot& w) {
 }
 
 std::size_t node_agent::withdraw_leases(const lease_match& match) {
+  // Requests spilled to the head are not here: forgotten, but not counted as found.
+  std::erase_if(spilled_, [&](const auto& e) {
+    const auto& s = e.second.request.spec;
+    return match(s.owner, s.id, s.job);
+  });
   std::size_t found = 0;
   for (auto& q : queues_) {
     const auto n = std::erase_if(q.tasks, [&](const queued_work& w) {
@@ -792,6 +839,13 @@ void node_agent::on(protocol::tick&) {
   if (stopping_ || !watch_head()) return;
   // Store messages expire stuck pulls as they come; a quiet node's expire here.
   if (store_) store_->expire_pulls();
+  if (!spilled_.empty()) {
+    const auto now = cfg_.now();
+    std::erase_if(spilled_, [&](const auto& e) {
+      const bool group = e.second.request.spec.where.how == scheduling_strategy::kind::placement_group;
+      return now - e.second.at > (group ? group_spill_memory : spill_memory);
+    });
+  }
   const auto now_time = std::chrono::steady_clock::now();
   for (auto& [id, w] : workers_) {
     if (w.preempt_deadline && *w.preempt_deadline <= now_time) stop_preempted(id, w);

@@ -166,6 +166,14 @@ private:
   void on(protocol::return_bundles& m);
   void on(protocol::preempt_ready& m);
   void on(protocol::lookup_actor_reply& m);
+  void on(protocol::head_restarted& m);
+  /// Sends register_node to the head.
+  void register_with_head();
+  /// Sends `m` to the head's scheduler and remembers it a while (see spilled_).
+  void spill(protocol::request_lease m);
+  /// Whether a request with this id is queued here or has a worker started or lent for it
+  /// (a resend of a request the node already holds).
+  [[nodiscard]] bool holds_request(const task_id& request) const;
   /// Probes the head (cluster mode); false once it has given up on it and stopped.
   bool watch_head();
   /// The bundle `where` names, if reserved here.
@@ -256,6 +264,18 @@ private:
   /// worker about itself: `what` names the message, for the log); null otherwise.
   worker_slot* worker_of_sender(const worker_id& id, const job_id& sender, const char* what);
   std::optional<head_watch> head_watch_;
+  /// Lease requests this node spilled to the head lately, by request id, and when: resent
+  /// when the head says it restarted (one it received but had not placed yet is lost with
+  /// it). Forgotten when the request comes back here from the head, when its owner cancels
+  /// it or goes, and after spill_memory (group requests, which the head holds until their
+  /// group is created, after group_spill_memory).
+  struct spilled_request {
+    protocol::request_lease request;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::unordered_map<task_id, spilled_request> spilled_;
+  static constexpr std::chrono::seconds spill_memory{30};
+  static constexpr std::chrono::seconds group_spill_memory{600};
 };
 
 } // namespace celer

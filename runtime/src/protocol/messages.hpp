@@ -861,6 +861,14 @@ struct preempt_ready {
   job_id sender_job;
   CELER_MSGPACK_DEFINE(actor, worker, sender_job)
 };
+// ---- head -> node: the head was started again and recovered its tables: the node
+// registers again (a no-op when the head knows it as it is),
+// announces its durable objects, and resends the lease requests it spilled to the head
+// lately (the old head may have lost them; a node holding one already drops the copy)
+struct head_restarted {
+  std::string reason;
+  CELER_MSGPACK_DEFINE(reason)
+};
 
 /// Who may send a message over the wire (messages.def says it for each).
 enum class senders : std::uint8_t { local, cluster, any };

@@ -233,8 +233,11 @@ zmq_transport::peer* zmq_transport::peer_for(const std::string& endpoint) {
     p->socket.set(zmq::sockopt::sndhwm, 0);  // never drop or block: peers' death is
                                              // detected by heartbeats and reapers
     p->socket.set(zmq::sockopt::rcvhwm, 16);
-    // A peer that went away is retried less and less often (up to every 10 s).
-    p->socket.set(zmq::sockopt::reconnect_ivl_max, 10000);
+    // A peer that went away is retried less and less often, up to every 2 s: a head
+    // restarted after a crash is reached again within 2 s of its start, well inside the
+    // node_timeout_ms it gives the nodes it recovers (a dead peer costs one refused
+    // connection per 2 s until it is forgotten).
+    p->socket.set(zmq::sockopt::reconnect_ivl_max, 2000);
     connect_options(p->socket, endpoint, /*as_cluster=*/false);
   } catch (const std::exception& e) {
     CELER_LOG(error, "transport", "cannot connect to " + endpoint + ": " + e.what());

@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -262,4 +263,38 @@ TEST_CASE("pid files are recorded for celer stop, never through a symlink",
   std::string text;
   std::getline(in, text);
   CHECK(text == "1");
+}
+
+TEST_CASE("a head resumed at its address takes back its session and token, and no other",
+          "[session][fault]") {
+  scratch_root s;
+  const auto first = cluster::create_session("127.0.0.1:6390", "token-of-the-first-cluster");
+  const auto other = cluster::create_session("127.0.0.1:6391", "token-of-another-cluster-");
+  // The first head died by SIGKILL: its pid file stayed, naming a process that is gone.
+  const pid_t child = ::fork();
+  if (child == 0) std::_Exit(0);
+  REQUIRE(child > 0);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  write_text(first.dir / "pids" / ("head-" + std::to_string(child) + ".pid"),
+             std::to_string(child), 0644);
+  const fs::path live = cluster::write_pid_file(first.dir, "head");  // this process: kept
+
+  const auto resumed = cluster::resume_session("127.0.0.1:6390");
+  CHECK(resumed.dir == first.dir);
+  CHECK(resumed.token == "token-of-the-first-cluster");
+  auto latest = cluster::latest_session();
+  REQUIRE(latest);
+  REQUIRE(*latest);
+  CHECK(**latest == first.dir);  // drivers and nodes on this machine find it again
+  CHECK_FALSE(fs::exists(first.dir / "pids" / ("head-" + std::to_string(child) + ".pid")));
+  CHECK(fs::exists(live));
+  CHECK(cluster::resume_session("127.0.0.1:6391").dir == other.dir);
+  try {
+    (void)cluster::resume_session("127.0.0.1:6392");
+    FAIL("resumed a session that does not exist");
+  } catch (const exception& e) {
+    CHECK(e.code() == error_code::not_found);
+    CHECK_THAT(std::string(e.what()), Contains("without --resume"));
+  }
 }

@@ -1,0 +1,109 @@
+// A node agent across a restart of its head: it resends what it spilled to the head when
+// the head says it restarted, and a request it already holds, resent, is granted once.
+#include "fakes/recording_transport.hpp"
+#include "node/node_agent.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace celer;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct spilling_node {
+  fakes::recording_transport net;
+  fakes::fake_launcher launcher;
+  address head{unique_id::random(), "tcp://10.0.0.1:6380"};
+  address owner{unique_id::random(), "tcp://10.0.0.2:1"};
+  std::chrono::steady_clock::time_point now{std::chrono::hours(1)};
+  node_agent node;
+
+  spilling_node() : node(net, launcher, make_config()) {
+    node.start();
+    (void)net.take<protocol::register_node>();
+  }
+  node_agent::config make_config() {
+    node_agent::config c;
+    c.id = node_id::random();
+    c.self = address{c.id, "tcp://10.0.0.1:7000"};
+    c.head = head;
+    c.total = *protocol::make_request(1, 0, 0, {});
+    c.max_idle_workers = 8;
+    c.spill_to_head = true;
+    c.now = [this] { return now; };
+    return c;
+  }
+  protocol::request_lease request(double cpus) {
+    protocol::request_lease r;
+    r.spec.id = task_id::random();
+    r.spec.function = "f";
+    r.spec.owner = owner;
+    r.spec.job = job_id::random();
+    r.spec.resources = *protocol::make_request(cpus, 0, 0, {});
+    return r;
+  }
+  void handle(protocol::message m) { node.handle(m); }
+};
+
+} // namespace
+
+TEST_CASE("a node resends the lease requests it spilled when its head says it restarted",
+          "[node][fault][idempotent]") {
+  spilling_node f;
+  const auto busy = f.request(1);
+  f.handle(busy);  // takes the node's only CPU
+  REQUIRE(f.net.take<protocol::lease_reply>().size() == 1);
+  const auto spilled = f.request(1);
+  f.handle(spilled);  // busy here: the head places it
+  auto to_head = f.net.take<protocol::request_lease>();
+  REQUIRE(to_head.size() == 1);
+  CHECK(to_head[0].first == f.head);
+
+  f.handle(protocol::head_restarted{"test"});
+  CHECK(f.net.take<protocol::register_node>().size() == 1);
+  auto resent = f.net.take<protocol::request_lease>();
+  REQUIRE(resent.size() == 1);
+  CHECK(resent[0].first == f.head);
+  CHECK(resent[0].second.spec.id == spilled.spec.id);
+  CHECK_FALSE(resent[0].second.from_head);
+
+  // Its owner cancels it: not resent again.
+  f.handle(protocol::cancel_lease_requests{f.owner, {spilled.spec.id}, false, {}});
+  (void)f.net.take<protocol::cancel_lease_requests>();  // forwarded to the head
+  f.handle(protocol::head_restarted{"test"});
+  CHECK(f.net.take<protocol::request_lease>().empty());
+}
+
+TEST_CASE("a spilled request is forgotten once the head placed it here, or after a while",
+          "[node][fault]") {
+  spilling_node f;
+  f.handle(f.request(1));
+  (void)f.net.take<protocol::lease_reply>();
+  auto placed_here = f.request(1);
+  f.handle(placed_here);
+  auto old = f.request(1);
+  f.handle(old);
+  REQUIRE(f.net.take<protocol::request_lease>().size() == 2);
+  placed_here.from_head = true;  // the head sent it back here: it waits in the queue
+  f.handle(placed_here);
+  f.now += 31s;  // past spill_memory for `old`
+  f.handle(protocol::tick{});
+  f.handle(protocol::head_restarted{"test"});
+  CHECK(f.net.take<protocol::request_lease>().empty());
+}
+
+TEST_CASE("a lease request the node already holds, resent by the head, is granted once",
+          "[node][idempotent]") {
+  spilling_node f;
+  auto r = f.request(1);
+  r.from_head = true;
+  f.handle(r);
+  f.handle(r);  // granted already: a copy
+  REQUIRE(f.net.take<protocol::lease_reply>().size() == 1);
+  auto waiting = f.request(1);
+  waiting.from_head = true;
+  f.handle(waiting);
+  f.handle(waiting);  // queued already: a copy
+  CHECK(f.net.take<protocol::lease_reply>().empty());
+  CHECK(f.node.queued() == 1);
+}
