@@ -227,7 +227,7 @@ echo "  round latency median ${median} ms; time lost to kills ${over} ms in all,
 start_ms=$(sed -n 's/.*"start_ms": \([0-9]*\).*/\1/p' "$work/summary.json")
 for r in "${head_restarts[@]}"; do
   read -r killed restarted <<<"$r"
-  first=$(tail -n +2 "$work/rounds.csv" | awk -F, -v s="$start_ms" -v t="$restarted" '$2 + s > t { print $2 + s; exit }')
+  first=$(tail -n +2 "$work/rounds.csv" | awk -F, -v s="$start_ms" -v t="$restarted" '$2 + s > t { printf "%d\n", $2 + s; exit }')
   echo "  head kill: down $((restarted - killed)) ms; first round done $(( ${first:-restarted} - restarted )) ms after its restart"
 done
 status=0

@@ -177,11 +177,11 @@ int run(const run_args& a) {
     auto tree = celer::task(tree_sum).options({.num_cpus = 0.5, .max_retries = -1}).remote(2, first);
     std::vector<celer::object_ref<std::int64_t>> counts;
     for (auto& t : tallies) counts.push_back(t.task(&tally::add).remote(std::int64_t{round}));
-    if (began >= next_durable) {  // 4 a second: 32 KB each, written through to disk
-      durable.emplace_back(round, celer::put(payload_of(round), {.durable = true}));
-      next_durable = began + std::chrono::milliseconds(250);
-    }
     try {
+      if (began >= next_durable) {  // 4 a second: 32 KB each, written through to disk
+        durable.emplace_back(round, celer::put(payload_of(round), {.durable = true}));
+        next_durable = began + std::chrono::milliseconds(250);
+      }
       const std::int64_t expected = leaves_per_tree * first + leaves_per_tree * (leaves_per_tree - 1) / 2;
       const auto sum = celer::get(tree, get_timeout);
       ++results;

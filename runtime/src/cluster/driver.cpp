@@ -10,8 +10,33 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <thread>
 
 namespace celer::cluster {
+namespace {
+
+/// The node a driver on `ip` works through: a live node on this machine (the head's own
+/// first), else any live one; never `dead`.
+const protocol::node_status* pick_local_node(const protocol::status_reply& st, const std::string& ip,
+                                             const std::string& head_endpoint, const node_id& dead) {
+  const protocol::node_status* pick = nullptr;
+  const std::string mine = "tcp://" + ip + ":";
+  for (const auto& n : st.nodes) {
+    if (!n.alive || n.node == dead) continue;
+    const bool local = n.addr.endpoint.rfind(mine, 0) == 0;
+    const bool head_node = n.addr.endpoint == head_endpoint;
+    if (pick == nullptr || (local && pick->addr.endpoint.rfind(mine, 0) != 0) ||
+        (local && head_node)) {
+      pick = &n;
+    }
+  }
+  return pick;
+}
+
+} // namespace
 
 struct cluster_driver::impl {
   component_host host{2};
@@ -19,10 +44,49 @@ struct cluster_driver::impl {
   std::unique_ptr<core_worker> core;
   std::unique_ptr<head_watch> watch;
   address head_addr;
+  std::string ip;
   node_id node;
   role r = role::driver;
   bool stopped = false;
+  /// When the local node dies, this thread attaches the core to another one.
+  std::thread reattach;
+  std::mutex m;
+  std::condition_variable cv;
+  std::optional<node_id> lost;  // the node that died, until another is attached
+  bool stopping = false;
+
+  void reattach_loop();
 };
+
+void cluster_driver::impl::reattach_loop() {
+  std::unique_lock lock(m);
+  while (true) {
+    cv.wait(lock, [&] { return stopping || lost.has_value(); });
+    if (stopping) return;
+    const node_id dead = *lost;
+    lock.unlock();
+    std::string attached;
+    try {
+      // The head has just declared it dead: its status lists the others.
+      auto st = core->query_status();
+      if (const auto* pick = pick_local_node(st, ip, head_addr.endpoint, dead)) {
+        core->attach_node(pick->addr, pick->node);
+        node = pick->node;
+        attached = pick->node.short_hex();
+      }
+    } catch (const exception& e) {
+      CELER_LOG(warn, "driver", std::string("cannot ask the head for another node yet: ") + e.what());
+    }
+    lock.lock();
+    if (!attached.empty()) {
+      CELER_LOG(warn, "driver", "its node " + dead.short_hex() + " died; now working through node " +
+                                  attached);
+      lost.reset();
+    } else {
+      cv.wait_for(lock, std::chrono::milliseconds(500), [&] { return stopping; });
+    }
+  }
+}
 
 cluster_driver::cluster_driver(const knob_values& k, const std::string& address, role r)
   : impl_(std::make_unique<impl>()) {
@@ -70,26 +134,24 @@ cluster_driver::cluster_driver(const knob_values& k, const std::string& address,
   (void)s.net->send(s.head_addr, protocol::job_heartbeat{where.job});
   s.host.start_ticks({where.self}, std::chrono::milliseconds(std::max(10, k.heartbeat_ms)));
   (void)s.net->send(s.head_addr, protocol::subscribe_cluster{where.self});
-  // The local node: a live node on this machine (the head's own first), else any live one.
   auto st = s.core->query_status();
-  const protocol::node_status* pick = nullptr;
-  const std::string mine = "tcp://" + ip + ":";
-  for (const auto& n : st.nodes) {
-    if (!n.alive) continue;
-    const bool local = n.addr.endpoint.rfind(mine, 0) == 0;
-    const bool head_node = n.addr.endpoint == s.head_addr.endpoint;
-    if (pick == nullptr || (local && pick->addr.endpoint.rfind(mine, 0) != 0) ||
-        (local && head_node)) {
-      pick = &n;
-    }
-  }
+  const auto* pick = pick_local_node(st, ip, s.head_addr.endpoint, {});
   if (pick == nullptr) {
     stop();
     throw exception(error_code::unavailable,
                     "the cluster at " + address + " has no live node to run work on");
   }
   s.node = pick->node;
+  s.ip = ip;
   s.core->attach_node(pick->addr, pick->node);
+  s.core->on_local_node_died([&s](const node_id& dead) {
+    {
+      std::lock_guard lock(s.m);
+      s.lost = dead;
+    }
+    s.cv.notify_all();
+  });
+  s.reattach = std::thread([&s] { s.reattach_loop(); });
   CELER_LOG(info, "driver", "connected to " + address + "; local node " + s.node.short_hex());
 }
 
@@ -104,7 +166,13 @@ void cluster_driver::stop() {
   auto& s = *impl_;
   if (s.stopped) return;
   s.stopped = true;
-  s.core->stop("celer::shutdown was called");
+  {
+    std::lock_guard lock(s.m);
+    s.stopping = true;
+  }
+  s.cv.notify_all();
+  s.core->stop("celer::shutdown was called");  // fails a status query under way
+  if (s.reattach.joinable()) s.reattach.join();
   if (s.r == role::driver) {
     (void)s.net->send(s.head_addr, protocol::job_finished{s.core->where().job});
   }

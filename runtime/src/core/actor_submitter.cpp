@@ -20,7 +20,8 @@ actor_id actor_submitter::create(protocol::create_actor msg) {
   msg.reply_to = where_.self;
   msg.request_id = requests_.next_id();
   const auto rid = msg.request_id;
-  auto reply = requests_.request(where_.head, std::move(msg), rid);
+  // Resent while unanswered (the head may be restarting): the head creates it once.
+  auto reply = requests_.request_again(where_.head, std::move(msg), rid);
   auto& r = std::get<protocol::create_actor_reply>(reply);
   if (!r.ok) {
     std::lock_guard lock(mutex_);

@@ -64,7 +64,8 @@ core_worker::core_worker(transport& net, endpoints where)
     objects_(net_, where_.self, store_, where_.cluster ? &head_ : nullptr),
     tasks_(net_, objects_, ids_,
            {where_.self, where_.node, where_.head, where_.this_node, where_.cluster}, where_.now),
-    actors_(net_, objects_, requests_, {where_.self, where_.head}) {
+    actors_(net_, objects_, requests_, {where_.self, where_.head}),
+    local_node_(where_.this_node) {
   lease_reaper_ = std::thread([this] { tasks_.run_reaper(); });
 }
 
@@ -310,10 +311,17 @@ protocol::store_counters core_worker::query_store_stats() {
 }
 
 void core_worker::attach_node(address node, node_id id) {
-  where_.node = node;
-  where_.this_node = id;
+  {
+    std::lock_guard lock(local_mutex_);
+    local_node_ = id;
+  }
   tasks_.attach_node(node, id);
   store_.attach_node(std::move(node), id);
+}
+
+void core_worker::on_local_node_died(std::function<void(const node_id&)> f) {
+  std::lock_guard lock(local_mutex_);
+  local_node_died_ = std::move(f);
 }
 
 void core_worker::handle(protocol::message& m) {
@@ -334,6 +342,12 @@ void core_worker::handle(protocol::message& m) {
         tasks_.on_worker_died(msg);
       } else if constexpr (std::is_same_v<T, protocol::node_died>) {
         tasks_.on_node_died(msg);
+        std::function<void(const node_id&)> tell;
+        {
+          std::lock_guard lock(local_mutex_);
+          if (msg.node == local_node_) tell = local_node_died_;
+        }
+        if (tell) tell(msg.node);
       } else if constexpr (std::is_same_v<T, protocol::object_reply>) {
         objects_.fill(std::move(msg.object));
       } else if constexpr (std::is_same_v<T, protocol::object_copied>) {

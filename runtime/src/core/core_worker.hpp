@@ -114,9 +114,12 @@ public:
                         std::uint64_t memory_used_bytes);
   /// This node's object store in numbers.
   protocol::store_counters query_store_stats();
-  /// Sets the node tasks are submitted to (a cluster driver learns it after connecting;
-  /// call before any task is submitted).
+  /// Sets the node tasks are submitted to and objects stored on: a cluster driver learns
+  /// it after connecting, and takes another when that one dies.
   void attach_node(address node, node_id id);
+  /// Called (on the thread handling messages: do not wait there) when the node this core
+  /// is attached to is declared dead. The driver picks another.
+  void on_local_node_died(std::function<void(const node_id&)> f);
 
   /// Handles a message addressed to this core (on the core's actor, or on the transport's
   /// receiver thread).
@@ -146,6 +149,10 @@ private:
   task_submitter tasks_;
   actor_submitter actors_;
   std::thread lease_reaper_;
+  /// The node attached now, and who to tell when it dies (local_mutex_ guards both).
+  std::mutex local_mutex_;
+  node_id local_node_;
+  std::function<void(const node_id&)> local_node_died_;
 };
 
 } // namespace celer

@@ -9,11 +9,11 @@ head_client::head_client(transport& net, request_table& requests, address head)
   : net_(net), requests_(requests), head_(std::move(head)) {}
 
 protocol::status_reply head_client::query_status() {
-  return requests_.ask<protocol::status_reply>(head_, protocol::status_query{});
+  return requests_.ask_again<protocol::status_reply>(head_, protocol::status_query{});
 }
 
 void head_client::create_placement_group(protocol::create_placement_group m) {
-  auto r = requests_.ask<protocol::placement_group_reply>(head_, std::move(m));
+  auto r = requests_.ask_again<protocol::placement_group_reply>(head_, std::move(m));
   if (!r.ok) throw exception(r.fail.code, r.fail.message);
 }
 
@@ -49,13 +49,13 @@ std::vector<protocol::placement_group_info> head_client::query_placement_groups(
   const placement_group_id& id) {
   protocol::placement_group_query q;
   q.id = id;
-  return requests_.ask<protocol::placement_group_list>(head_, std::move(q)).groups;
+  return requests_.ask_again<protocol::placement_group_list>(head_, std::move(q)).groups;
 }
 
 actor_id head_client::find_named_actor(std::string_view name, std::string_view class_type) {
   protocol::lookup_actor msg;
   msg.name = std::string(name);
-  auto r = requests_.ask<protocol::lookup_actor_reply>(head_, std::move(msg));
+  auto r = requests_.ask_again<protocol::lookup_actor_reply>(head_, std::move(msg));
   if (!r.found) {
     throw exception(error_code::not_found, "no live actor is named '" + std::string(name) + "'");
   }
@@ -67,13 +67,13 @@ actor_id head_client::find_named_actor(std::string_view name, std::string_view c
 }
 
 std::string head_client::explain_placement(protocol::explain_placement q) {
-  return requests_.ask<protocol::placement_explained>(head_, std::move(q)).why;
+  return requests_.ask_again<protocol::placement_explained>(head_, std::move(q)).why;
 }
 
 protocol::object_location head_client::locate_object(const object_id& id) {
   protocol::locate_object q;
   q.id = id;
-  return requests_.ask<protocol::object_location>(head_, std::move(q));
+  return requests_.ask_again<protocol::object_location>(head_, std::move(q));
 }
 
 } // namespace celer

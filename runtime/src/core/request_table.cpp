@@ -35,6 +35,28 @@ protocol::message request_table::request(const address& to, protocol::message m,
   return await_reply(reply, id, what);
 }
 
+protocol::message request_table::request_again(const address& to, protocol::message m,
+                                               std::uint64_t id, std::chrono::milliseconds every) {
+  const char* what = protocol::name_of(m);
+  const protocol::message again = m;
+  auto reply = send_request(to, std::move(m), id);
+  const auto limit = std::chrono::milliseconds(knobs().request_timeout_ms);
+  const auto deadline = now_() + limit;
+  using duration = std::chrono::steady_clock::duration;
+  while (true) {
+    const duration left = deadline - now_();
+    const duration slice = std::clamp<duration>(left, duration::zero(), every);
+    if (reply.wait_for(slice) == std::future_status::ready) return reply.get();
+    if (now_() >= deadline) {
+      std::lock_guard lock(mutex_);
+      requests_.erase(id);
+      throw exception(error_code::deadline_exceeded,
+                      std::string(what) + ": no reply within " + millis(limit));
+    }
+    (void)net_.send(to, protocol::message(again));  // the same id: one reply completes it
+  }
+}
+
 std::future<protocol::message> request_table::send_request(const address& to, protocol::message m,
                                                            std::uint64_t id) {
   std::future<protocol::message> reply;

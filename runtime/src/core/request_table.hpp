@@ -56,6 +56,19 @@ public:
     const auto id = msg.request_id;
     return std::get<Reply>(request(to, std::move(msg), id));
   }
+  /// As `ask`, for a request that is safe to repeat (every request to the head): sent again
+  /// every `every` while no reply has come, so that one lost with a head that died and
+  /// came back is not waited for until request_timeout_ms.
+  template <class Reply, class Query>
+  Reply ask_again(const address& to, Query msg, std::chrono::milliseconds every = resend_every) {
+    msg.request_id = next_id();
+    msg.reply_to = self_;
+    const auto id = msg.request_id;
+    return std::get<Reply>(request_again(to, std::move(msg), id, every));
+  }
+  static constexpr std::chrono::milliseconds resend_every{1000};
+  protocol::message request_again(const address& to, protocol::message m, std::uint64_t id,
+                                  std::chrono::milliseconds every = resend_every);
   /// Sends `m`, whose request id is `id`, and waits for its reply. Throws celer::exception:
   /// unavailable when `to` is unreachable, deadline_exceeded after request_timeout_ms, and
   /// the stop's error once the table is stopped.

@@ -19,8 +19,14 @@ void store_client::stop() {
 }
 
 void store_client::attach_node(address node, node_id id) {
+  std::lock_guard lock(node_mutex_);
   where_.node = std::move(node);
   where_.this_node = id;
+}
+
+std::pair<address, node_id> store_client::local() const {
+  std::lock_guard lock(node_mutex_);
+  return {where_.node, where_.this_node};
 }
 
 protocol::object_payload store_client::store_value(const object_id& id, std::size_t size,
@@ -37,7 +43,8 @@ protocol::object_payload store_client::store_value(const object_id& id, std::siz
   c.job = job;
   c.durable = durable;
   const auto lead = c.lead;
-  auto created = requests_.ask<protocol::store_reply>(where_.node, std::move(c));
+  const auto [node, here] = local();
+  auto created = requests_.ask<protocol::store_reply>(node, std::move(c));
   if (!created.ok) {
     v.fail = created.fail;
     return v;
@@ -52,7 +59,7 @@ protocol::object_payload store_client::store_value(const object_id& id, std::siz
   }
   auto view = seg->map_writable(created.offset, size);
   if (!view) {
-    (void)net_.send(where_.node, protocol::store_release{id, where_.self, /*abandon=*/true});
+    (void)net_.send(node, protocol::store_release{id, where_.self, /*abandon=*/true});
     v.fail = protocol::failure_info::make(detail::failure_kind::task_error, view.error().code(),
                                           view.error().message());
     return v;
@@ -60,20 +67,20 @@ protocol::object_payload store_client::store_value(const object_id& id, std::siz
   try {
     write(reinterpret_cast<char*>(view->data()));
   } catch (...) {
-    (void)net_.send(where_.node, protocol::store_release{id, where_.self, /*abandon=*/true});
+    (void)net_.send(node, protocol::store_release{id, where_.self, /*abandon=*/true});
     throw;
   }
   protocol::store_seal seal;
   seal.id = id;
-  auto sealed = requests_.ask<protocol::store_reply>(where_.node, std::move(seal));
+  auto sealed = requests_.ask<protocol::store_reply>(node, std::move(seal));
   if (!sealed.ok) {
     v.fail = sealed.fail;
     return v;
   }
   v.ok = true;
   v.stored = true;
-  v.node = where_.this_node;
-  v.node_addr = where_.node;
+  v.node = here;
+  v.node_addr = node;
   v.size = size;
   v.lead = lead;
   return v;
@@ -103,18 +110,19 @@ store_client::pending_map store_client::start_map(const protocol::object_payload
   pending_map p;
   p.object = v.id;
   p.owner = owner;
+  std::tie(p.node, p.node_ident) = local();
   protocol::store_get g;
   g.request_id = requests_.next_id();
   g.reply_to = where_.self;
   g.id = v.id;
-  if (v.node != where_.this_node) g.source = v.node_addr;
+  if (v.node != p.node_ident) g.source = v.node_addr;
   g.size = v.size;
   g.lead = v.lead;
   g.owner = owner;
   g.job = where_.job;
   p.request = g.request_id;
   try {
-    p.reply = requests_.send_request(where_.node, std::move(g), p.request);
+    p.reply = requests_.send_request(p.node, std::move(g), p.request);
   } catch (const exception& e) {
     p.failed = protocol::failure_info::make(detail::failure_kind::object_lost, e.code(),
                                             "object " + v.id.hex() +
@@ -147,7 +155,7 @@ detail::fetched store_client::finish_map(pending_map& p) {
   }
   if (r.pulled) {
     // A new copy on this node: its owner frees it with the object.
-    protocol::object_copied c{p.object, where_.this_node, where_.node};
+    protocol::object_copied c{p.object, p.node_ident, p.node};
     if (p.owner == where_.self) {
       on_copy_(c);
     } else {
@@ -160,11 +168,12 @@ detail::fetched store_client::finish_map(pending_map& p) {
     std::shared_ptr<const void> map;
     std::weak_ptr<link> client;
     object_id id;
+    address node;
     ~pinned() {
       if (auto l = client.lock()) {
         std::lock_guard g(l->m);
         if (l->client != nullptr) {
-          (void)l->client->net_.send(l->client->where_.node,
+          (void)l->client->net_.send(node,
                                      protocol::store_release{id, l->client->where_.self, false});
         }
       }
@@ -176,6 +185,7 @@ detail::fetched store_client::finish_map(pending_map& p) {
   pin->map = map;
   pin->client = link_;
   pin->id = p.object;
+  pin->node = p.node;
   f.ok = true;
   f.mapped = static_cast<const char*>(map.get()) + r.offset;
   f.mapped_size = r.size;
@@ -184,7 +194,7 @@ detail::fetched store_client::finish_map(pending_map& p) {
 }
 
 protocol::store_counters store_client::query_stats() {
-  return requests_.ask<protocol::store_stats_reply>(where_.node, protocol::store_stats_query{})
+  return requests_.ask<protocol::store_stats_reply>(local().first, protocol::store_stats_query{})
     .stats;
 }
 

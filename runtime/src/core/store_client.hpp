@@ -70,6 +70,9 @@ public:
     std::uint64_t request = 0;
     std::future<protocol::message> reply;
     std::optional<detail::failure> failed;
+    /// The node read through (the one attached when the read started).
+    address node;
+    celer::node_id node_ident;
   };
   pending_map start_map(const protocol::object_payload& v, const address& owner);
   detail::fetched finish_map(pending_map& p);
@@ -82,8 +85,8 @@ public:
   /// This node's object store in numbers.
   protocol::store_counters query_stats();
 
-  /// Moves to another node (a cluster driver learns its node after connecting; call
-  /// before any object is stored or read).
+  /// Moves to another node: a cluster driver learns its node after connecting, and takes
+  /// another when that one dies. Reads and writes started before go on with the old one.
   void attach_node(address node, node_id id);
   /// Mappings that outlive this call drop their pins without telling the node (the node
   /// drops a job's pins when the job ends).
@@ -96,9 +99,13 @@ private:
     store_client* client = nullptr;
   };
 
+  /// The node attached now (node_mutex_ guards where_.node and where_.this_node).
+  [[nodiscard]] std::pair<address, node_id> local() const;
+
   transport& net_;
   request_table& requests_;
   endpoints where_;
+  mutable std::mutex node_mutex_;
   const copied_here on_copy_;
   std::shared_ptr<link> link_;
 

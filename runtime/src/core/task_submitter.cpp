@@ -385,6 +385,7 @@ void task_submitter::attach_node(address node, node_id id) {
   std::lock_guard lock(mutex_);
   where_.node = std::move(node);
   where_.this_node = id;
+  node_dead_ = false;
 }
 
 void task_submitter::stop(const std::string& reason) {

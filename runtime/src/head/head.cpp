@@ -654,7 +654,10 @@ void head::on(protocol::job_heartbeat& m) {
 }
 
 void head::on(protocol::unsubscribe_cluster& m) {
-  std::erase_if(cluster_subscribers_, [&](const address& a) { return a.endpoint == m.endpoint; });
+  if (std::erase_if(cluster_subscribers_, [&](const address& a) { return a.endpoint == m.endpoint; }) > 0 &&
+      tables_) {
+    tables_->drop_subscriber(m.endpoint);
+  }
   // Every node takes back what that process leased and drops what it asked for.
   for (const auto& [id, n] : nodes_) {
     if (n.alive) (void)net_.send(n.addr, m);
@@ -806,7 +809,11 @@ void head::on(protocol::explain_placement& m) {
   (void)net_.send(m.reply_to, std::move(r));
 }
 
-void head::on(protocol::subscribe_cluster& m) { cluster_subscribers_.push_back(m.subscriber); }
+void head::on(protocol::subscribe_cluster& m) {
+  // Kept in the tables: a restarted head still tells drivers and workers of node deaths.
+  if (tables_) tables_->save_subscriber(m.subscriber);
+  cluster_subscribers_.push_back(std::move(m.subscriber));
+}
 
 void head::on(protocol::job_finished& m) {
   if (jobs_.erase(m.job) > 0 && tables_) tables_->drop_job(m.job);
@@ -925,6 +932,7 @@ void head::persist(const group_info& g) {
 
 void head::restore(head_state s) {
   const auto now = now_();
+  cluster_subscribers_ = std::move(s.subscribers);
   std::size_t live_nodes = 0, live_actors = 0;
   for (auto& row : s.nodes) {
     const node_id id = row.registration.node;

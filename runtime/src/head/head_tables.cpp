@@ -11,6 +11,7 @@ constexpr const char* actors_table = "actors";
 constexpr const char* jobs_table = "jobs";
 constexpr const char* groups_table = "groups";
 constexpr const char* durable_table = "durable";
+constexpr const char* subscribers_table = "subscribers";
 
 template <class T>
 bool decode_row(std::string_view value, T& out, const char* table) {
@@ -74,6 +75,14 @@ expected<head_state> head_tables::load() const {
       return true;
     });
   }
+  if (ok) {
+    ok = each(subscribers_table, [&](std::string_view, std::string_view v) {
+      address r;
+      if (!decode_row(v, r, subscribers_table)) return false;
+      s.subscribers.push_back(std::move(r));
+      return true;
+    });
+  }
   if (!ok) return ok.error();
   return s;
 }
@@ -115,6 +124,14 @@ void head_tables::drop_actor(const actor_id& id) {
 
 void head_tables::save_job(const job_id& id) {
   write({{jobs_table, id.bytes(), {}, false}}, "job " + id.short_hex());
+}
+
+void head_tables::save_subscriber(const address& a) {
+  write({{subscribers_table, a.endpoint, detail::pack(a), false}}, "subscriber " + a.endpoint);
+}
+
+void head_tables::drop_subscriber(const std::string& endpoint) {
+  write({{subscribers_table, endpoint, {}, true}}, "the end of subscriber " + endpoint);
 }
 
 void head_tables::drop_job(const job_id& id) {

@@ -66,6 +66,8 @@ struct head_state {
   std::vector<job_id> jobs;
   std::vector<protocol::placement_group_info> groups;
   std::vector<durable_row> durable;
+  /// Processes told of every node's death (drivers and workers: subscribe_cluster).
+  std::vector<address> subscribers;
   /// Rows that could not be decoded (skipped, and logged).
   std::size_t unreadable = 0;
 };
@@ -86,6 +88,9 @@ public:
   void drop_group(const placement_group_id& id);
   /// One write for a node's report of its durable objects.
   void save_durable(const node_id& node, const std::vector<object_id>& objects);
+  /// A process subscribed to the cluster's news, or stopped being (by its endpoint).
+  void save_subscriber(const address& a);
+  void drop_subscriber(const std::string& endpoint);
 
   /// Writes that failed since this object was made.
   [[nodiscard]] std::uint64_t failed_writes() const noexcept { return failed_; }

@@ -173,6 +173,10 @@ TEST_CASE("a head started again on the tables of a destroyed one knows its nodes
     REQUIRE(first.net.take<protocol::start_actor>().size() == 1);
     first.handle(protocol::actor_started{actor, worker, {}, {}});
     first.handle(protocol::durable_objects{node, {durable}});
+    first.handle(protocol::subscribe_cluster{driver});
+    const address gone_worker{unique_id{9, 9}, "tcp://10.0.0.9:3"};
+    first.handle(protocol::subscribe_cluster{gone_worker});
+    first.handle(protocol::unsubscribe_cluster{gone_worker.endpoint});
   }  // destroyed without a word, as a SIGKILLed head
 
   now += 30s;  // the restart took a while; the node was silent meanwhile
@@ -222,6 +226,12 @@ TEST_CASE("a head started again on the tables of a destroyed one knows its nodes
   CHECK(second.net.take<protocol::actor_update>().empty());
   now += 200ms;
   second.handle(protocol::tick{});
+  // The driver subscribed before the restart still hears of the node's death; the worker
+  // that unsubscribed does not.
+  auto node_deaths = second.net.take<protocol::node_died>();
+  REQUIRE(node_deaths.size() == 1);
+  CHECK(node_deaths[0].first == driver);
+  CHECK(node_deaths[0].second.node == node);
   auto died = second.net.take<protocol::actor_update>();
   REQUIRE(died.size() == 2);  // both subscribers: the creator and `other`
   CHECK(died[0].second.state == protocol::actor_state::dead);
