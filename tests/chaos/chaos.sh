@@ -215,7 +215,7 @@ left=$(leftovers)
 kills=$((node_kills + worker_kills + head_kill_count))
 summary=$(cat "$work/summary.json")
 # Time lost: each round's latency above the median, summed, per kill.
-lost=$(tail -n +2 "$work/rounds.csv" | cut -d, -f3 | sort -n | awk '
+lost=$(awk -F, 'NR > 1 { print $3 }' "$work/rounds.csv" | sort -n | awk '
   { l[NR] = $1; sum += $1 } END { m = l[int((NR + 1) / 2)]; for (i = 1; i <= NR; ++i) if (l[i] > m) over += l[i] - m;
     printf "%d %d %d", m, over, NR }')
 read -r median over rounds <<<"$lost"
@@ -227,7 +227,7 @@ echo "  round latency median ${median} ms; time lost to kills ${over} ms in all,
 start_ms=$(sed -n 's/.*"start_ms": \([0-9]*\).*/\1/p' "$work/summary.json")
 for r in "${head_restarts[@]}"; do
   read -r killed restarted <<<"$r"
-  first=$(tail -n +2 "$work/rounds.csv" | awk -F, -v s="$start_ms" -v t="$restarted" '$2 + s > t { printf "%d\n", $2 + s; exit }')
+  first=$(awk -F, -v s="$start_ms" -v t="$restarted" 'NR > 1 && $2 + s > t { printf "%d\n", $2 + s; exit }' "$work/rounds.csv")
   echo "  head kill: down $((restarted - killed)) ms; first round done $(( ${first:-restarted} - restarted )) ms after its restart"
 done
 status=0
