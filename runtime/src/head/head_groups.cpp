@@ -1,0 +1,264 @@
+// The head's placement groups: reserving bundles on nodes (all or nothing), the work that
+// waits for a group, and removal. Part of class head (head.hpp); split from head.cpp by
+// responsibility.
+#include "head/head.hpp"
+
+#include "log.hpp"
+
+#include <algorithm>
+
+namespace celer {
+
+// ------------------------------------------------------------------ placement groups
+
+void head::on(protocol::create_placement_group& m) {
+  protocol::placement_group_reply reply;
+  reply.request_id = m.request_id;
+  if (groups_.contains(m.id)) {  // a retried request
+    reply.ok = true;
+    (void)net_.send(m.reply_to, std::move(reply));
+    return;
+  }
+  auto plan = view_.plan_group(m.bundles, m.strategy);
+  if (plan.never || m.bundles.empty()) {
+    reply.fail = protocol::failure_info::make(
+      detail::failure_kind::infeasible, error_code::resource_exhausted,
+      "placement group " + (m.name.empty() ? m.id.short_hex() : m.name) +
+        (m.bundles.empty() ? " has no bundles" : " can never be placed: " + plan.why));
+    (void)net_.send(m.reply_to, std::move(reply));
+    return;
+  }
+  auto& g = groups_[m.id];
+  g.info.id = m.id;
+  g.info.name = m.name;
+  g.info.strategy = m.strategy;
+  g.info.job = m.job;
+  g.info.bundles = std::move(m.bundles);
+  g.info.why = plan.why;
+  persist(g);
+  reply.ok = true;
+  (void)net_.send(m.reply_to, std::move(reply));
+  CELER_LOG(info, "head", "placement group " + m.id.short_hex() + " (" +
+                            std::to_string(g.info.bundles.size()) + " bundles) asked for");
+  if (!plan.nodes.empty()) {
+    g.info.nodes = std::move(plan.nodes);
+    try_reserve(g);
+  }
+}
+
+void head::try_reserve(group_info& g) {
+  if (g.info.state != protocol::group_state::pending || g.replies_due > 0) return;
+  if (g.info.nodes.empty()) {
+    auto plan = view_.plan_group(g.info.bundles, g.info.strategy);
+    g.info.why = plan.why;
+    if (plan.nodes.empty()) return;
+    g.info.nodes = std::move(plan.nodes);
+  }
+  // Phase one: every chosen node reserves its bundle (the view is only an estimate); the
+  // group is created when all said yes, and what was reserved goes back if one said no.
+  g.replies_due = g.info.bundles.size();
+  g.reserved.assign(g.info.bundles.size(), false);
+  g.answered.assign(g.info.bundles.size(), false);
+  g.refusal.clear();
+  for (std::size_t i = 0; i < g.info.bundles.size(); ++i) {
+    auto n = nodes_.find(g.info.nodes[i]);
+    protocol::reserve_bundle r{g.info.id, static_cast<std::int32_t>(i), g.info.bundles[i], g.info.job};
+    if (n == nodes_.end() || !n->second.alive || !net_.send(n->second.addr, std::move(r))) {
+      protocol::bundle_reserved no{g.info.id, static_cast<std::int32_t>(i), g.info.nodes[i], false,
+                                   "its node is unreachable"};
+      on(no);
+    }
+  }
+}
+
+void head::on(protocol::bundle_reserved& m) {
+  auto it = groups_.find(m.group);
+  if (it == groups_.end() || it->second.info.state == protocol::group_state::removed) {
+    // Removed meanwhile: the node gives the bundle back.
+    if (m.ok) {
+      if (auto n = nodes_.find(m.node); n != nodes_.end() && n->second.alive) {
+        (void)net_.send(n->second.addr, protocol::return_bundles{m.group, {m.index}, "removed"});
+      }
+    }
+    return;
+  }
+  auto& g = it->second;
+  if (g.replies_due == 0 || m.index < 0 || static_cast<std::size_t>(m.index) >= g.reserved.size() ||
+      g.answered[static_cast<std::size_t>(m.index)]) {
+    return;
+  }
+  g.answered[static_cast<std::size_t>(m.index)] = true;
+  g.reserved[static_cast<std::size_t>(m.index)] = m.ok;
+  if (!m.ok && g.refusal.empty()) {
+    g.refusal = "node " + m.node.short_hex() + " refused bundle " + std::to_string(m.index) + ": " + m.why;
+  }
+  if (--g.replies_due > 0) return;
+  if (std::all_of(g.reserved.begin(), g.reserved.end(), [](bool b) { return b; })) {
+    g.info.state = protocol::group_state::created;
+    g.info.why.clear();
+    persist(g);
+    CELER_LOG(info, "head", "placement group " + g.info.id.short_hex() + " created");
+    release_waiting(g);
+    return;
+  }
+  // All or nothing: the bundles that were reserved go back; it is tried again later.
+  std::vector<std::int32_t> back;
+  for (std::size_t i = 0; i < g.reserved.size(); ++i) {
+    if (g.reserved[i]) back.push_back(static_cast<std::int32_t>(i));
+  }
+  return_bundles(g, back, "the group's other bundles could not be reserved");
+  for (std::size_t i = 0; i < g.info.bundles.size(); ++i) {
+    if (!g.reserved[i]) view_.release(g.info.nodes[i], g.info.bundles[i].need, {});
+  }
+  g.info.nodes.clear();
+  g.info.why = "waits for resources: " + g.refusal;
+}
+
+void head::return_bundles(group_info& g, const std::vector<std::int32_t>& indices,
+                          const std::string& why) {
+  std::map<node_id, std::vector<std::int32_t>> by_node;
+  for (auto i : indices) by_node[g.info.nodes[static_cast<std::size_t>(i)]].push_back(i);
+  for (auto& [nid, list] : by_node) {
+    for (auto i : list) view_.release(nid, g.info.bundles[static_cast<std::size_t>(i)].need, {});
+    auto n = nodes_.find(nid);
+    if (n != nodes_.end() && n->second.alive) {
+      (void)net_.send(n->second.addr, protocol::return_bundles{g.info.id, std::move(list), why});
+    }
+  }
+}
+
+void head::remove_group(group_info& g, const std::string& why) {
+  if (g.info.state == protocol::group_state::removed) return;
+  // Created: every bundle goes back. Reserving: those already reserved go back now, the
+  // others when their node answers (on(bundle_reserved) sees the group removed).
+  std::vector<std::int32_t> held;
+  for (std::size_t i = 0; i < g.info.nodes.size(); ++i) {
+    const bool reserved = g.info.state == protocol::group_state::created ||
+                          (g.replies_due > 0 && i < g.reserved.size() && g.reserved[i]);
+    if (reserved) held.push_back(static_cast<std::int32_t>(i));
+  }
+  return_bundles(g, held, why);
+  g.info.state = protocol::group_state::removed;
+  g.info.why = why;
+  g.replies_due = 0;
+  persist(g);
+  release_waiting(g);
+  // Actors placed in it are gone with their bundles.
+  for (auto& [aid, a] : actors_) {
+    if (a.spec.where.how != scheduling_strategy::kind::placement_group ||
+        a.spec.where.group != g.info.id || a.state == protocol::actor_state::dead) {
+      continue;
+    }
+    mark_dead(aid, a,
+              protocol::failure_info::make(detail::failure_kind::actor_died, error_code::unavailable,
+                                           "actor " + aid.hex() + " died: its placement group " +
+                                             g.info.id.short_hex() + " was " + why));
+  }
+}
+
+void head::release_waiting(group_info& g) {
+  auto leases = std::move(g.leases);
+  auto actors = std::move(g.actors);
+  g.leases.clear();
+  g.actors.clear();
+  for (auto& m : leases) on(m);
+  for (auto& spec : actors) {
+    std::string why;
+    bool never = false;
+    auto* target = route_to_group(spec, why, never);
+    auto a = actors_.find(spec.actor);
+    if (a == actors_.end() || (a->second.state != protocol::actor_state::pending &&
+                               a->second.state != protocol::actor_state::restarting)) {
+      continue;
+    }
+    if (target != nullptr) {
+      a->second.node = target->first;
+      a->second.spec = spec;
+      persist(spec.actor, a->second);
+      (void)net_.send(target->second.addr, protocol::start_actor{spec});
+    } else {
+      fail_request(spec, "actor " + spec.function + " can never be placed: " + why);
+    }
+  }
+}
+
+std::pair<const node_id, head::node_info>* head::route_to_group(protocol::task_spec& spec,
+                                                                std::string& why, bool& never) {
+  never = true;
+  auto it = groups_.find(spec.where.group);
+  if (it == groups_.end()) {
+    why = "placement group " + spec.where.group.short_hex() + " is not known to the cluster";
+    return nullptr;
+  }
+  auto& g = it->second;
+  if (g.info.state == protocol::group_state::removed) {
+    why = "placement group " + spec.where.group.short_hex() + " was " + g.info.why;
+    return nullptr;
+  }
+  const auto& bundles = g.info.bundles;
+  auto fits = [&](std::size_t b) {
+    protocol::resource_set need = spec.resources;
+    for (auto a = need.amounts.begin(); a != need.amounts.end();) {
+      a = a->first.starts_with("node:") ? need.amounts.erase(a) : std::next(a);
+    }
+    return bundles[b].need.covers(need);
+  };
+  if (spec.where.bundle >= static_cast<std::int32_t>(bundles.size())) {
+    why = "placement group " + spec.where.group.short_hex() + " has " +
+          std::to_string(bundles.size()) + " bundles; there is no bundle " +
+          std::to_string(spec.where.bundle);
+    return nullptr;
+  }
+  std::size_t chosen = bundles.size();
+  if (spec.where.bundle >= 0) {
+    chosen = static_cast<std::size_t>(spec.where.bundle);
+    if (!fits(chosen)) chosen = bundles.size();
+  } else {
+    for (std::size_t k = 0; k < bundles.size(); ++k) {
+      const std::size_t b = (g.next_bundle + k) % bundles.size();
+      if (fits(b)) {
+        chosen = b;
+        g.next_bundle = b + 1;
+        break;
+      }
+    }
+  }
+  if (chosen == bundles.size()) {
+    why = "it needs " + spec.resources.to_string() + ", more than " +
+          (spec.where.bundle >= 0 ? "bundle " + std::to_string(spec.where.bundle)
+                                  : std::string("any bundle")) +
+          " of placement group " + spec.where.group.short_hex() + " reserves";
+    return nullptr;
+  }
+  never = false;
+  if (g.info.state != protocol::group_state::created) {
+    why = "waits for its placement group " + spec.where.group.short_hex() + " (" + g.info.why + ")";
+    return nullptr;
+  }
+  spec.where.bundle = static_cast<std::int32_t>(chosen);
+  auto n = nodes_.find(g.info.nodes[chosen]);
+  if (n == nodes_.end()) {
+    never = true;
+    why = "the node of its bundle is gone";
+    return nullptr;
+  }
+  return &*n;
+}
+
+void head::on(protocol::remove_placement_group& m) {
+  auto it = groups_.find(m.id);
+  if (it == groups_.end()) return;
+  if (!owned_by_sender(m.sender_job, it->second.info.job, "placement group " + m.id.short_hex())) return;
+  remove_group(it->second, "removed");
+}
+
+void head::on(protocol::placement_group_query& m) {
+  protocol::placement_group_list r;
+  r.request_id = m.request_id;
+  for (const auto& [id, g] : groups_) {
+    if (m.id.nil() || m.id == id) r.groups.push_back(g.info);
+  }
+  (void)net_.send(m.reply_to, std::move(r));
+}
+
+} // namespace celer
