@@ -109,11 +109,7 @@ std::int32_t core_worker::default_priority() const {
 
 object_ref<void> core_worker::put(std::string payload) {
   const task_id t = ids_.next();
-  protocol::object_payload v;
-  v.id = object_id(unique_id{t.hi, t.lo | 1});
-  v.ok = true;
-  v.payload = std::move(payload);
-  return objects_.put(std::move(v));
+  return objects_.put(object_id(unique_id{t.hi, t.lo | 1}), std::move(payload));
 }
 
 protocol::object_payload core_worker::store_value(const object_id& id, std::size_t size,

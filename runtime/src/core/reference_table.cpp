@@ -99,6 +99,18 @@ object_ref<void> reference_table::put(protocol::object_payload value) {
   return owned_ref(id);
 }
 
+object_ref<void> reference_table::put(const object_id& id, std::string payload) {
+  std::lock_guard lock(mutex_);
+  check_running_locked();
+  auto& e = objects_[id];
+  e.ready = true;
+  e.owned = true;
+  e.value.id = id;
+  e.value.ok = true;
+  static_cast<std::string&>(e.value.payload) = std::move(payload);
+  return owned_ref(id);
+}
+
 object_ref<void> reference_table::owned_ref(const object_id& id) {
   auto& e = objects_[id];
   ++e.holders;
@@ -186,7 +198,12 @@ bool reference_table::ready(const object_id& id) const {
   return it != objects_.end() && it->second.ready;
 }
 
-std::size_t reference_table::prepare(const std::vector<object_ref<void>>& refs) {
+std::size_t reference_table::blocked() const {
+  std::lock_guard lock(mutex_);
+  return blocked_;
+}
+
+std::size_t reference_table::prepare(const std::vector<object_ref<void>>& refs, waiter& w) {
   std::size_t ready = 0;
   for (const auto& r : refs) {
     auto [it, inserted] = objects_.try_emplace(r.id());
@@ -209,14 +226,18 @@ std::size_t reference_table::prepare(const std::vector<object_ref<void>>& refs) 
         }
       }
     }
-    if (e.ready) ++ready;
+    if (e.ready) {
+      ++ready;
+    } else {
+      e.waiters.add(&w);
+    }
   }
   return ready;
 }
 
-bool reference_table::block_until(std::unique_lock<std::mutex>& lock, detail::timeout_t timeout,
-                                  const std::function<bool()>& done) {
-  if (done()) return true;
+bool reference_table::block_until(std::unique_lock<std::mutex>& lock, waiter& w,
+                                  detail::timeout_t timeout) {
+  if (w.needed == 0) return true;
   // A worker blocked in get lends its CPUs back to the node so that the tasks it waits
   // for can run (otherwise nested tasks deadlock once every CPU is held by a waiter).
   worker_context* ctx = current_worker_context();
@@ -224,29 +245,35 @@ bool reference_table::block_until(std::unique_lock<std::mutex>& lock, detail::ti
     ctx->blocked = true;
     (void)net_.send(ctx->node, protocol::worker_blocked{ctx->worker});
   }
-  auto pred = [&] { return stopped_ || done(); };
+  auto pred = [&] { return stopped_ || w.needed == 0; };
+  ++blocked_;
   if (timeout) {
-    ready_cv_.wait_for(lock, *timeout, pred);
+    w.cv.wait_for(lock, *timeout, pred);
   } else {
-    ready_cv_.wait(lock, pred);
+    w.cv.wait(lock, pred);
   }
+  --blocked_;
   if (ctx != nullptr) (void)net_.send(ctx->node, protocol::worker_unblocked{ctx->worker});
-  return done();
+  return w.needed == 0;
+}
+
+void reference_table::forget(const std::vector<object_ref<void>>& refs, waiter& w) {
+  // A filled object forgot its waiters; an unready one is never freed, so it is still here.
+  for (const auto& r : refs) {
+    if (auto it = objects_.find(r.id()); it != objects_.end() && !it->second.ready) {
+      it->second.waiters.remove(&w);
+    }
+  }
 }
 
 std::vector<detail::fetched> reference_table::fetch(const std::vector<object_ref<void>>& refs,
                                                     detail::timeout_t timeout) {
   std::unique_lock lock(mutex_);
   check_running_locked();
-  std::size_t ready = prepare(refs);
-  // Objects never become unready, so each wake-up resumes the scan where the last one
-  // stopped: waiting for n objects costs O(n) lookups in all, not O(n) per arrival.
-  std::size_t scanned = 0;
-  auto all_ready = [&] {
-    while (scanned < refs.size() && objects_[refs[scanned].id()].ready) ++scanned;
-    return scanned == refs.size();
-  };
-  if (ready < refs.size() && !block_until(lock, timeout, all_ready)) {
+  waiter w;
+  w.needed = refs.size() - prepare(refs, w);
+  if (!block_until(lock, w, timeout)) {
+    forget(refs, w);
     check_running_locked();
     std::size_t missing = 0;
     const object_id* first = nullptr;
@@ -321,18 +348,23 @@ std::vector<std::size_t> reference_table::wait_ready(const std::vector<object_re
   }
   std::unique_lock lock(mutex_);
   check_running_locked();
-  prepare(refs);
-  auto count = [&] {
-    std::size_t n = 0;
-    for (const auto& r : refs) n += objects_[r.id()].ready ? 1 : 0;
-    return n;
-  };
-  block_until(lock, timeout, [&] { return count() >= num_returns; });
-  check_running_locked();
+  waiter w;
+  const std::size_t ready = prepare(refs, w);
+  w.needed = num_returns > ready ? num_returns - ready : 0;
+  block_until(lock, w, timeout);
+  // One pass: the ready ones are the answer, the others forget this waiter (before the
+  // stop's error: w dies with this frame).
   std::vector<std::size_t> out;
   for (std::size_t i = 0; i < refs.size(); ++i) {
-    if (objects_[refs[i].id()].ready) out.push_back(i);
+    auto it = objects_.find(refs[i].id());
+    if (it == objects_.end()) continue;
+    if (it->second.ready) {
+      out.push_back(i);
+    } else {
+      it->second.waiters.remove(&w);
+    }
   }
+  check_running_locked();
   return out;
 }
 
@@ -385,7 +417,10 @@ void reference_table::fill_locked(protocol::object_payload value) {
   e.remote_waiters.clear();
   e.value = std::move(value);
   e.ready = true;
-  ready_cv_.notify_all();
+  e.waiters.for_each([](waiter* w) {
+    if (w->needed > 0 && --w->needed == 0) w->cv.notify_one();
+  });
+  e.waiters.clear();
   maybe_free(id);
 }
 
@@ -418,7 +453,9 @@ void reference_table::stop(const std::string& reason, std::optional<error_code> 
     stop_reason_ = reason;
     stop_code_ = code;
   }
-  ready_cv_.notify_all();
+  for (auto& [id, e] : objects_) {
+    e.waiters.for_each([](waiter* w) { w->cv.notify_one(); });
+  }
 }
 
 } // namespace celer

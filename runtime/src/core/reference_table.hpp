@@ -11,7 +11,8 @@
 //
 // Threads: user threads call get/wait/put and drop handles; the core's actor hands it
 // replies. mutex_ guards objects_, task_args_ and the stop state; it is never held while a
-// user callback runs or while the node maps a stored object. Lock order: a submitter's
+// user callback runs or while the node maps a stored object. A thread blocked in get or
+// wait is woken once, when what it waits for is ready, not on every object that fills. Lock order: a submitter's
 // lock may be held when calling in (task_submitter, actor_submitter), never the reverse:
 // this table calls no submitter.
 
@@ -23,7 +24,6 @@
 #include <celer/api.hpp>
 
 #include <condition_variable>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -55,6 +55,8 @@ public:
   std::vector<protocol::task_arg> creation_args(std::vector<detail::arg_spec> args);
   /// A ready object owned here (a put), and a handle to it.
   object_ref<void> put(protocol::object_payload value);
+  /// The same for a small value kept in this process (built in place: puts are a hot path).
+  object_ref<void> put(const object_id& id, std::string payload);
 
   /// A task's final outcome: stores its returns (once: a later fill of the same object is
   /// ignored) and ends its use of its arguments.
@@ -89,18 +91,63 @@ public:
   [[nodiscard]] std::size_t tasks_holding_args() const;
   /// Whether `id` is known here and ready (tests).
   [[nodiscard]] bool ready(const object_id& id) const;
+  /// Threads blocked in get or wait now (tests).
+  [[nodiscard]] std::size_t blocked() const;
 
   /// Fails every wait from now on; handles stop reaching the table. The first stop's
   /// reason stands.
   void stop(const std::string& reason, std::optional<error_code> code);
 
 private:
+  /// A thread blocked in get or wait: each fill of an object it registered on counts down
+  /// `needed`, and the fill that reaches 0 wakes it (only it).
+  struct waiter {
+    std::condition_variable cv;
+    std::size_t needed = 0;
+  };
+  /// The threads blocked on one object: nearly always none or one, kept without an
+  /// allocation; more only when several threads (or one get naming it twice) wait on it.
+  class waiter_list {
+  public:
+    void add(waiter* w) {
+      if (first_ == nullptr) {
+        first_ = w;
+      } else {
+        rest_.push_back(w);
+      }
+    }
+    void remove(waiter* w) {
+      if (first_ == w) {
+        first_ = nullptr;
+        if (!rest_.empty()) {
+          first_ = rest_.back();
+          rest_.pop_back();
+        }
+      }
+      std::erase(rest_, w);
+    }
+    template <class F>
+    void for_each(F&& f) const {
+      if (first_ != nullptr) f(first_);
+      for (waiter* w : rest_) f(w);
+    }
+    void clear() {
+      first_ = nullptr;
+      rest_.clear();
+    }
+
+  private:
+    waiter* first_ = nullptr;
+    std::vector<waiter*> rest_;
+  };
   struct object_entry {
     bool ready = false;
     bool fetch_sent = false;
     protocol::object_payload value;
     /// Borrowers waiting for the value (owned objects only).
     std::vector<address> remote_waiters;
+    /// Threads of this process blocked on it (once per time a get or wait names it).
+    waiter_list waiters;
     /// Owned objects: freed when no handle holds them, no pending task takes them, and no
     /// ref to them has escaped this process.
     bool owned = false;
@@ -125,11 +172,14 @@ private:
   void release_args(const task_id& task);
   /// Frees `id` if nothing keeps it.
   void maybe_free(const object_id& id);
-  /// Registers interest in `refs`; returns how many are ready.
-  std::size_t prepare(const std::vector<object_ref<void>>& refs);
-  /// Blocks (mutex_ held via `lock`) until `done()` or the deadline; lends the worker's CPUs.
-  bool block_until(std::unique_lock<std::mutex>& lock, detail::timeout_t timeout,
-                   const std::function<bool()>& done);
+  /// Registers interest in `refs` (asks their owners for the ones borrowed) and `w` on
+  /// each that is not ready; returns how many are ready.
+  std::size_t prepare(const std::vector<object_ref<void>>& refs, waiter& w);
+  /// Blocks (mutex_ held via `lock`) until w.needed reaches 0, the stop, or the deadline;
+  /// lends the worker's CPUs meanwhile. True when what it needed filled.
+  bool block_until(std::unique_lock<std::mutex>& lock, waiter& w, detail::timeout_t timeout);
+  /// `w` is no longer registered on any of `refs`.
+  void forget(const std::vector<object_ref<void>>& refs, waiter& w);
 
   void release_hold(const object_id& id);
 
@@ -139,8 +189,8 @@ private:
   head_client* const head_;
 
   mutable std::mutex mutex_;
-  std::condition_variable ready_cv_;
   bool stopped_ = false;
+  std::size_t blocked_ = 0;
   std::string stop_reason_;
   std::optional<error_code> stop_code_;
   std::unordered_map<object_id, object_entry> objects_;

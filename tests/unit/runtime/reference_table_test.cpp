@@ -1,9 +1,13 @@
-// A core's objects: refcounts, fills, the answers to borrowers, waits. No thread waits here:
-// every get and wait is made with a zero timeout or on objects already ready.
+// A core's objects: refcounts, fills, the answers to borrowers, waits. The blocking cases
+// start a thread and fill once it is blocked (the table counts blocked threads), never
+// after a sleep.
 #include "core/reference_table.hpp"
 #include "unit/runtime/core_pieces.hpp"
 
 #include <catch2/catch.hpp>
+
+#include <optional>
+#include <thread>
 
 using namespace celer;
 
@@ -121,4 +125,95 @@ TEST_CASE("after stop every get fails with the stop's reason", "[core][reference
     CHECK(e.code() == error_code::unavailable);
   }
   ref = {};  // a handle outliving the stop reaches nothing
+}
+
+// A thread blocked in get or wait is woken once, by the fill that completes what it waits
+// for, and leaves nothing of itself on the objects it did not need.
+namespace {
+
+/// Runs `f` on a thread and returns once that thread is blocked in the table.
+template <class F>
+std::thread blocked_in(reference_table& objects, std::size_t threads_before, F f) {
+  std::thread t(std::move(f));
+  while (objects.blocked() == threads_before) std::this_thread::yield();
+  return t;
+}
+
+} // namespace
+
+TEST_CASE("a get blocked on two objects wakes when the second fills", "[core][reference_table]") {
+  testing::core_pieces f;
+  auto a_spec = f.task("a");
+  auto b_spec = f.task("b");
+  auto a = f.objects.submit(a_spec, {});
+  auto b = f.objects.submit(b_spec, {});
+  std::vector<detail::fetched> got;
+  auto t = blocked_in(f.objects, 0, [&] { got = f.objects.fetch({a, b, a}, std::nullopt); });
+  f.objects.fill(value(a_spec.return_id(), "x"));
+  CHECK(f.objects.blocked() == 1);  // still missing b
+  f.objects.fill(value(b_spec.return_id(), "y"));
+  t.join();
+  REQUIRE(got.size() == 3);
+  CHECK(got[0].payload == "x");
+  CHECK(got[1].payload == "y");
+  CHECK(got[2].payload == "x");
+}
+
+TEST_CASE("a wait for one of two leaves no waiter on the other", "[core][reference_table]") {
+  testing::core_pieces f;
+  auto a_spec = f.task("a");
+  auto b_spec = f.task("b");
+  auto a = f.objects.submit(a_spec, {});
+  auto b = f.objects.submit(b_spec, {});
+  std::vector<std::size_t> ready;
+  auto t = blocked_in(f.objects, 0, [&] { ready = f.objects.wait_ready({a, b}, 1, std::nullopt); });
+  f.objects.fill(value(b_spec.return_id(), "y"));
+  t.join();
+  CHECK(ready == std::vector<std::size_t>{1});
+  // The waiter's frame is gone: filling a must not reach it (ASan would see it).
+  f.objects.fill(value(a_spec.return_id(), "x"));
+  CHECK(f.value_of(a).payload == "x");
+}
+
+TEST_CASE("a get that timed out leaves no waiter behind", "[core][reference_table]") {
+  testing::core_pieces f;
+  auto spec = f.task("a");
+  auto a = f.objects.submit(spec, {});
+  CHECK_THROWS_AS(f.objects.fetch({a}, std::chrono::milliseconds(1)), get_timeout_error);
+  CHECK(f.objects.blocked() == 0);
+  f.objects.fill(value(spec.return_id(), "x"));
+  CHECK(f.value_of(a).payload == "x");
+}
+
+TEST_CASE("two threads blocked on one object both wake", "[core][reference_table]") {
+  testing::core_pieces f;
+  auto spec = f.task("a");
+  auto a = f.objects.submit(spec, {});
+  std::vector<detail::fetched> first, second;
+  auto t1 = blocked_in(f.objects, 0, [&] { first = f.objects.fetch({a}, std::nullopt); });
+  auto t2 = blocked_in(f.objects, 1, [&] { second = f.objects.fetch({a}, std::nullopt); });
+  f.objects.fill(value(spec.return_id(), "x"));
+  t1.join();
+  t2.join();
+  REQUIRE(first.size() == 1);
+  REQUIRE(second.size() == 1);
+  CHECK(first[0].payload == "x");
+  CHECK(second[0].payload == "x");
+}
+
+TEST_CASE("stop wakes a blocked get with the stop's error", "[core][reference_table]") {
+  testing::core_pieces f;
+  auto spec = f.task("a");
+  auto a = f.objects.submit(spec, {});
+  std::optional<error_code> code;
+  auto t = blocked_in(f.objects, 0, [&] {
+    try {
+      (void)f.objects.fetch({a}, std::nullopt);
+    } catch (const exception& e) {
+      code = e.code();
+    }
+  });
+  f.objects.stop("the cluster is gone", error_code::unavailable);
+  t.join();
+  CHECK(code == error_code::unavailable);
 }
