@@ -227,7 +227,7 @@ echo "  round latency median ${median} ms; time lost to kills ${over} ms in all,
 start_ms=$(sed -n 's/.*"start_ms": \([0-9]*\).*/\1/p' "$work/summary.json")
 for r in "${head_restarts[@]}"; do
   read -r killed restarted <<<"$r"
-  first=$(awk -F, -v s="$start_ms" -v t="$restarted" 'NR > 1 && $2 + s > t { printf "%d\n", $2 + s; exit }' "$work/rounds.csv")
+  first=$(awk -F, -v s="$start_ms" -v t="$restarted" 'NR > 1 && $2 + s > t { printf "%.0f\n", $2 + s; exit }' "$work/rounds.csv")
   echo "  head kill: down $((restarted - killed)) ms; first round done $(( ${first:-restarted} - restarted )) ms after its restart"
 done
 status=0

@@ -9,6 +9,7 @@
 
 #include <celer/celer.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -118,6 +119,12 @@ std::uint64_t digest(const celer::bytes& b) {
   return h;
 }
 
+/// The bytes of `b` in reverse order (a task that takes a stored object and makes another).
+celer::bytes reversed(celer::bytes b) {
+  std::reverse(b.begin(), b.end());
+  return b;
+}
+
 /// Reads the object where it runs: its digest, and how many objects this node has pulled.
 std::pair<std::uint64_t, std::uint64_t> digest_there(celer::object_ref<celer::bytes> r) {
   const auto b = celer::get(r);
@@ -126,7 +133,7 @@ std::pair<std::uint64_t, std::uint64_t> digest_there(celer::object_ref<celer::by
 
 CELER_REMOTE(node_hex, slow_node_hex, make_here, read_there, report_pid_and_sleep, make_probe,
              &probe::where, &probe::pid, &probe::parent_pid, &probe::nap, make_leaser,
-             &leaser::start, big_pattern, digest_there, die_first);
+             &leaser::start, big_pattern, digest_there, die_first, reversed);
 
 } // namespace
 
@@ -438,7 +445,9 @@ TEST_CASE("a durable result survives SIGKILL of its node agent and is found afte
   auto opts = on_node(1);
   opts.durable = true;
   auto kept = celer::task(big_pattern).options(opts).remote(3 << 20, 11);
-  auto lost = celer::task(big_pattern).options(on_node(1)).remote(3 << 20, 12);
+  auto no_retries = on_node(1);
+  no_retries.max_retries = 0;  // else it would be made again (lineage)
+  auto lost = celer::task(big_pattern).options(no_retries).remote(3 << 20, 12);
   // Made, but not read yet: the only copies are on node 1.
   REQUIRE(celer::wait(std::vector{kept, lost}, 2, 60s).ready.size() == 2);
   REQUIRE(::kill(agent, SIGKILL) == 0);
@@ -460,7 +469,45 @@ TEST_CASE("a durable result survives SIGKILL of its node agent and is found afte
     (void)celer::get(lost, 60s);
     FAIL("a non-durable object of a dead node was read");
   } catch (const celer::object_lost_error& e) {
-    CHECK_THAT(e.what(), Contains("died"));
+    CHECK_THAT(e.what(), Contains("died") && Contains("max_retries"));
+    CHECK(e.origin() == "big_pattern");
+  }
+}
+
+TEST_CASE("lost task outputs are made again from their lineage when their node dies",
+          "[cluster][store][chaos]") {
+  local_cluster cluster(/*node_timeout_ms=*/1500);
+  celer::init();
+  auto a = celer::actor(make_probe).options({.num_cpus = 0, .resources = {{"node1", 0.5}}}).remote();
+  const int agent = celer::get(a.task(&probe::parent_pid).remote(), 60s);
+  const auto node1 = celer::node_id::parse(celer::get(a.task(&probe::where).remote(), 60s));
+  REQUIRE(node1);
+  // Preferring node 1, but free to run elsewhere once it is gone.
+  celer::task_options there{.scheduling = celer::scheduling_strategy::node_affinity(*node1, true)};
+  // One at a time, so that each finds node 1's CPU free.
+  auto first = celer::task(big_pattern).options(there).remote(3 << 20, 21);
+  REQUIRE(celer::wait(std::vector{first}, 1, 60s).ready.size() == 1);
+  auto second = celer::task(reversed).options(there).remote(first);  // two tasks deep
+  REQUIRE(celer::wait(std::vector{second}, 1, 60s).ready.size() == 1);
+  auto no_retries = there;
+  no_retries.max_retries = 0;
+  auto gone = celer::task(big_pattern).options(no_retries).remote(3 << 20, 22);
+  REQUIRE(celer::wait(std::vector{gone}, 1, 60s).ready.size() == 1);
+  REQUIRE(::kill(agent, SIGKILL) == 0);
+  // Both outputs lived only on node 1: each task runs again (second's run asks for first).
+  const auto expected_first = big_pattern(3 << 20, 21);
+  auto expected_second = expected_first;
+  std::reverse(expected_second.begin(), expected_second.end());
+  CHECK(digest(celer::get(second, 60s)) == digest(expected_second));
+  CHECK(digest(celer::get(first, 60s)) == digest(expected_first));
+  // Without retries it is lost, and says what made it.
+  try {
+    (void)celer::get(gone, 60s);
+    FAIL("an output without retries was read after its node died");
+  } catch (const celer::object_lost_error& e) {
+    CHECK(e.origin() == "big_pattern");
+    CHECK(e.node() == node1->short_hex());
+    CHECK_THAT(e.what(), Contains("max_retries"));
   }
 }
 

@@ -49,7 +49,7 @@ void throw_failure(const failure& f) {
   switch (f.kind) {
     case failure_kind::task_error: throw task_error(f.function, f.node, f.worker, f.message);
     case failure_kind::actor_died: throw actor_died_error(f.message);
-    case failure_kind::object_lost: throw object_lost_error(f.message);
+    case failure_kind::object_lost: throw object_lost_error(f.message, f.function, f.node);
     case failure_kind::infeasible: throw infeasible_error(f.message);
     case failure_kind::invalid_call: throw exception(f.code, f.message);
     case failure_kind::runtime_stopped: throw exception(error_code::cancelled, f.message);

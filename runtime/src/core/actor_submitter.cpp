@@ -159,9 +159,17 @@ bool actor_submitter::on_result(protocol::task_result& r) {
       actor.resent.erase(r.task);
     }
   }
+  const actor_id actor = it->second;
   call_actor_.erase(it);
   calls_in_flight_.store(call_actor_.size(), std::memory_order_release);
-  objects_.finish_task(r.task, r.returns);
+  reference_table::made_by made;
+  if (!r.returns.empty() && r.returns.front().stored) {
+    made.function = "actor " + actor.short_hex();
+    made.actor_method = true;
+    made.why_not = "an actor method's result is not made again (return it from a task, or put "
+                   "it with durable=true)";
+  }
+  objects_.finish_task(r.task, r.returns, std::move(made));
   return true;
 }
 

@@ -66,6 +66,9 @@ core_worker::core_worker(transport& net, endpoints where)
            {where_.self, where_.node, where_.head, where_.this_node, where_.cluster}, where_.now),
     actors_(net_, objects_, requests_, {where_.self, where_.head}),
     local_node_(where_.this_node) {
+  objects_.set_rebuilder([this](std::vector<reference_table::rebuild> lost) {
+    for (auto& r : lost) tasks_.rebuild(std::move(r));
+  });
   lease_reaper_ = std::thread([this] { tasks_.run_reaper(); });
 }
 
@@ -125,7 +128,7 @@ object_ref<void> core_worker::put_stored(std::size_t size, unsigned char first, 
   const object_id id(unique_id{t.hi, t.lo | 1});
   auto v = store_.store_value(id, size, first, durable, where_.self, where_.job, write);
   if (!v.ok) throw exception(v.fail.code, "celer::put: " + v.fail.message);
-  return objects_.put(std::move(v));
+  return objects_.put(std::move(v), durable);
 }
 
 std::vector<object_ref<void>> core_worker::store_large_args(std::vector<detail::arg_spec>& args) {
@@ -338,6 +341,7 @@ void core_worker::handle(protocol::message& m) {
         tasks_.on_worker_died(msg);
       } else if constexpr (std::is_same_v<T, protocol::node_died>) {
         tasks_.on_node_died(msg);
+        objects_.on_node_died(msg.node, msg.reason);
         std::function<void(const node_id&)> tell;
         {
           std::lock_guard lock(local_mutex_);

@@ -1,6 +1,8 @@
 #include "core/reference_table.hpp"
 
+#include "config/knobs.hpp"
 #include "core/worker_context.hpp"
+#include "log.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -78,7 +80,9 @@ object_ref<void> reference_table::submit(protocol::task_spec& spec,
   std::lock_guard lock(mutex_);
   check_running_locked();
   spec.args = to_wire(std::move(args), spec.id);
-  objects_[ret].owned = true;
+  auto& e = objects_[ret];
+  e.owned = true;
+  e.durable = spec.durable;
   return owned_ref(ret);
 }
 
@@ -88,13 +92,15 @@ std::vector<protocol::task_arg> reference_table::creation_args(std::vector<detai
   return to_wire(std::move(args), task_id{});
 }
 
-object_ref<void> reference_table::put(protocol::object_payload value) {
+object_ref<void> reference_table::put(protocol::object_payload value, bool durable) {
   const object_id id = value.id;
   std::lock_guard lock(mutex_);
   check_running_locked();
   auto& e = objects_[id];
   e.ready = true;
   e.owned = true;
+  e.put = true;
+  e.durable = durable;
   e.value = std::move(value);
   return owned_ref(id);
 }
@@ -105,6 +111,7 @@ object_ref<void> reference_table::put(const object_id& id, std::string payload) 
   auto& e = objects_[id];
   e.ready = true;
   e.owned = true;
+  e.put = true;
   e.value.id = id;
   e.value.ok = true;
   static_cast<std::string&>(e.value.payload) = std::move(payload);
@@ -141,11 +148,14 @@ void reference_table::maybe_free(const object_id& id) {
   auto it = objects_.find(id);
   if (it == objects_.end()) return;
   auto& e = it->second;
-  if (!e.owned || e.escaped || e.holders > 0 || e.task_uses > 0 || !e.ready) return;
+  if (!e.owned || e.escaped || e.holders > 0 || e.task_uses > 0) return;
+  if (!e.ready && !e.dormant) return;  // its result is still to come
   if (e.value.stored) {
     (void)net_.send(e.value.node_addr, protocol::store_free{{id}});
     for (const auto& node : e.copies) (void)net_.send(node, protocol::store_free{{id}});
   }
+  // Its lineage's arguments may go too (erasing other entries leaves `it` valid).
+  if (e.made) drop_lineage(e);
   objects_.erase(it);
 }
 
@@ -196,6 +206,21 @@ bool reference_table::ready(const object_id& id) const {
   std::lock_guard lock(mutex_);
   auto it = objects_.find(id);
   return it != objects_.end() && it->second.ready;
+}
+
+std::size_t reference_table::lineages() const {
+  std::lock_guard lock(mutex_);
+  return lineages_;
+}
+
+std::size_t reference_table::lineage_bytes() const {
+  std::lock_guard lock(mutex_);
+  return lineage_bytes_;
+}
+
+std::size_t reference_table::rebuilt() const {
+  std::lock_guard lock(mutex_);
+  return rebuilt_;
 }
 
 std::size_t reference_table::blocked() const {
@@ -268,6 +293,37 @@ void reference_table::forget(const std::vector<object_ref<void>>& refs, waiter& 
 
 std::vector<detail::fetched> reference_table::fetch(const std::vector<object_ref<void>>& refs,
                                                     detail::timeout_t timeout) {
+  auto out = fetch_once(refs, timeout);
+  // An owned object whose node died while it was being read: by now this table may have
+  // marked it lost (with its origin) or be making it again. Read those again.
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::size_t> again;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      if (!out[i].ok && out[i].fail.kind == detail::failure_kind::object_lost &&
+          refs[i].owner() == self_) {
+        again.push_back(i);
+      }
+    }
+    if (again.empty()) break;
+    {
+      std::lock_guard lock(mutex_);
+      std::erase_if(again, [&](std::size_t i) {
+        auto it = objects_.find(refs[i].id());
+        return it == objects_.end() || (it->second.ready && it->second.value.stored);
+      });
+    }
+    if (again.empty()) break;
+    std::vector<object_ref<void>> sub;
+    sub.reserve(again.size());
+    for (auto i : again) sub.push_back(refs[i]);
+    auto more = fetch_once(sub, timeout);
+    for (std::size_t k = 0; k < again.size(); ++k) out[again[k]] = std::move(more[k]);
+  }
+  return out;
+}
+
+std::vector<detail::fetched> reference_table::fetch_once(const std::vector<object_ref<void>>& refs,
+                                                         detail::timeout_t timeout) {
   std::unique_lock lock(mutex_);
   check_running_locked();
   waiter w;
@@ -379,11 +435,170 @@ void reference_table::release_args(const task_id& task) {
   }
 }
 
+void reference_table::set_rebuilder(rebuilder r) {
+  std::lock_guard lock(mutex_);
+  rebuilder_ = std::move(r);
+}
+
+void reference_table::finish_task(const task_id& task,
+                                  std::vector<protocol::object_payload>& returns, made_by made) {
+  std::lock_guard lock(mutex_);
+  bool args_kept = false;
+  if (!returns.empty() && returns.front().ok && returns.front().stored) {
+    // Only a stored output can be lost (an inline one lives and dies with this process).
+    auto it = objects_.find(returns.front().id);
+    if (it != objects_.end() && !it->second.ready) args_kept = keep_lineage(it->second, std::move(made));
+  }
+  if (!args_kept) release_args(task);
+  for (auto& v : returns) fill_locked(std::move(v));
+}
+
 void reference_table::finish_task(const task_id& task,
                                   std::vector<protocol::object_payload>& returns) {
-  std::lock_guard lock(mutex_);
+  finish_task(task, returns, made_by{});
+}
+
+bool reference_table::keep_lineage(object_entry& e, made_by made) {
+  if (e.made) drop_lineage(e);  // a rebuilt output's new lineage replaces the old one
+  auto o = std::make_unique<origin>();
+  o->function = std::move(made.function);
+  o->actor_method = made.actor_method;
+  o->why_not = std::move(made.why_not);
+  if (made.spec && made.retries_left == 0) {
+    o->why_not = "its task " + o->function +
+                 " has no retries left (max_retries is 0 or used up: give it max_retries, or "
+                 "durable=true to keep the output on disk)";
+  } else if (made.spec) {
+    const auto max_depth = static_cast<std::uint32_t>(std::max(1, knobs().lineage_max_depth));
+    const auto max_bytes = static_cast<std::size_t>(std::max(0.0, knobs().lineage_max_bytes));
+    std::uint32_t depth = 1;
+    std::size_t bytes = sizeof(protocol::task_spec) + o->function.size();
+    for (const auto& a : made.spec->args) {
+      bytes += sizeof(a) + a.value.size();
+      if (!a.is_ref || a.owner != self_) continue;
+      auto arg = objects_.find(a.ref);
+      if (arg != objects_.end() && arg->second.made && arg->second.made->spec) {
+        depth = std::max(depth, arg->second.made->depth + 1);
+      }
+    }
+    if (depth > max_depth) {
+      o->why_not = "its lineage is " + std::to_string(depth) +
+                   " tasks deep, past lineage_max_depth (" + std::to_string(max_depth) + ")";
+    } else if (lineage_bytes_ + bytes > max_bytes) {
+      o->why_not = "the lineage this process keeps had reached lineage_max_bytes (" +
+                   std::to_string(max_bytes) + " bytes) when it finished";
+    } else {
+      o->spec = std::move(made.spec);
+      o->retries_left = made.retries_left;
+      o->retry_exceptions = made.retry_exceptions;
+      o->depth = depth;
+      o->bytes = bytes;
+      lineage_bytes_ += bytes;
+      ++lineages_;
+    }
+  }
+  const bool kept = o->spec.has_value();
+  e.made = std::move(o);
+  return kept;
+}
+
+void reference_table::drop_lineage(object_entry& e) {
+  if (!e.made || !e.made->spec) return;
+  const task_id task = e.made->spec->id;
+  lineage_bytes_ -= e.made->bytes;
+  --lineages_;
+  e.made->spec.reset();
+  e.made->why_not = "its lineage was dropped";
   release_args(task);
-  for (auto& v : returns) fill_locked(std::move(v));
+}
+
+void reference_table::start_rebuild(const object_id& id, object_entry& e, const std::string& why) {
+  rebuild r;
+  r.spec = std::move(*e.made->spec);
+  r.retries_left = e.made->retries_left;
+  r.retry_exceptions = e.made->retry_exceptions;
+  r.why = why;
+  // The task's arguments stay held: the run that makes the output again releases them (or
+  // keeps them as its lineage).
+  lineage_bytes_ -= e.made->bytes;
+  --lineages_;
+  e.made->spec.reset();
+  e.made->why_not = "it was lost again while it was being made again";
+  e.ready = false;
+  e.dormant = false;
+  e.value = {};
+  e.value.id = id;
+  ++rebuilt_;
+  CELER_LOG(warn, "core", "object " + id.hex() + " (the output of " + r.spec.function +
+                            ") was lost: " + why + "; running its task again");
+  to_rebuild_.push_back(std::move(r));
+}
+
+void reference_table::run_rebuilds() {
+  std::vector<rebuild> work;
+  rebuilder to;
+  {
+    std::lock_guard lock(mutex_);
+    work.swap(to_rebuild_);
+    to = rebuilder_;
+  }
+  if (!work.empty() && to) to(std::move(work));
+}
+
+protocol::failure_info reference_table::lost_failure(const object_id& id, const object_entry& e,
+                                                     const std::string& node,
+                                                     const std::string& reason) const {
+  std::string what, why, function;
+  if (e.put) {
+    what = "it was put by this process";
+    why = "a put object is not made again (put it with durable=true to keep it on disk)";
+    function = "celer::put";
+  } else if (e.made && e.made->actor_method) {
+    what = "it was the result of a call to " + e.made->function;
+    why = e.made->why_not;
+    function = e.made->function;
+  } else if (e.made) {
+    what = "it was the output of task " + e.made->function;
+    why = e.made->why_not;
+    function = e.made->function;
+  } else {
+    what = "it was a task's output";
+    why = "nothing recorded how to make it";
+  }
+  return protocol::failure_info::make(
+    detail::failure_kind::object_lost, error_code::data_loss,
+    "object " + id.hex() + " is lost: " + what + ", stored only on node " + node +
+      ", which died (" + reason + "); it is not made again: " + why,
+    function, node);
+}
+
+void reference_table::on_node_died(const node_id& node, const std::string& reason) {
+  {
+    std::lock_guard lock(mutex_);
+    const std::string where = node.short_hex();
+    const std::string why = "it was stored only on node " + where + ", which died (" + reason + ")";
+    for (auto& [id, e] : objects_) {
+      if (!e.owned || !e.ready || !e.value.ok || !e.value.stored || e.value.node != node) continue;
+      if (e.durable) continue;  // on its node's disk: found through the head's directory
+      if (e.made && e.made->spec) {
+        if (e.holders > 0 || e.escaped || !e.remote_waiters.empty()) {
+          start_rebuild(id, e, why);
+        } else {
+          // Kept only as another lineage's argument: made again if that task runs again.
+          e.ready = false;
+          e.dormant = true;
+          e.value = {};
+          e.value.id = id;
+        }
+        continue;
+      }
+      auto fail = lost_failure(id, e, where, reason);
+      e.value = {};
+      e.value.id = id;
+      e.value.fail = std::move(fail);
+    }
+  }
+  run_rebuilds();
 }
 
 void reference_table::fail_task(const task_id& task, const protocol::failure_info& fail) {
@@ -425,6 +640,11 @@ void reference_table::fill_locked(protocol::object_payload value) {
 }
 
 void reference_table::on_get_object(const protocol::get_object& m) {
+  answer_get_object(m);
+  run_rebuilds();
+}
+
+void reference_table::answer_get_object(const protocol::get_object& m) {
   std::lock_guard lock(mutex_);
   auto it = objects_.find(m.id);
   if (it == objects_.end()) {
@@ -437,6 +657,11 @@ void reference_table::on_get_object(const protocol::get_object& m) {
     (void)net_.send(m.requester, protocol::object_reply{it->second.value});
   } else {
     it->second.remote_waiters.push_back(m.requester);
+    if (it->second.dormant) {
+      // A lost lineage argument that a task runs again with: made again now.
+      start_rebuild(m.id, it->second, "it was lost with its node, and task " +
+                                         it->second.made->function + " needs it again");
+    }
   }
 }
 

@@ -6,8 +6,17 @@
 //
 //   reference_table objects(net, self, store, &head);  // null head: embedded
 //   auto ref = objects.submit(spec, std::move(args));   // spec.args filled, result owned
-//   objects.finish_task(spec.id, result.returns);        // on the task's final result
+//   objects.finish_task(spec.id, result.returns, made);  // on the task's final result
 //   auto got = objects.fetch({ref}, std::nullopt);
+//
+// Lineage: a task output stored in a node's object store is lost if that node dies. While
+// it is referenced, the table keeps how to make it again (its task's spec, as sent, with
+// the retries it has left), and keeps that task's arguments too. When its node dies
+// (on_node_died) it runs the task again through the `rebuilder` the core installs: at once
+// for an object this process still holds, on the first ask for one kept only as another
+// lineage's argument. Depth and bytes are bounded (lineage_max_depth, lineage_max_bytes).
+// A put, an actor method's result, a durable object or a task out of retries is not
+// rebuilt: a get fails with object_lost_error naming its origin and why.
 //
 // Threads: user threads call get/wait/put and drop handles; the core's actor hands it
 // replies. mutex_ guards objects_, task_args_ and the stop state; it is never held while a
@@ -24,6 +33,8 @@
 #include <celer/api.hpp>
 
 #include <condition_variable>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -35,6 +46,30 @@ namespace celer {
 
 class reference_table {
 public:
+  /// Where a task's result came from, offered with it when the task is done: how to run the
+  /// task again if its stored output is lost (`spec` set), or why it cannot be (`why_not`).
+  struct made_by {
+    std::string function;
+    /// An actor method's result (never made again).
+    bool actor_method = false;
+    /// The task as sent (arguments on the wire), at its last attempt.
+    std::optional<protocol::task_spec> spec;
+    /// Retries it has left (-1: without limit), and whether exceptions are retried.
+    std::int32_t retries_left = 0;
+    bool retry_exceptions = false;
+    std::string why_not;
+  };
+  /// A lost output to make again: the task (attempt already counted) and why.
+  struct rebuild {
+    protocol::task_spec spec;
+    std::int32_t retries_left = 0;
+    bool retry_exceptions = false;
+    std::string why;
+  };
+  /// Runs lost outputs' tasks again (the core hands them to its task submitter). Called
+  /// with no lock of this table held.
+  using rebuilder = std::function<void(std::vector<rebuild>)>;
+
   /// Objects are owned by `self`; stored ones are read through `store`; in cluster mode
   /// (`head` not null) a stored object whose node is gone is looked for in the head's
   /// directory.
@@ -53,13 +88,22 @@ public:
   object_ref<void> submit(protocol::task_spec& spec, std::vector<detail::arg_spec> args);
   /// An actor creation's arguments on the wire (its refs are kept until the job ends).
   std::vector<protocol::task_arg> creation_args(std::vector<detail::arg_spec> args);
-  /// A ready object owned here (a put), and a handle to it.
-  object_ref<void> put(protocol::object_payload value);
+  /// A ready object owned here (a put), and a handle to it; a durable one is found through
+  /// the head's directory after its node dies, not marked lost.
+  object_ref<void> put(protocol::object_payload value, bool durable = false);
   /// The same for a small value kept in this process (built in place: puts are a hot path).
   object_ref<void> put(const object_id& id, std::string payload);
 
+  /// Installs the rebuilder (once, before any task finishes).
+  void set_rebuilder(rebuilder r);
+
   /// A task's final outcome: stores its returns (once: a later fill of the same object is
-  /// ignored) and ends its use of its arguments.
+  /// ignored) and ends its use of its arguments, unless its output is stored and `made`
+  /// can run it again: then the task's spec and arguments are kept as the output's lineage
+  /// while the output is referenced (within lineage_max_depth and lineage_max_bytes).
+  void finish_task(const task_id& task, std::vector<protocol::object_payload>& returns,
+                   made_by made);
+  /// finish_task for an output that is never made again (a late result).
   void finish_task(const task_id& task, std::vector<protocol::object_payload>& returns);
   /// A task that finally failed: its result holds `fail`, and its arguments are released.
   void fail_task(const task_id& task, const protocol::failure_info& fail);
@@ -71,6 +115,10 @@ public:
   void on_get_object(const protocol::get_object& m);
   /// Records another node's copy of an owned object (freed with it).
   void on_copied(const protocol::object_copied& m);
+  /// Node `node` died (`reason`): the owned objects stored only there are lost. Those with
+  /// a lineage are made again (at once when held here, else on their first ask); the others
+  /// fail with object_lost_error naming their origin.
+  void on_node_died(const node_id& node, const std::string& reason);
   /// Marks a ref to an owned object as serialised, where its holders cannot be counted:
   /// the object is kept until the job ends.
   void escaped(const object_id& id);
@@ -93,6 +141,11 @@ public:
   [[nodiscard]] bool ready(const object_id& id) const;
   /// Threads blocked in get or wait now (tests).
   [[nodiscard]] std::size_t blocked() const;
+  /// Lineages kept now, and their bytes (tests, metrics).
+  [[nodiscard]] std::size_t lineages() const;
+  [[nodiscard]] std::size_t lineage_bytes() const;
+  /// Lost outputs sent to be made again so far (tests, metrics).
+  [[nodiscard]] std::size_t rebuilt() const;
 
   /// Fails every wait from now on; handles stop reaching the table. The first stop's
   /// reason stands.
@@ -140,6 +193,20 @@ private:
     waiter* first_ = nullptr;
     std::vector<waiter*> rest_;
   };
+  /// A stored task output's origin, kept while it is referenced.
+  struct origin {
+    std::string function;
+    bool actor_method = false;
+    /// Set while the task can run again (its arguments are kept meanwhile).
+    std::optional<protocol::task_spec> spec;
+    std::int32_t retries_left = 0;
+    bool retry_exceptions = false;
+    /// Tasks between this output and data that cannot be rebuilt (1: its arguments are
+    /// puts or inline values).
+    std::uint32_t depth = 1;
+    std::size_t bytes = 0;
+    std::string why_not;
+  };
   struct object_entry {
     bool ready = false;
     bool fetch_sent = false;
@@ -156,6 +223,13 @@ private:
     int task_uses = 0;
     /// Stored objects: other nodes that pulled a copy (freed with the object).
     std::vector<address> copies;
+    /// Owned: a put (else a task's output); durable (kept on disk by its node).
+    bool put = false;
+    bool durable = false;
+    /// A stored task output's origin (null for inline values and puts).
+    std::unique_ptr<origin> made;
+    /// Lost with its node, kept only as a lineage's argument: made again on the first ask.
+    bool dormant = false;
   };
   /// Lets handles outlive the table: they reach it through this while it lives.
   struct link {
@@ -175,6 +249,9 @@ private:
   /// Registers interest in `refs` (asks their owners for the ones borrowed) and `w` on
   /// each that is not ready; returns how many are ready.
   std::size_t prepare(const std::vector<object_ref<void>>& refs, waiter& w);
+  /// One round of fetch (mutex_ not held).
+  std::vector<detail::fetched> fetch_once(const std::vector<object_ref<void>>& refs,
+                                          detail::timeout_t timeout);
   /// Blocks (mutex_ held via `lock`) until w.needed reaches 0, the stop, or the deadline;
   /// lends the worker's CPUs meanwhile. True when what it needed filled.
   bool block_until(std::unique_lock<std::mutex>& lock, waiter& w, detail::timeout_t timeout);
@@ -182,6 +259,21 @@ private:
   void forget(const std::vector<object_ref<void>>& refs, waiter& w);
 
   void release_hold(const object_id& id);
+  /// on_get_object without handing over the rebuild it may start.
+  void answer_get_object(const protocol::get_object& m);
+  /// Keeps `made` as the lineage of stored output `id` if the bounds allow; else records
+  /// why not. Returns whether the task's arguments are kept with it.
+  bool keep_lineage(object_entry& e, made_by made);
+  /// Drops e's lineage: its bytes, and its task's hold on the arguments.
+  void drop_lineage(object_entry& e);
+  /// Starts making lost output `id` again (its lineage is taken): queued for the rebuilder.
+  void start_rebuild(const object_id& id, object_entry& e, const std::string& why);
+  /// Hands queued rebuilds to the rebuilder; call without mutex_ held.
+  void run_rebuilds();
+  /// The failure of an object lost with its node: its origin, and why it is not rebuilt.
+  [[nodiscard]] protocol::failure_info lost_failure(const object_id& id, const object_entry& e,
+                                                    const std::string& node,
+                                                    const std::string& reason) const;
 
   transport& net_;
   const address self_;
@@ -196,6 +288,12 @@ private:
   std::unordered_map<object_id, object_entry> objects_;
   /// Owned objects passed by ref to a task still pending, by task.
   std::unordered_map<task_id, std::vector<object_id>> task_args_;
+  rebuilder rebuilder_;
+  /// Rebuilds decided under mutex_, handed over once it is released.
+  std::vector<rebuild> to_rebuild_;
+  std::size_t lineages_ = 0;
+  std::size_t lineage_bytes_ = 0;
+  std::size_t rebuilt_ = 0;
   std::shared_ptr<link> link_;
 };
 

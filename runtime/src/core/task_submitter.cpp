@@ -236,8 +236,22 @@ bool task_submitter::on_result(protocol::task_result& r) {
       objects_.finish_task(r.task, r.returns);
     }
   } else {
+    reference_table::made_by made;
+    if (!r.returns.empty() && r.returns.front().stored) {
+      // A stored output can be lost with its node: the table keeps how to make it again.
+      made.function = p.function_name();
+      if (p.whole) {
+        made.spec = std::move(p.whole->spec);
+        made.retries_left = p.whole->retries_left;
+        made.retry_exceptions = p.whole->retry_exceptions;
+      } else {
+        made.why_not = "its task " + made.function +
+                       " has no retries left (max_retries is 0 or used up: give it max_retries, "
+                       "or durable=true to keep the output on disk)";
+      }
+    }
     running_.erase(it);
-    objects_.finish_task(r.task, r.returns);
+    objects_.finish_task(r.task, r.returns, std::move(made));
   }
   if (auto l = leases_.find(w); l != leases_.end()) {
     if (counted && l->second.may_block > 0) --l->second.may_block;
@@ -246,6 +260,23 @@ bool task_submitter::on_result(protocol::task_result& r) {
     if (idle(l->second)) went_idle(l->second);
   }
   return true;
+}
+
+void task_submitter::rebuild(reference_table::rebuild r) {
+  std::lock_guard lock(mutex_);
+  if (stopped_) {
+    objects_.fail_task(r.spec.id, protocol::failure_info::make(
+                                    detail::failure_kind::object_lost, error_code::data_loss,
+                                    r.why + "; it is not made again: celer is shutting down",
+                                    r.spec.function));
+    return;
+  }
+  const std::size_t cls = class_of(r.spec.resources, r.spec.where, r.spec.priority);
+  task_entry task{std::move(r.spec), r.retries_left, r.retry_exceptions, {}};
+  // Counted as a retry of the task: the attempt that made the lost output failed late.
+  retry(cls, std::move(task), detail::failure_kind::object_lost, error_code::data_loss,
+        "its output was lost: " + r.why);
+  pump(cls);
 }
 
 void task_submitter::on_lease_reply(protocol::lease_reply& r) {

@@ -12,6 +12,10 @@
 // ignored, so a result is stored once, and the task's arguments are released once, when
 // it is finally done. A task that finally fails says how each attempt failed.
 //
+// Lineage: a task whose output went to a node's object store hands its spec (and retries
+// left) to the reference table with the result; if that node dies the table gives it back
+// through rebuild(), and it runs again as its next attempt.
+//
 //   task_submitter tasks(net, objects, ids, {self, node, head, this_node}, clock);
 //   tasks.submit(std::move(spec), {.max_retries = 3});  // spec.args on the wire already
 //   // on the core's actor: tasks.on_result(r), tasks.on_lease_reply(r), ...
@@ -81,6 +85,9 @@ public:
   /// task is not one of this submitter's.
   bool on_result(protocol::task_result& r);
   void on_lease_reply(protocol::lease_reply& r);
+  /// Runs a finished task again because its stored output was lost (lineage): queued
+  /// first, as its next attempt, with the retries it had left.
+  void rebuild(reference_table::rebuild r);
   /// A leased worker (or a node, with every lease on it) died: its tasks run again while
   /// their retries last, and fail after that.
   void on_worker_died(const protocol::worker_died& m);

@@ -1,6 +1,7 @@
 // A core's objects: refcounts, fills, the answers to borrowers, waits. The blocking cases
 // start a thread and fill once it is blocked (the table counts blocked threads), never
 // after a sleep.
+#include "config/knobs.hpp"
 #include "core/reference_table.hpp"
 #include "unit/runtime/core_pieces.hpp"
 
@@ -216,4 +217,187 @@ TEST_CASE("stop wakes a blocked get with the stop's error", "[core][reference_ta
   f.objects.stop("the cluster is gone", error_code::unavailable);
   t.join();
   CHECK(code == error_code::unavailable);
+}
+
+// Lineage: how a stored task output is made again when its node dies, and what a lost
+// object says about its origin.
+namespace {
+
+struct lineage_fixture : testing::core_pieces {
+  node_id dead = node_id::random();
+  std::vector<reference_table::rebuild> rebuilt;
+  lineage_fixture() {
+    objects.set_rebuilder([this](std::vector<reference_table::rebuild> r) {
+      for (auto& x : r) rebuilt.push_back(std::move(x));
+    });
+  }
+  /// A stored value of `id` on node `on`.
+  static protocol::object_payload stored(const object_id& id, const node_id& on) {
+    protocol::object_payload v;
+    v.id = id;
+    v.ok = true;
+    v.stored = true;
+    v.node = on;
+    v.node_addr = address{unique_id::random(), "inproc://node"};
+    v.size = 1 << 20;
+    return v;
+  }
+  /// Submits task `function` (taking `args`) and finishes it with a stored output on `on`,
+  /// offering its spec as lineage with `retries` left. Returns the handle to the output.
+  object_ref<void> made_on(const node_id& on, const std::string& function,
+                           std::vector<detail::arg_spec> args = {}, std::int32_t retries = 3) {
+    auto spec = task(function);
+    auto ref = objects.submit(spec, std::move(args));
+    reference_table::made_by made;
+    made.function = function;
+    made.spec = spec;
+    made.retries_left = retries;
+    std::vector<protocol::object_payload> returns{stored(spec.return_id(), on)};
+    objects.finish_task(spec.id, returns, std::move(made));
+    return ref;
+  }
+  /// The failure a get of `ref` reports now (it must have one).
+  detail::failure failure_of(const object_ref<void>& ref) {
+    auto got = objects.fetch({ref}, std::chrono::nanoseconds(0));
+    REQUIRE(got.size() == 1);
+    REQUIRE_FALSE(got[0].ok);
+    return got[0].fail;
+  }
+};
+
+} // namespace
+
+TEST_CASE("a stored task output keeps its lineage, and its task's arguments, while it is held",
+          "[core][reference_table][lineage]") {
+  lineage_fixture f;
+  auto input_spec = f.task("input");
+  auto input = f.objects.submit(input_spec, {});  // pending: passed by ref
+  auto out = f.made_on(f.dead, "produce", {testing::core_pieces::by_ref(input)});
+  CHECK(f.objects.lineages() == 1);
+  CHECK(f.objects.lineage_bytes() > 0);
+  CHECK(f.objects.tasks_holding_args() == 1);  // the input is kept for a rerun
+  out = {};
+  CHECK(f.objects.lineages() == 0);
+  CHECK(f.objects.lineage_bytes() == 0);
+  CHECK(f.objects.tasks_holding_args() == 0);
+}
+
+TEST_CASE("a held output whose node died is made again by running its task",
+          "[core][reference_table][lineage]") {
+  lineage_fixture f;
+  auto out = f.made_on(f.dead, "produce");
+  auto elsewhere = f.made_on(node_id::random(), "other");
+  f.objects.on_node_died(f.dead, "no heartbeat");
+  REQUIRE(f.rebuilt.size() == 1);
+  CHECK(f.rebuilt[0].spec.function == "produce");
+  CHECK(f.rebuilt[0].retries_left == 3);
+  CHECK(f.rebuilt[0].why.find("no heartbeat") != std::string::npos);
+  CHECK_FALSE(f.objects.ready(out.id()));  // a get waits for the new run
+  CHECK(f.objects.ready(elsewhere.id()));
+  CHECK(f.objects.rebuilt() == 1);
+  // The new run's result fills it again.
+  std::vector<protocol::object_payload> returns{
+    lineage_fixture::stored(out.id(), node_id::random())};
+  f.objects.finish_task(f.rebuilt[0].spec.id, returns,
+                        {"produce", false, f.rebuilt[0].spec, 2, false, {}});
+  CHECK(f.objects.wait_ready({out}, 1, std::chrono::nanoseconds(0)) ==
+        std::vector<std::size_t>{0});
+  CHECK(f.objects.lineages() == 2);
+}
+
+TEST_CASE("an output whose task has no retries is lost with its node, and says so",
+          "[core][reference_table][lineage]") {
+  lineage_fixture f;
+  auto out = f.made_on(f.dead, "produce", {}, /*retries=*/0);
+  CHECK(f.objects.lineages() == 0);
+  f.objects.on_node_died(f.dead, "no heartbeat");
+  CHECK(f.rebuilt.empty());
+  const auto fail = f.failure_of(out);
+  CHECK(fail.kind == detail::failure_kind::object_lost);
+  CHECK(fail.code == error_code::data_loss);
+  CHECK(fail.function == "produce");
+  CHECK(fail.node == f.dead.short_hex());
+  CHECK(fail.message.find("output of task produce") != std::string::npos);
+  CHECK(fail.message.find("max_retries") != std::string::npos);
+  try {
+    detail::throw_failure(fail);
+  } catch (const object_lost_error& e) {
+    CHECK(e.origin() == "produce");
+    CHECK(e.node() == f.dead.short_hex());
+  }
+}
+
+TEST_CASE("a stored put is lost with its node and named a put; a durable one is not",
+          "[core][reference_table][lineage]") {
+  lineage_fixture f;
+  auto put = f.objects.put(lineage_fixture::stored(object_id::random(), f.dead));
+  auto durable = f.objects.put(lineage_fixture::stored(object_id::random(), f.dead), true);
+  f.objects.on_node_died(f.dead, "killed");
+  const auto fail = f.failure_of(put);
+  CHECK(fail.function == "celer::put");
+  CHECK(fail.message.find("put by this process") != std::string::npos);
+  CHECK(fail.message.find("durable=true") != std::string::npos);
+  // The durable one still points at its node: a read asks the head's directory.
+  CHECK(f.objects.ready(durable.id()));
+  CHECK(f.objects.locality_of([&] {
+    protocol::task_spec s;
+    s.args.push_back({true, durable.id(), f.self, {}});
+    return s;
+  }()).size() == 1);
+}
+
+TEST_CASE("an output kept only as a lineage's argument is made again when a task asks for it",
+          "[core][reference_table][lineage]") {
+  lineage_fixture f;
+  auto first = f.made_on(f.dead, "first");
+  auto second = f.made_on(f.dead, "second", {testing::core_pieces::by_ref(first)});
+  const object_id first_id = first.id();
+  first = {};  // kept: second's lineage takes it
+  CHECK(f.objects.lineages() == 2);
+  f.objects.on_node_died(f.dead, "killed");
+  // Second is held: made again now. First is not made again until second's run asks.
+  REQUIRE(f.rebuilt.size() == 1);
+  CHECK(f.rebuilt[0].spec.function == "second");
+  const address worker{unique_id::random(), "inproc://worker"};
+  f.objects.on_get_object({first_id, worker});
+  REQUIRE(f.rebuilt.size() == 2);
+  CHECK(f.rebuilt[1].spec.function == "first");
+  CHECK(f.net.take<protocol::object_reply>().empty());  // answered once it is made
+  std::vector<protocol::object_payload> returns{
+    lineage_fixture::stored(first_id, node_id::random())};
+  f.objects.finish_task(f.rebuilt[1].spec.id, returns);
+  const auto replies = f.net.take<protocol::object_reply>();
+  REQUIRE(replies.size() == 1);
+  CHECK(replies[0].first == worker);
+  CHECK(replies[0].second.object.ok);
+}
+
+TEST_CASE("lineage is bounded by lineage_max_depth and lineage_max_bytes",
+          "[core][reference_table][lineage]") {
+  const auto saved = knobs();
+  auto k = saved;
+  k.lineage_max_depth = 2;
+  set_knobs(k);
+  {
+    lineage_fixture f;
+    auto a = f.made_on(f.dead, "a");
+    auto b = f.made_on(f.dead, "b", {testing::core_pieces::by_ref(a)});
+    auto c = f.made_on(f.dead, "c", {testing::core_pieces::by_ref(b)});  // 3 deep
+    CHECK(f.objects.lineages() == 2);
+    f.objects.on_node_died(f.dead, "killed");
+    CHECK(f.rebuilt.size() == 2);
+    const auto fail = f.failure_of(c);
+    CHECK(fail.message.find("lineage_max_depth (2)") != std::string::npos);
+  }
+  k = saved;
+  k.lineage_max_bytes = 1;
+  set_knobs(k);
+  {
+    lineage_fixture f;
+    auto a = f.made_on(f.dead, "a");
+    CHECK(f.objects.lineages() == 0);
+    f.objects.on_node_died(f.dead, "killed");
+    CHECK(f.failure_of(a).message.find("lineage_max_bytes") != std::string::npos);
+  }
+  set_knobs(saved);
 }

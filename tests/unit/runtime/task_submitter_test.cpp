@@ -515,3 +515,55 @@ TEST_CASE("where workers cannot die (embedded threads) only retry_exceptions run
   CHECK(again[0].second.spec.attempt == 2);
   CHECK_FALSE(f.objects.ready(ref.id()));
 }
+
+TEST_CASE("a task whose stored output was lost with its node runs again as its next attempt",
+          "[core][task_submitter][lineage]") {
+  submitter_fixture f;
+  f.retry.max_retries = 2;
+  f.objects.set_rebuilder([&](std::vector<reference_table::rebuild> lost) {
+    for (auto& r : lost) f.tasks.rebuild(std::move(r));
+  });
+  auto [id, ref] = f.submit("produce");
+  f.grant();
+  REQUIRE(f.pushed().size() == 1);
+  const node_id there = node_id::random();
+  auto r = testing::core_pieces::result(id, "");
+  r.returns[0].stored = true;
+  r.returns[0].node = there;
+  r.returns[0].node_addr = address{unique_id::random(), "inproc://there"};
+  REQUIRE(f.tasks.on_result(r));
+  CHECK(f.objects.lineages() == 1);
+
+  f.objects.on_node_died(there, "no heartbeat");
+  CHECK_FALSE(f.objects.ready(ref.id()));
+  CHECK(f.tasks.retries() == 1);
+  const auto again = f.pushed();  // the lease is still held: it runs there at once
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].second.spec.id == id);
+  CHECK(again[0].second.spec.attempt == 2);
+  auto r2 = testing::core_pieces::result(id, "");
+  r2.attempt = 2;
+  r2.returns[0].stored = true;
+  r2.returns[0].node = f.this_node;
+  r2.returns[0].node_addr = f.node;
+  REQUIRE(f.tasks.on_result(r2));
+  CHECK(f.objects.ready(ref.id()));
+  CHECK(f.objects.lineages() == 1);  // kept again, with one retry left
+
+  // Lost again with its last retry spent: the next loss is final, and says why.
+  f.objects.on_node_died(f.this_node, "killed");
+  REQUIRE(f.pushed().size() == 1);
+  auto r3 = testing::core_pieces::result(id, "");
+  r3.attempt = 3;
+  r3.returns[0].stored = true;
+  r3.returns[0].node = there;
+  r3.returns[0].node_addr = address{unique_id::random(), "inproc://there"};
+  REQUIRE(f.tasks.on_result(r3));
+  CHECK(f.objects.lineages() == 0);
+  f.objects.on_node_died(there, "killed again");
+  CHECK(f.pushed().empty());
+  const auto v = f.value_of(ref);
+  REQUIRE_FALSE(v.ok);
+  CHECK(v.fail.kind == detail::failure_kind::object_lost);
+  CHECK(v.fail.message.find("no retries left") != std::string::npos);
+}

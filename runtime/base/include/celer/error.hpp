@@ -142,11 +142,22 @@ public:
     : exception(error_code::unavailable, message) {}
 };
 
-/// The object is gone (freed, or its only copy was lost) and cannot be rebuilt.
+/// The object is gone (freed, or its only copy was lost with its node) and cannot be made
+/// again. The message says what made it and why it is not rebuilt; origin() names it:
+/// "celer::put" for a put, the task's function for a task's output, "actor <id>" for an
+/// actor method's result, empty when unknown (e.g. an id this process never owned).
 class object_lost_error : public exception {
 public:
-  explicit object_lost_error(const std::string& message)
-    : exception(error_code::data_loss, message) {}
+  explicit object_lost_error(const std::string& message, std::string origin = {},
+                             std::string node = {})
+    : exception(error_code::data_loss, message), origin_(std::move(origin)),
+      node_(std::move(node)) {}
+  [[nodiscard]] const std::string& origin() const noexcept { return origin_; }
+  /// The node it was stored on, when it was lost with that node (short hex).
+  [[nodiscard]] const std::string& node() const noexcept { return node_; }
+
+private:
+  std::string origin_, node_;
 };
 
 /// `get` waited longer than its timeout; the object may still arrive later.
