@@ -632,6 +632,7 @@ void reference_table::fill_locked(protocol::object_payload value) {
   e.remote_waiters.clear();
   e.value = std::move(value);
   e.ready = true;
+  e.dormant = false;
   e.waiters.for_each([](waiter* w) {
     if (w->needed > 0 && --w->needed == 0) w->cv.notify_one();
   });
