@@ -15,7 +15,7 @@ namespace celer::fakes {
 
 class recording_transport final : public transport {
 public:
-  bool send(const address& to, protocol::message m) override {
+  bool send(const address& to, protocol::message&& m) override {
     if (std::find(unreachable.begin(), unreachable.end(), to) != unreachable.end()) return false;
     if (!answer) {
       sent.emplace_back(to, std::move(m));

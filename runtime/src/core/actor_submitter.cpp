@@ -61,19 +61,25 @@ void actor_submitter::send_call(actor_entry& actor, protocol::task_spec spec) {
       objects_.fail_task(spec.id, actor.fail);
       return;
     case protocol::actor_state::alive: {
+      if (!actor.gone.nil() && actor.gone == actor.worker) {
+        actor.queued.push_back(std::move(spec));
+        return;
+      }
       const task_id id = spec.id;
       actor.in_flight.insert(id);
       call_actor_[id] = spec.actor;
       calls_in_flight_.store(call_actor_.size(), std::memory_order_release);
       if (actor.max_task_retries != 0) actor.unanswered.push_back(spec);
-      const actor_id target = spec.actor;
-      if (!net_.send(actor.worker, protocol::execute_task{std::move(spec)})) {
+      protocol::message msg = protocol::execute_task{std::move(spec)};
+      if (!net_.send(actor.worker, std::move(msg))) {
+        // Not delivered, so it may go again whatever max_task_retries says: it waits for
+        // the head's word (the actor is subscribed), which restarts or fails it.
         actor.in_flight.erase(id);
         call_actor_.erase(id);
         calls_in_flight_.store(call_actor_.size(), std::memory_order_release);
-        objects_.fail_task(id, protocol::failure_info::make(
-                                 detail::failure_kind::actor_died, error_code::unavailable,
-                                 "actor " + target.hex() + " is unreachable: its worker is gone"));
+        if (actor.max_task_retries != 0) actor.unanswered.pop_back();
+        actor.gone = actor.worker;
+        actor.queued.push_back(std::move(std::get<protocol::execute_task>(msg).spec));
       }
       return;
     }
@@ -179,6 +185,9 @@ void actor_submitter::on_update(const protocol::actor_update& m) {
   a.subscribed = true;
   if (a.state == protocol::actor_state::dead) return;
   a.max_task_retries = m.max_task_retries;
+  // Alive where a send found no one: the head has not heard yet, and its word will follow.
+  if (m.state == protocol::actor_state::alive && !a.gone.nil() && m.worker == a.gone) return;
+  a.gone = {};
   if (m.state == protocol::actor_state::restarting) {
     if (a.state == protocol::actor_state::alive) {
       a.state = protocol::actor_state::restarting;

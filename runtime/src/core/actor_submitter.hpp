@@ -78,6 +78,10 @@ private:
     std::int32_t max_task_retries = 0;
     std::deque<protocol::task_spec> unanswered;
     std::unordered_map<task_id, std::int32_t> resent;
+    /// The worker a send failed to reach: it is gone, and the head's word on what became
+    /// of the actor (restarting, or dead and why) is on its way. Calls wait in `queued`
+    /// until it comes, rather than fail with a reason the head has not given yet.
+    address gone;
   };
 
   // The following require mutex_.

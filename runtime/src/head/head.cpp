@@ -301,6 +301,10 @@ void head::on(protocol::actor_started& m) {
       !owned_by_sender(m.sender_job, it->second.spec.job, "the start of actor " + m.actor.short_hex())) {
     return;
   }
+  if (it != actors_.end() && it->second.state == protocol::actor_state::alive &&
+      it->second.worker == m.worker) {
+    return;  // said again for a head that restarted; this one had heard
+  }
   if (it == actors_.end() || (it->second.state != protocol::actor_state::pending &&
                               it->second.state != protocol::actor_state::restarting)) {
     // Killed while it was starting: stop the worker that just came up.
@@ -749,6 +753,17 @@ void head::restore(head_state s) {
   // the tables had them).
   for (const auto& [id, n] : nodes_) {
     if (n.alive) (void)net_.send(n.addr, protocol::head_restarted{"it recovered from its tables"});
+  }
+  // An actor being started when the last head stopped: its start_actor may have been lost
+  // with that head. Its node is asked again; one that has it already ignores the resend.
+  for (const auto& [id, a] : actors_) {
+    const bool placing = a.state == protocol::actor_state::pending ||
+                         a.state == protocol::actor_state::restarting;
+    if (!placing || a.node.nil()) continue;
+    auto n = nodes_.find(a.node);
+    if (n != nodes_.end() && n->second.alive) {
+      (void)net_.send(n->second.addr, protocol::start_actor{a.spec});
+    }
   }
   if (s.nodes.empty() && s.actors.empty() && s.jobs.empty() && s.groups.empty()) return;
   // Said on the first tick, once the daemon logs to its file.

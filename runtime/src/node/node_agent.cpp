@@ -223,6 +223,21 @@ bool node_agent::holds_request(const task_id& request) const {
   return false;
 }
 
+bool node_agent::holds_actor(const actor_id& actor, std::uint32_t restarts) const {
+  for (const auto& q : queues_) {
+    for (const auto& w : q.tasks) {
+      if (w.spec.kind == protocol::task_kind::actor_creation && w.spec.actor == actor &&
+          w.spec.restarts >= restarts) {
+        return true;
+      }
+    }
+  }
+  for (const auto& [id, w] : workers_) {
+    if (w.actor_worker && w.actor == actor && w.restarts >= restarts) return true;
+  }
+  return false;
+}
+
 void node_agent::start() {
   register_with_head();
   if (store_) store_->announce_durable();
@@ -328,6 +343,16 @@ void node_agent::on(protocol::request_lease& m) {
 
 void node_agent::on(protocol::start_actor& m) {
   if (stopping_) return;
+  if (holds_actor(m.spec.actor, m.spec.restarts)) {
+    // A head that restarted asks again. If the actor runs, its worker says so once more
+    // (what it said may have been lost with the old head); else it is still queued here.
+    for (const auto& [id, w] : workers_) {
+      if (w.actor_worker && w.actor == m.spec.actor && w.ready) {
+        (void)net_.send(w.addr, protocol::head_restarted{"the head asked to start it again"});
+      }
+    }
+    return;
+  }
   enqueue(std::move(m.spec));
   dispatch();
 }
@@ -452,6 +477,7 @@ void node_agent::dispatch() {
       if (shares) w.gpus = std::move(*shares);
       w.busy = true;
       w.actor = spec.actor;
+      w.restarts = spec.restarts;
       w.owner = spec.owner;
       w.function = spec.function;
       w.held = spec.resources;

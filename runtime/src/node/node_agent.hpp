@@ -118,6 +118,8 @@ private:
     bool blocked = false;
     bool actor_worker = false;
     actor_id actor;
+    /// Which start of its actor this is (the spec's restarts).
+    std::uint32_t restarts = 0;
     /// What the worker holds now (its CPUs drop out while it is blocked in get).
     protocol::resource_set held;
     /// What its task or actor asked for.
@@ -174,6 +176,9 @@ private:
   /// Whether a request with this id is queued here or has a worker started or lent for it
   /// (a resend of a request the node already holds).
   [[nodiscard]] bool holds_request(const task_id& request) const;
+  /// Whether this start of `actor` (or a later one) is queued or running here (a resend
+  /// by a head that restarted while it was being started).
+  [[nodiscard]] bool holds_actor(const actor_id& actor, std::uint32_t restarts) const;
   /// Probes the head (cluster mode); false once it has given up on it and stopped.
   bool watch_head();
   /// The bundle `where` names, if reserved here.

@@ -20,7 +20,7 @@ void local_transport::unbind(const unique_id& id) {
   actors_.erase(id);
 }
 
-bool local_transport::send(const address& to, protocol::message m) {
+bool local_transport::send(const address& to, protocol::message&& m) {
   caf::actor target;
   {
     std::shared_lock lock(mutex_);

@@ -16,7 +16,7 @@ class local_transport final : public transport {
 public:
   void bind(const unique_id& id, caf::actor actor);
   void unbind(const unique_id& id);
-  [[nodiscard]] bool send(const address& to, protocol::message m) override;
+  [[nodiscard]] bool send(const address& to, protocol::message&& m) override;
   /// Drops every binding (at shutdown, after all actors stopped).
   void clear();
 

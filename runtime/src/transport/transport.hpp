@@ -14,9 +14,10 @@ namespace celer {
 class transport {
 public:
   virtual ~transport() = default;
-  /// Queues `m` for `to`. False when `to` is unknown here or has gone away; the message
-  /// is then dropped and the caller decides what that means (usually: the peer died).
-  [[nodiscard]] virtual bool send(const address& to, protocol::message m) = 0;
+  /// Queues `m` for `to`, taking it. False when `to` is unknown here or has gone away: `m`
+  /// is then left as it was, and the caller decides what that means (usually: the peer
+  /// died) and may keep what it sent.
+  [[nodiscard]] virtual bool send(const address& to, protocol::message&& m) = 0;
   /// The process at `endpoint` is gone: drop the connection to it and what is queued there.
   virtual void forget(const std::string& endpoint) { (void)endpoint; }
   /// Job `job` is over: a process holding its credential is not let in any more (connections

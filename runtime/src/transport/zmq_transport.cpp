@@ -248,7 +248,7 @@ zmq_transport::peer* zmq_transport::peer_for(const std::string& endpoint) {
   return raw;
 }
 
-bool zmq_transport::send(const address& to, protocol::message m) {
+bool zmq_transport::send(const address& to, protocol::message&& m) {
   if (to.endpoint.empty() || to.endpoint == endpoint_) return local_.send(to, std::move(m));
   if (stopped_) return false;
   // Kind and destination ride in the message frame: one frame (one CURVE box) for a small

@@ -108,7 +108,7 @@ public:
   /// Stops receiving, flushes what is queued for peers (boundedly) and closes every socket.
   void stop();
 
-  [[nodiscard]] bool send(const address& to, protocol::message m) override;
+  [[nodiscard]] bool send(const address& to, protocol::message&& m) override;
   void forget(const std::string& endpoint) override;
 
   /// Says hello to `endpoint` on a fresh connection and waits for the answer: unauthenticated

@@ -72,6 +72,9 @@ void worker::handle(protocol::message& m) {
     if (!actor_.nil() && kill->actor == actor_) exit_actor();
   } else if (auto* notice = std::get_if<protocol::preempt_actor>(&m)) {
     if (!actor_.nil() && notice->actor == actor_) preempted(*notice);
+  } else if (std::holds_alternative<protocol::head_restarted>(m)) {
+    // From its node: the head restarted and may not have heard that the actor started.
+    if (started_) (void)net_.send(cfg_.head, protocol::message(*started_));
   } else if (std::holds_alternative<protocol::shutdown_component>(m)) {
     if (!actor_.nil()) {
       exit_actor();
@@ -272,7 +275,8 @@ void worker::create_actor(protocol::task_spec& spec) {
   for (int index : cfg_.gpu_ids) {
     shares.push_back({index, std::min(units, protocol::resource_unit)});
   }
-  (void)net_.send(cfg_.head, protocol::actor_started{actor_, cfg_.self, std::move(shares)});
+  started_ = protocol::actor_started{actor_, cfg_.self, std::move(shares)};
+  (void)net_.send(cfg_.head, protocol::message(*started_));
 }
 
 bool worker::restore(const protocol::task_spec& spec, protocol::failure_info& fail) {

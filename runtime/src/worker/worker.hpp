@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -73,6 +74,9 @@ private:
   std::string actor_class_;
   std::shared_ptr<void> instance_;
   std::unique_ptr<call_pool> pool_;
+  /// What it told the head once its actor started (said again to a head that restarted
+  /// before it heard).
+  std::optional<protocol::actor_started> started_;
 };
 
 } // namespace celer

@@ -108,15 +108,45 @@ TEST_CASE("a killed actor's calls fail and the head is told", "[core][actor_subm
   CHECK(killed[0].first == f.head);
 }
 
-TEST_CASE("an unreachable actor worker fails the call at once", "[core][actor_submitter]") {
+TEST_CASE("a call whose worker is gone waits for the head's word, and fails with its reason",
+          "[core][actor_submitter]") {
   actor_fixture f;
   f.update(protocol::actor_state::alive);
   f.net.unreachable.push_back(f.worker);
   auto [a, ra] = f.call("m");
-  const auto v = f.value_of(ra);
-  CHECK_FALSE(v.ok);
-  CHECK(v.fail.code == error_code::unavailable);
+  auto [b, rb] = f.call("m");
+  // Neither fails with a guess: the head says what became of the actor.
+  CHECK_FALSE(f.objects.ready(ra.id()));
   CHECK(f.actors.in_flight() == 0);
+  // An alive that still names the gone worker was sent before the head heard.
+  f.update(protocol::actor_state::alive);
+  CHECK_FALSE(f.objects.ready(rb.id()));
+  f.update(protocol::actor_state::dead, "actor preempted by task t (priority 4)");
+  for (const auto* r : {&ra, &rb}) {
+    const auto v = f.value_of(*r);
+    CHECK_FALSE(v.ok);
+    CHECK(v.fail.message == "actor preempted by task t (priority 4)");
+  }
+  CHECK(f.net.take<protocol::execute_task>().empty());
+}
+
+TEST_CASE("a call that never reached a gone worker goes to the restarted actor, in order",
+          "[core][actor_submitter]") {
+  actor_fixture f;  // max_task_retries 0: at most once, and these were never delivered
+  f.update(protocol::actor_state::alive);
+  f.net.unreachable.push_back(f.worker);
+  auto [a, ra] = f.call("m");
+  auto [b, rb] = f.call("m");
+  f.update(protocol::actor_state::restarting, "its worker died");
+  f.net.unreachable.clear();
+  f.worker = address{unique_id::random(), {}};
+  f.update(protocol::actor_state::alive);
+  const auto sent = f.net.take<protocol::execute_task>();
+  REQUIRE(sent.size() == 2);
+  CHECK(sent[0].first == f.worker);
+  CHECK(sent[0].second.spec.id == a);
+  CHECK(sent[1].second.spec.id == b);
+  CHECK(f.actors.in_flight() == 2);
 }
 
 TEST_CASE("create asks the head through the request table and throws its refusal",

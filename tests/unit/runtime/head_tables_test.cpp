@@ -241,6 +241,41 @@ TEST_CASE("a head started again on the tables of a destroyed one knows its nodes
   CHECK_FALSE(gone[0].second.found);
 }
 
+TEST_CASE("an actor being started when the head died is started again by the next one, once",
+          "[head][tables][fault][idempotent]") {
+  temp_dir dir;
+  std::chrono::steady_clock::time_point now{};
+  const node_id node = node_id::random();
+  const job_id job = job_id::random();
+  const actor_id actor = actor_id::random();
+  const address worker{unique_id::random(), "tcp://10.0.0.1:7001"};
+  {
+    head_on_tables first(now, open_tables(dir));
+    first.handle(registration(node));
+    first.handle(protocol::job_heartbeat{job});
+    first.handle(named_actor(actor, job, "ps"));
+    REQUIRE(first.net.take<protocol::start_actor>().size() == 1);
+  }  // gone before the node (or the actor's worker) answered
+
+  head_on_tables second(now, open_tables(dir));
+  // Its start may have been lost with the old head: the node is asked again (and ignores a
+  // copy; node_head_restart_test).
+  auto again = second.net.take<protocol::start_actor>();
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].first == registration(node).node_address);
+  CHECK(again[0].second.spec.actor == actor);
+
+  second.handle(protocol::actor_started{actor, worker, {}, {}});
+  // Said twice (once for each head): the second is no news, and stops nothing.
+  second.handle(protocol::actor_started{actor, worker, {}, {}});
+  CHECK(second.net.take<protocol::kill_actor>().empty());
+  second.handle(protocol::subscribe_actor{actor, driver});
+  auto state = second.net.take<protocol::actor_update>();
+  REQUIRE_FALSE(state.empty());
+  CHECK(state.back().second.state == protocol::actor_state::alive);
+  CHECK(state.back().second.worker == worker);
+}
+
 TEST_CASE("a loaded node that heartbeats in time stays alive and its report rebuilds the "
           "scheduler's view",
           "[head][tables][fault]") {

@@ -1,5 +1,6 @@
 // A node agent across a restart of its head: it resends what it spilled to the head when
-// the head says it restarted, and a request it already holds, resent, is granted once.
+// the head says it restarted, and a request it already holds, resent, is granted once; an
+// actor start resent by a restarted head starts nothing twice.
 #include "fakes/recording_transport.hpp"
 #include "node/node_agent.hpp"
 
@@ -106,4 +107,38 @@ TEST_CASE("a lease request the node already holds, resent by the head, is grante
   f.handle(waiting);  // queued already: a copy
   CHECK(f.net.take<protocol::lease_reply>().empty());
   CHECK(f.node.queued() == 1);
+}
+
+TEST_CASE("an actor start resent by a restarted head starts nothing twice, and a running actor "
+          "says again that it started",
+          "[node][fault][idempotent]") {
+  spilling_node f;
+  protocol::start_actor start;
+  start.spec.id = task_id::random();
+  start.spec.kind = protocol::task_kind::actor_creation;
+  start.spec.function = "make_counter";
+  start.spec.actor = actor_id::random();
+  start.spec.owner = f.owner;
+  start.spec.job = job_id::random();
+  start.spec.resources = *protocol::make_request(1, 0, 0, {});
+  f.handle(start);
+  REQUIRE(f.launcher.launched_ids.size() == 1);
+  auto created = f.net.take<protocol::execute_task>();
+  REQUIRE(created.size() == 1);
+  const address worker = created[0].first;
+
+  f.handle(start);  // the new head did not know whether the old one's start arrived
+  CHECK(f.launcher.launched_ids.size() == 1);
+  CHECK(f.net.take<protocol::execute_task>().empty());
+  // Its worker is asked to say again that it started (the old head may not have heard).
+  auto asked = f.net.take<protocol::head_restarted>();
+  REQUIRE(asked.size() == 1);
+  CHECK(asked[0].first == worker);
+
+  // A later start (a restart after its worker died) is not a resend.
+  f.handle(protocol::worker_died{f.launcher.launched_ids[0], "killed by signal 9"});
+  (void)f.net.take<protocol::actor_failed>();
+  start.spec.restarts = 1;
+  f.handle(start);
+  CHECK(f.launcher.launched_ids.size() == 2);
 }
