@@ -16,7 +16,7 @@
 # once): the head declares that node dead, its actors restart elsewhere, and the node,
 # told so when the link is back, leaves; it is started again.
 #
-# CI runs 120 s (tests/CMakeLists.txt); the long run is 1800 s with a kill every 5 s
+# CI runs 120 s (tests/CMakeLists.txt); the long run is 1800 s with a kill every 3 s
 # (README). --keep leaves the run's directory (logs, records, rounds.csv, kills.csv).
 set -euo pipefail
 celer=$1
