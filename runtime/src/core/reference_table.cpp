@@ -404,13 +404,25 @@ std::vector<std::size_t> reference_table::wait_ready(const std::vector<object_re
   }
   std::unique_lock lock(mutex_);
   check_running_locked();
+  std::vector<std::size_t> out;
+  {
+    // Enough are ready already (a loop of wait(..., 1) over a stream of results, mostly):
+    // one pass, and no waiter to register and take back.
+    bool all_known = true;
+    for (std::size_t i = 0; i < refs.size() && all_known; ++i) {
+      auto it = objects_.find(refs[i].id());
+      all_known = it != objects_.end();
+      if (all_known && it->second.ready) out.push_back(i);
+    }
+    if (all_known && out.size() >= num_returns) return out;
+    out.clear();
+  }
   waiter w;
   const std::size_t ready = prepare(refs, w);
   w.needed = num_returns > ready ? num_returns - ready : 0;
   block_until(lock, w, timeout);
   // One pass: the ready ones are the answer, the others forget this waiter (before the
   // stop's error: w dies with this frame).
-  std::vector<std::size_t> out;
   for (std::size_t i = 0; i < refs.size(); ++i) {
     auto it = objects_.find(refs[i].id());
     if (it == objects_.end()) continue;

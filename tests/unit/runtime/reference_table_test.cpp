@@ -176,6 +176,30 @@ TEST_CASE("a wait for one of two leaves no waiter on the other", "[core][referen
   CHECK(f.value_of(a).payload == "x");
 }
 
+TEST_CASE("a wait already answered returns every ready ref at once; one not yet answered "
+          "blocks until enough are",
+          "[core][reference_table]") {
+  testing::core_pieces f;
+  std::vector<protocol::task_spec> specs;
+  std::vector<object_ref<void>> refs;
+  for (const char* name : {"a", "b", "c", "d"}) {
+    specs.push_back(f.task(name));
+    refs.push_back(f.objects.submit(specs.back(), {}));
+  }
+  f.objects.fill(value(specs[1].return_id(), "b"));
+  f.objects.fill(value(specs[3].return_id(), "d"));
+  // Two ready, one asked for: both are the answer, with no wait.
+  CHECK(f.objects.wait_ready(refs, 1, std::chrono::nanoseconds(0)) == std::vector<std::size_t>{1, 3});
+  CHECK(f.objects.wait_ready(refs, 2, std::chrono::nanoseconds(0)) == std::vector<std::size_t>{1, 3});
+  // Three asked for: it blocks until a third is filled.
+  std::vector<std::size_t> ready;
+  auto t = blocked_in(f.objects, 0, [&] { ready = f.objects.wait_ready(refs, 3, std::nullopt); });
+  f.objects.fill(value(specs[0].return_id(), "a"));
+  t.join();
+  CHECK(ready == std::vector<std::size_t>{0, 1, 3});
+  CHECK(f.objects.blocked() == 0);
+}
+
 TEST_CASE("a get that timed out leaves no waiter behind", "[core][reference_table]") {
   testing::core_pieces f;
   auto spec = f.task("a");
