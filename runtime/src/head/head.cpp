@@ -84,6 +84,40 @@ void head::on(protocol::register_node& m) {
   CELER_LOG(info, "head", "node " + m.node.short_hex() + " joined with " + m.total.to_string() +
                             (gpus.empty() ? "" : gpus + ")"));
   view_.add_node(m.node, m.total, m.labels, m.gpus);
+  unpark();
+}
+
+bool head::no_live_node() const {
+  return std::none_of(nodes_.begin(), nodes_.end(), [](const auto& n) { return n.second.alive; });
+}
+
+void head::unpark() {
+  if (parked_leases_.empty() && parked_actors_.empty()) return;
+  auto leases = std::move(parked_leases_);
+  auto actors = std::move(parked_actors_);
+  parked_leases_.clear();
+  parked_actors_.clear();
+  CELER_LOG(warn, "head", "a node is alive again: placing " + std::to_string(leases.size()) +
+                            " lease request(s) and " + std::to_string(actors.size()) +
+                            " actor(s) that waited for one");
+  for (auto& m : leases) on(m);
+  for (const auto& id : actors) {
+    auto it = actors_.find(id);
+    if (it == actors_.end() || !it->second.node.nil() ||
+        (it->second.state != protocol::actor_state::pending &&
+         it->second.state != protocol::actor_state::restarting)) {
+      continue;  // killed, or its job ended, while it waited
+    }
+    auto& a = it->second;
+    std::string why;
+    if (place_actor(a, why)) {
+      persist(id, a);
+    } else {
+      mark_dead(id, a, protocol::failure_info::make(
+                         detail::failure_kind::infeasible, error_code::resource_exhausted,
+                         "actor " + a.spec.function + " can never be placed: " + why, a.spec.function));
+    }
+  }
 }
 
 std::pair<const node_id, head::node_info>* head::pick_node(
@@ -132,6 +166,11 @@ void head::on(protocol::request_lease& m) {
     return;
   }
   auto* target = pick_node(m.spec, m.locality, why);
+  if (target == nullptr && no_live_node()) {
+    CELER_LOG(warn, "head", "no node is alive: " + m.spec.function + " waits for one");
+    parked_leases_.push_back(std::move(m));
+    return;
+  }
   if (target == nullptr) {
     protocol::lease_reply r;
     r.request = m.spec.id;
@@ -145,6 +184,10 @@ void head::on(protocol::request_lease& m) {
 }
 
 void head::on(protocol::cancel_lease_requests& m) {
+  std::erase_if(parked_leases_, [&](const protocol::request_lease& r) {
+    return r.spec.owner == m.owner &&
+           std::find(m.requests.begin(), m.requests.end(), r.spec.id) != m.requests.end();
+  });
   // The head does not track where it sent each request: every node drops what it holds.
   m.from_head = true;
   for (const auto& [id, n] : nodes_) {
@@ -202,6 +245,13 @@ bool head::place_actor(actor_info& a, std::string& why) {
   bool never = true;
   const bool in_group = a.spec.where.how == scheduling_strategy::kind::placement_group;
   auto* target = in_group ? route_to_group(a.spec, why, never) : pick_node(a.spec, {}, why);
+  if (target == nullptr && !in_group && no_live_node()) {
+    CELER_LOG(warn, "head", "no node is alive: actor " + a.spec.actor.short_hex() + " (" +
+                              a.spec.function + ") waits for one");
+    a.node = {};
+    parked_actors_.push_back(a.spec.actor);
+    return true;
+  }
   if (target == nullptr && never) return false;
   if (target != nullptr) {
     a.node = target->first;
@@ -745,6 +795,8 @@ void head::restore(head_state s) {
       // Waiting for its group to be created: it waits again.
       auto g = groups_.find(a.spec.where.group);
       if (g != groups_.end()) g->second.actors.push_back(a.spec);
+    } else if (placing && a.node.nil()) {
+      parked_actors_.push_back(id);  // it waited for a live node: it waits again
     }
   }
   for (const auto& d : s.durable) durable_[d.object] = d.node;
@@ -765,6 +817,7 @@ void head::restore(head_state s) {
       (void)net_.send(n->second.addr, protocol::start_actor{a.spec});
     }
   }
+  if (!no_live_node()) unpark();  // else the first node to register places them
   if (s.nodes.empty() && s.actors.empty() && s.jobs.empty() && s.groups.empty()) return;
   // Said on the first tick, once the daemon logs to its file.
   recovered_ = "recovered from its tables: " + std::to_string(live_nodes) + " live node(s) (of " +

@@ -136,6 +136,11 @@ private:
   /// false, with `why`, when it can never be placed.
   bool place_actor(actor_info& a, std::string& why);
   void mark_dead(const actor_id& id, actor_info& a, protocol::failure_info fail);
+  /// Whether no node is alive now. Work placed then is parked, not failed: a cluster whose
+  /// every node died (or missed its heartbeats) gets nodes back, restarted or new.
+  [[nodiscard]] bool no_live_node() const;
+  /// Places what was parked, once a node has joined.
+  void unpark();
 
   /// Loads what the tables hold (the constructor, once).
   void restore(head_state s);
@@ -177,6 +182,9 @@ private:
   /// preemptible_ changed.
   std::vector<scheduling::cluster_view::preemptible> preemptible_list_;
   bool preemptible_changed_ = false;
+  /// Lease requests and actors (by id) that came while no node was alive.
+  std::vector<protocol::request_lease> parked_leases_;
+  std::vector<actor_id> parked_actors_;
 };
 
 } // namespace celer

@@ -263,3 +263,49 @@ TEST_CASE("the actors of a dead node restart on another node; a preempted one co
   REQUIRE(starts.size() == 1);
   CHECK(starts[0].second.spec.restarts == 2);
 }
+
+TEST_CASE("with no live node, lease requests and actors wait for one rather than fail",
+          "[head][fault]") {
+  head_fixture f;
+  const node_id only = node_id::random();
+  f.join(only);
+  const address driver{unique_id::random(), "tcp://10.0.0.9:1"};
+  auto create = make_actor(driver, -1, 2);
+  create.spec.actor_name.clear();
+  const actor_id id = create.spec.actor;
+  f.handle(create);
+  f.handle(protocol::actor_started{id, address{unique_id::random(), "tcp://10.0.0.1:7001"}, {}, {}});
+  f.net.sent.clear();
+
+  // Its only node misses its heartbeats (an overloaded machine, or every node killed).
+  f.now += 1200ms;
+  f.handle(protocol::tick{});
+  auto updates = f.net.take<protocol::actor_update>();
+  REQUIRE(updates.size() == 1);
+  CHECK(updates[0].second.state == protocol::actor_state::restarting);  // not dead
+  CHECK(f.net.take<protocol::start_actor>().empty());
+  protocol::request_lease lease;
+  lease.spec.id = task_id::random();
+  lease.spec.function = "tree_sum";
+  lease.spec.owner = driver;
+  lease.spec.resources = *protocol::make_request(1, 0, 0, {});
+  f.handle(lease);
+  CHECK(f.net.take<protocol::lease_reply>().empty());  // no "the cluster has no live nodes"
+  protocol::request_lease cancelled = lease;
+  cancelled.spec.id = task_id::random();
+  f.handle(cancelled);
+  f.handle(protocol::cancel_lease_requests{driver, {cancelled.spec.id}, false, {}});
+
+  // A node joins (the old one restarted under a new id): both go to it; the cancelled one
+  // does not.
+  const address back = f.join(node_id::random());
+  auto starts = f.net.take<protocol::start_actor>();
+  REQUIRE(starts.size() == 1);
+  CHECK(starts[0].first == back);
+  CHECK(starts[0].second.spec.actor == id);
+  auto leases = f.net.take<protocol::request_lease>();
+  REQUIRE(leases.size() == 1);
+  CHECK(leases[0].first == back);
+  CHECK(leases[0].second.spec.id == lease.spec.id);
+  CHECK(f.net.take<protocol::lease_reply>().empty());
+}
