@@ -233,22 +233,21 @@ std::size_t reference_table::prepare(const std::vector<object_ref<void>>& refs, 
   for (const auto& r : refs) {
     auto [it, inserted] = objects_.try_emplace(r.id());
     auto& e = it->second;
-    if (inserted) {
-      if (r.owner() == self_ || r.owner().nil()) {
+    const bool owned = r.owner() == self_ || r.owner().nil();
+    if (inserted && owned) {
+      e.ready = true;
+      e.value.id = r.id();
+      e.value.fail = protocol::failure_info::make(
+        detail::failure_kind::object_lost, error_code::not_found,
+        "object " + r.id().hex() + " is not known to its owner: it was never created here");
+    } else if (!owned && !e.ready && !e.fetch_sent) {
+      e.fetch_sent = true;
+      if (!net_.send(r.owner(), protocol::get_object{r.id(), self_})) {
         e.ready = true;
         e.value.id = r.id();
         e.value.fail = protocol::failure_info::make(
-          detail::failure_kind::object_lost, error_code::not_found,
-          "object " + r.id().hex() + " is not known to its owner: it was never created here");
-      } else if (!e.fetch_sent) {
-        e.fetch_sent = true;
-        if (!net_.send(r.owner(), protocol::get_object{r.id(), self_})) {
-          e.ready = true;
-          e.value.id = r.id();
-          e.value.fail = protocol::failure_info::make(
-            detail::failure_kind::object_lost, error_code::unavailable,
-            "object " + r.id().hex() + " is lost: its owner is unreachable");
-        }
+          detail::failure_kind::object_lost, error_code::unavailable,
+          "object " + r.id().hex() + " is lost: its owner is unreachable");
       }
     }
     if (e.ready) {
@@ -294,22 +293,28 @@ void reference_table::forget(const std::vector<object_ref<void>>& refs, waiter& 
 std::vector<detail::fetched> reference_table::fetch(const std::vector<object_ref<void>>& refs,
                                                     detail::timeout_t timeout) {
   auto out = fetch_once(refs, timeout);
-  // An owned object whose node died while it was being read: by now this table may have
-  // marked it lost (with its origin) or be making it again. Read those again.
+  // A stored object whose node died while it was being read. Owned: by now this table may
+  // have marked it lost (with its origin) or be making it again. Borrowed: where its owner
+  // said it was is stale, so the owner is asked again; it makes the object again (the get
+  // waits), or says why not. Read those again.
   for (int round = 0; round < 3; ++round) {
     std::vector<std::size_t> again;
     for (std::size_t i = 0; i < out.size(); ++i) {
-      if (!out[i].ok && out[i].fail.kind == detail::failure_kind::object_lost &&
-          refs[i].owner() == self_) {
-        again.push_back(i);
-      }
+      if (!out[i].ok && out[i].fail.kind == detail::failure_kind::object_lost) again.push_back(i);
     }
     if (again.empty()) break;
     {
       std::lock_guard lock(mutex_);
       std::erase_if(again, [&](std::size_t i) {
         auto it = objects_.find(refs[i].id());
-        return it == objects_.end() || (it->second.ready && it->second.value.stored);
+        if (it == objects_.end()) return true;
+        auto& e = it->second;
+        if (!e.ready || !e.value.stored) return false;  // being made again, or marked lost
+        if (refs[i].owner() == self_ || refs[i].owner().nil()) return true;  // not heard yet
+        e.ready = false;
+        e.fetch_sent = false;
+        e.value = {};
+        return false;
       });
     }
     if (again.empty()) break;

@@ -425,3 +425,30 @@ TEST_CASE("lineage is bounded by lineage_max_depth and lineage_max_bytes",
   }
   set_knobs(saved);
 }
+
+TEST_CASE("a borrower that cannot read a stored object where its owner said asks the owner "
+          "again, and gets what the owner says now",
+          "[core][reference_table][lineage]") {
+  lineage_fixture f;
+  const address owner{unique_id::random(), "inproc://owner"};
+  const object_ref<void> ref(object_id::random(), owner);
+  // The owner said earlier: stored on a node that has died since.
+  f.objects.fill(lineage_fixture::stored(ref.id(), f.dead));
+  f.net.unreachable.push_back(f.node);  // the read fails as a dead node's would
+  std::vector<detail::fetched> got;
+  auto t = blocked_in(f.objects, 0, [&] { got = f.objects.fetch({ref}, std::nullopt); });
+  // Not the store's error: the owner is asked again, and the get waits for its answer.
+  const auto asked = f.net.take<protocol::get_object>();
+  REQUIRE(asked.size() == 1);
+  CHECK(asked[0].first == owner);
+  protocol::object_payload lost;
+  lost.id = ref.id();
+  lost.fail = protocol::failure_info::make(detail::failure_kind::object_lost,
+                                           error_code::unavailable,
+                                           "object ... (the output of produce) was lost");
+  f.objects.fill(std::move(lost));
+  t.join();
+  REQUIRE(got.size() == 1);
+  CHECK_FALSE(got[0].ok);
+  CHECK(got[0].fail.message.find("the output of produce") != std::string::npos);
+}
