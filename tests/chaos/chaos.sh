@@ -120,11 +120,24 @@ log "head at $addr and $nodes node agent(s)${netns:+ and one in network namespac
 
 pid_of() { local f; for f in "$session"/pids/"$1"-*.pid; do [[ -e $f ]] && cat "$f"; done; }
 alive() { kill -0 "$1" 2>/dev/null; }
+# The live node agents' pids. A pid file stays behind when its agent is SIGKILLed or exits
+# on its own (declared dead), and its pid may be reused by another process: once it was the
+# restarted head's, which the killer then took for a node agent. A pid counts only while
+# its process is a `celer start` node agent; stale files are removed.
+node_pids() {
+  local f pid cmd
+  for f in "$session"/pids/node-*.pid; do
+    [[ -e $f ]] || continue
+    pid=$(cat "$f")
+    cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)
+    if [[ $cmd == *" start "* && $cmd != *"--head"* ]]; then echo "$pid"; else rm -f "$f"; fi
+  done
+}
 
 CELER_ADDRESS=$addr "$workload" --duration "$duration" --dir "$work" >"$work/workload.out" 2>&1 &
 workload_pid=$!
 echo "ms,kind,pid" >"$work/kills.csv"
-node_kills=0 worker_kills=0 head_kill_count=0
+node_kills=0 worker_kills=0 head_kill_count=0 replaced=0
 down=()           # node agents killed and not started again: "ms_killed"
 head_restarts=()  # "killed_ms restarted_ms"
 next_head_kill=$((t0 + duration * 1000 / (head_kills + 1)))
@@ -143,6 +156,19 @@ while alive "$workload_pid"; do
     fi
   done
   down=("${still[@]}")
+  # A node agent that exited on its own (the head declared it dead: late heartbeats on a
+  # loaded machine) is replaced, as a supervisor would; the one in the namespace is started
+  # again after its partition.
+  in_ns=" $( [[ -n $netns ]] && ip netns pids "$netns" 2>/dev/null | tr '\n' ' ') "
+  live=0
+  for p in $(node_pids); do [[ $in_ns == *" $p "* ]] || live=$((live + 1)); done
+  for (( i = live + ${#down[@]}; i < nodes; ++i )); do
+    if "$celer" start --address "$addr" --num-cpus 2 >/dev/null 2>&1; then
+      replaced=$((replaced + 1))
+    else
+      log "a node agent did not start in place of one that exited"
+    fi
+  done
   if (( head_kill_count < head_kills && now >= next_head_kill )); then
     head=$(pid_of head)
     [[ -n $head ]] || fail "no head pid file in $session/pids"
@@ -176,13 +202,13 @@ while alive "$workload_pid"; do
   # A node agent (when fewer than two are down), else a worker process.
   victim= kind=
   if (( ${#down[@]} < 2 && RANDOM % 3 == 0 )); then
-    mapfile -t agents < <(pid_of node)
+    mapfile -t agents < <(node_pids)
     if (( ${#agents[@]} > 1 )); then
       victim=${agents[RANDOM % ${#agents[@]}]} kind=node
     fi
   fi
   if [[ -z $victim ]]; then
-    mapfile -t workers < <(for p in $(pid_of head) $(pid_of node); do pgrep -P "$p" || true; done)
+    mapfile -t workers < <(for p in $(pid_of head) $(node_pids); do pgrep -P "$p" || true; done)
     (( ${#workers[@]} > 0 )) || continue
     victim=${workers[RANDOM % ${#workers[@]}]} kind=worker
   fi
@@ -190,7 +216,7 @@ while alive "$workload_pid"; do
   echo "$(now_ms),$kind,$victim" >>"$work/kills.csv"
   if [[ $kind == node ]]; then
     node_kills=$((node_kills + 1))
-    rm -f "$session"/pids/node-"$victim".pid
+    rm -f "$session"/pids/node-*-"$victim".pid
     down+=("$(now_ms)")
   else
     worker_kills=$((worker_kills + 1))
@@ -220,7 +246,7 @@ lost=$(awk -F, 'NR > 1 { print $3 }' "$work/rounds.csv" | sort -n | awk '
     printf "%d %d %d", m, over, NR }')
 read -r median over rounds <<<"$lost"
 echo "chaos: passed"
-echo "  kills survived: $kills ($worker_kills worker processes, $node_kills node agents, $head_kill_count heads), $partition_cuts network partition(s) of 5 s"
+echo "  kills survived: $kills ($worker_kills worker processes, $node_kills node agents, $head_kill_count heads), $partition_cuts network partition(s) of 5 s; $replaced node agent(s) that exited on their own replaced"
 echo "  workload: $summary"
 echo "  round latency median ${median} ms; time lost to kills ${over} ms in all, $(( kills > 0 ? over / kills : 0 )) ms per kill"
 # Recovery after a head kill: from its restart to the end of the first round after it.
