@@ -456,15 +456,20 @@ void head::on(protocol::job_heartbeat& m) {
 }
 
 void head::on(protocol::unsubscribe_cluster& m) {
-  if (std::erase_if(cluster_subscribers_, [&](const address& a) { return a.endpoint == m.endpoint; }) > 0 &&
-      tables_) {
-    tables_->drop_subscriber(m.endpoint);
-  }
+  forget_subscriber(m.endpoint);
   // Every node takes back what that process leased and drops what it asked for.
   for (const auto& [id, n] : nodes_) {
     if (n.alive) (void)net_.send(n.addr, m);
   }
-  net_.forget(m.endpoint);
+}
+
+void head::forget_subscriber(const std::string& endpoint) {
+  const auto at = [&](const address& a) { return a.endpoint == endpoint; };
+  if (std::erase_if(cluster_subscribers_, at) > 0 && tables_) tables_->drop_subscriber(endpoint);
+  for (auto& [id, a] : actors_) {
+    if (std::erase_if(a.subscribers, at) > 0) persist(id, a);
+  }
+  net_.forget(endpoint);
 }
 
 void head::on(protocol::tick&) {
@@ -529,6 +534,14 @@ void head::declare_dead(const node_id& id, node_info& n, const std::string& reas
     g.info.why = "node " + id.short_hex() + " of a bundle died; reserving again";
     persist(g);
   }
+  // Its actors' worker processes died with it (a node's workers die with their node):
+  // what they subscribed to forgets them, or every later update would open a connection
+  // to each, until the process runs out of sockets. (Its task workers are not known here.)
+  std::vector<std::string> gone;
+  for (const auto& [aid, a] : actors_) {
+    if (a.node == id && !a.worker.endpoint.empty()) gone.push_back(a.worker.endpoint);
+  }
+  for (const auto& endpoint : gone) forget_subscriber(endpoint);
   // After the groups: an actor restarted in a group waits for it to be reserved again.
   for (auto& [aid, a] : actors_) {
     if (a.node != id || a.state == protocol::actor_state::dead) continue;

@@ -141,6 +141,9 @@ private:
   [[nodiscard]] bool no_live_node() const;
   /// Places what was parked, once a node has joined.
   void unpark();
+  /// The process at `endpoint` is gone: no cluster or actor subscription of its stays, and
+  /// the transport drops its connection.
+  void forget_subscriber(const std::string& endpoint);
 
   /// Loads what the tables hold (the constructor, once).
   void restore(head_state s);

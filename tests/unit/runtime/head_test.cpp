@@ -309,3 +309,48 @@ TEST_CASE("with no live node, lease requests and actors wait for one rather than
   CHECK(leases[0].second.spec.id == lease.spec.id);
   CHECK(f.net.take<protocol::lease_reply>().empty());
 }
+
+TEST_CASE("a process that is gone is dropped from the actors it subscribed to, and so are a "
+          "dead node's actor workers",
+          "[head][fault]") {
+  head_fixture f;
+  const node_id n = node_id::random(), other = node_id::random();
+  f.join(n);
+  const address driver{unique_id::random(), "tcp://10.0.0.9:1"};
+  auto a = make_actor(driver, -1, 2);  // fills n
+  a.spec.actor_name.clear();
+  f.handle(a);
+  const address a_worker{unique_id::random(), "tcp://10.0.0.1:7001"};
+  f.handle(protocol::actor_started{a.spec.actor, a_worker, {}, {}});
+  f.join(other);
+  auto b = make_actor(driver, -1, 2);  // fills the other node
+  b.spec.actor_name.clear();
+  f.handle(b);
+  const address b_worker{unique_id::random(), "tcp://10.0.0.2:7001"};
+  f.handle(protocol::actor_started{b.spec.actor, b_worker, {}, {}});
+  // A task worker and a's worker subscribe to b.
+  const address task_worker{unique_id::random(), "tcp://10.0.0.2:7002"};
+  f.handle(protocol::subscribe_actor{b.spec.actor, task_worker});
+  f.handle(protocol::subscribe_actor{b.spec.actor, a_worker});
+  f.net.sent.clear();
+
+  // The task worker exits: its node says so; b's updates no longer go to it.
+  f.handle(protocol::unsubscribe_cluster{task_worker.endpoint});
+  f.handle(protocol::actor_failed{b.spec.actor, process_died(b.spec.actor), {}});
+  auto updates = f.net.take<protocol::actor_update>();
+  std::vector<address> told;
+  for (const auto& [to, u] : updates) told.push_back(to);
+  CHECK(told == std::vector<address>{driver, a_worker});
+
+  // a's node dies, and a's worker with it: b's next update goes to the driver alone.
+  f.handle(protocol::actor_started{b.spec.actor, address{unique_id::random(), "tcp://10.0.0.2:7003"}, {}, {}});
+  f.net.sent.clear();
+  f.now += 1200ms;
+  f.heartbeat(other);
+  f.handle(protocol::tick{});
+  f.net.sent.clear();
+  f.handle(protocol::actor_failed{b.spec.actor, process_died(b.spec.actor), {}});
+  updates = f.net.take<protocol::actor_update>();
+  REQUIRE(updates.size() == 1);
+  CHECK(updates[0].first == driver);
+}
