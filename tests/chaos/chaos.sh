@@ -202,7 +202,9 @@ while alive "$workload_pid"; do
   # A node agent (when fewer than two are down), else a worker process.
   victim= kind=
   if (( ${#down[@]} < 2 && RANDOM % 3 == 0 )); then
-    mapfile -t agents < <(node_pids)
+    # Not the one in the namespace: the partitions stop and start it (started again
+    # outside, each of its kills would leave one agent more).
+    mapfile -t agents < <(for p in $(node_pids); do [[ $in_ns == *" $p "* ]] || echo "$p"; done)
     if (( ${#agents[@]} > 1 )); then
       victim=${agents[RANDOM % ${#agents[@]}]} kind=node
     fi
