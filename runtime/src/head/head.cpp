@@ -447,6 +447,7 @@ void head::on(protocol::heartbeat& m) {
   n.waiting = std::move(m.waiting);
   n.gpu_samples = std::move(m.gpu_samples);
   n.preempting = std::move(m.preempting);
+  n.worker_endpoints = std::move(m.worker_endpoints);
   view_.refresh(m.node, m.available, m.gpu_free, m.queued, m.queued_gpus);
 }
 
@@ -534,13 +535,16 @@ void head::declare_dead(const node_id& id, node_info& n, const std::string& reas
     g.info.why = "node " + id.short_hex() + " of a bundle died; reserving again";
     persist(g);
   }
-  // Its actors' worker processes died with it (a node's workers die with their node):
-  // what they subscribed to forgets them, or every later update would open a connection
-  // to each, until the process runs out of sockets. (Its task workers are not known here.)
-  std::vector<std::string> gone;
+  // Its worker processes died with it (a node's workers die with their node): what they
+  // subscribed to forgets them, or every later update would open a connection to each,
+  // until the process runs out of sockets. Those of its last heartbeat, and its actors'.
+  std::vector<std::string> gone = std::move(n.worker_endpoints);
+  n.worker_endpoints.clear();
   for (const auto& [aid, a] : actors_) {
     if (a.node == id && !a.worker.endpoint.empty()) gone.push_back(a.worker.endpoint);
   }
+  std::sort(gone.begin(), gone.end());
+  gone.erase(std::unique(gone.begin(), gone.end()), gone.end());
   for (const auto& endpoint : gone) forget_subscriber(endpoint);
   // After the groups: an actor restarted in a group waits for it to be reserved again.
   for (auto& [aid, a] : actors_) {

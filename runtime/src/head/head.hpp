@@ -45,6 +45,8 @@ private:
     std::string dead_reason;
     std::chrono::steady_clock::time_point last_seen;
     std::uint32_t workers = 0;
+    /// Its worker processes' endpoints, as of its last heartbeat.
+    std::vector<std::string> worker_endpoints;
     protocol::store_counters store;
     /// Its oldest waiting requests, and its GPUs' monitoring, as of its last heartbeat.
     std::vector<protocol::waiting_request> waiting;

@@ -402,6 +402,9 @@ void node_agent::on(protocol::tick&) {
   h.available = available_;
   h.queued = static_cast<std::uint32_t>(queued_);
   h.workers = static_cast<std::uint32_t>(workers_.size());
+  for (const auto& [id, w] : workers_) {
+    if (!w.addr.endpoint.empty()) h.worker_endpoints.push_back(w.addr.endpoint);
+  }
   if (store_) h.store = store_->stats();
   h.gpu_free = gpus_.free();
   // Devices NVML knows are sampled; declared ones carry what their workers reported.

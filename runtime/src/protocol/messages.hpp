@@ -518,8 +518,11 @@ struct heartbeat {
   std::vector<gpu::sample> gpu_samples;
   /// Actors being preempted here.
   std::vector<preemption_state> preempting;
+  /// Its worker processes' endpoints: they die with the node, and the head forgets them
+  /// (their subscriptions, its connections) when it declares the node dead.
+  std::vector<std::string> worker_endpoints;
   CELER_MSGPACK_DEFINE(node, available, queued, workers, store, gpu_free, queued_gpus, waiting,
-                 gpu_samples, preempting)
+                 gpu_samples, preempting, worker_endpoints)
 };
 // ---- core -> head: tell me when nodes die (cluster mode)
 struct subscribe_cluster {

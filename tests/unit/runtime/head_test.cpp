@@ -354,3 +354,29 @@ TEST_CASE("a process that is gone is dropped from the actors it subscribed to, a
   REQUIRE(updates.size() == 1);
   CHECK(updates[0].first == driver);
 }
+
+TEST_CASE("a dead node's worker processes, as its last heartbeat listed them, hear nothing more",
+          "[head][fault]") {
+  head_fixture f;
+  const node_id dying = node_id::random(), live = node_id::random();
+  f.join(dying);
+  const address live_addr = f.join(live);
+  const address driver{unique_id::random(), "tcp://10.0.0.9:1"};
+  const address task_worker{unique_id::random(), "tcp://10.0.0.1:7002"};
+  f.handle(protocol::subscribe_cluster{driver});
+  f.handle(protocol::subscribe_cluster{task_worker});
+  protocol::heartbeat b;
+  b.node = dying;
+  b.available = *protocol::make_request(2, 0, 0, {});
+  b.worker_endpoints = {task_worker.endpoint};
+  f.handle(b);
+  f.net.sent.clear();
+
+  f.now += 1200ms;
+  f.heartbeat(live);
+  f.handle(protocol::tick{});
+  auto died = f.net.take<protocol::node_died>();
+  std::vector<address> told;
+  for (const auto& [to, m] : died) told.push_back(to);
+  CHECK(told == std::vector<address>{driver, live_addr});  // not the worker that died with it
+}
