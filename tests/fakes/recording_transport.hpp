@@ -1,13 +1,16 @@
 #pragma once
 // A transport that records what components send instead of delivering it, and a worker
 // launcher that hands out addresses without starting anything: they let tests drive a
-// component's logic message by message, with no threads and no timing.
+// component's logic message by message, with no threads and no timing. Sends and take()
+// may run on different threads (a test takes what a thread blocked in a get sent); the
+// other members are for the test's own thread.
 
 #include "node/node_agent.hpp"
 #include "transport/transport.hpp"
 
 #include <algorithm>
 #include <functional>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -18,16 +21,21 @@ public:
   bool send(const address& to, protocol::message&& m) override {
     if (std::find(unreachable.begin(), unreachable.end(), to) != unreachable.end()) return false;
     if (!answer) {
+      std::lock_guard lock(mutex_);
       sent.emplace_back(to, std::move(m));
       return true;
     }
-    sent.emplace_back(to, m);
+    {
+      std::lock_guard lock(mutex_);
+      sent.emplace_back(to, m);
+    }
     answer(to, m);
     return true;
   }
   /// Messages of type T sent so far (and forgets them).
   template <class T>
   std::vector<std::pair<address, T>> take() {
+    std::lock_guard lock(mutex_);
     std::vector<std::pair<address, T>> out;
     std::vector<std::pair<address, protocol::message>> rest;
     for (auto& [to, m] : sent) {
@@ -46,6 +54,9 @@ public:
   /// Called with each message once it is recorded, on the sender's thread: a test answers
   /// a request from here, before the sender waits for the reply.
   std::function<void(const address&, const protocol::message&)> answer;
+
+private:
+  std::mutex mutex_;
 };
 
 class fake_launcher final : public worker_launcher {

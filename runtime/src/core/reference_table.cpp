@@ -152,7 +152,7 @@ void reference_table::maybe_free(const object_id& id) {
   if (!e.ready && !e.dormant) return;  // its result is still to come
   if (e.value.stored) {
     (void)net_.send(e.value.node_addr, protocol::store_free{{id}});
-    for (const auto& node : e.copies) (void)net_.send(node, protocol::store_free{{id}});
+    for (const auto& [node, at] : e.copies) (void)net_.send(at, protocol::store_free{{id}});
   }
   // Its lineage's arguments may go too (erasing other entries leaves `it` valid).
   if (e.made) drop_lineage(e);
@@ -167,9 +167,12 @@ void reference_table::on_copied(const protocol::object_copied& m) {
     (void)net_.send(m.node_addr, protocol::store_free{{m.id}});
     return;
   }
-  auto& copies = it->second.copies;
-  if (std::find(copies.begin(), copies.end(), m.node_addr) == copies.end()) {
-    copies.push_back(m.node_addr);
+  auto& e = it->second;
+  if (e.value.stored && e.value.node == m.node) return;  // its first copy
+  auto& copies = e.copies;
+  if (std::find_if(copies.begin(), copies.end(), [&](const auto& c) { return c.first == m.node; }) ==
+      copies.end()) {
+    copies.emplace_back(m.node, m.node_addr);
   }
 }
 
@@ -228,6 +231,11 @@ std::size_t reference_table::blocked() const {
   return blocked_;
 }
 
+std::size_t reference_table::awaiting_node_news() const {
+  std::lock_guard lock(mutex_);
+  return awaiting_node_news_;
+}
+
 std::size_t reference_table::prepare(const std::vector<object_ref<void>>& refs, waiter& w) {
   std::size_t ready = 0;
   for (const auto& r : refs) {
@@ -259,9 +267,10 @@ std::size_t reference_table::prepare(const std::vector<object_ref<void>>& refs, 
   return ready;
 }
 
-bool reference_table::block_until(std::unique_lock<std::mutex>& lock, waiter& w,
-                                  detail::timeout_t timeout) {
-  if (w.needed == 0) return true;
+template <class Done>
+bool reference_table::block_on(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+                               detail::timeout_t timeout, Done done) {
+  if (done()) return true;
   // A worker blocked in get lends its CPUs back to the node so that the tasks it waits
   // for can run (otherwise nested tasks deadlock once every CPU is held by a waiter).
   worker_context* ctx = current_worker_context();
@@ -269,16 +278,38 @@ bool reference_table::block_until(std::unique_lock<std::mutex>& lock, waiter& w,
     ctx->blocked = true;
     (void)net_.send(ctx->node, protocol::worker_blocked{ctx->worker});
   }
-  auto pred = [&] { return stopped_ || w.needed == 0; };
+  auto pred = [&] { return stopped_ || done(); };
   ++blocked_;
   if (timeout) {
-    w.cv.wait_for(lock, *timeout, pred);
+    cv.wait_for(lock, *timeout, pred);
   } else {
-    w.cv.wait(lock, pred);
+    cv.wait(lock, pred);
   }
   --blocked_;
   if (ctx != nullptr) (void)net_.send(ctx->node, protocol::worker_unblocked{ctx->worker});
-  return w.needed == 0;
+  return done();
+}
+
+bool reference_table::block_until(std::unique_lock<std::mutex>& lock, waiter& w,
+                                  detail::timeout_t timeout) {
+  return block_on(lock, w.cv, timeout, [&] { return w.needed == 0; });
+}
+
+void reference_table::await_node_news(std::unique_lock<std::mutex>& lock,
+                                      const std::vector<std::pair<object_id, node_id>>& unheard,
+                                      detail::timeout_t timeout) {
+  const std::chrono::nanoseconds news_within =
+    std::chrono::milliseconds(std::max(0, knobs().node_timeout_ms) + 2 * std::max(0, knobs().heartbeat_ms));
+  const auto limit = timeout ? std::min(*timeout, news_within) : news_within;
+  ++awaiting_node_news_;
+  (void)block_on(lock, node_news_, limit, [&] {
+    return std::none_of(unheard.begin(), unheard.end(), [&](const auto& u) {
+      auto it = objects_.find(u.first);
+      return it != objects_.end() && it->second.ready && it->second.value.ok &&
+             it->second.value.stored && it->second.value.node == u.second;
+    });
+  });
+  --awaiting_node_news_;
 }
 
 void reference_table::forget(const std::vector<object_ref<void>>& refs, waiter& w) {
@@ -292,11 +323,14 @@ void reference_table::forget(const std::vector<object_ref<void>>& refs, waiter& 
 
 std::vector<detail::fetched> reference_table::fetch(const std::vector<object_ref<void>>& refs,
                                                     detail::timeout_t timeout) {
-  auto out = fetch_once(refs, timeout);
-  // A stored object whose node died while it was being read. Owned: by now this table may
-  // have marked it lost (with its origin) or be making it again. Borrowed: where its owner
-  // said it was is stale, so the owner is asked again; it makes the object again (the get
-  // waits), or says why not. Read those again.
+  std::vector<node_id> read_at;
+  auto out = fetch_once(refs, timeout, read_at);
+  // A stored object whose node died while it was being read. The head's word that the
+  // node died is awaited first (a read can fail before the head has declared it dead).
+  // Owned: by then this table reads a copy another node pulled, makes the object again, or
+  // has marked it lost with its origin. Borrowed: where its owner said it was is stale, so
+  // the owner is asked again; it reads a copy, makes the object again (the get waits), or
+  // says why not. Read those again.
   for (int round = 0; round < 3; ++round) {
     std::vector<std::size_t> again;
     for (std::size_t i = 0; i < out.size(); ++i) {
@@ -304,13 +338,26 @@ std::vector<detail::fetched> reference_table::fetch(const std::vector<object_ref
     }
     if (again.empty()) break;
     {
-      std::lock_guard lock(mutex_);
+      std::unique_lock lock(mutex_);
+      // Those still where their read failed, as far as this process knows.
+      std::vector<std::pair<object_id, node_id>> unheard;
+      for (auto i : again) {
+        auto it = objects_.find(refs[i].id());
+        if (it == objects_.end()) continue;
+        const auto& e = it->second;
+        // A durable one's node keeps it on disk: nothing here changes when that node dies.
+        if (e.ready && e.value.ok && e.value.stored && !e.durable && e.value.node == read_at[i]) {
+          unheard.emplace_back(it->first, read_at[i]);
+        }
+      }
+      if (!unheard.empty()) await_node_news(lock, unheard, timeout);
       std::erase_if(again, [&](std::size_t i) {
         auto it = objects_.find(refs[i].id());
         if (it == objects_.end()) return true;
         auto& e = it->second;
-        if (!e.ready || !e.value.stored) return false;  // being made again, or marked lost
-        if (refs[i].owner() == self_ || refs[i].owner().nil()) return true;  // not heard yet
+        if (!e.ready || !e.value.ok || !e.value.stored) return false;  // being made again, or lost
+        // Owned: read again where it is now (a copy); the failure stands if nothing moved it.
+        if (refs[i].owner() == self_ || refs[i].owner().nil()) return e.value.node == read_at[i];
         e.ready = false;
         e.fetch_sent = false;
         e.value = {};
@@ -321,14 +368,19 @@ std::vector<detail::fetched> reference_table::fetch(const std::vector<object_ref
     std::vector<object_ref<void>> sub;
     sub.reserve(again.size());
     for (auto i : again) sub.push_back(refs[i]);
-    auto more = fetch_once(sub, timeout);
-    for (std::size_t k = 0; k < again.size(); ++k) out[again[k]] = std::move(more[k]);
+    std::vector<node_id> more_at;
+    auto more = fetch_once(sub, timeout, more_at);
+    for (std::size_t k = 0; k < again.size(); ++k) {
+      out[again[k]] = std::move(more[k]);
+      read_at[again[k]] = more_at[k];
+    }
   }
   return out;
 }
 
 std::vector<detail::fetched> reference_table::fetch_once(const std::vector<object_ref<void>>& refs,
-                                                         detail::timeout_t timeout) {
+                                                         detail::timeout_t timeout,
+                                                         std::vector<node_id>& read_at) {
   std::unique_lock lock(mutex_);
   check_running_locked();
   waiter w;
@@ -351,11 +403,13 @@ std::vector<detail::fetched> reference_table::fetch_once(const std::vector<objec
   std::vector<detail::fetched> out;
   out.reserve(refs.size());
   std::vector<std::pair<std::size_t, protocol::object_payload>> stored;
+  read_at.assign(refs.size(), node_id{});
   for (std::size_t i = 0; i < refs.size(); ++i) {
     const auto& v = objects_[refs[i].id()].value;
     detail::fetched f;
     f.ok = v.ok;
     if (v.ok && v.stored) {
+      read_at[i] = v.node;
       stored.emplace_back(i, v);
     } else if (v.ok) {
       f.payload = v.payload;
@@ -595,8 +649,24 @@ void reference_table::on_node_died(const node_id& node, const std::string& reaso
     const std::string where = node.short_hex();
     const std::string why = "it was stored only on node " + where + ", which died (" + reason + ")";
     for (auto& [id, e] : objects_) {
-      if (!e.owned || !e.ready || !e.value.ok || !e.value.stored || e.value.node != node) continue;
+      if (!e.owned) {
+        // Borrowed, read there: its owner says where it is now (a copy, a rebuild, lost).
+        if (e.ready && e.value.ok && e.value.stored && e.value.node == node) {
+          e.ready = false;
+          e.fetch_sent = false;
+          e.value = {};
+        }
+        continue;
+      }
+      std::erase_if(e.copies, [&](const auto& c) { return c.first == node; });
+      if (!e.ready || !e.value.ok || !e.value.stored || e.value.node != node) continue;
       if (e.durable) continue;  // on its node's disk: found through the head's directory
+      if (!e.copies.empty()) {
+        // Another node pulled a copy, kept until the object is freed: it is read there.
+        std::tie(e.value.node, e.value.node_addr) = e.copies.back();
+        e.copies.pop_back();
+        continue;
+      }
       if (e.made && e.made->spec) {
         if (e.holders > 0 || e.escaped || !e.remote_waiters.empty()) {
           start_rebuild(id, e, why);
@@ -615,6 +685,7 @@ void reference_table::on_node_died(const node_id& node, const std::string& reaso
       e.value.fail = std::move(fail);
     }
   }
+  node_news_.notify_all();
   run_rebuilds();
 }
 
@@ -699,6 +770,7 @@ void reference_table::stop(const std::string& reason, std::optional<error_code> 
   for (auto& [id, e] : objects_) {
     e.waiters.for_each([](waiter* w) { w->cv.notify_one(); });
   }
+  node_news_.notify_all();
 }
 
 } // namespace celer

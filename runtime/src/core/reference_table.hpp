@@ -32,6 +32,7 @@
 
 #include <celer/api.hpp>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -40,6 +41,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace celer {
@@ -115,9 +117,10 @@ public:
   void on_get_object(const protocol::get_object& m);
   /// Records another node's copy of an owned object (freed with it).
   void on_copied(const protocol::object_copied& m);
-  /// Node `node` died (`reason`): the owned objects stored only there are lost. Those with
-  /// a lineage are made again (at once when held here, else on their first ask); the others
-  /// fail with object_lost_error naming their origin.
+  /// Node `node` died (`reason`): an owned object stored there is read from a copy another
+  /// node pulled, if one did; else it is lost. Those with a lineage are made again (at once
+  /// when held here, else on their first ask); the others fail with object_lost_error
+  /// naming their origin. Reads that failed before this news wake up to it.
   void on_node_died(const node_id& node, const std::string& reason);
   /// Marks a ref to an owned object as serialised, where its holders cannot be counted:
   /// the object is kept until the job ends.
@@ -141,6 +144,8 @@ public:
   [[nodiscard]] bool ready(const object_id& id) const;
   /// Threads blocked in get or wait now (tests).
   [[nodiscard]] std::size_t blocked() const;
+  /// Gets among them that wait for word of a node's death after a failed read (tests).
+  [[nodiscard]] std::size_t awaiting_node_news() const;
   /// Lineages kept now, and their bytes (tests, metrics).
   [[nodiscard]] std::size_t lineages() const;
   [[nodiscard]] std::size_t lineage_bytes() const;
@@ -221,8 +226,9 @@ private:
     bool escaped = false;
     int holders = 0;
     int task_uses = 0;
-    /// Stored objects: other nodes that pulled a copy (freed with the object).
-    std::vector<address> copies;
+    /// Stored objects: other nodes that pulled a copy (freed with the object; read in
+    /// place of the first when its node dies).
+    std::vector<std::pair<node_id, address>> copies;
     /// Owned: a put (else a task's output); durable (kept on disk by its node).
     bool put = false;
     bool durable = false;
@@ -249,12 +255,24 @@ private:
   /// Registers interest in `refs` (asks their owners for the ones borrowed) and `w` on
   /// each that is not ready; returns how many are ready.
   std::size_t prepare(const std::vector<object_ref<void>>& refs, waiter& w);
-  /// One round of fetch (mutex_ not held).
+  /// One round of fetch (mutex_ not held). `read_at[i]`: the node refs[i] was read from
+  /// (nil unless it was stored).
   std::vector<detail::fetched> fetch_once(const std::vector<object_ref<void>>& refs,
-                                          detail::timeout_t timeout);
+                                          detail::timeout_t timeout, std::vector<node_id>& read_at);
   /// Blocks (mutex_ held via `lock`) until w.needed reaches 0, the stop, or the deadline;
   /// lends the worker's CPUs meanwhile. True when what it needed filled.
   bool block_until(std::unique_lock<std::mutex>& lock, waiter& w, detail::timeout_t timeout);
+  /// Blocks (mutex_ held via `lock`) on `cv` until `done`, the stop, or `timeout`, lending
+  /// the worker's CPUs meanwhile (counted in blocked_). Returns done().
+  template <class Done>
+  bool block_on(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+                detail::timeout_t timeout, Done done);
+  /// fetch: owned objects at `unheard` whose reads failed, though no node death moved them:
+  /// waits until the head's word that their node died arrives, or for as long as the head
+  /// takes to declare a node dead (node_timeout_ms and two heartbeats), within `timeout`.
+  void await_node_news(std::unique_lock<std::mutex>& lock,
+                       const std::vector<std::pair<object_id, node_id>>& unheard,
+                       detail::timeout_t timeout);
   /// `w` is no longer registered on any of `refs`.
   void forget(const std::vector<object_ref<void>>& refs, waiter& w);
 
@@ -283,6 +301,9 @@ private:
   mutable std::mutex mutex_;
   bool stopped_ = false;
   std::size_t blocked_ = 0;
+  std::size_t awaiting_node_news_ = 0;
+  /// Notified when a node's death has been applied (await_node_news).
+  std::condition_variable node_news_;
   std::string stop_reason_;
   std::optional<error_code> stop_code_;
   std::unordered_map<object_id, object_entry> objects_;

@@ -432,13 +432,22 @@ TEST_CASE("a borrower that cannot read a stored object where its owner said asks
   lineage_fixture f;
   const address owner{unique_id::random(), "inproc://owner"};
   const object_ref<void> ref(object_id::random(), owner);
-  // The owner said earlier: stored on a node that has died since.
-  f.objects.fill(lineage_fixture::stored(ref.id(), f.dead));
-  f.net.unreachable.push_back(f.node);  // the read fails as a dead node's would
+  f.net.unreachable.push_back(f.node);  // reads fail as a dead node's would
   std::vector<detail::fetched> got;
   auto t = blocked_in(f.objects, 0, [&] { got = f.objects.fetch({ref}, std::nullopt); });
-  // Not the store's error: the owner is asked again, and the get waits for its answer.
-  const auto asked = f.net.take<protocol::get_object>();
+  REQUIRE(f.net.take<protocol::get_object>().size() == 1);
+  // The owner says: stored on a node that has died since. The read there fails.
+  f.objects.fill(lineage_fixture::stored(ref.id(), f.dead));
+  while (f.objects.awaiting_node_news() == 0) std::this_thread::yield();
+  // Not the store's error: the get waits for the head's word that the node died...
+  CHECK(f.net.take<protocol::get_object>().empty());
+  f.objects.on_node_died(f.dead, "no heartbeat");
+  // ...then the owner is asked again, and the get waits for its answer.
+  std::vector<std::pair<address, protocol::get_object>> asked;
+  while (asked.empty()) {
+    asked = f.net.take<protocol::get_object>();
+    std::this_thread::yield();
+  }
   REQUIRE(asked.size() == 1);
   CHECK(asked[0].first == owner);
   protocol::object_payload lost;
@@ -451,4 +460,76 @@ TEST_CASE("a borrower that cannot read a stored object where its owner said asks
   REQUIRE(got.size() == 1);
   CHECK_FALSE(got[0].ok);
   CHECK(got[0].fail.message.find("the output of produce") != std::string::npos);
+}
+
+TEST_CASE("an owner's read that fails before the head declares the node dead waits for that "
+          "word, then for the output made again",
+          "[core][reference_table][lineage]") {
+  lineage_fixture f;
+  auto out = f.made_on(f.dead, "produce");
+  f.net.unreachable.push_back(f.node);  // the read fails as a dead node's would
+  std::vector<detail::fetched> got;
+  std::thread t([&] { got = f.objects.fetch({out}, std::nullopt); });
+  while (f.objects.awaiting_node_news() == 0) std::this_thread::yield();
+  CHECK(f.rebuilt.empty());  // nothing is made again on a failed read alone
+  f.objects.on_node_died(f.dead, "no heartbeat");
+  REQUIRE(f.rebuilt.size() == 1);
+  std::vector<protocol::object_payload> returns{value(out.id(), "made again")};
+  f.objects.finish_task(f.rebuilt[0].spec.id, returns);
+  t.join();
+  REQUIRE(got.size() == 1);
+  REQUIRE(got[0].ok);
+  CHECK(got[0].payload == "made again");
+}
+
+TEST_CASE("an owner's read that fails on a node never declared dead fails after the time the "
+          "head takes to declare one",
+          "[core][reference_table][lineage]") {
+  const auto saved = knobs();
+  auto k = saved;
+  k.node_timeout_ms = 20;
+  k.heartbeat_ms = 5;
+  set_knobs(k);
+  {
+    lineage_fixture f;
+    auto out = f.made_on(f.dead, "produce");
+    f.net.unreachable.push_back(f.node);
+    const auto got = f.objects.fetch({out}, std::nullopt);
+    REQUIRE(got.size() == 1);
+    CHECK_FALSE(got[0].ok);
+    CHECK(got[0].fail.kind == detail::failure_kind::object_lost);
+    CHECK(got[0].fail.message.find("could not be read from the object store") !=
+          std::string::npos);
+    CHECK(f.rebuilt.empty());
+  }
+  set_knobs(saved);
+}
+
+TEST_CASE("an object whose node died is read from a copy another node pulled, and freed there",
+          "[core][reference_table][lineage]") {
+  lineage_fixture f;
+  auto out = f.made_on(f.dead, "produce");
+  auto put = f.objects.put(lineage_fixture::stored(object_id::random(), f.dead));
+  const node_id copied = node_id::random(), gone = node_id::random();
+  const address copied_at{unique_id::random(), "inproc://copied"};
+  const address gone_at{unique_id::random(), "inproc://gone"};
+  f.objects.on_copied({out.id(), gone, gone_at});
+  f.objects.on_copied({out.id(), copied, copied_at});
+  f.objects.on_copied({put.id(), copied, copied_at});
+  f.objects.on_node_died(gone, "killed");  // its copy goes with it
+  f.objects.on_node_died(f.dead, "no heartbeat");
+  CHECK(f.rebuilt.empty());  // neither is made again nor lost
+  for (const auto& ref : {out, put}) {
+    CHECK(f.objects.ready(ref.id()));
+    protocol::task_spec reader;
+    reader.args.push_back({true, ref.id(), f.self, {}});
+    const auto at = f.objects.locality_of(reader);
+    REQUIRE(at.size() == 1);
+    CHECK(at[0].node == copied);
+  }
+  f.net.take<protocol::store_free>();
+  out = {};
+  const auto freed = f.net.take<protocol::store_free>();
+  REQUIRE(freed.size() == 1);  // where it is now, once; not the dead nodes
+  CHECK(freed[0].first == copied_at);
 }
