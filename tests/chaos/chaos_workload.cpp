@@ -5,7 +5,11 @@
 //   - calls checkpointing "tally" actors (max_restarts = -1, max_task_retries = -1) that
 //     record each call's number too; a tally's count must never go back past its last
 //     checkpoint (it checkpoints every 5 counts and reloads that in its restore hook);
-//   - puts a durable object 4 times a second, read back and checked at the end.
+//   - puts a durable object 4 times a second, read back and checked at the end;
+//   - every 20th round, runs a task whose 128 KB output goes to the object store, and a
+//     second that reverses it (taking the first by ref), both max_retries = -1; each pair
+//     is held for 32 such rounds (a few seconds) and then read back and checked, so that
+//     killed node agents take stored outputs with them and lineage must make them again.
 // The recorder actor (max_restarts = -1, on the node labelled role=head) appends each
 // number to a file, which outlives its process. At the end every number sent must be in it.
 //
@@ -21,6 +25,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -101,7 +106,23 @@ struct tally {
 };
 tally* make_tally(std::string name, std::string file) { return new tally(std::move(name), std::move(file)); }
 
-CELER_REMOTE(make_recorder, &recorder::record, tree_sum, make_tally, &tally::restore, &tally::add);
+constexpr int stored_every = 20;  // rounds
+constexpr std::size_t stored_kept = 32;
+
+/// A stored output (over the inline limit): round r's numbers.
+std::vector<std::int64_t> stored_pattern(int round) {
+  std::vector<std::int64_t> v(16384);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = round * 7919LL + static_cast<std::int64_t>(i) * 31;
+  return v;
+}
+
+std::vector<std::int64_t> reversed_pattern(std::vector<std::int64_t> v) {
+  std::reverse(v.begin(), v.end());
+  return v;
+}
+
+CELER_REMOTE(make_recorder, &recorder::record, tree_sum, make_tally, &tally::restore, &tally::add,
+             stored_pattern, reversed_pattern);
 
 std::vector<std::int64_t> payload_of(int round) {
   std::vector<std::int64_t> v(4096);
@@ -167,6 +188,22 @@ int run(const run_args& a) {
   rounds << "round,end_ms,latency_ms\n";
   std::vector<std::int64_t> last_checkpoint(tallies.size(), 0);
   std::vector<std::pair<int, celer::object_ref<std::vector<std::int64_t>>>> durable;
+  struct stored_pair {
+    int round;
+    celer::object_ref<std::vector<std::int64_t>> pattern, reversed;
+  };
+  std::deque<stored_pair> stored;
+  std::int64_t stored_checked = 0;
+  // Reads a pair back; false (and says so) when it is wrong.
+  const auto check_stored = [&](const stored_pair& p) {
+    auto want = stored_pattern(p.round);
+    bool right = celer::get(p.pattern, get_timeout) == want;
+    std::reverse(want.begin(), want.end());
+    right = right && celer::get(p.reversed, get_timeout) == want;
+    stored_checked += 2;
+    if (!right) std::cout << "FAILED: the stored outputs of round " << p.round << " read back wrong\n";
+    return right;
+  };
   std::int64_t results = 0;
   auto next_durable = start;
   int round = 0;
@@ -178,6 +215,17 @@ int run(const run_args& a) {
     std::vector<celer::object_ref<std::int64_t>> counts;
     for (auto& t : tallies) counts.push_back(t.task(&tally::add).remote(std::int64_t{round}));
     try {
+      if (round % stored_every == 0) {
+        const celer::task_options o{.num_cpus = 0.5, .max_retries = -1};
+        auto pattern = celer::task(stored_pattern).options(o).remote(round);
+        auto reversed = celer::task(reversed_pattern).options(o).remote(pattern);
+        stored.push_back({round, std::move(pattern), std::move(reversed)});
+        if (stored.size() > stored_kept) {
+          if (!check_stored(stored.front())) ++failures;
+          results += 2;
+          stored.pop_front();
+        }
+      }
       if (began >= next_durable) {  // 4 a second: 32 KB each, written through to disk
         durable.emplace_back(round, celer::put(payload_of(round), {.durable = true}));
         next_durable = began + std::chrono::milliseconds(250);
@@ -208,8 +256,18 @@ int run(const run_args& a) {
       std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - began).count();
     rounds << round << "," << ms_since_start() << "," << latency << "\n" << std::flush;
   }
-  // Every durable object reads back whole.
+  // The stored outputs still held read back whole.
   int lost = 0;
+  for (const auto& p : stored) {
+    try {
+      if (!check_stored(p)) ++failures;
+      results += 2;
+    } catch (const std::exception& e) {
+      std::cout << "FAILED: the stored outputs of round " << p.round << " are lost: " << e.what() << "\n";
+      ++lost;
+    }
+  }
+  // Every durable object reads back whole.
   for (const auto& [r, ref] : durable) {
     try {
       if (celer::get(ref, get_timeout) != payload_of(r)) {
@@ -245,11 +303,13 @@ int run(const run_args& a) {
   std::ofstream(a.dir / "summary.json")
     << "{\"start_ms\": " << start_epoch_ms << ", \"rounds\": " << round << ", \"results_checked\": " << results
     << ", \"numbers_sent\": " << sent << ", \"numbers_missing\": " << missing
-    << ", \"durable_objects\": " << durable.size() << ", \"durable_lost\": " << lost
+    << ", \"durable_objects\": " << durable.size() << ", \"stored_outputs_checked\": " << stored_checked
+    << ", \"lost\": " << lost
     << ", \"wrong_results\": " << failures << ", \"seconds\": " << ms_since_start() / 1000.0
     << "}\n";
   std::cout << "chaos workload: " << round << " rounds, " << results << " results checked, "
-            << sent << " numbers recorded, " << durable.size() << " durable objects read back\n";
+            << sent << " numbers recorded, " << durable.size() << " durable objects and "
+            << stored_checked << " stored task outputs read back\n";
   return failures == 0 && missing == 0 && lost == 0 ? 0 : 1;
 }
 

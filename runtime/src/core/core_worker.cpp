@@ -340,6 +340,7 @@ void core_worker::handle(protocol::message& m) {
       } else if constexpr (std::is_same_v<T, protocol::worker_died>) {
         tasks_.on_worker_died(msg);
       } else if constexpr (std::is_same_v<T, protocol::node_died>) {
+        store_.on_node_died(msg.node);  // first: what waits on it fails over to the next
         tasks_.on_node_died(msg);
         objects_.on_node_died(msg.node, msg.reason);
         std::function<void(const node_id&)> tell;

@@ -66,7 +66,9 @@ std::future<protocol::message> request_table::send_request(const address& to, pr
     if (stopped_) {
       throw exception(error_code::failed_precondition, "celer is shutting down: " + stop_reason_);
     }
-    reply = requests_[id].get_future();
+    auto& r = requests_[id];
+    r.to = to.id;
+    reply = r.reply.get_future();
   }
   const char* what = protocol::name_of(m);
   // Sent without mutex_: a transport that delivers inline may complete it at once.
@@ -103,7 +105,7 @@ bool request_table::complete(protocol::message& m) {
         std::lock_guard lock(mutex_);
         auto it = requests_.find(msg.request_id);
         if (it == requests_.end()) return true;  // the requester gave up waiting
-        it->second.set_value(std::move(msg));
+        it->second.reply.set_value(std::move(msg));
         requests_.erase(it);
         return true;
       } else {
@@ -121,11 +123,23 @@ void request_table::stop(const std::string& reason, std::optional<error_code> co
     stop_code_ = code;
   }
   for (auto& [id, p] : requests_) {
-    p.set_exception(std::make_exception_ptr(
+    p.reply.set_exception(std::make_exception_ptr(
       stop_code_ ? exception(*stop_code_, stop_reason_)
                  : exception(error_code::cancelled, "celer is shutting down: " + stop_reason_)));
   }
   requests_.clear();
+}
+
+void request_table::fail_sent_to(const address& to, error_code code, const std::string& reason) {
+  std::lock_guard lock(mutex_);
+  for (auto it = requests_.begin(); it != requests_.end();) {
+    if (it->second.to == to.id) {
+      it->second.reply.set_exception(std::make_exception_ptr(exception(code, reason)));
+      it = requests_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 std::size_t request_table::pending() const {

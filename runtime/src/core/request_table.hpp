@@ -92,6 +92,10 @@ public:
   /// (later). The first stop's reason stands.
   void stop(const std::string& reason, std::optional<error_code> code = std::nullopt);
 
+  /// Fails the requests waiting now for a reply from `to` (by its id) with `code` and
+  /// `reason`: the peer is known to be gone, and its replies will never come.
+  void fail_sent_to(const address& to, error_code code, const std::string& reason);
+
   /// Requests sent and not yet answered (tests).
   [[nodiscard]] std::size_t pending() const;
 
@@ -105,7 +109,12 @@ private:
   bool stopped_ = false;
   std::string stop_reason_;
   std::optional<error_code> stop_code_;
-  std::unordered_map<std::uint64_t, std::promise<protocol::message>> requests_;
+  struct pending_request {
+    std::promise<protocol::message> reply;
+    /// Who was asked (the id of its address: no allocation per request).
+    unique_id to;
+  };
+  std::unordered_map<std::uint64_t, pending_request> requests_;
 };
 
 } // namespace celer

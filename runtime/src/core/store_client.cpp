@@ -1,6 +1,11 @@
 #include "core/store_client.hpp"
 
+#include "config/knobs.hpp"
+
 #include <celer/store/shm_arena.hpp>
+
+#include <algorithm>
+#include <chrono>
 
 namespace celer {
 
@@ -14,14 +19,36 @@ store_client::store_client(transport& net, request_table& requests, endpoints wh
 store_client::~store_client() { stop(); }
 
 void store_client::stop() {
-  std::lock_guard g(link_->m);
-  link_->client = nullptr;
+  {
+    std::lock_guard g(link_->m);
+    link_->client = nullptr;
+  }
+  {
+    std::lock_guard lock(node_mutex_);
+    stopped_ = true;
+  }
+  attached_.notify_all();
 }
 
 void store_client::attach_node(address node, node_id id) {
-  std::lock_guard lock(node_mutex_);
-  where_.node = std::move(node);
-  where_.this_node = id;
+  {
+    std::lock_guard lock(node_mutex_);
+    where_.node = std::move(node);
+    where_.this_node = id;
+  }
+  attached_.notify_all();
+}
+
+void store_client::on_node_died(const node_id& id) {
+  address node;
+  {
+    std::lock_guard lock(node_mutex_);
+    if (id != where_.this_node) return;
+    if (std::find(dead_.begin(), dead_.end(), id) == dead_.end()) dead_.push_back(id);
+    node = where_.node;
+  }
+  requests_.fail_sent_to(node, error_code::unavailable,
+                         "this process's node " + id.short_hex() + " died");
 }
 
 std::pair<address, node_id> store_client::local() const {
@@ -29,10 +56,50 @@ std::pair<address, node_id> store_client::local() const {
   return {where_.node, where_.this_node};
 }
 
+bool store_client::attached_died(const node_id& id) const {
+  std::lock_guard lock(node_mutex_);
+  return std::find(dead_.begin(), dead_.end(), id) != dead_.end();
+}
+
+std::optional<std::pair<address, node_id>> store_client::live_local() const {
+  std::unique_lock lock(node_mutex_);
+  const auto alive = [&] {
+    return std::find(dead_.begin(), dead_.end(), where_.this_node) == dead_.end();
+  };
+  if (!attached_.wait_for(lock, std::chrono::milliseconds(knobs().request_timeout_ms),
+                          [&] { return stopped_ || alive(); }) ||
+      !alive()) {
+    return std::nullopt;
+  }
+  return std::pair{where_.node, where_.this_node};
+}
+
 protocol::object_payload store_client::store_value(const object_id& id, std::size_t size,
                                                    unsigned char first, bool durable,
                                                    const address& owner, const job_id& job,
                                                    const std::function<void(char*)>& write) {
+  // The node may die under the write (its store with it): the write starts again through
+  // the next node attached.
+  for (int attempt = 0;; ++attempt) {
+    const auto at = live_local();
+    if (!at) {
+      throw exception(error_code::unavailable,
+                      "celer::put: this process's node died, and no other was attached within " +
+                        std::to_string(knobs().request_timeout_ms) + " ms");
+    }
+    try {
+      return store_value_at(at->first, at->second, id, size, first, durable, owner, job, write);
+    } catch (const exception&) {
+      if (attempt >= 2 || !attached_died(at->second)) throw;
+    }
+  }
+}
+
+protocol::object_payload store_client::store_value_at(const address& node, const node_id& here,
+                                                      const object_id& id, std::size_t size,
+                                                      unsigned char first, bool durable,
+                                                      const address& owner, const job_id& job,
+                                                      const std::function<void(char*)>& write) {
   protocol::object_payload v;
   v.id = id;
   protocol::store_create c;
@@ -43,7 +110,6 @@ protocol::object_payload store_client::store_value(const object_id& id, std::siz
   c.job = job;
   c.durable = durable;
   const auto lead = c.lead;
-  const auto [node, here] = local();
   auto created = requests_.ask<protocol::store_reply>(node, std::move(c));
   if (!created.ok) {
     v.fail = created.fail;
@@ -110,7 +176,18 @@ store_client::pending_map store_client::start_map(const protocol::object_payload
   pending_map p;
   p.object = v.id;
   p.owner = owner;
-  std::tie(p.node, p.node_ident) = local();
+  p.source = v;
+  if (auto at = live_local()) {
+    std::tie(p.node, p.node_ident) = *at;
+  } else {
+    p.failed = protocol::failure_info::make(detail::failure_kind::object_lost,
+                                            error_code::unavailable,
+                                            "object " + v.id.hex() +
+                                              " could not be read: this process's node died, "
+                                              "and no other was attached")
+                 .to_failure();
+    return p;
+  }
   protocol::store_get g;
   g.request_id = requests_.next_id();
   g.reply_to = where_.self;
@@ -143,6 +220,12 @@ detail::fetched store_client::finish_map(pending_map& p) {
   try {
     r = std::get<protocol::store_reply>(requests_.await_reply(p.reply, p.request, "store_get"));
   } catch (const exception& e) {
+    // Read through a node that died: again through the next one attached (unless the
+    // object was stored on that very node).
+    if (attached_died(p.node_ident) && p.source.node != p.node_ident) {
+      auto again = start_map(p.source, p.owner);
+      if (again.node_ident != p.node_ident) return finish_map(again);
+    }
     f.fail = protocol::failure_info::make(detail::failure_kind::object_lost, e.code(),
                                           "object " + p.object.hex() +
                                             " could not be read from the object store: " + e.what())

@@ -18,6 +18,7 @@
 
 #include <celer/api.hpp>
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <future>
@@ -26,6 +27,8 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace celer::store {
 class shm_segment;
@@ -73,6 +76,8 @@ public:
     /// The node read through (the one attached when the read started).
     address node;
     celer::node_id node_ident;
+    /// Where the object is, to read it again through another node if that one dies.
+    protocol::object_payload source;
   };
   pending_map start_map(const protocol::object_payload& v, const address& owner);
   detail::fetched finish_map(pending_map& p);
@@ -88,6 +93,12 @@ public:
   /// Moves to another node: a cluster driver learns its node after connecting, and takes
   /// another when that one dies. Reads and writes started before go on with the old one.
   void attach_node(address node, node_id id);
+  /// Node `id` was declared dead. If it is the node attached now, what waits for its
+  /// replies fails now, and writes and reads through it start again through the next node
+  /// attached (a cluster driver takes another; a worker dies with its node), within
+  /// request_timeout_ms. A read of an object stored on the dead node itself is not tried
+  /// again here: the owner's table knows where it is now.
+  void on_node_died(const node_id& id);
   /// Mappings that outlive this call drop their pins without telling the node (the node
   /// drops a job's pins when the job ends).
   void stop();
@@ -101,11 +112,25 @@ private:
 
   /// The node attached now (node_mutex_ guards where_.node and where_.this_node).
   [[nodiscard]] std::pair<address, node_id> local() const;
+  /// The node attached now; if it died, the next one attached (waiting up to
+  /// request_timeout_ms), else nullopt.
+  [[nodiscard]] std::optional<std::pair<address, node_id>> live_local() const;
+  /// Whether `id` was attached here and died.
+  [[nodiscard]] bool attached_died(const node_id& id) const;
+  /// store_value through `node` (`here`): one try.
+  protocol::object_payload store_value_at(const address& node, const node_id& here,
+                                          const object_id& id, std::size_t size,
+                                          unsigned char first, bool durable, const address& owner,
+                                          const job_id& job, const std::function<void(char*)>& write);
 
   transport& net_;
   request_table& requests_;
   endpoints where_;
   mutable std::mutex node_mutex_;
+  /// Attached nodes that died, and the stop (node_mutex_); notified at each attach.
+  std::vector<node_id> dead_;
+  bool stopped_ = false;
+  mutable std::condition_variable attached_;
   const copied_here on_copy_;
   std::shared_ptr<link> link_;
 

@@ -165,3 +165,28 @@ TEST_CASE("a stop with a code fails waiting and later requests with that code",
     }
   }
 }
+
+TEST_CASE("requests to a peer known to be gone fail at once; those to others wait on",
+          "[core][requests]") {
+  table_fixture f;
+  auto [to_peer, peer_reply] = f.send();
+  const address other{unique_id::random(), {}};
+  protocol::status_query q;
+  q.request_id = f.requests.next_id();
+  q.reply_to = f.self;
+  const auto to_other = q.request_id;
+  auto other_reply = f.requests.send_request(other, q, to_other);
+  f.requests.fail_sent_to(f.peer, error_code::unavailable, "its node died");
+  CHECK(f.requests.pending() == 1);
+  try {
+    (void)f.requests.await_reply(peer_reply, to_peer, "status_query");
+    FAIL("no failure");
+  } catch (const exception& e) {
+    CHECK(e.code() == error_code::unavailable);
+    CHECK_THAT(e.what(), Catch::Contains("its node died"));
+  }
+  auto m = table_fixture::reply(to_other);
+  CHECK(f.requests.complete(m));
+  CHECK(std::get<protocol::status_reply>(f.requests.await_reply(other_reply, to_other, "q"))
+          .actors_alive == 7);
+}

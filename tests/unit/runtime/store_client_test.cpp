@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 
 using namespace celer;
 
@@ -301,4 +302,61 @@ TEST_CASE("the store client asks its node for the store's numbers, and follows a
   const auto created = f.net.take<protocol::store_create>();
   REQUIRE(created.size() == 1);
   CHECK(created[0].first == next);
+}
+
+TEST_CASE("a write whose node dies before it answers starts again through the next node attached",
+          "[core][store_client]") {
+  store_fixture f;
+  f.answers = false;  // the node died without a word
+  protocol::object_payload v;
+  std::thread writer([&] { v = f.store(object_id::random(), "hello"); });
+  while (f.requests.pending() == 0) std::this_thread::yield();
+  // The writer waits for the dead node; the test plays the next node from here on.
+  const address next{unique_id::random(), {}};
+  const auto next_id = node_id::random();
+  f.node = next;
+  f.answers = true;
+  f.client.on_node_died(f.this_node);
+  f.client.attach_node(next, next_id);
+  writer.join();
+  REQUIRE(v.ok);
+  CHECK(v.node == next_id);
+  CHECK(v.node_addr == next);
+  const auto created = f.net.take<protocol::store_create>();
+  REQUIRE(created.size() == 2);
+  CHECK(created[1].first == next);
+  CHECK(f.requests.pending() == 0);
+}
+
+TEST_CASE("a read through a node that dies goes through the next one, unless the object was "
+          "stored on the dead node",
+          "[core][store_client]") {
+  store_fixture f;
+  f.answers = false;
+  const node_id elsewhere = node_id::random();
+  const address elsewhere_at{unique_id::random(), "tcp://10.0.0.2:7000"};
+  const auto v = f.stored_at(elsewhere, elsewhere_at);
+  const auto on_dead = f.stored_at(f.this_node, f.node);
+  detail::fetched got, lost;
+  std::thread reader([&] {
+    auto a = f.client.start_map(v, f.self);
+    auto b = f.client.start_map(on_dead, f.self);
+    got = f.client.finish_map(a);
+    lost = f.client.finish_map(b);
+  });
+  while (f.requests.pending() < 2) std::this_thread::yield();
+  const address next{unique_id::random(), {}};
+  f.node = next;
+  f.answers = true;
+  f.client.on_node_died(f.this_node);
+  f.client.attach_node(next, node_id::random());
+  reader.join();
+  CHECK(got.ok);
+  CHECK_FALSE(lost.ok);
+  CHECK(lost.fail.code == error_code::unavailable);
+  CHECK_THAT(lost.fail.message, Catch::Contains("node " + f.this_node.short_hex() + " died"));
+  const auto asked = f.net.take<protocol::store_get>();
+  REQUIRE(asked.size() == 3);  // both through the dead node, then one through the next
+  CHECK(asked[2].first == next);
+  CHECK(asked[2].second.source == elsewhere_at);
 }
