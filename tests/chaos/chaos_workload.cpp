@@ -8,7 +8,7 @@
 //   - puts a durable object 4 times a second, read back and checked at the end;
 //   - every 20th round, runs a task whose 128 KB output goes to the object store, and a
 //     second that reverses it (taking the first by ref), both max_retries = -1; each pair
-//     is held for 32 such rounds (a few seconds) and then read back and checked, so that
+//     is held for 128 such rounds (10-20 s) and then read back and checked, so that
 //     killed node agents take stored outputs with them and lineage must make them again.
 // The recorder actor (max_restarts = -1, on the node labelled role=head) appends each
 // number to a file, which outlives its process. At the end every number sent must be in it.
@@ -107,7 +107,7 @@ struct tally {
 tally* make_tally(std::string name, std::string file) { return new tally(std::move(name), std::move(file)); }
 
 constexpr int stored_every = 20;  // rounds
-constexpr std::size_t stored_kept = 32;
+constexpr std::size_t stored_kept = 128;
 
 /// A stored output (over the inline limit): round r's numbers.
 std::vector<std::int64_t> stored_pattern(int round) {

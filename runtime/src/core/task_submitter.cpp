@@ -291,9 +291,12 @@ void task_submitter::on_lease_reply(protocol::lease_reply& r) {
   lease_requests_.erase(req);
   auto& c = classes_[cls];
   --c.requests;
+  if (!r.ok && r.fail.kind == detail::failure_kind::worker_died) {
+    lease_lost(cls, r.fail);
+    return;
+  }
   if (!r.ok) {
-    // No node can ever run this shape (or the worker started for it died before it could
-    // be lent): every task waiting for it fails with the reason.
+    // No node can ever run this shape: every task waiting for it fails with the reason.
     fail_queued(c, r.fail,
                 r.fail.kind == detail::failure_kind::infeasible ? " can never run: " : " failed: ");
     return;
@@ -314,6 +317,26 @@ void task_submitter::on_lease_reply(protocol::lease_reply& r) {
   pump(cls);
   // The waiting tasks went to other leases that had room first.
   if (idle(l)) went_idle(l);
+}
+
+void task_submitter::lease_lost(std::size_t cls, const protocol::failure_info& fail) {
+  auto queued = std::move(classes_[cls].queued);
+  classes_[cls].queued.clear();
+  const std::string why = fail.message + ", while it started for a lease (node " + fail.node +
+                          ", worker " + fail.worker + ")";
+  // Backwards: each retry goes to the front of the queue, so they keep their order.
+  for (auto t = queued.rbegin(); t != queued.rend(); ++t) {
+    if (t->may_retry()) {
+      retry(cls, std::move(*t), fail.kind, fail.code, why);
+      continue;
+    }
+    auto f = fail;
+    f.function = t->spec.function;
+    f.message = final_message(t->spec.function, t->spec.attempt, t->failures, why);
+    retrying_.erase(t->spec.id);
+    objects_.fail_task(t->spec.id, f);
+  }
+  pump(cls);
 }
 
 void task_submitter::on_worker_died(const protocol::worker_died& m) {

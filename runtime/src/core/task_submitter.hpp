@@ -196,6 +196,10 @@ private:
   void cancel_requests(std::optional<std::size_t> cls);
   /// Fails every task waiting in class `cls` with `fail` (its message prefixed per task).
   void fail_queued(task_class& c, const protocol::failure_info& fail, const char* how);
+  /// The worker process started for a lease of class `cls` died before it was lent (killed
+  /// while it started): no task ran on it. The waiting tasks that may run again ask for
+  /// another lease, the attempt counted against max_retries; the others fail with `fail`.
+  void lease_lost(std::size_t cls, const protocol::failure_info& fail);
   [[nodiscard]] bool idle(const lease& l) const;
   [[nodiscard]] bool pipelinable(const std::string& function) const;
   /// `l` went idle at now: the reaper times it.

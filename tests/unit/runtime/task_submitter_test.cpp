@@ -567,3 +567,33 @@ TEST_CASE("a task whose stored output was lost with its node runs again as its n
   CHECK(v.fail.kind == detail::failure_kind::object_lost);
   CHECK(v.fail.message.find("no retries left") != std::string::npos);
 }
+
+TEST_CASE("a worker that died while it started for a lease fails no task that may run again: "
+          "another lease is asked for",
+          "[core][task_submitter][retry]") {
+  submitter_fixture f;
+  f.retry = {.max_retries = 1};
+  auto [id, ref] = f.submit("f");
+  const auto lost_lease = [&] {
+    const auto asked = f.net.take<protocol::request_lease>();
+    REQUIRE(asked.size() == 1);
+    protocol::lease_reply r;
+    r.request = asked[0].second.spec.id;
+    r.fail = protocol::failure_info::make(detail::failure_kind::worker_died, error_code::unavailable,
+                                          "its worker process was killed by signal 9 (SIGKILL)",
+                                          {}, "5d22efb2", "6aa9592a");
+    f.tasks.on_lease_reply(r);
+  };
+  lost_lease();
+  CHECK_FALSE(f.objects.ready(ref.id()));
+  CHECK(f.tasks.queued() == 1);
+  CHECK(f.tasks.retries() == 1);
+  lost_lease();  // a second time: its one retry is spent
+  const auto v = f.value_of(ref);
+  CHECK_FALSE(v.ok);
+  CHECK(v.fail.kind == detail::failure_kind::worker_died);
+  CHECK_THAT(v.fail.message, Catch::Contains("task f failed after 2 attempts: attempt 1: its "
+                                             "worker process was killed by signal 9 (SIGKILL), "
+                                             "while it started for a lease (node 5d22efb2"));
+  CHECK(f.net.take<protocol::request_lease>().empty());
+}
