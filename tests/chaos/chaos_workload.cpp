@@ -6,7 +6,7 @@
 //     record each call's number too; a tally's count must never go back past its last
 //     checkpoint (it checkpoints every 5 counts and reloads that in its restore hook);
 //   - puts a durable object 4 times a second, read back and checked at the end;
-//   - every 20th round, runs a task whose 128 KB output goes to the object store, and a
+//   - every 20th round, runs a task whose 147 KB output goes to the object store, and a
 //     second that reverses it (taking the first by ref), both max_retries = -1; each pair
 //     is held for 128 such rounds (10-20 s) and then read back and checked, so that
 //     killed node agents take stored outputs with them and lineage must make them again.
@@ -109,10 +109,13 @@ tally* make_tally(std::string name, std::string file) { return new tally(std::mo
 constexpr int stored_every = 20;  // rounds
 constexpr std::size_t stored_kept = 128;
 
-/// A stored output (over the inline limit): round r's numbers.
+/// A stored output: round r's numbers, each over 2^32 so that msgpack packs it in 9 bytes
+/// (147 KB in all, over the 100 KB inline limit).
 std::vector<std::int64_t> stored_pattern(int round) {
   std::vector<std::int64_t> v(16384);
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = round * 7919LL + static_cast<std::int64_t>(i) * 31;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    v[i] = (std::int64_t{1} << 40) + round * 7919LL + static_cast<std::int64_t>(i) * 31;
+  }
   return v;
 }
 

@@ -69,17 +69,22 @@ void actor_submitter::send_call(actor_entry& actor, protocol::task_spec spec) {
       actor.in_flight.insert(id);
       call_actor_[id] = spec.actor;
       calls_in_flight_.store(call_actor_.size(), std::memory_order_release);
-      if (actor.max_task_retries != 0) actor.unanswered.push_back(spec);
+      // A call that may be sent again is kept (and sent as it is: over the wire, its
+      // encoding, with no copy).
+      const bool keep = actor.max_task_retries != 0;
       protocol::message msg = protocol::execute_task{std::move(spec)};
-      if (!net_.send(actor.worker, std::move(msg))) {
+      const bool sent = keep ? net_.send_copy(actor.worker, msg)
+                             : net_.send(actor.worker, std::move(msg));
+      if (!sent) {
         // Not delivered, so it may go again whatever max_task_retries says: it waits for
         // the head's word (the actor is subscribed), which restarts or fails it.
         actor.in_flight.erase(id);
         call_actor_.erase(id);
         calls_in_flight_.store(call_actor_.size(), std::memory_order_release);
-        if (actor.max_task_retries != 0) actor.unanswered.pop_back();
         actor.gone = actor.worker;
         actor.queued.push_back(std::move(std::get<protocol::execute_task>(msg).spec));
+      } else if (keep) {
+        actor.unanswered.push_back(std::move(std::get<protocol::execute_task>(msg).spec));
       }
       return;
     }

@@ -325,6 +325,7 @@ std::vector<detail::fetched> reference_table::fetch(const std::vector<object_ref
                                                     detail::timeout_t timeout) {
   std::vector<node_id> read_at;
   auto out = fetch_once(refs, timeout, read_at);
+  const auto at = [&](std::size_t i) { return i < read_at.size() ? read_at[i] : node_id{}; };
   // A stored object whose node died while it was being read. The head's word that the
   // node died is awaited first (a read can fail before the head has declared it dead).
   // Owned: by then this table reads a copy another node pulled, makes the object again, or
@@ -346,8 +347,8 @@ std::vector<detail::fetched> reference_table::fetch(const std::vector<object_ref
         if (it == objects_.end()) continue;
         const auto& e = it->second;
         // A durable one's node keeps it on disk: nothing here changes when that node dies.
-        if (e.ready && e.value.ok && e.value.stored && !e.durable && e.value.node == read_at[i]) {
-          unheard.emplace_back(it->first, read_at[i]);
+        if (e.ready && e.value.ok && e.value.stored && !e.durable && e.value.node == at(i)) {
+          unheard.emplace_back(it->first, at(i));
         }
       }
       if (!unheard.empty()) await_node_news(lock, unheard, timeout);
@@ -357,7 +358,7 @@ std::vector<detail::fetched> reference_table::fetch(const std::vector<object_ref
         auto& e = it->second;
         if (!e.ready || !e.value.ok || !e.value.stored) return false;  // being made again, or lost
         // Owned: read again where it is now (a copy); the failure stands if nothing moved it.
-        if (refs[i].owner() == self_ || refs[i].owner().nil()) return e.value.node == read_at[i];
+        if (refs[i].owner() == self_ || refs[i].owner().nil()) return e.value.node == at(i);
         e.ready = false;
         e.fetch_sent = false;
         e.value = {};
@@ -370,9 +371,10 @@ std::vector<detail::fetched> reference_table::fetch(const std::vector<object_ref
     for (auto i : again) sub.push_back(refs[i]);
     std::vector<node_id> more_at;
     auto more = fetch_once(sub, timeout, more_at);
+    if (read_at.empty()) read_at.assign(refs.size(), node_id{});
     for (std::size_t k = 0; k < again.size(); ++k) {
       out[again[k]] = std::move(more[k]);
-      read_at[again[k]] = more_at[k];
+      read_at[again[k]] = k < more_at.size() ? more_at[k] : node_id{};
     }
   }
   return out;
@@ -403,12 +405,13 @@ std::vector<detail::fetched> reference_table::fetch_once(const std::vector<objec
   std::vector<detail::fetched> out;
   out.reserve(refs.size());
   std::vector<std::pair<std::size_t, protocol::object_payload>> stored;
-  read_at.assign(refs.size(), node_id{});
+  read_at.clear();  // filled only when something is stored: no allocation for inline values
   for (std::size_t i = 0; i < refs.size(); ++i) {
     const auto& v = objects_[refs[i].id()].value;
     detail::fetched f;
     f.ok = v.ok;
     if (v.ok && v.stored) {
+      if (read_at.empty()) read_at.assign(refs.size(), node_id{});
       read_at[i] = v.node;
       stored.emplace_back(i, v);
     } else if (v.ok) {

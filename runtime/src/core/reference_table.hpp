@@ -256,7 +256,7 @@ private:
   /// each that is not ready; returns how many are ready.
   std::size_t prepare(const std::vector<object_ref<void>>& refs, waiter& w);
   /// One round of fetch (mutex_ not held). `read_at[i]`: the node refs[i] was read from
-  /// (nil unless it was stored).
+  /// (nil unless it was stored; `read_at` stays empty when none was).
   std::vector<detail::fetched> fetch_once(const std::vector<object_ref<void>>& refs,
                                           detail::timeout_t timeout, std::vector<node_id>& read_at);
   /// Blocks (mutex_ held via `lock`) until w.needed reaches 0, the stop, or the deadline;

@@ -136,8 +136,10 @@ void task_submitter::push(const worker_id& w, lease& l, task_entry task) {
   p.attempt = task.spec.attempt;
   bool sent = false;
   if (task.may_retry() && (where_.workers_may_die || task.retry_exceptions)) {
-    // It may run again: the worker gets a copy.
-    sent = net_.send(l.worker, protocol::execute_task{task.spec});
+    // It may run again: kept here, and sent as it is (over the wire, its encoding: no copy).
+    protocol::message msg = protocol::execute_task{std::move(task.spec)};
+    sent = net_.send_copy(l.worker, msg);
+    task.spec = std::move(std::get<protocol::execute_task>(msg).spec);
     p.whole.emplace(std::move(task));
   } else {
     p.function = task.spec.function;

@@ -18,6 +18,12 @@ public:
   /// is then left as it was, and the caller decides what that means (usually: the peer
   /// died) and may keep what it sent.
   [[nodiscard]] virtual bool send(const address& to, protocol::message&& m) = 0;
+  /// Sends `m` to `to` and leaves it as it was: for a sender that keeps what it sent (a task
+  /// that may run again, a call that may be sent again). This one copies; a transport that
+  /// encodes on the caller's thread sends the encoding, with no copy.
+  [[nodiscard]] virtual bool send_copy(const address& to, const protocol::message& m) {
+    return send(to, protocol::message(m));
+  }
   /// The process at `endpoint` is gone: drop the connection to it and what is queued there.
   virtual void forget(const std::string& endpoint) { (void)endpoint; }
   /// Job `job` is over: a process holding its credential is not let in any more (connections

@@ -250,6 +250,15 @@ zmq_transport::peer* zmq_transport::peer_for(const std::string& endpoint) {
 
 bool zmq_transport::send(const address& to, protocol::message&& m) {
   if (to.endpoint.empty() || to.endpoint == endpoint_) return local_.send(to, std::move(m));
+  return send_encoded(to, m);
+}
+
+bool zmq_transport::send_copy(const address& to, const protocol::message& m) {
+  if (to.endpoint.empty() || to.endpoint == endpoint_) return local_.send(to, protocol::message(m));
+  return send_encoded(to, m);
+}
+
+bool zmq_transport::send_encoded(const address& to, const protocol::message& m) {
   if (stopped_) return false;
   // Kind and destination ride in the message frame: one frame (one CURVE box) for a small
   // message.

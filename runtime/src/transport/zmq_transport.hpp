@@ -109,6 +109,8 @@ public:
   void stop();
 
   [[nodiscard]] bool send(const address& to, protocol::message&& m) override;
+  /// To another process: encodes `m` as it is (no copy).
+  [[nodiscard]] bool send_copy(const address& to, const protocol::message& m) override;
   void forget(const std::string& endpoint) override;
 
   /// Says hello to `endpoint` on a fresh connection and waits for the answer: unauthenticated
@@ -125,6 +127,8 @@ public:
   [[nodiscard]] counters stats() const;
 
 private:
+  /// send to another process: encodes `m` and queues the frames on its peer socket.
+  [[nodiscard]] bool send_encoded(const address& to, const protocol::message& m);
   struct peer;
   peer* peer_for(const std::string& endpoint);
   void receive_loop();

@@ -109,6 +109,29 @@ TEST_CASE("messages travel encrypted between two transports that share the token
   REQUIRE(a.net.probe(b.net.endpoint(), 5s).has_value());
 }
 
+TEST_CASE("send_copy delivers the message and leaves the sender's as it was", "[transport]") {
+  endpoint_fixture a(cluster_creds()), b(cluster_creds());
+  protocol::task_spec spec;
+  spec.id = task_id::random();
+  spec.function = "a function whose name is longer than a short string";
+  spec.args.push_back({false, {}, {}, std::string(4096, 'x')});
+  const protocol::message m = protocol::execute_task{spec};
+  REQUIRE(a.net.send_copy(b.box_address(), m));   // to another process: encoded as it is
+  REQUIRE(a.net.send_copy(a.box_address(), m));   // to this one: a copy
+  REQUIRE(b.box->wait_for(1, 10s));
+  REQUIRE(a.box->wait_for(1, 10s));
+  for (auto* box : {b.box.get(), a.box.get()}) {
+    std::lock_guard lock(box->mutex);
+    const auto& got = std::get<protocol::execute_task>(box->got.front()).spec;
+    CHECK(got.id == spec.id);
+    CHECK(got.function == spec.function);
+    CHECK(got.args.at(0).value == spec.args[0].value);
+  }
+  const auto& kept = std::get<protocol::execute_task>(m).spec;
+  CHECK(kept.function == spec.function);
+  CHECK(kept.args.at(0).value.size() == 4096);
+}
+
 TEST_CASE("with encryption off, messages travel and the token is still checked", "[transport]") {
   endpoint_fixture a(cluster_creds(), 1u << 20, false), b(cluster_creds(), 1u << 20, false),
     wrong(cluster_creds("other"), 1u << 20, false);
