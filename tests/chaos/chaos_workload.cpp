@@ -204,7 +204,9 @@ int run(const run_args& a) {
     std::reverse(want.begin(), want.end());
     right = right && celer::get(p.reversed, get_timeout) == want;
     stored_checked += 2;
-    if (!right) std::cout << "FAILED: the stored outputs of round " << p.round << " read back wrong\n";
+    if (!right) {
+      std::cout << "FAILED: the stored outputs of round " << p.round << " read back wrong\n";
+    }
     return right;
   };
   std::int64_t results = 0;
@@ -266,7 +268,8 @@ int run(const run_args& a) {
       if (!check_stored(p)) ++failures;
       results += 2;
     } catch (const std::exception& e) {
-      std::cout << "FAILED: the stored outputs of round " << p.round << " are lost: " << e.what() << "\n";
+      std::cout << "FAILED: the stored outputs of round " << p.round << " are lost: " << e.what()
+                << "\n";
       ++lost;
     }
   }
@@ -306,8 +309,8 @@ int run(const run_args& a) {
   std::ofstream(a.dir / "summary.json")
     << "{\"start_ms\": " << start_epoch_ms << ", \"rounds\": " << round << ", \"results_checked\": " << results
     << ", \"numbers_sent\": " << sent << ", \"numbers_missing\": " << missing
-    << ", \"durable_objects\": " << durable.size() << ", \"stored_outputs_checked\": " << stored_checked
-    << ", \"lost\": " << lost
+    << ", \"durable_objects\": " << durable.size()
+    << ", \"stored_outputs_checked\": " << stored_checked << ", \"lost\": " << lost
     << ", \"wrong_results\": " << failures << ", \"seconds\": " << ms_since_start() / 1000.0
     << "}\n";
   std::cout << "chaos workload: " << round << " rounds, " << results << " results checked, "

@@ -170,8 +170,8 @@ void reference_table::on_copied(const protocol::object_copied& m) {
   auto& e = it->second;
   if (e.value.stored && e.value.node == m.node) return;  // its first copy
   auto& copies = e.copies;
-  if (std::find_if(copies.begin(), copies.end(), [&](const auto& c) { return c.first == m.node; }) ==
-      copies.end()) {
+  const auto same = [&](const auto& c) { return c.first == m.node; };
+  if (std::find_if(copies.begin(), copies.end(), same) == copies.end()) {
     copies.emplace_back(m.node, m.node_addr);
   }
 }
@@ -298,8 +298,9 @@ bool reference_table::block_until(std::unique_lock<std::mutex>& lock, waiter& w,
 void reference_table::await_node_news(std::unique_lock<std::mutex>& lock,
                                       const std::vector<std::pair<object_id, node_id>>& unheard,
                                       detail::timeout_t timeout) {
+  const auto& k = knobs();
   const std::chrono::nanoseconds news_within =
-    std::chrono::milliseconds(std::max(0, knobs().node_timeout_ms) + 2 * std::max(0, knobs().heartbeat_ms));
+    std::chrono::milliseconds(std::max(0, k.node_timeout_ms) + 2 * std::max(0, k.heartbeat_ms));
   const auto limit = timeout ? std::min(*timeout, news_within) : news_within;
   ++awaiting_node_news_;
   (void)block_on(lock, node_news_, limit, [&] {

@@ -121,7 +121,8 @@ private:
   protocol::object_payload store_value_at(const address& node, const node_id& here,
                                           const object_id& id, std::size_t size,
                                           unsigned char first, bool durable, const address& owner,
-                                          const job_id& job, const std::function<void(char*)>& write);
+                                          const job_id& job,
+                                          const std::function<void(char*)>& write);
 
   transport& net_;
   request_table& requests_;

@@ -579,9 +579,9 @@ TEST_CASE("a worker that died while it started for a lease fails no task that ma
     REQUIRE(asked.size() == 1);
     protocol::lease_reply r;
     r.request = asked[0].second.spec.id;
-    r.fail = protocol::failure_info::make(detail::failure_kind::worker_died, error_code::unavailable,
-                                          "its worker process was killed by signal 9 (SIGKILL)",
-                                          {}, "5d22efb2", "6aa9592a");
+    r.fail = protocol::failure_info::make(
+      detail::failure_kind::worker_died, error_code::unavailable,
+      "its worker process was killed by signal 9 (SIGKILL)", {}, "5d22efb2", "6aa9592a");
     f.tasks.on_lease_reply(r);
   };
   lost_lease();
