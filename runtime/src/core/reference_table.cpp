@@ -386,22 +386,29 @@ std::vector<detail::fetched> reference_table::fetch_once(const std::vector<objec
                                                          std::vector<node_id>& read_at) {
   std::unique_lock lock(mutex_);
   check_running_locked();
-  waiter w;
-  w.needed = refs.size() - prepare(refs, w);
-  if (!block_until(lock, w, timeout)) {
-    forget(refs, w);
-    check_running_locked();
-    std::size_t missing = 0;
-    const object_id* first = nullptr;
-    for (const auto& r : refs) {
-      if (!objects_[r.id()].ready) {
-        ++missing;
-        if (first == nullptr) first = &r.id();
+  // All ready already (a get of a finished result, mostly): no waiter to set up.
+  const bool ready_now = std::all_of(refs.begin(), refs.end(), [&](const object_ref<void>& r) {
+    auto it = objects_.find(r.id());
+    return it != objects_.end() && it->second.ready;
+  });
+  if (!ready_now) {
+    waiter w;
+    w.needed = refs.size() - prepare(refs, w);
+    if (!block_until(lock, w, timeout)) {
+      forget(refs, w);
+      check_running_locked();
+      std::size_t missing = 0;
+      const object_id* first = nullptr;
+      for (const auto& r : refs) {
+        if (!objects_[r.id()].ready) {
+          ++missing;
+          if (first == nullptr) first = &r.id();
+        }
       }
+      throw get_timeout_error("celer::get timed out after " + millis(*timeout) + ": " +
+                              std::to_string(missing) + " of " + std::to_string(refs.size()) +
+                              " object(s) not ready (first: " + first->hex() + ")");
     }
-    throw get_timeout_error("celer::get timed out after " + millis(*timeout) + ": " +
-                            std::to_string(missing) + " of " + std::to_string(refs.size()) +
-                            " object(s) not ready (first: " + first->hex() + ")");
   }
   std::vector<detail::fetched> out;
   out.reserve(refs.size());
