@@ -48,7 +48,10 @@ public:
     sent = std::move(rest);
     return out;
   }
+  void forget(const std::string& endpoint) override { forgotten.push_back(endpoint); }
   std::vector<std::pair<address, protocol::message>> sent;
+  /// The endpoints forget() was called with.
+  std::vector<std::string> forgotten;
   /// Sends to these fail (the peer is unreachable) and are not recorded.
   std::vector<address> unreachable;
   /// Called with each message once it is recorded, on the sender's thread: a test answers

@@ -196,6 +196,7 @@ void actor_submitter::on_update(const protocol::actor_update& m) {
   if (m.state == protocol::actor_state::restarting) {
     if (a.state == protocol::actor_state::alive) {
       a.state = protocol::actor_state::restarting;
+      net_.forget(a.worker.endpoint);  // its process died: the connection to it goes
       a.worker = {};
       a.fail = m.fail;
       requeue_actor_calls(a, m.actor);
@@ -211,6 +212,7 @@ void actor_submitter::on_update(const protocol::actor_update& m) {
     a.state = protocol::actor_state::dead;
     a.fail = m.fail;
     fail_actor_calls(a);
+    if (!a.worker.endpoint.empty()) net_.forget(a.worker.endpoint);
   }
 }
 

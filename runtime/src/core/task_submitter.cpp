@@ -179,6 +179,10 @@ void task_submitter::drop_lease(const worker_id& w, detail::failure_kind kind,
   if (it == leases_.end()) return;
   auto l = std::move(it->second);
   leases_.erase(it);
+  // The connection to the dead worker (and to its dead node) goes: kept, each would hold
+  // a socket and its mailbox, reconnecting forever, until the process ran out of files.
+  net_.forget(l.worker.endpoint);
+  if (kind == detail::failure_kind::node_died) net_.forget(l.node_addr.endpoint);
   const std::string cause = kind == detail::failure_kind::node_died
                               ? "its node " + l.node.short_hex() + " died (" + why + ")"
                               : "its worker process " + w.short_hex() + " died (" + why + ")";

@@ -537,9 +537,11 @@ void head::declare_dead(const node_id& id, node_info& n, const std::string& reas
   }
   // Its worker processes died with it (a node's workers die with their node): what they
   // subscribed to forgets them, or every later update would open a connection to each,
-  // until the process runs out of sockets. Those of its last heartbeat, and its actors'.
+  // until the process runs out of sockets. Those of its last heartbeat, and its actors';
+  // and the node's own connection (a zmq socket and its mailbox, reconnecting forever).
   std::vector<std::string> gone = std::move(n.worker_endpoints);
   n.worker_endpoints.clear();
+  if (!n.addr.endpoint.empty()) gone.push_back(n.addr.endpoint);
   for (const auto& [aid, a] : actors_) {
     if (a.node == id && !a.worker.endpoint.empty()) gone.push_back(a.worker.endpoint);
   }

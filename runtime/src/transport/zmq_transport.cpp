@@ -227,8 +227,11 @@ zmq_transport::peer* zmq_transport::peer_for(const std::string& endpoint) {
   auto it = peers_.find(endpoint);
   if (it != peers_.end()) return it->second.get();
   if (stopped_) return nullptr;
-  auto p = std::make_unique<peer>(*ctx_);
+  std::unique_ptr<peer> p;
   try {
+    // Out of file descriptors, the socket itself cannot be made: the send fails (as one to
+    // a peer that is gone), it does not throw into the sender.
+    p = std::make_unique<peer>(*ctx_);
     p->socket.set(zmq::sockopt::linger, linger_ms);
     p->socket.set(zmq::sockopt::sndhwm, 0);  // never drop or block: peers' death is
                                              // detected by heartbeats and reapers

@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 using namespace celer;
 using namespace std::chrono_literals;
 
@@ -359,7 +361,7 @@ TEST_CASE("a dead node's worker processes, as its last heartbeat listed them, he
           "[head][fault]") {
   head_fixture f;
   const node_id dying = node_id::random(), live = node_id::random();
-  f.join(dying);
+  const address dying_addr = f.join(dying);
   const address live_addr = f.join(live);
   const address driver{unique_id::random(), "tcp://10.0.0.9:1"};
   const address task_worker{unique_id::random(), "tcp://10.0.0.1:7002"};
@@ -379,4 +381,9 @@ TEST_CASE("a dead node's worker processes, as its last heartbeat listed them, he
   std::vector<address> told;
   for (const auto& [to, m] : died) told.push_back(to);
   CHECK(told == std::vector<address>{driver, live_addr});  // not the worker that died with it
+  // Its connections to them, and to the node itself, are closed.
+  const auto& closed = f.net.forgotten;
+  CHECK(std::find(closed.begin(), closed.end(), task_worker.endpoint) != closed.end());
+  CHECK(std::find(closed.begin(), closed.end(), dying_addr.endpoint) != closed.end());
+  CHECK(std::find(closed.begin(), closed.end(), live_addr.endpoint) == closed.end());
 }

@@ -597,3 +597,30 @@ TEST_CASE("a worker that died while it started for a lease fails no task that ma
                                              "while it started for a lease (node 5d22efb2"));
   CHECK(f.net.take<protocol::request_lease>().empty());
 }
+
+TEST_CASE("the connections to a dead worker, and to its dead node, are closed",
+          "[core][task_submitter][retry]") {
+  submitter_fixture f;
+  f.retry = {.max_retries = 1};
+  f.submit("f");
+  const auto lend = [&](const std::string& worker_at, const std::string& node_at) {
+    const auto asked = f.net.take<protocol::request_lease>();
+    REQUIRE_FALSE(asked.empty());
+    protocol::lease_reply r;
+    r.request = asked.back().second.spec.id;
+    r.ok = true;
+    r.worker = worker_id::random();
+    r.worker_addr = address{r.worker, worker_at};
+    r.node = node_id::random();
+    r.node_addr = address{unique_id::random(), node_at};
+    f.tasks.on_lease_reply(r);
+    return r;
+  };
+  const auto first = lend("tcp://10.0.0.2:7001", "tcp://10.0.0.2:7000");
+  f.tasks.on_worker_died({first.worker, "killed by signal 9"});
+  CHECK(f.net.forgotten == std::vector<std::string>{"tcp://10.0.0.2:7001"});
+  const auto second = lend("tcp://10.0.0.3:7001", "tcp://10.0.0.3:7000");
+  f.tasks.on_node_died({second.node, "no heartbeat"});
+  CHECK(f.net.forgotten == std::vector<std::string>{"tcp://10.0.0.2:7001", "tcp://10.0.0.3:7001",
+                                                    "tcp://10.0.0.3:7000"});
+}
