@@ -24,6 +24,7 @@ zmq_transport::options transport_options(const knob_values& k, std::string bind,
   zo.encrypt = k.encryption != 0;
   zo.max_body_bytes = static_cast<std::size_t>(k.max_message_bytes);
   zo.max_frame_bytes = max_frame_bytes(k);
+  zo.max_peers = static_cast<std::size_t>(std::clamp(k.max_connections, 1, 1000));
   return zo;
 }
 

@@ -11,6 +11,9 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <chrono>
+#include <memory>
 #include <span>
 #include <cstring>
 #include <string_view>
@@ -76,8 +79,14 @@ std::string make_token() {
 struct zmq_transport::peer {
   std::mutex mutex;  // guards socket
   zmq::socket_t socket;
+  /// When it was last looked up to send (steady clock ticks): the least recent goes first.
+  std::atomic<std::int64_t> last_used{0};
   explicit peer(zmq::context_t& ctx) : socket(ctx, zmq::socket_type::dealer) {}
 };
+
+namespace {
+std::int64_t ticks_now() { return std::chrono::steady_clock::now().time_since_epoch().count(); }
+} // namespace
 
 struct zmq_transport::zap_request {
   std::vector<std::string> envelope;  // routing frames up to and including the empty one
@@ -217,21 +226,34 @@ void zmq_transport::connect_options(zmq::socket_t& s, const std::string& endpoin
   s.connect(parts->tcp);
 }
 
-zmq_transport::peer* zmq_transport::peer_for(const std::string& endpoint) {
+std::shared_ptr<zmq_transport::peer> zmq_transport::peer_for(const std::string& endpoint) {
   {
     std::shared_lock lock(peers_mutex_);
     auto it = peers_.find(endpoint);
-    if (it != peers_.end()) return it->second.get();
+    if (it != peers_.end()) {
+      it->second->last_used.store(ticks_now(), std::memory_order_relaxed);
+      return it->second;
+    }
   }
   std::unique_lock lock(peers_mutex_);
   auto it = peers_.find(endpoint);
-  if (it != peers_.end()) return it->second.get();
+  if (it != peers_.end()) return it->second;
   if (stopped_) return nullptr;
-  std::unique_ptr<peer> p;
+  if (opts_.max_peers > 0 && peers_.size() >= opts_.max_peers) {
+    // The least recently used connection goes (its socket closes, lingering to flush, once
+    // no sender holds it).
+    auto oldest = std::min_element(peers_.begin(), peers_.end(), [](const auto& a, const auto& b) {
+      return a.second->last_used.load(std::memory_order_relaxed) <
+             b.second->last_used.load(std::memory_order_relaxed);
+    });
+    CELER_LOG(debug, "transport", "closing the least used connection, to " + oldest->first);
+    peers_.erase(oldest);
+  }
+  std::shared_ptr<peer> p;
   try {
     // Out of file descriptors, the socket itself cannot be made: the send fails (as one to
     // a peer that is gone), it does not throw into the sender.
-    p = std::make_unique<peer>(*ctx_);
+    p = std::make_shared<peer>(*ctx_);
     p->socket.set(zmq::sockopt::linger, linger_ms);
     p->socket.set(zmq::sockopt::sndhwm, 0);  // never drop or block: peers' death is
                                              // detected by heartbeats and reapers
@@ -246,9 +268,14 @@ zmq_transport::peer* zmq_transport::peer_for(const std::string& endpoint) {
     CELER_LOG(error, "transport", "cannot connect to " + endpoint + ": " + e.what());
     return nullptr;
   }
-  auto* raw = p.get();
-  peers_.emplace(endpoint, std::move(p));
-  return raw;
+  p->last_used.store(ticks_now(), std::memory_order_relaxed);
+  peers_.emplace(endpoint, p);
+  return p;
+}
+
+std::size_t zmq_transport::peer_count() const {
+  std::shared_lock lock(peers_mutex_);
+  return peers_.size();
 }
 
 bool zmq_transport::send(const address& to, protocol::message&& m) {
@@ -266,7 +293,7 @@ bool zmq_transport::send_encoded(const address& to, const protocol::message& m) 
   // Kind and destination ride in the message frame: one frame (one CURVE box) for a small
   // message.
   auto frames = wire::encode(m, "M" + to.id.bytes());
-  peer* p = peer_for(to.endpoint);
+  auto p = peer_for(to.endpoint);
   if (p == nullptr) return false;
   try {
     std::lock_guard lock(p->mutex);
@@ -283,7 +310,7 @@ bool zmq_transport::send_encoded(const address& to, const protocol::message& m) 
 }
 
 void zmq_transport::forget(const std::string& endpoint) {
-  std::unique_ptr<peer> gone;
+  std::shared_ptr<peer> gone;
   {
     std::unique_lock lock(peers_mutex_);
     auto it = peers_.find(endpoint);
@@ -291,7 +318,9 @@ void zmq_transport::forget(const std::string& endpoint) {
     gone = std::move(it->second);
     peers_.erase(it);
   }
-  std::lock_guard plock(gone->mutex);  // no sender is inside; none can find it any more
+  // None can find it any more; a sender that already holds it finds the socket closed, and
+  // its send fails (as to a peer that is gone).
+  std::lock_guard plock(gone->mutex);
   gone->socket.set(zmq::sockopt::linger, 0);
   gone->socket.close();
 }
@@ -473,7 +502,7 @@ void zmq_transport::on_zap() {
       waiting.push_back(std::move(r));
       if (waiting.size() == 1) {
         // Ask the head on the connection to it (the answer comes back to this endpoint).
-        if (peer* head = peer_for(opts_.key_authority)) {
+        if (auto head = peer_for(opts_.key_authority)) {
           std::lock_guard lock(head->mutex);
           head->socket.send(zmq::str_buffer("K"), zmq::send_flags::sndmore);
           head->socket.send(zmq::buffer(key), zmq::send_flags::sndmore);
@@ -625,7 +654,7 @@ void zmq_transport::on_frames(std::vector<std::string_view>& parts, const char* 
           job = it->second.hex();
         }
       }
-      if (peer* p = peer_for(std::string(parts[3]))) {
+      if (auto p = peer_for(std::string(parts[3]))) {
         std::lock_guard lock(p->mutex);
         p->socket.send(zmq::str_buffer("k"), zmq::send_flags::sndmore);
         p->socket.send(zmq::buffer(parts[2]), zmq::send_flags::sndmore);

@@ -78,6 +78,11 @@ public:
     /// timeout). A message's frames are each below it (inline values and store chunks are
     /// a few MiB at most); its whole is max_body_bytes.
     std::size_t max_frame_bytes = 16u << 20;
+    /// Connections kept open to other processes; past it the one used least recently is
+    /// closed (its queued messages still flush; a later send opens it again). Processes
+    /// die and are replaced: a long-lived process would otherwise keep a socket to each
+    /// one it ever answered, and reach ZeroMQ's limit of 1,023 sockets.
+    std::size_t max_peers = 512;
   };
   struct counters {
     std::uint64_t delivered = 0;
@@ -111,6 +116,8 @@ public:
   [[nodiscard]] bool send(const address& to, protocol::message&& m) override;
   /// To another process: encodes `m` as it is (no copy).
   [[nodiscard]] bool send_copy(const address& to, const protocol::message& m) override;
+  /// Connections open to other processes now (tests, metrics).
+  [[nodiscard]] std::size_t peer_count() const;
   void forget(const std::string& endpoint) override;
 
   /// Says hello to `endpoint` on a fresh connection and waits for the answer: unauthenticated
@@ -130,7 +137,9 @@ private:
   /// send to another process: encodes `m` and queues the frames on its peer socket.
   [[nodiscard]] bool send_encoded(const address& to, const protocol::message& m);
   struct peer;
-  peer* peer_for(const std::string& endpoint);
+  /// The connection to `endpoint`, opened if need be (null when it cannot be); held by the
+  /// caller while it sends, so that closing it elsewhere waits for the send.
+  std::shared_ptr<peer> peer_for(const std::string& endpoint);
   void receive_loop();
   struct zap_request;
   void on_frames(std::vector<std::string_view>& parts, const char* user_id);
@@ -156,7 +165,7 @@ private:
   std::atomic<bool> stopped_{false};
 
   mutable std::shared_mutex peers_mutex_;  // guards peers_ (the map, not the sockets)
-  std::unordered_map<std::string, std::unique_ptr<peer>> peers_;
+  std::unordered_map<std::string, std::shared_ptr<peer>> peers_;
 
   // Receiver thread only (direct_ is fixed before start()).
   std::unordered_map<unique_id, std::function<void(protocol::message&)>> direct_;

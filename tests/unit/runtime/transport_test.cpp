@@ -55,8 +55,10 @@ struct endpoint_fixture {
   unique_id box_id = unique_id::random();
   zmq_transport net;
   explicit endpoint_fixture(credentials c, std::size_t max_body = 1u << 20, bool encrypt = true,
-                            std::string authority = {}, std::string bind = "tcp://127.0.0.1:*")
-    : net(host.local(), {std::move(bind), std::move(c), max_body, encrypt, std::move(authority)}) {
+                            std::string authority = {}, std::string bind = "tcp://127.0.0.1:*",
+                            std::size_t max_peers = 512)
+    : net(host.local(), {std::move(bind), std::move(c), max_body, encrypt, std::move(authority),
+                         16u << 20, max_peers}) {
     host.spawn(box_id, as_component(box), "inbox");
     net.start();
   }
@@ -130,6 +132,24 @@ TEST_CASE("send_copy delivers the message and leaves the sender's as it was", "[
   const auto& kept = std::get<protocol::execute_task>(m).spec;
   CHECK(kept.function == spec.function);
   CHECK(kept.args.at(0).value.size() == 4096);
+}
+
+TEST_CASE("past max_peers the connection used least recently is closed, and opened again when "
+          "needed",
+          "[transport]") {
+  endpoint_fixture a(cluster_creds(), 1u << 20, true, {}, "tcp://127.0.0.1:*", 2);
+  endpoint_fixture b(cluster_creds()), c(cluster_creds()), d(cluster_creds());
+  REQUIRE(a.net.send(b.box_address(), sample()));
+  REQUIRE(a.net.send(c.box_address(), sample()));
+  REQUIRE(a.net.send(b.box_address(), sample()));  // c is now the least recently used
+  REQUIRE(a.net.send(d.box_address(), sample()));
+  CHECK(a.net.peer_count() == 2);
+  REQUIRE(a.net.send(c.box_address(), sample()));  // opened again
+  CHECK(a.net.peer_count() == 2);
+  // Nothing queued on a closed connection was lost.
+  REQUIRE(b.box->wait_for(2, 10s));
+  REQUIRE(c.box->wait_for(2, 10s));
+  REQUIRE(d.box->wait_for(1, 10s));
 }
 
 TEST_CASE("with encryption off, messages travel and the token is still checked", "[transport]") {
