@@ -351,11 +351,12 @@ TEST_CASE("preemption across nodes: the head picks the node, the lowest priority
   // the deadline, and h2 starts then.
   REQUIRE(view_settled());
   auto h2 = high("h2");
-  // Meanwhile `celer status` shows the preemption under way.
+  // Meanwhile `celer status` shows the preemption under way. Wait for t0b's line itself:
+  // node2's heartbeat may still list t2's finished preemption for a moment.
   std::string st;
   CHECK(eventually([&] {
     st = c.status();
-    return st.find("preempting actor") != std::string::npos;
+    return st.find("make_preempt_trial, priority -1): stops within") != std::string::npos;
   }, 10s));
   CHECK_THAT(st, Contains("make_preempt_trial, priority -1): stops within") &&
                    Contains("of priority 10"));
