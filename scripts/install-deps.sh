@@ -11,6 +11,7 @@ packages=(
   libmsgpack-cxx-dev libboost-dev # wire encoding (msgpack-cxx's CMake package wants Boost headers)
   librocksdb-dev                  # object spill, durable objects, head state
   libxxhash-dev                   # checksums of objects on disk and in transfer
+  zlib1g-dev                      # the shipped data sets are gzipped (actors/data)
   catch2                          # tests (Catch2 v2)
   libcli11-dev                    # the celer command line
   nlohmann-json3-dev              # JSON output of CLI and benchmarks
@@ -18,11 +19,14 @@ packages=(
   iproute2 procps                 # network-namespace tests, process checks
   clang libclang-rt-14-dev llvm   # libFuzzer targets (scripts/fuzz.sh): clang 14, its fuzzer
                                   # and sanitizer runtimes, llvm-symbolizer for their reports
+  libtorch-dev                    # LibTorch 1.13 (CPU): models in the built-in actors (actors/)
+                                  # and the apps; -DCELER_WITH_TORCH=OFF builds without it
+  libyaml-cpp-dev                 # the apps' YAML configs (config/)
+  dataset-fashion-mnist           # Fashion-MNIST (IDX files) for celer-tune's larger run
   python3 python3-zmq python3-msgpack python3-nacl
                                   # the attacker suite (tests/security/attacker_suite.py):
                                   # raw ZeroMQ peers, msgpack messages, CURVE keys from a token
 )
-# LibTorch (libtorch-dev) joins this list with the built-in trainer actors that use it.
 
 sudo_cmd=()
 if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi

@@ -1,0 +1,208 @@
+// Readers of the shipped data sets: gzip through zlib, the digits CSV, IDX files.
+#include <celer/actors/data.hpp>
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <random>
+#include <sstream>
+
+namespace celer::actors {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// The whole content of `path`, gunzipped when it is gzip (zlib reads plain files as they are).
+expected<std::string> read_maybe_gzip(const std::string& path, const std::string& whence) {
+  if (!fs::exists(path)) {
+    return error(error_code::not_found, path + " does not exist; " + whence);
+  }
+  std::unique_ptr<gzFile_s, decltype(&gzclose)> f(gzopen(path.c_str(), "rb"), &gzclose);
+  if (!f) return error(error_code::unavailable, "cannot open " + path);
+  std::string out;
+  std::array<char, 1 << 16> buf{};
+  for (;;) {
+    const int n = gzread(f.get(), buf.data(), static_cast<unsigned>(buf.size()));
+    if (n < 0) {
+      int code = 0;
+      return error(error_code::data_loss,
+                   path + " is not readable gzip: " + gzerror(f.get(), &code));
+    }
+    if (n == 0) break;
+    out.append(buf.data(), static_cast<std::size_t>(n));
+  }
+  return out;
+}
+
+std::uint32_t big_endian32(const std::string& s, std::size_t at) {
+  return (std::uint32_t{static_cast<unsigned char>(s[at])} << 24) |
+         (std::uint32_t{static_cast<unsigned char>(s[at + 1])} << 16) |
+         (std::uint32_t{static_cast<unsigned char>(s[at + 2])} << 8) |
+         std::uint32_t{static_cast<unsigned char>(s[at + 3])};
+}
+
+/// An IDX file of unsigned bytes: its dimensions and where the data starts.
+expected<std::pair<std::vector<std::uint32_t>, std::size_t>> idx_header(const std::string& s,
+                                                                        const std::string& path) {
+  if (s.size() < 4 || s[0] != 0 || s[1] != 0) {
+    return error(error_code::invalid_argument, path + " is not an IDX file (bad magic)");
+  }
+  if (static_cast<unsigned char>(s[2]) != 0x08) {
+    return error(error_code::invalid_argument,
+                 path + " holds IDX type " + std::to_string(static_cast<unsigned char>(s[2])) +
+                   "; only unsigned bytes (0x08) are read");
+  }
+  const std::size_t dims = static_cast<unsigned char>(s[3]);
+  if (dims == 0 || s.size() < 4 + 4 * dims) {
+    return error(error_code::invalid_argument, path + " has a truncated IDX header");
+  }
+  std::vector<std::uint32_t> shape;
+  std::size_t count = 1;
+  for (std::size_t d = 0; d < dims; ++d) {
+    shape.push_back(big_endian32(s, 4 + 4 * d));
+    count *= shape.back();
+  }
+  const std::size_t start = 4 + 4 * dims;
+  if (s.size() - start != count) {
+    return error(error_code::invalid_argument,
+                 path + " should hold " + std::to_string(count) + " values after its header, holds " +
+                   std::to_string(s.size() - start));
+  }
+  return std::make_pair(std::move(shape), start);
+}
+
+} // namespace
+
+std::string data_dir() {
+  if (const char* env = std::getenv("CELER_DATA_DIR"); env != nullptr && *env != '\0') return env;
+  if (fs::exists(CELER_INSTALLED_DATA_DIR "/digits")) return CELER_INSTALLED_DATA_DIR;
+  return CELER_SOURCE_DATA_DIR;
+}
+
+expected<dataset> load_digits(const std::string& path_in) {
+  const std::string path = path_in.empty() ? data_dir() + "/digits/digits.csv.gz" : path_in;
+  auto text = read_maybe_gzip(
+    path, "the UCI digits ship in the repository's data/digits (set CELER_DATA_DIR to the "
+          "folder holding digits/)");
+  if (!text) return text.error();
+  dataset d;
+  d.name = "digits";
+  d.sample_shape = {64};
+  d.classes = 10;
+  std::istringstream in(*text);
+  std::string line;
+  std::size_t number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty()) continue;
+    std::array<int, 65> v{};
+    std::size_t fields = 0;
+    const char* p = line.c_str();
+    while (*p != '\0') {
+      char* end = nullptr;
+      const long x = std::strtol(p, &end, 10);
+      if (end == p || fields == v.size()) {
+        fields = v.size() + 1;  // malformed, or too many fields
+        break;
+      }
+      v[fields++] = static_cast<int>(x);
+      p = *end == ',' ? end + 1 : end;
+    }
+    if (fields != v.size() || v[64] < 0 || v[64] > 9) {
+      return error(error_code::invalid_argument,
+                   path + " line " + std::to_string(number) +
+                     ": expected 64 pixels 0..16 and a class 0..9, comma-separated");
+    }
+    for (int i = 0; i < 64; ++i) d.x.push_back(static_cast<float>(v[i]) / 16.0f);
+    d.y.push_back(v[64]);
+  }
+  if (d.y.empty()) return error(error_code::invalid_argument, path + " holds no samples");
+  return d;
+}
+
+expected<dataset> load_idx(const std::string& images, const std::string& labels, std::string name) {
+  const std::string whence = "Fashion-MNIST comes with Debian's dataset-fashion-mnist "
+                             "(scripts/install-deps.sh installs it)";
+  auto img = read_maybe_gzip(images, whence);
+  if (!img) return img.error();
+  auto lab = read_maybe_gzip(labels, whence);
+  if (!lab) return lab.error();
+  auto ih = idx_header(*img, images);
+  if (!ih) return ih.error();
+  auto lh = idx_header(*lab, labels);
+  if (!lh) return lh.error();
+  const auto& [ishape, istart] = *ih;
+  const auto& [lshape, lstart] = *lh;
+  if (lshape.size() != 1 || ishape.size() < 2 || ishape[0] != lshape[0]) {
+    return error(error_code::invalid_argument,
+                 images + " and " + labels + " do not pair: images need N×… and labels N");
+  }
+  dataset d;
+  d.name = std::move(name);
+  if (ishape.size() == 3) d.sample_shape = {1};  // one channel of H×W
+  for (std::size_t i = 1; i < ishape.size(); ++i) d.sample_shape.push_back(ishape[i]);
+  d.x.resize(img->size() - istart);
+  for (std::size_t i = 0; i < d.x.size(); ++i) {
+    d.x[i] = static_cast<float>(static_cast<unsigned char>((*img)[istart + i])) / 255.0f;
+  }
+  int top = 0;
+  d.y.resize(lshape[0]);
+  for (std::size_t i = 0; i < d.y.size(); ++i) {
+    d.y[i] = static_cast<unsigned char>((*lab)[lstart + i]);
+    top = std::max(top, static_cast<int>(d.y[i]));
+  }
+  d.classes = top + 1;
+  return d;
+}
+
+expected<dataset> load_fashion_mnist(bool train, std::size_t limit, const std::string& dir_in) {
+  const std::string dir = dir_in.empty() ? "/usr/share/datasets/fashion-mnist" : dir_in;
+  const std::string part = train ? "train" : "t10k";
+  auto d = load_idx(dir + "/" + part + "-images-idx3-ubyte.gz",
+                    dir + "/" + part + "-labels-idx1-ubyte.gz", "fashion-mnist-" + part);
+  if (!d) return d;
+  if (limit > 0 && limit < d->size()) {
+    d->x.resize(limit * d->features());
+    d->y.resize(limit);
+  }
+  return d;
+}
+
+std::pair<dataset, dataset> split(const dataset& all, double validation_fraction,
+                                  std::uint64_t seed) {
+  std::map<std::int64_t, std::vector<std::size_t>> by_class;
+  for (std::size_t i = 0; i < all.size(); ++i) by_class[all.y[i]].push_back(i);
+  std::mt19937_64 rng(seed);
+  std::vector<std::size_t> train_rows;
+  std::vector<std::size_t> valid_rows;
+  for (auto& [label, rows] : by_class) {
+    std::shuffle(rows.begin(), rows.end(), rng);
+    const auto n_valid = static_cast<std::size_t>(validation_fraction * static_cast<double>(rows.size()) + 0.5);
+    valid_rows.insert(valid_rows.end(), rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(n_valid));
+    train_rows.insert(train_rows.end(), rows.begin() + static_cast<std::ptrdiff_t>(n_valid), rows.end());
+  }
+  std::shuffle(train_rows.begin(), train_rows.end(), rng);
+  std::shuffle(valid_rows.begin(), valid_rows.end(), rng);
+  const auto take = [&](const std::vector<std::size_t>& rows, const char* part) {
+    dataset d;
+    d.name = all.name + "-" + part;
+    d.sample_shape = all.sample_shape;
+    d.classes = all.classes;
+    const std::size_t f = all.features();
+    d.x.reserve(rows.size() * f);
+    for (auto r : rows) {
+      d.x.insert(d.x.end(), all.x.begin() + static_cast<std::ptrdiff_t>(r * f),
+                 all.x.begin() + static_cast<std::ptrdiff_t>((r + 1) * f));
+      d.y.push_back(all.y[r]);
+    }
+    return d;
+  };
+  return {take(train_rows, "train"), take(valid_rows, "validation")};
+}
+
+} // namespace celer::actors
