@@ -1,7 +1,8 @@
 #pragma once
 /// How values travel: arguments and results are msgpack. Any type msgpack can serialise
 /// works — numbers, strings, vectors, maps, and your own structs with `MSGPACK_DEFINE` —
-/// plus `celer::bytes` for bulk data.
+/// plus `celer::bytes` for bulk data. A std::vector of numbers (and celer::array) travels as
+/// its raw bytes, so it moves at memory speed wherever it is, inside a struct too.
 ///
 ///   struct sample { std::string label; std::vector<float> x; MSGPACK_DEFINE(label, x); };
 ///   celer::object_ref<sample> r = celer::put(sample{"cat", {0.1f, 0.2f}});
@@ -125,6 +126,17 @@ private:
 
 namespace detail {
 
+/// The number types whose std::vector travels as raw bytes (msgpack `bin`, native byte
+/// order), like celer::array<T>, instead of one msgpack number per element: every
+/// arithmetic type but bool and the character types (std::vector<char> and
+/// std::vector<unsigned char> are `bin` in msgpack already) and long double.
+template <class T>
+concept bulk_number =
+  std::is_arithmetic_v<T> && !std::is_same_v<T, bool> && !std::is_same_v<T, char> &&
+  !std::is_same_v<T, unsigned char> && !std::is_same_v<T, wchar_t> &&
+  !std::is_same_v<T, char8_t> && !std::is_same_v<T, char16_t> && !std::is_same_v<T, char32_t> &&
+  !std::is_same_v<T, long double>;
+
 /// A msgpack stream that only counts: how large `value` packs, and its first byte (so
 /// that the store can align the body that follows a bin or str header).
 struct size_counter {
@@ -234,6 +246,41 @@ struct convert<celer::array<T>> {
     } else {
       // A copy: vector storage is aligned for any number type.
       v = celer::array<T>(celer::bytes(o.via.bin.ptr, o.via.bin.size));
+    }
+    return o;
+  }
+};
+
+/// std::vector of numbers (protocol 13): packed as `bin` holding the elements' bytes in
+/// native order, the layout of celer::array<T>, so a vector<float> of a million moves at
+/// memory speed instead of packing a million msgpack floats; either may be read as the other.
+/// Reading also takes a msgpack array of numbers (what other msgpack writers, and celer before
+/// protocol 13, produce). A `bin` whose size is not a multiple of sizeof(T) is a type error.
+template <class T, class Alloc>
+  requires celer::detail::bulk_number<T>
+struct pack<std::vector<T, Alloc>> {
+  template <class Stream>
+  packer<Stream>& operator()(packer<Stream>& o, const std::vector<T, Alloc>& v) const {
+    const auto size = v.size() * sizeof(T);
+    if (size > 0xffffffffu) throw msgpack::container_size_overflow("std::vector of numbers over 4 GiB");
+    o.pack_bin(static_cast<uint32_t>(size));
+    o.pack_bin_body(reinterpret_cast<const char*>(v.data()), static_cast<uint32_t>(size));
+    return o;
+  }
+};
+template <class T, class Alloc>
+  requires celer::detail::bulk_number<T>
+struct convert<std::vector<T, Alloc>> {
+  const msgpack::object& operator()(const msgpack::object& o, std::vector<T, Alloc>& v) const {
+    if (o.type == msgpack::type::BIN) {
+      if (o.via.bin.size % sizeof(T) != 0) throw msgpack::type_error();
+      v.resize(o.via.bin.size / sizeof(T));
+      if (o.via.bin.size > 0) std::memcpy(v.data(), o.via.bin.ptr, o.via.bin.size);
+    } else if (o.type == msgpack::type::ARRAY) {
+      v.resize(o.via.array.size);
+      for (std::uint32_t i = 0; i < o.via.array.size; ++i) v[i] = o.via.array.ptr[i].as<T>();
+    } else {
+      throw msgpack::type_error();
     }
     return o;
   }
