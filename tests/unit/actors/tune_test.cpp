@@ -1,4 +1,5 @@
-// celer::tune's search spaces, params and searchers (random, grid, TPE).
+// celer::tune's search spaces, params and searchers (random, grid, TPE). The schedulers'
+// tests are in tune_schedule_test.cpp.
 #include <celer/actors/tune.hpp>
 
 #include "parzen.hpp"  // the truncated-normal arithmetic, tested directly
@@ -115,18 +116,21 @@ TEST_CASE("a bad search space gives an invalid_argument error that names the par
   fails_with(search_space{}, "the search space has no parameters");
   CHECK(mixed_space().validate().has_value());
 
-  SECTION("and every searcher refuses it with the same message") {
+  SECTION("and every searcher and PBT refuse it with the same message") {
     const auto bad = search_space{}.uniform("x", 0, 1).log_uniform("lr", 0.0, 1.0);
     const std::string message = bad.validate().error().message();
     auto r = make_random_search(bad);
     auto g = make_grid_search(bad);
     auto t = make_tpe_search(bad);
+    auto pbt = make_pbt(bad);
     REQUIRE_FALSE(r.has_value());
     REQUIRE_FALSE(g.has_value());
     REQUIRE_FALSE(t.has_value());
+    REQUIRE_FALSE(pbt.has_value());
     CHECK(r.error().message() == message);
     CHECK(g.error().message() == message);
     CHECK(t.error().message() == message);
+    CHECK(pbt.error().message() == message);
   }
 }
 
