@@ -8,8 +8,8 @@
 // For each function and method, `--seeds` runs (seeds 0..N-1, the searcher's seed) of
 // `--trials` sequential trials (suggest, evaluate, observe); the figure is the median over the
 // seeds of the best value found after 50 trials and after all of them, with the 25th and 75th
-// percentiles. Methods: random search, TPE with Optuna's defaults and univariate densities
-// (tune::tpe_options{}), and TPE with multivariate densities (Optuna 5's default).
+// percentiles. Methods: random search, TPE with Optuna 5's defaults (tune::tpe_options{}:
+// multivariate densities), and TPE with univariate densities (Optuna 4's default).
 //
 //   build/bench/celer-bench-tune-search [--seeds 30] [--trials 100] [--json FILE] [--smoke]
 //
@@ -91,8 +91,8 @@ struct method {
 std::vector<method> methods() {
   return {{"random", [](auto& s, auto seed) { return tune::make_random_search(s, {.seed = seed}); }},
           {"tpe", [](auto& s, auto seed) { return tune::make_tpe_search(s, {.seed = seed}); }},
-          {"tpe_multivariate", [](auto& s, auto seed) {
-             return tune::make_tpe_search(s, {.seed = seed}, {.multivariate = true});
+          {"tpe_univariate", [](auto& s, auto seed) {
+             return tune::make_tpe_search(s, {.seed = seed}, {.multivariate = false});
            }}};
 }
 

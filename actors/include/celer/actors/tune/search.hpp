@@ -57,10 +57,11 @@ struct tpe_options {
   bool consider_magic_clip = true;
   /// Let the outermost kernels' widths reach the bounds.
   bool consider_endpoints = false;
-  /// false: one density per parameter, each chosen separately (Optuna up to 4.x's default).
   /// true: one joint density of products of the same kernels (Optuna 5's default for one
-  /// objective), which follows correlated parameters.
-  bool multivariate = false;
+  /// objective), which follows parameters that interact. false: one density per parameter,
+  /// each chosen separately (Optuna up to 4.x's default; behind on Branin and Hartmann-6,
+  /// docs/benchmarks.md).
+  bool multivariate = true;
 };
 
 /// Suggests params and learns from finished trials. Not thread-safe: one caller (the tuning
