@@ -1,0 +1,133 @@
+#include <celer/store/blob_db.hpp>
+
+#include "rocksdb_env.hpp"
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
+
+#include <filesystem>
+
+namespace celer::store {
+namespace {
+
+// A blob's key on disk: its space, a NUL, then its own key, so that each space's blobs sort
+// together and a scan is one seek (as table_db does). Space names hold no NUL.
+std::string disk_key(std::string_view space, std::string_view key) {
+  std::string k;
+  k.reserve(space.size() + 1 + key.size());
+  k.append(space);
+  k.push_back('\0');
+  k.append(key);
+  return k;
+}
+
+error from(const rocksdb::Status& s, const std::string& what) {
+  const bool full = s.IsNoSpace() || s.subcode() == rocksdb::Status::SubCode::kNoSpace;
+  return error(full ? error_code::resource_exhausted : error_code::unavailable,
+               what + ": " + (full ? "the disk is full (" + s.ToString() + ")" : s.ToString()));
+}
+
+class rocksdb_blob_db final : public blob_db {
+public:
+  rocksdb_blob_db(std::string dir, rocksdb::DB* db, bool read_only)
+    : dir_(std::move(dir)), db_(db), read_only_(read_only) {
+    rocksdb_opened();
+  }
+  ~rocksdb_blob_db() override {
+    db_.reset();
+    rocksdb_closed();
+  }
+  rocksdb_blob_db(const rocksdb_blob_db&) = delete;
+  rocksdb_blob_db& operator=(const rocksdb_blob_db&) = delete;
+
+  expected<void> apply(const std::vector<blob_write>& writes, bool sync) override {
+    if (read_only_) {
+      return error(error_code::failed_precondition,
+                   "the blob database at " + dir_ + " was opened read-only");
+    }
+    rocksdb::WriteBatch batch;
+    for (const auto& w : writes) {
+      const auto k = disk_key(w.space, w.key);
+      auto s = w.erase ? batch.Delete(k)
+                       : batch.Put(k, rocksdb::Slice(w.value.data(), w.value.size()));
+      if (!s.ok()) return from(s, "preparing a write to " + dir_);
+    }
+    rocksdb::WriteOptions wo;
+    wo.sync = sync;
+    auto s = db_->Write(wo, &batch);
+    if (!s.ok()) {
+      return from(s, "writing " + std::to_string(writes.size()) + " blob(s) to " + dir_);
+    }
+    return {};
+  }
+
+  expected<std::optional<std::string>> get(std::string_view space,
+                                           std::string_view key) const override {
+    std::string value;
+    auto s = db_->Get(rocksdb::ReadOptions(), disk_key(space, key), &value);
+    if (s.IsNotFound()) return std::optional<std::string>();
+    if (!s.ok()) {
+      return error(error_code::data_loss, "reading " + std::string(space) + "/" +
+                                            std::string(key) + " from " + dir_ + ": " +
+                                            s.ToString());
+    }
+    return std::optional<std::string>(std::move(value));
+  }
+
+  expected<void> scan(std::string_view space,
+                      const std::function<void(std::string_view, std::string_view)>& row)
+    const override {
+    const std::string prefix = disk_key(space, {});
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+      const auto k = it->key();
+      const auto v = it->value();
+      row(std::string_view(k.data() + prefix.size(), k.size() - prefix.size()),
+          std::string_view(v.data(), v.size()));
+    }
+    if (!it->status().ok()) {
+      return error(error_code::data_loss, "reading space " + std::string(space) + " of " +
+                                            dir_ + ": " + it->status().ToString());
+    }
+    return {};
+  }
+
+  const std::string& dir() const noexcept override { return dir_; }
+
+private:
+  std::string dir_;
+  std::unique_ptr<rocksdb::DB> db_;
+  bool read_only_;
+};
+
+} // namespace
+
+expected<std::unique_ptr<blob_db>> open_blob_db(const std::string& dir,
+                                                const blob_db_options& options) {
+  rocksdb::Options o;
+  o.create_if_missing = !options.read_only;
+  // Blobs go to blob files, so compaction moves only the small keys (as the spill tier).
+  o.enable_blob_files = true;
+  o.min_blob_size = 4096;
+  o.enable_blob_garbage_collection = true;
+  // A writer persists in the background beside training: two jobs keep flushes and
+  // compactions going without taking the machine.
+  o.max_background_jobs = 2;
+  o.keep_log_file_num = 4;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s;
+  if (options.read_only) {
+    std::error_code ec;
+    if (!std::filesystem::exists(std::filesystem::path(dir) / "CURRENT", ec)) {
+      return error(error_code::not_found, "no blob database at " + dir);
+    }
+    s = rocksdb::DB::OpenForReadOnly(o, dir, &raw, /*error_if_wal_file_exists=*/false);
+  } else {
+    s = rocksdb::DB::Open(o, dir, &raw);
+  }
+  if (!s.ok()) return from(s, "opening the blob database at " + dir);
+  return std::unique_ptr<blob_db>(new rocksdb_blob_db(dir, raw, options.read_only));
+}
+
+} // namespace celer::store
