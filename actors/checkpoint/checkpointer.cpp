@@ -201,6 +201,11 @@ struct checkpointer::impl {
         std::fprintf(stderr, "celer::checkpoint: %zu save(s) failed and were never waited for: %s\n",
                      failures.size(), failures.front().to_string().c_str());
       }
+      // Close first and wait for it, so that the tiers' locks are free when this returns;
+      // a writer that died has nothing to close.
+      std::vector<object_ref<bool>> closed;
+      for (auto& w : writers) closed.push_back(w.handle.task(&writer_actor::close).remote());
+      for (auto& c : closed) (void)celer::try_get(c);
       for (auto& w : writers) celer::kill(w.handle);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "celer::checkpoint: stopping the writers: %s\n", e.what());

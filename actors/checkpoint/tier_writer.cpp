@@ -162,6 +162,15 @@ commit_result tier_writer::commit(const commit_header& header) {
   return out;
 }
 
+void tier_writer::close() {
+  tier_.reset();
+  pending_.clear();
+  if (!open_error_) {
+    open_error_ = error(error_code::failed_precondition,
+                        "the " + config_.kind + " tier's writer was closed");
+  }
+}
+
 expected<void> tier_writer::retain(commit_result& out) {
   auto ids = tier_->manifest_ids();
   if (!ids) return ids.error();

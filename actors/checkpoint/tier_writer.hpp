@@ -30,6 +30,9 @@ public:
   void add_segment(std::uint64_t id, std::uint32_t entry, std::uint64_t offset,
                    std::string_view bytes);
   [[nodiscard]] commit_result commit(const commit_header& header);
+  /// Lets go of the tier (its lock with it): a writer opened after this returns succeeds.
+  /// Later calls answer failed_precondition.
+  void close();
 
 private:
   struct entry_state {

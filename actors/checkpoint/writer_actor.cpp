@@ -12,4 +12,5 @@ writer_actor* make_writer_actor(writer_config config) { return new writer_actor(
 CELER_REMOTE(celer::checkpoint::detail::make_writer_actor,
              &celer::checkpoint::detail::writer_actor::probe,
              &celer::checkpoint::detail::writer_actor::add_segment,
-             &celer::checkpoint::detail::writer_actor::commit);
+             &celer::checkpoint::detail::writer_actor::commit,
+             &celer::checkpoint::detail::writer_actor::close);

@@ -20,6 +20,12 @@ public:
     writer_.add_segment(id, entry, offset, bytes.view());
   }
   commit_result commit(commit_header header) { return writer_.commit(header); }
+  /// Closes the tier now: killing an actor ends it later, and the tier's lock must be free
+  /// when the checkpointer that stops it returns.
+  bool close() {
+    writer_.close();
+    return true;
+  }
 
 private:
   tier_writer writer_;
