@@ -3,7 +3,8 @@
 //   index/<key>     its size in decimal (small, so the writer lists chunks without reading
 //                   them: blob values would be read by a scan of "chunk")
 //   manifest/<id>   a manifest's text (the id in 20 digits)
-// Chunks are staged unsynced; the manifest's write is synced and carries them to disk.
+// Chunks are staged without RocksDB's log (written once, to its blob files, when flushed);
+// a checkpoint's commit flushes them, then writes its manifest through the synced log.
 #include "tier.hpp"
 
 #include <celer/store/blob_db.hpp>
@@ -44,12 +45,14 @@ public:
       writes.push_back({"index", c.key, sizes.back()});
       bytes += c.bytes.size();
     }
-    if (auto ok = db_->apply(writes, /*sync=*/false); !ok) return ok.error();
+    if (auto ok = db_->stage(writes); !ok) return ok.error();
     for (const auto& c : chunks) index_.insert(c.key);
     return bytes;
   }
 
   expected<void> put_manifest(std::uint64_t id, const std::string& text) override {
+    // The chunks on disk first (one flush, synced), then the manifest that names them.
+    if (auto ok = db_->flush(); !ok) return ok;
     return db_->apply({{"manifest", manifest_name(id), text}}, /*sync=*/true);
   }
 

@@ -79,6 +79,62 @@ TEST_CASE("a blob database keeps large and small blobs by space and key across a
   CHECK(all_of(**db, "chunk").size() == 1);
 }
 
+TEST_CASE("staged blobs are seen at once and kept by a flush across a reopen",
+          "[store][blob_db]") {
+  temp_dir dir;
+  const std::string big = noise(300 * 1024, 2);
+  {
+    auto db = open_blob_db(dir.path.string());
+    REQUIRE(db.has_value());
+    REQUIRE((*db)->stage({{"chunk", "x", big}, {"index", "x", "307200"}}));
+    auto seen = (*db)->get("chunk", "x");
+    REQUIRE(seen.has_value());
+    REQUIRE(seen->has_value());
+    CHECK(**seen == big);
+    REQUIRE((*db)->flush());
+    REQUIRE((*db)->apply({{"manifest", "1", "x"}}, /*sync=*/true));
+    // A read-only handle opened now sees the flushed blob and the logged manifest.
+    auto reader = open_blob_db(dir.path.string(), {.read_only = true});
+    REQUIRE(reader.has_value());
+    CHECK(all_of(**reader, "chunk") == std::map<std::string, std::string>{{"x", big}});
+    CHECK(all_of(**reader, "manifest").size() == 1);
+    CHECK((*reader)->flush().error().code() == error_code::failed_precondition);
+  }
+  auto db = open_blob_db(dir.path.string());
+  REQUIRE(db.has_value());
+  CHECK(all_of(**db, "chunk") == std::map<std::string, std::string>{{"x", big}});
+}
+
+TEST_CASE("a read-only handle reads blobs whose tables were compacted by earlier writers",
+          "[store][blob_db]") {
+  // Eight writers in turn, each flushing a blob and erasing an older one: enough tables for
+  // compactions (and blob garbage collection) to move them.
+  temp_dir dir;
+  const std::string shared = noise(300 * 1024, 3);
+  for (int round = 1; round <= 8; ++round) {
+    auto db = open_blob_db(dir.path.string());
+    REQUIRE(db.has_value());
+    const std::string own = noise(300 * 1024, 10 + static_cast<unsigned>(round));
+    std::vector<blob_write> w = {{"chunk", "own" + std::to_string(round), own}};
+    if (round == 1) w.push_back({"chunk", "shared", shared});
+    REQUIRE((*db)->stage(w));
+    REQUIRE((*db)->flush());
+    if (round > 2) {
+      REQUIRE((*db)->apply({{"chunk", "own" + std::to_string(round - 2), {}, true}}, false));
+    }
+  }
+  auto reader = open_blob_db(dir.path.string(), {.read_only = true});
+  REQUIRE(reader.has_value());
+  auto got = (*reader)->get("chunk", "shared");
+  REQUIRE(got.has_value());
+  REQUIRE(got->has_value());
+  CHECK(**got == shared);
+  auto gone = (*reader)->get("chunk", "own1");
+  REQUIRE(gone.has_value());
+  CHECK_FALSE(gone->has_value());
+  CHECK(all_of(**reader, "chunk").size() == 3);
+}
+
 TEST_CASE("a read-only blob database opens beside a writer and refuses writes",
           "[store][blob_db]") {
   temp_dir dir;

@@ -1,21 +1,22 @@
 #pragma once
 // A node-local database of blobs by key, for bulk bytes that must outlive the process that
-// writes them: the checkpoint writers' fast tier (actors/checkpoint). Unlike table_db, a
-// write need not reach the disk before it returns: `apply(writes, /*sync=*/false)` stages a
-// batch, and the next `apply(..., /*sync=*/true)` makes it and every batch before it durable
-// with one sync (RocksDB's write-ahead log is one sequential file, so syncing it covers
-// everything logged before). A checkpoint thus costs one sync, not one per chunk.
-// Values of 4 KiB and more live in RocksDB's blob files, so compactions move keys, not bytes;
-// the space of erased blobs comes back as compactions run, not at once.
+// writes them: the checkpoint writers' fast tier (actors/checkpoint). Bulk writes go through
+// `stage`, which skips the write-ahead log, and one `flush` makes every staged blob durable
+// (written once, to RocksDB's blob files, and synced), so a checkpoint costs one flush, not
+// a sync per chunk, and its bytes are not written twice (log, then table). Small records
+// that must be durable at once go through `apply(..., /*sync=*/true)`.
+// Values of 4 KiB and more live in blob files, so compactions move keys, not bytes; the
+// space of erased blobs comes back as compactions run, not at once.
 //
 //   auto db = store::open_blob_db(dir);                              // expected<unique_ptr>
-//   (void)(*db)->apply({{"chunk", key, bytes}}, /*sync=*/false);    // staged
-//   (void)(*db)->apply({{"manifest", id, text}}, /*sync=*/true);    // both durable now
+//   (void)(*db)->stage({{"chunk", key, bytes}});                     // in memory
+//   (void)(*db)->flush();                                            // on disk, synced
+//   (void)(*db)->apply({{"manifest", id, text}}, /*sync=*/true);    // durable now
 //   auto v = (*db)->get("chunk", key);                               // expected<optional<string>>
 //
 // Threads: one writer at a time; reads may run beside it. A read-only handle
 // (blob_db_options::read_only) takes no lock, so it opens while another handle (of this
-// process or another) writes; it sees what was logged when it opened.
+// process or another) writes; it sees what was flushed or logged when it opened.
 
 #include <celer/error.hpp>
 
@@ -45,12 +46,18 @@ struct blob_db_options {
 class blob_db {
 public:
   virtual ~blob_db() = default;
-  /// Applies `writes` atomically (all or none). With `sync`, they and every earlier batch
-  /// are on disk when it returns; without, a crash of the machine (not of the process) may
-  /// lose them. A full disk is resource_exhausted with the directory; another storage
-  /// failure unavailable.
+  /// Applies `writes` atomically (all or none), through the write-ahead log. With `sync`,
+  /// they and every earlier logged batch are on disk when it returns; without, a crash of
+  /// the machine (not of the process) may lose them. A full disk is resource_exhausted
+  /// with the directory; another storage failure unavailable.
   [[nodiscard]] virtual expected<void> apply(const std::vector<blob_write>& writes,
                                              bool sync) = 0;
+  /// Applies `writes` atomically without the write-ahead log: readers of this handle see
+  /// them at once, but they reach the disk only with the next `flush` (a crash of the
+  /// process before it loses them). Errors as `apply`.
+  [[nodiscard]] virtual expected<void> stage(const std::vector<blob_write>& writes) = 0;
+  /// Writes everything staged (and logged) into the database's files and syncs them.
+  [[nodiscard]] virtual expected<void> flush() = 0;
   /// The blob under (space, key); nullopt when there is none; data_loss when it cannot
   /// be read.
   [[nodiscard]] virtual expected<std::optional<std::string>> get(std::string_view space,
