@@ -30,8 +30,9 @@ error from(const rocksdb::Status& s, const std::string& what) {
 
 class rocksdb_blob_db final : public blob_db {
 public:
-  rocksdb_blob_db(std::string dir, rocksdb::DB* db, bool read_only)
-    : dir_(std::move(dir)), db_(db), read_only_(read_only) {
+  rocksdb_blob_db(std::string dir, rocksdb::DB* db, const blob_db_options& options)
+    : dir_(std::move(dir)), db_(db), read_only_(options.read_only) {
+    reads_.verify_checksums = options.verify_reads;
     rocksdb_opened();
   }
   ~rocksdb_blob_db() override {
@@ -71,7 +72,7 @@ public:
       // RocksDB 7.8's read-only Get answers NotFound for a value kept in a blob file once
       // its table has been compacted; an iterator resolves it (store's blob_db_test pins
       // this down).
-      std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+      std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(reads_));
       it->Seek(k);
       if (it->Valid() && it->key() == k) {
         value.assign(it->value().data(), it->value().size());
@@ -80,7 +81,7 @@ public:
       }
       s = it->status();
     } else {
-      s = db_->Get(rocksdb::ReadOptions(), k, &value);
+      s = db_->Get(reads_, k, &value);
     }
     if (s.IsNotFound()) return std::optional<std::string>();
     if (!s.ok()) {
@@ -95,7 +96,7 @@ public:
                       const std::function<void(std::string_view, std::string_view)>& row)
     const override {
     const std::string prefix = disk_key(space, {});
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(reads_));
     for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
       const auto k = it->key();
       const auto v = it->value();
@@ -137,6 +138,7 @@ private:
   std::string dir_;
   std::unique_ptr<rocksdb::DB> db_;
   bool read_only_;
+  rocksdb::ReadOptions reads_;
 };
 
 } // namespace
@@ -165,7 +167,7 @@ expected<std::unique_ptr<blob_db>> open_blob_db(const std::string& dir,
     s = rocksdb::DB::Open(o, dir, &raw);
   }
   if (!s.ok()) return from(s, "opening the blob database at " + dir);
-  return std::unique_ptr<blob_db>(new rocksdb_blob_db(dir, raw, options.read_only));
+  return std::unique_ptr<blob_db>(new rocksdb_blob_db(dir, raw, options));
 }
 
 } // namespace celer::store

@@ -41,6 +41,10 @@ struct blob_write {
 struct blob_db_options {
   /// Open without the lock and refuse writes (failed_precondition).
   bool read_only = false;
+  /// Check RocksDB's own checksum of each value read. A caller that checks what it reads
+  /// anyway (the checkpoint tiers hash every chunk) turns it off: it is most of the cost
+  /// of reading a large value from the page cache.
+  bool verify_reads = true;
 };
 
 class blob_db {
