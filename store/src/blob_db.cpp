@@ -164,6 +164,19 @@ expected<std::unique_ptr<blob_db>> open_blob_db(const std::string& dir,
     }
     s = rocksdb::DB::OpenForReadOnly(o, dir, &raw, /*error_if_wal_file_exists=*/false);
   } else {
+    // RocksDB makes the last folder only; a writer's whole path is made here.
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {
+      const bool full = ec == std::errc::no_space_on_device;
+      const bool denied = ec == std::errc::permission_denied ||
+                          ec == std::errc::operation_not_permitted ||
+                          ec == std::errc::read_only_file_system;
+      return error(full     ? error_code::resource_exhausted
+                   : denied ? error_code::permission_denied
+                            : error_code::unavailable,
+                   "creating the blob database's folder " + dir + ": " + ec.message());
+    }
     s = rocksdb::DB::Open(o, dir, &raw);
   }
   if (!s.ok()) return from(s, "opening the blob database at " + dir);

@@ -56,8 +56,9 @@ TEST_CASE("a blob database keeps large and small blobs by space and key across a
   temp_dir dir;
   const std::string big = noise(700 * 1024, 1);
   const std::string small = "seven";
+  const auto where = (dir.path / "a" / "b").string();  // folders made as needed
   {
-    auto db = open_blob_db(dir.path.string());
+    auto db = open_blob_db(where);
     REQUIRE(db.has_value());
     REQUIRE((*db)->apply({{"chunk", "a", big}, {"chunk", "b", small}}, /*sync=*/false));
     REQUIRE((*db)->apply({{"manifest", "a", small}}, /*sync=*/true));
@@ -67,9 +68,9 @@ TEST_CASE("a blob database keeps large and small blobs by space and key across a
     CHECK(**got == big);
     // Spaces do not see each other's keys.
     CHECK(all_of(**db, "manifest") == std::map<std::string, std::string>{{"a", small}});
-    CHECK((*db)->dir() == dir.path.string());
+    CHECK((*db)->dir() == where);
   }
-  auto db = open_blob_db(dir.path.string());
+  auto db = open_blob_db(where);
   REQUIRE(db.has_value());
   CHECK(all_of(**db, "chunk") == std::map<std::string, std::string>{{"a", big}, {"b", small}});
   REQUIRE((*db)->apply({{"chunk", "a", {}, /*erase=*/true}}, /*sync=*/true));
