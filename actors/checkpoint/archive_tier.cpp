@@ -15,7 +15,7 @@
 
 #include <cerrno>
 #include <charconv>
-#include <cstring>
+#include <system_error>
 #include <filesystem>
 #include <set>
 #include <unordered_set>
@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 
 error io_error(int err, const std::string& what, const fs::path& path) {
   error_code code = error_code::unavailable;
-  std::string why = std::strerror(err);
+  std::string why = std::error_code(err, std::generic_category()).message();
   if (err == ENOSPC || err == EDQUOT || err == EFBIG) {
     code = error_code::resource_exhausted;
     why = "the disk is full (" + why + ")";
@@ -91,11 +91,11 @@ expected<std::optional<std::string>> read_whole(const fs::path& path) {
   fd_guard fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.fd < 0) {
     if (errno == ENOENT) return std::optional<std::string>();
-    return error(error_code::data_loss, "reading " + path.string() + ": " + std::strerror(errno));
+    return error(error_code::data_loss, "reading " + path.string() + ": " + std::error_code(errno, std::generic_category()).message());
   }
   struct stat st {};
   if (::fstat(fd.fd, &st) != 0) {
-    return error(error_code::data_loss, "reading " + path.string() + ": " + std::strerror(errno));
+    return error(error_code::data_loss, "reading " + path.string() + ": " + std::error_code(errno, std::generic_category()).message());
   }
   // Read straight into a string of the file's size; a file that grows or shrinks meanwhile
   // is read as far as it goes (the hash check then judges it).
@@ -105,7 +105,7 @@ expected<std::optional<std::string>> read_whole(const fs::path& path) {
     const ssize_t n = ::read(fd.fd, out.data() + done, out.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      return error(error_code::data_loss, "reading " + path.string() + ": " + std::strerror(errno));
+      return error(error_code::data_loss, "reading " + path.string() + ": " + std::error_code(errno, std::generic_category()).message());
     }
     if (n == 0) break;
     done += static_cast<std::size_t>(n);

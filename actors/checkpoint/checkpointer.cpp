@@ -252,6 +252,15 @@ expected<checkpointer> checkpointer::open(options opts) {
 }
 
 expected<std::uint64_t> checkpointer::save(const snapshot& s) {
+  // The runtime's calls throw (it may have been shut down); no exception leaves here.
+  try {
+    return save_now(s);
+  } catch (const celer::exception& e) {
+    return error(e.code(), std::string("saving a checkpoint: ") + e.what());
+  }
+}
+
+expected<std::uint64_t> checkpointer::save_now(const snapshot& s) {
   const auto start = clock::now();
   const std::int64_t started_ns = detail::monotonic_ns();
   if (auto ok = check(s); !ok) return ok.error();
@@ -301,7 +310,11 @@ expected<std::uint64_t> checkpointer::save(const snapshot& s) {
 
 expected<void> checkpointer::wait() {
   auto& m = *impl_;
-  while (!m.pending.empty()) m.collect_oldest();
+  try {
+    while (!m.pending.empty()) m.collect_oldest();
+  } catch (const celer::exception& e) {
+    return error(e.code(), std::string("waiting for checkpoints: ") + e.what());
+  }
   if (m.failures.empty()) return {};
   error first = m.failures.front();
   if (m.failures.size() > 1) {

@@ -211,6 +211,7 @@ struct save_report {
 
 /// Saves asynchronously through writer actors on this node. Needs celer::init (embedded or
 /// a cluster). Move-only; destroying it waits for pending saves, then stops its writers.
+/// One thread at a time (the trainer's): it is not guarded by a lock.
 /// One checkpointer (or `write`) per pair of directories at a time: the fast tier's RocksDB
 /// and the archive's LOCK file refuse a second writer.
 class checkpointer {
@@ -242,6 +243,7 @@ public:
 private:
   struct impl;
   explicit checkpointer(std::unique_ptr<impl> p);
+  expected<std::uint64_t> save_now(const snapshot& s);
   std::unique_ptr<impl> impl_;
 };
 
