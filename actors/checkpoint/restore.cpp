@@ -222,6 +222,7 @@ expected<restored> restore(const options& opts, const restore_options& which) {
   }
   if (!any) {
     std::string msg = "no checkpoint in the " + r.where;
+    if (which.max_id) msg += " with an id of at most " + std::to_string(*which.max_id);
     if (!r.broken.empty()) msg += " (" + joined(r.broken) + ")";
     return error(error_code::not_found, msg);
   }

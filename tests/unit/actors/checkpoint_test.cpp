@@ -350,7 +350,7 @@ TEST_CASE("a truncated manifest is skipped for the older checkpoint", "[actors][
   CHECK(third->id == 3);
 }
 
-TEST_CASE("restore with nothing saved is not_found; bad options are invalid_argument",
+TEST_CASE("restore with nothing saved is not_found, and bad options are invalid_argument",
           "[actors][checkpoint]") {
   temp_dir dir;
   auto none = restore(dir.both());
