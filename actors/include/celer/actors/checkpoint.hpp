@@ -216,9 +216,11 @@ struct save_report {
 /// and the archive's LOCK file refuse a second writer.
 class checkpointer {
 public:
-  /// Checks the options, reads the tiers' newest id, and starts one writer actor per tier
-  /// on this node. invalid_argument for bad options; failed_precondition without celer::init.
-  /// A tier that cannot be opened fails the first save's `wait` (with the path), not here.
+  /// Checks the options, starts one writer actor per tier on this node, and waits until
+  /// each has opened its tier and read its newest id. invalid_argument for bad options;
+  /// failed_precondition without celer::init; a tier that cannot be opened as the disk
+  /// says (permission_denied, resource_exhausted, unavailable when another writer holds
+  /// it), naming the path.
   [[nodiscard]] static expected<checkpointer> open(options opts);
 
   checkpointer(checkpointer&&) noexcept;
@@ -254,6 +256,7 @@ private:
 /// A newer checkpoint that restore passed over.
 struct skipped_checkpoint {
   std::uint64_t id = 0;
+  /// -1 when no copy of its manifest reads back.
   std::int64_t step = 0;
   /// What was wrong, per tier ("archive: chunk 3f2a… of entry model/w: hash mismatch").
   std::string why;
