@@ -1,6 +1,7 @@
 #include <celer/store/blob_db.hpp>
 
 #include "rocksdb_env.hpp"
+#include "rocksdb_keys.hpp"
 
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
@@ -10,23 +11,6 @@
 
 namespace celer::store {
 namespace {
-
-// A blob's key on disk: its space, a NUL, then its own key, so that each space's blobs sort
-// together and a scan is one seek (as table_db does). Space names hold no NUL.
-std::string disk_key(std::string_view space, std::string_view key) {
-  std::string k;
-  k.reserve(space.size() + 1 + key.size());
-  k.append(space);
-  k.push_back('\0');
-  k.append(key);
-  return k;
-}
-
-error from(const rocksdb::Status& s, const std::string& what) {
-  const bool full = s.IsNoSpace() || s.subcode() == rocksdb::Status::SubCode::kNoSpace;
-  return error(full ? error_code::resource_exhausted : error_code::unavailable,
-               what + ": " + (full ? "the disk is full (" + s.ToString() + ")" : s.ToString()));
-}
 
 class rocksdb_blob_db final : public blob_db {
 public:

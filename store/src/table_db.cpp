@@ -1,6 +1,7 @@
 #include <celer/store/table_db.hpp>
 
 #include "rocksdb_env.hpp"
+#include "rocksdb_keys.hpp"
 
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
@@ -8,23 +9,6 @@
 
 namespace celer::store {
 namespace {
-
-// A row's key on disk: its table's name, a NUL, then its own key, so that each table's
-// rows sort together and a scan is one seek. Table names hold no NUL.
-std::string disk_key(std::string_view table, std::string_view key) {
-  std::string k;
-  k.reserve(table.size() + 1 + key.size());
-  k.append(table);
-  k.push_back('\0');
-  k.append(key);
-  return k;
-}
-
-error from(const rocksdb::Status& s, const std::string& what) {
-  const bool full = s.IsNoSpace() || s.subcode() == rocksdb::Status::SubCode::kNoSpace;
-  return error(full ? error_code::resource_exhausted : error_code::unavailable,
-               what + ": " + (full ? "the disk is full (" + s.ToString() + ")" : s.ToString()));
-}
 
 class rocksdb_table_db final : public table_db {
 public:
