@@ -169,6 +169,7 @@ private:
           for (const auto& r : t.results) (void)scheduler_->on_result(t.id, r.epoch, goal_.of(r));
         scheduler_->on_complete(t.id);
       }
+      if (!finished(t.state)) t.state = trial_state::pending;  // until it runs again
       index_[t.id] = trials_.size();
       trials_.push_back(std::move(t));
     }
@@ -179,7 +180,7 @@ private:
       const double value = t.state == trial_state::error ? std::nan("") : t.best(goal_).value_or(std::nan(""));
       warn_if(searcher_->observe(t.params, value));
     }
-    event("resuming " + dir_.root().string() + ": " + std::to_string(done) + " trials finished, " +
+    event("resuming " + dir_.root().string() + ": " + std::to_string(done) + " trial(s) finished, " +
           std::to_string(resume_queue_.size()) + " to continue from their checkpoints", true);
     return {};
   }
@@ -493,7 +494,8 @@ private:
     warn_if(dir_.write_results_csv(trials_, goal_));
     std::string checkpoint;
     if (const auto* best = best_trial(trials_, goal_)) {
-      if (auto e = store_->latest(best->id)) checkpoint = store_->where(best->id, *e);
+      if (auto e = store_->latest(best->id))
+        checkpoint = std::filesystem::path(store_->where(best->id, *e)).lexically_relative(dir_.root()).string();
       warn_if(dir_.write_best_config(*best, goal_, checkpoint));
     }
     report_input in{.title = cfg_.name, .summary = summary_lines(), .goal = goal_, .space = space_,

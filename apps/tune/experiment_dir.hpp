@@ -55,7 +55,8 @@ public:
   /// results.csv: one row per trial, columns trial, state, the params, epochs, best and
   /// last metric, best epoch, failures, reason.
   [[nodiscard]] expected<void> write_results_csv(const std::vector<trial_summary>& trials, const objective& o) const;
-  /// best_config.json: the best trial's id, metric, epoch, params and newest checkpoint.
+  /// best_config.json: the best trial's id, metric, epoch, params and newest checkpoint
+  /// (a path relative to the experiment directory).
   [[nodiscard]] expected<void> write_best_config(const trial_summary& best, const objective& o,
                                                  const std::string& checkpoint) const;
 

@@ -210,7 +210,8 @@ int main(int argc, char** argv) {
   if (given("--progress-interval")) loaded->progress_interval = flags.progress_interval;
   app::experiment_config cfg = std::move(*loaded);
   if (auto ok = app::validate(cfg); !ok) {
-    std::cerr << "celer-tune: " << ok.error().message() << usage_hint;
+    const std::string source = resume ? app::output_dir(cfg) + "/experiment.json" : config_path;
+    std::cerr << "celer-tune: " << (source.empty() ? "" : source + ": ") << ok.error().message() << usage_hint;
     return 2;
   }
   const std::string dir = app::output_dir(cfg);
