@@ -527,7 +527,6 @@ private:
     for (auto& [id, l] : live_) kill(l.actor);
     live_.clear();
     write_outputs();
-    progress_.draw(trials_, elapsed());
     progress_.close();
     out_ << "\n" << progress_.status_line(trials_, elapsed()) << "\n" << progress_.table(trials_, 0);
     std::size_t epochs = 0, errors = 0;

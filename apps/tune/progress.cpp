@@ -58,6 +58,9 @@ void progress::draw(const std::vector<trial_summary>& trials, double elapsed) {
 }
 
 void progress::close() {
+  // The live drawing goes: the caller prints the final table in its place.
+  if (tty_ && drawn_lines_ > 0) out_ << "\x1b[" << drawn_lines_ << "F\x1b[J";
+  out_.flush();
   drawn_lines_ = 0;
   recent_.clear();
 }

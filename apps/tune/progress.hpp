@@ -30,7 +30,7 @@ public:
   /// A terminal: draws the status line, the table and the latest events in place of the
   /// last drawing. Otherwise nothing.
   void draw(const std::vector<trial_summary>& trials, double elapsed);
-  /// Ends the live drawing: the next output starts below it.
+  /// Ends the live drawing: a terminal's is erased, for the final table to take its place.
   void close();
 
   /// "== digits: 2 RUNNING, 5 TERMINATED | 7/16 trials | 1m02s | best val_accuracy 0.9806 (trial_0003) ==".

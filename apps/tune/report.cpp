@@ -174,9 +174,12 @@ std::string parallel_coordinates_svg(const report_input& in) {
   for (const auto& t : in.trials)
     if (t.best(o)) order.push_back(&t);
   std::sort(order.begin(), order.end(), [&](auto* a, auto* b) { return o.better(*b->best(o), *a->best(o)); });
-  for (const auto* t : order) {
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const auto* t = order[k];
     const double value = *t->best(o);
-    const double goodness = o.mode == tune::direction::maximize ? metric_u(value) : 1 - metric_u(value);
+    // Coloured by rank, not by value: a few failed trials far below would turn every other
+    // line the same green.
+    const double goodness = order.size() < 2 ? 1.0 : static_cast<double>(k) / static_cast<double>(order.size() - 1);
     std::string points;
     for (std::size_t i = 0; i < params.size(); ++i) {
       const auto* v = t->params.find(params[i].name);
@@ -244,7 +247,7 @@ std::string render_report(const report_input& in) {
           "its trial took a saved state (PBT's exploit, a restart).</p>\n" +
           learning_curves_svg(in);
   html += "<h2>Parameters against the metric</h2>\n<p>One line per trial through its params to its best " +
-          escape(o.metric) + "; green is best, red worst.</p>\n" + parallel_coordinates_svg(in);
+          escape(o.metric) + "; coloured by rank, green the best, red the worst.</p>\n" + parallel_coordinates_svg(in);
 
   html += "<h2>Trials</h2>\n<table><tr><th class=\"l\">trial</th><th class=\"l\">state</th>";
   for (const auto& p : in.space.parameters()) html += "<th>" + escape(p.name) + "</th>";

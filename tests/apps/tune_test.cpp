@@ -5,6 +5,9 @@
 #define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
+#include "config.hpp"
+#include "progress.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -404,4 +407,52 @@ TEST_CASE("the short run passes on a local cluster of processes", "[.cluster]") 
   REQUIRE(o.code == 0);
   CHECK_THAT(o.output, Contains("on the cluster at "));
   check_experiment(s.dir / "celer_results" / "short", 6);
+}
+
+TEST_CASE("experiment.json reads back as the same configuration, flags and all", "[tune]") {
+  auto cfg = celer::tune_app::load_config_file(CELER_SOURCE_DIR "/config/tune/digits_pbt.yaml");
+  REQUIRE(cfg.has_value());
+  cfg->num_samples = 3;  // as a flag would set it
+  cfg->gpu_memory_gb_by_batch = {{256, 8.0}};
+  const auto written = celer::tune_app::to_json(*cfg);
+  const auto back = celer::tune_app::parse_config(written, "experiment.json");
+  REQUIRE(back.has_value());
+  CHECK(celer::tune_app::to_json(*back) == written);
+  CHECK(celer::tune_app::validate(*back).has_value());
+  CHECK(celer::tune_app::gpu_memory_for(*back, {{"batch_size", std::int64_t{512}}}) == 8.0);
+  CHECK(celer::tune_app::gpu_memory_for(*back, {{"batch_size", std::int64_t{64}}}) == 0.0);
+  for (const char* shipped : {"digits.yaml", "digits_pbt.yaml", "fashion_mnist.yaml"}) {
+    INFO(shipped);
+    auto c = celer::tune_app::load_config_file(std::string(CELER_SOURCE_DIR "/config/tune/") + shipped);
+    REQUIRE(c.has_value());
+    CHECK(celer::tune_app::validate(*c).has_value());
+  }
+}
+
+TEST_CASE("the progress table shows running trials first and says how many it leaves out", "[tune]") {
+  using namespace celer::tune_app;
+  std::vector<trial_summary> trials(5);
+  for (int i = 0; i < 5; ++i) {
+    trials[i].id = i;
+    trials[i].state = i == 3 ? trial_state::running : trial_state::terminated;
+    trials[i].params.set("lr", 0.001 * (i + 1));
+    epoch_result r;
+    r.epoch = 1;
+    r.val_accuracy = 0.5 + 0.1 * i;
+    trials[i].results.push_back(r);
+  }
+  std::ostringstream out;
+  progress p(out, /*tty=*/false, objective{}, {"lr"}, "t", 8);
+  const auto table = p.table(trials, 3);
+  const auto running = table.find("trial_0003");
+  const auto best_finished = table.find("trial_0004");
+  REQUIRE(running != std::string::npos);
+  REQUIRE(best_finished != std::string::npos);
+  CHECK(running < best_finished);
+  CHECK(table.find("trial_0000") == std::string::npos);
+  CHECK_THAT(table, Contains("... 2 more trials not shown (2 TERMINATED)"));
+  CHECK_THAT(p.status_line(trials, 61), Contains("1 RUNNING, 4 TERMINATED | 5/8 trials | 1m01s") &&
+                                          Contains("best val_accuracy 0.9000 (trial_0004, epoch 1)"));
+  p.event(2.5, "trial_0003 epoch 1", &trials);  // not a terminal: the line and the status now
+  CHECK_THAT(out.str(), Contains("trial_0003 epoch 1\n") && Contains("== t: 1 RUNNING"));
 }
