@@ -209,7 +209,7 @@ private:
       scheduler_->on_add(t.id, t.params);
       index_[t.id] = trials_.size();
       trials_.push_back(t);
-      start_actor(t.id);
+      if (!start_actor(t.id)) continue;
       submit_train(t.id);
       event(trial_name(t.id) + " started: " + shown(t.params));
     }
@@ -236,7 +236,7 @@ private:
     t.state = trial_state::pending;
     t.reason = latest ? "resumed from its checkpoint of epoch " + std::to_string(*latest) : "resumed from the start";
     warn_if(dir_.write_status(t));
-    start_actor(id);
+    if (!start_actor(id)) return;
     auto& l = live_.at(id);
     if (latest) {
       auto state = store_->load(id, *latest);
@@ -256,8 +256,9 @@ private:
     event(trial_name(id) + " " + t.reason);
   }
 
-  void start_actor(tune::trial_id id) {
-    const auto& t = summary(id);
+  /// Creates the trial's actor; false (the trial is then ERROR) when celer refuses it.
+  bool start_actor(tune::trial_id id) {
+    auto& t = summary(id);
     trial_spec spec;
     spec.id = id;
     spec.params_json = t.params.to_json();
@@ -274,8 +275,19 @@ private:
                     .max_restarts = cfg_.max_failures};
     if (cfg_.gpus_per_trial > 0) o.gpu_memory_gb = gpu_memory_for(cfg_, t.params);
     live_trial l;
-    l.actor = actor(make_trial).options(o).remote(spec);
+    try {
+      l.actor = actor(make_trial).options(o).remote(spec);
+    } catch (const std::exception& e) {
+      t.state = trial_state::error;
+      t.reason = std::string("its actor could not be created: ") + e.what();
+      warn_if(dir_.write_status(t));
+      scheduler_->on_complete(id);
+      warn_if(searcher_->observe(t.params, std::nan("")));
+      event(trial_name(id) + " ERROR: " + t.reason, true);
+      return false;
+    }
     live_[id] = std::move(l);
+    return true;
   }
 
   // -- Calls --------------------------------------------------------------------------------
@@ -311,7 +323,9 @@ private:
       if (std::find(ready.begin(), ready.end(), fronts[i]) == ready.end()) continue;
       const auto id = owners[i];
       auto found = live_.find(id);
-      if (found == live_.end() || found->second.calls.empty()) continue;
+      // Gone meanwhile: the trial failed, or PBT took its save out of turn (checkpoint_of).
+      if (found == live_.end() || found->second.calls.empty() || !(found->second.calls.front().any() == fronts[i]))
+        continue;
       call c = std::move(found->second.calls.front());
       found->second.calls.pop_front();
       take(id, c);
@@ -523,8 +537,16 @@ private:
   }
 
   int finish(bool interrupted) {
-    // Interrupted: the trials still running stay RUNNING on disk, for --resume.
-    for (auto& [id, l] : live_) kill(l.actor);
+    // Interrupted: the trials still running stay RUNNING on disk, for --resume, which goes
+    // on from their newest checkpoints: a save already next in line is worth waiting for.
+    for (auto& [id, l] : live_) {
+      while (!l.calls.empty() && l.calls.front().what == call::kind::save) {
+        const auto c = std::move(l.calls.front());
+        l.calls.pop_front();
+        if (auto state = try_get(c.save, std::chrono::seconds(10))) (void)store_->save(id, c.epoch, *state, c.keep_for_pbt);
+      }
+      kill(l.actor);
+    }
     live_.clear();
     write_outputs();
     progress_.close();

@@ -131,7 +131,10 @@ expected<std::vector<trial_summary>> experiment_dir::read_trials() const {
       names.insert(entry.path().filename().string());
   for (const auto& name : names) {
     trial_summary t;
-    t.id = std::stoll(name.substr(6));
+    long long id = 0;
+    char tail = 0;
+    if (std::sscanf(name.c_str(), "trial_%lld%c", &id, &tail) != 1) continue;  // not one of ours
+    t.id = id;
     auto params_text = read_text(root_ / name / "params.json");
     if (!params_text) continue;  // a trial killed before it was written never ran
     auto p = tune::params::from_json(*params_text);

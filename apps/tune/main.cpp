@@ -9,6 +9,7 @@
 #include "driver.hpp"
 #include "experiment_dir.hpp"
 
+#include <celer/actors/data.hpp>
 #include <celer/celer.hpp>
 
 #include <CLI/CLI.hpp>
@@ -45,7 +46,7 @@ CONFIGURATION (YAML)
     name: digits                # the output directory is ./celer_results/<name>
     data: digits                # digits | fashion-mnist
     metric: val_accuracy        # val_accuracy | val_loss | train_accuracy | train_loss
-    num_samples: 24             # trials (grid: passes over the grid)
+    num_samples: 48             # trials (grid: passes over the grid)
     max_epochs: 27
     searcher: tpe               # random | grid | tpe, or {name: tpe, n_startup_trials: 10}
     scheduler:                  # fifo | asha | median | pbt
@@ -187,7 +188,8 @@ int main(int argc, char** argv) {
     saved->output = loaded->output;
     saved->name = loaded->name;
     loaded = std::move(*saved);
-    for (const char* fixed : {"--config", "--data", "--limit", "--metric", "--searcher", "--scheduler",
+    // --config may still name the experiment (its name); nothing else of it is read.
+    for (const char* fixed : {"--data", "--limit", "--metric", "--searcher", "--scheduler",
                               "--max-epochs", "--seed", "--cpus-per-trial", "--gpus-per-trial"})
       if (given(fixed))
         std::cerr << "celer-tune: " << fixed << " is ignored with --resume: the experiment keeps the config in "
@@ -221,6 +223,17 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  // Embedded, the trials read the data from this machine: say now if it is not there, rather
+  // than through every trial's failure. (A cluster's nodes have their own files.)
+  const char* cluster = std::getenv("CELER_ADDRESS");
+  if (address.empty() && (cluster == nullptr || *cluster == '\0')) {
+    auto data = cfg.data == "digits" ? celer::actors::load_digits() : celer::actors::load_fashion_mnist(true, 1);
+    if (!data) {
+      std::cerr << "celer-tune: the " << cfg.data << " data cannot be read: " << data.error().message() << "\n";
+      return 2;
+    }
+  }
+
   app::driver_options options;
   options.resume = resume;
   const char* term = std::getenv("TERM");
@@ -233,10 +246,9 @@ int main(int argc, char** argv) {
     std::cerr << "celer-tune: cannot start celer" << (address.empty() ? "" : " on " + address) << ": " << e.what() << "\n";
     return 1;
   }
-  const char* env_address = std::getenv("CELER_ADDRESS");
   options.where = !address.empty() ? "the cluster at " + address
-                  : env_address != nullptr && *env_address != '\0' ? "the cluster at " + std::string(env_address)
-                                                                   : "embedded celer";
+                  : cluster != nullptr && *cluster != '\0' ? "the cluster at " + std::string(cluster)
+                                                            : "embedded celer";
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
   const int code = app::run_experiment(cfg, options, std::cout);
