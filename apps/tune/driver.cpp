@@ -18,6 +18,8 @@
 #include <map>
 #include <ostream>
 
+#include <unistd.h>
+
 namespace celer::tune_app {
 namespace {
 
@@ -55,7 +57,7 @@ struct live_trial {
   /// The first result after a state was loaded carries where it came from.
   epoch_result note;
   /// After a restart from an older checkpoint, epochs up to this one are run again: they
-  /// are recorded but not shown to the scheduler a second time.
+  /// are recorded (in place of the first run's) but not shown to the scheduler again.
   std::int64_t rerun_until = 0;
 };
 
@@ -215,22 +217,25 @@ private:
     }
   }
 
+  /// The trial goes on from its checkpoint of `epoch` (0: the start): the results after it
+  /// are run again, so their lines go, and result.jsonl keeps one line per epoch.
+  void drop_results_after(trial_summary& t, std::int64_t epoch) {
+    std::size_t keep = 0;
+    for (std::size_t i = t.results.size(); epoch > 0 && i-- > 0;)
+      if (t.results[i].epoch == epoch) {
+        keep = i + 1;
+        break;
+      }
+    if (keep < t.results.size()) {
+      t.results.resize(keep);
+      warn_if(dir_.truncate_results(t.id, keep));
+    }
+  }
+
   void continue_from_disk(tune::trial_id id) {
     auto& t = summary(id);
     const auto latest = store_->latest(id);
-    // Epochs after the checkpoint are run again: their lines go.
-    std::size_t keep = 0;
-    if (latest) {
-      for (std::size_t i = t.results.size(); i-- > 0;)
-        if (t.results[i].epoch == *latest) {
-          keep = i + 1;
-          break;
-        }
-    }
-    if (keep < t.results.size()) {
-      t.results.resize(keep);
-      warn_if(dir_.truncate_results(id, keep));
-    }
+    drop_results_after(t, latest.value_or(0));
     if (scheduler_->name() != "pbt")
       for (const auto& r : t.results) (void)scheduler_->on_result(id, r.epoch, goal_.of(r));
     t.state = trial_state::pending;
@@ -269,6 +274,8 @@ private:
     if (id == options_.fail_trial) {
       spec.fail_at_epoch = options_.fail_epoch;
       spec.fail_times = options_.fail_times;
+      spec.fail_by_exit = options_.fail_by_exit;
+      spec.driver_pid = ::getpid();
     }
     actor_options o{.num_cpus = cfg_.cpus_per_trial,
                     .num_gpus = cfg_.gpus_per_trial,
@@ -467,10 +474,13 @@ private:
       if (auto s = store_->load(id, *latest)) state = std::move(*s);
     }
     const auto from = state.empty() ? std::int64_t{0} : *latest;
+    // The scheduler has seen epochs up to `reported`; run again, they are not shown twice.
+    const auto reported = t.results.empty() ? std::int64_t{0} : t.results.back().epoch;
+    drop_results_after(t, from);
     t.reason = "failed (" + std::to_string(t.failures) + " of max_failures " + std::to_string(cfg_.max_failures) +
                "): " + e.message();
     warn_if(dir_.write_status(t));
-    l.rerun_until = t.results.empty() ? 0 : t.results.back().epoch;
+    l.rerun_until = std::max(l.rerun_until, reported);
     l.saved_epoch = from;
     l.note = {};
     l.note.restored_why = "restart";

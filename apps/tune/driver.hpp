@@ -27,6 +27,8 @@ struct driver_options {
   std::int64_t fail_trial = -1;
   std::int64_t fail_epoch = 0;
   int fail_times = 1;
+  /// ...TRIAL:EPOCH:exit: its worker process exits instead (once; on a cluster only).
+  bool fail_by_exit = false;
   /// How the runtime runs, for the report ("embedded", or the cluster's address).
   std::string where = "embedded";
 };

@@ -100,17 +100,22 @@ EXAMPLES
 )";
 }
 
-/// CELER_TUNE_INJECT_FAILURE=TRIAL:EPOCH[:TIMES], for tests.
+/// CELER_TUNE_INJECT_FAILURE=TRIAL:EPOCH[:TIMES] (the trial throws) or TRIAL:EPOCH:exit (its
+/// worker process exits, on a cluster), for tests.
 void read_injection(app::driver_options& o) {
   const char* spec = std::getenv("CELER_TUNE_INJECT_FAILURE");
   if (spec == nullptr) return;
   long long trial = -1, epoch = 0;
   int times = 1;
-  if (std::sscanf(spec, "%lld:%lld:%d", &trial, &epoch, &times) >= 2) {
-    o.fail_trial = trial;
-    o.fail_epoch = epoch;
-    o.fail_times = times;
+  char how[8] = {};
+  if (std::sscanf(spec, "%lld:%lld:%7[a-z]", &trial, &epoch, how) == 3 && std::string(how) == "exit") {
+    o.fail_by_exit = true;
+  } else if (std::sscanf(spec, "%lld:%lld:%d", &trial, &epoch, &times) < 2) {
+    return;
   }
+  o.fail_trial = trial;
+  o.fail_epoch = epoch;
+  o.fail_times = times;
 }
 
 } // namespace

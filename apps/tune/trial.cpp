@@ -7,9 +7,12 @@
 
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
+
+#include <unistd.h>
 
 namespace celer::tune_app {
 namespace {
@@ -144,7 +147,11 @@ trial::~trial() = default;
 epoch_metrics trial::train_epoch() {
   auto& t = *impl_;
   torch::set_num_threads(std::max(1, t.spec.threads));
-  if (t.spec.fail_at_epoch == t.epoch + 1 && t.failures_left > 0) {
+  if (t.spec.fail_at_epoch == t.epoch + 1 && t.spec.fail_by_exit && ::getpid() != t.spec.driver_pid &&
+      !celer::was_restarted()) {
+    std::_Exit(3);  // the worker process dies: celer restarts the actor (max_restarts)
+  }
+  if (t.spec.fail_at_epoch == t.epoch + 1 && t.failures_left > 0 && !t.spec.fail_by_exit) {
     --t.failures_left;
     fail("injected failure at epoch " + std::to_string(t.epoch + 1) + " (CELER_TUNE_INJECT_FAILURE)");
   }

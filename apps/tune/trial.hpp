@@ -30,10 +30,13 @@ struct trial_spec {
   int threads = 1;
   /// Seeds the initial weights and the batches' order (with the trial's id).
   std::uint64_t seed = 0;
-  /// For tests: throw at this epoch (0: never), this many times.
+  /// For tests: throw at this epoch (0: never), this many times; with `fail_by_exit`, end
+  /// the worker process instead, when the trial runs in one (a cluster), not the driver's.
   std::int64_t fail_at_epoch = 0;
   int fail_times = 0;
-  MSGPACK_DEFINE(id, params_json, data, limit, threads, seed, fail_at_epoch, fail_times)
+  bool fail_by_exit = false;
+  std::int64_t driver_pid = 0;
+  MSGPACK_DEFINE(id, params_json, data, limit, threads, seed, fail_at_epoch, fail_times, fail_by_exit, driver_pid)
 };
 
 /// One epoch's figures.

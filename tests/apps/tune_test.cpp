@@ -457,3 +457,33 @@ TEST_CASE("the progress table shows running trials first and says how many it le
   p.event(2.5, "trial_0003 epoch 1", &trials);  // not a terminal: the line and the status now
   CHECK_THAT(out.str(), Contains("trial_0003 epoch 1\n") && Contains("== t: 1 RUNNING"));
 }
+
+TEST_CASE("on a cluster, a trial whose worker process dies is restarted and goes on from its checkpoint", "[.cluster]") {
+  REQUIRE(std::getenv("CELER_ADDRESS") != nullptr);
+  scratch s;
+  const auto config = s.write("quick.yaml", std::string("name: crash\n") + quick_space);
+  // Trial 1's worker process exits at its third epoch: celer restarts the actor
+  // (max_restarts = max_failures) and the driver hands it its newest checkpoint.
+  const auto o = run_tune(s.dir,
+                          {"--config", config.string(), "--num-samples", "2", "--max-epochs", "4", "--scheduler", "fifo"},
+                          {{"CELER_TUNE_INJECT_FAILURE", "1:3:exit"}});
+  INFO(o.output);
+  REQUIRE(o.code == 0);
+  CHECK_THAT(o.output, Contains("its worker process exited"));
+  const fs::path trial = s.dir / "celer_results" / "crash" / "trial_0001";
+  CHECK(json::parse(read(trial / "status.json")).at("state") == "TERMINATED");
+  // One line per epoch; the first after the restart says from which checkpoint (epoch 2, or
+  // epoch 1 when the save of epoch 2 died with the process).
+  const auto results = results_of(trial);
+  REQUIRE(results.size() == 4);
+  int restarts = 0;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    CHECK(results[i].at("epoch") == static_cast<int>(i) + 1);
+    if (!results[i].contains("restored_from")) continue;
+    ++restarts;
+    CHECK(results[i]["restored_from"]["why"] == "restart");
+    CHECK(results[i]["restored_from"]["epoch"].get<int>() >= 1);
+    CHECK(results[i].at("epoch") == results[i]["restored_from"]["epoch"].get<int>() + 1);
+  }
+  CHECK(restarts == 1);
+}
