@@ -528,22 +528,7 @@ private:
   }
 
   std::vector<std::string> summary_lines() const {
-    std::size_t epochs = 0;
-    for (const auto& t : trials_) epochs += t.results.size();
-    const auto& s = cfg_.scheduler;
-    std::string scheduler = s.name;
-    if (s.name == "asha") scheduler += " (grace_period " + std::to_string(s.grace_period) + ", reduction_factor " + format_value(s.reduction_factor) + ")";
-    if (s.name == "median") scheduler += " (grace_period " + std::to_string(s.grace_period) + ")";
-    if (s.name == "pbt") scheduler += " (perturbation_interval " + std::to_string(s.perturbation_interval) + ")";
-    return {"data: " + cfg_.data + (cfg_.limit > 0 ? " (first " + std::to_string(cfg_.limit) + " samples)" : "") +
-              ", 20% held out for validation",
-            "searcher: " + cfg_.searcher.name + " (seed " + std::to_string(cfg_.seed) + "), scheduler: " + scheduler,
-            std::to_string(trials_.size()) + " of " + std::to_string(cfg_.num_samples) + " trials, up to " +
-              std::to_string(cfg_.max_epochs) + " epochs each, " + std::to_string(concurrency_) + " at once, " +
-              format_value(cfg_.cpus_per_trial) + " CPU" +
-              (cfg_.gpus_per_trial > 0 ? " and " + format_value(cfg_.gpus_per_trial) + " GPU" : std::string()) +
-              " per trial, on " + options_.where,
-            std::to_string(epochs) + " epochs in all; this run took " + format_duration(elapsed())};
+    return run_summary(cfg_, trials_, concurrency_, options_.where, elapsed());
   }
 
   int finish(bool interrupted) {

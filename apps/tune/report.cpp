@@ -218,6 +218,28 @@ std::string parallel_coordinates_svg(const report_input& in) {
   return s + "</svg>\n";
 }
 
+std::vector<std::string> run_summary(const experiment_config& cfg, const std::vector<trial_summary>& trials,
+                                     int concurrency, const std::string& where, double seconds) {
+  std::size_t epochs = 0;
+  for (const auto& t : trials) epochs += t.results.size();
+  const auto& s = cfg.scheduler;
+  std::string scheduler = s.name;
+  if (s.name == "asha")
+    scheduler += " (grace_period " + std::to_string(s.grace_period) + ", reduction_factor " +
+                 format_value(s.reduction_factor) + ")";
+  if (s.name == "median") scheduler += " (grace_period " + std::to_string(s.grace_period) + ")";
+  if (s.name == "pbt") scheduler += " (perturbation_interval " + std::to_string(s.perturbation_interval) + ")";
+  return {"data: " + cfg.data + (cfg.limit > 0 ? " (first " + std::to_string(cfg.limit) + " samples)" : "") +
+            ", 20% of each class held out for validation",
+          "searcher: " + cfg.searcher.name + " (seed " + std::to_string(cfg.seed) + "), scheduler: " + scheduler,
+          std::to_string(trials.size()) + " of " + std::to_string(planned_trials(cfg)) + " trials, up to " +
+            std::to_string(cfg.max_epochs) + " epochs each, " + std::to_string(concurrency) + " at once, " +
+            format_value(cfg.cpus_per_trial) + " CPU" +
+            (cfg.gpus_per_trial > 0 ? " and " + format_value(cfg.gpus_per_trial) + " GPU" : std::string()) +
+            " per trial, on " + where,
+          std::to_string(epochs) + " epochs in all; this run took " + format_duration(seconds)};
+}
+
 std::string render_report(const report_input& in) {
   const auto& o = in.goal;
   std::string html = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>celer-tune: " +

@@ -6,6 +6,7 @@
 //
 //   report_input in{.title = "digits", .goal = o, .space = space, .trials = trials};
 //   std::string html = render_report(in);
+#include "config.hpp"
 #include "experiment.hpp"
 
 #include <string>
@@ -24,6 +25,11 @@ struct report_input {
   /// Where the best trial's newest checkpoint is ("" if none).
   std::string best_checkpoint;
 };
+
+/// The lines report_input::summary holds: the data, the searcher and scheduler, the trials
+/// and their resources, where they ran, the epochs and the time.
+[[nodiscard]] std::vector<std::string> run_summary(const experiment_config& cfg, const std::vector<trial_summary>& trials,
+                                                   int concurrency, const std::string& where, double seconds);
 
 /// The whole page.
 [[nodiscard]] std::string render_report(const report_input& in);
