@@ -1,0 +1,90 @@
+#pragma once
+// What an experiment is made of, as the driver, the progress table, the files and the
+// report see it: trials, their states and their epochs' results. No runtime calls, no
+// LibTorch.
+#include <celer/actors/tune.hpp>
+#include <celer/error.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace celer::tune_app {
+
+/// A trial's life: PENDING (waiting for resources), RUNNING, and one of the ends:
+/// TERMINATED (ran max_epochs), STOPPED (the scheduler stopped it early) or ERROR (failed
+/// more than max_failures times).
+enum class trial_state : unsigned char { pending, running, terminated, stopped, error };
+
+/// "PENDING", "RUNNING", "TERMINATED", "STOPPED" or "ERROR".
+[[nodiscard]] std::string_view to_string(trial_state s) noexcept;
+[[nodiscard]] std::optional<trial_state> trial_state_from(std::string_view s) noexcept;
+[[nodiscard]] inline bool finished(trial_state s) noexcept {
+  return s == trial_state::terminated || s == trial_state::stopped || s == trial_state::error;
+}
+
+/// One epoch of one trial: a line of its result.jsonl.
+struct epoch_result {
+  std::int64_t epoch = 0;
+  double train_loss = 0;
+  double train_accuracy = 0;
+  double val_loss = 0;
+  double val_accuracy = 0;
+  double seconds = 0;
+  /// Set on the first epoch after the trial took a saved state: why ("resume", "restart"
+  /// after a failure, "pbt" exploit), whose state (a trial id) and of which epoch.
+  std::string restored_why;
+  tune::trial_id restored_trial = -1;
+  std::int64_t restored_epoch = 0;
+  /// Set when the trial's params changed before this epoch (PBT's explore).
+  std::optional<tune::params> params;
+};
+
+/// One line of JSON, without the newline.
+[[nodiscard]] std::string to_json_line(const epoch_result& r);
+/// Reads what to_json_line wrote; invalid_argument for anything else.
+[[nodiscard]] expected<epoch_result> epoch_result_from_json(std::string_view line);
+
+/// The metric to optimise and which way.
+struct objective {
+  std::string metric = "val_accuracy";
+  tune::direction mode = tune::direction::maximize;
+
+  /// The metric's value in a result.
+  [[nodiscard]] double of(const epoch_result& r) const;
+  /// Whether `a` is strictly better than `b` (NaN is worst).
+  [[nodiscard]] bool better(double a, double b) const;
+};
+
+/// A trial as it stands: what the table shows, the CSV holds and the report draws.
+struct trial_summary {
+  tune::trial_id id = 0;
+  trial_state state = trial_state::pending;
+  /// The params it runs with now (PBT may have changed them; params.json has the first).
+  tune::params params;
+  std::vector<epoch_result> results;
+  /// Why it ended (the scheduler's reason, or the error), or the last thing that happened.
+  std::string reason;
+  int failures = 0;
+
+  /// The index of its best result, if any.
+  [[nodiscard]] std::optional<std::size_t> best_index(const objective& o) const;
+  [[nodiscard]] std::optional<double> best(const objective& o) const;
+  [[nodiscard]] std::optional<double> last(const objective& o) const;
+};
+
+/// The trial with the best result, if any has one.
+[[nodiscard]] const trial_summary* best_trial(const std::vector<trial_summary>& trials, const objective& o);
+
+/// "trial_0007".
+[[nodiscard]] std::string trial_name(tune::trial_id id);
+
+/// A duration as "1m05s" / "12.3s".
+[[nodiscard]] std::string format_duration(double seconds);
+
+/// A value as the table prints it: reals to 4 significant digits, strings bare.
+[[nodiscard]] std::string format_value(const tune::value& v);
+
+} // namespace celer::tune_app
