@@ -373,14 +373,9 @@ private:
   void on_result(tune::trial_id id, const epoch_metrics& m) {
     auto& t = summary(id);
     auto& l = live_.at(id);
-    epoch_result r = l.note;
+    epoch_result r = l.note;  // how the trial got here (a restore), if it was noted
     l.note = {};
-    r.epoch = m.epoch;
-    r.train_loss = m.train_loss;
-    r.train_accuracy = m.train_accuracy;
-    r.val_loss = m.val_loss;
-    r.val_accuracy = m.val_accuracy;
-    r.seconds = m.seconds;
+    static_cast<epoch_metrics&>(r) = m;
     t.results.push_back(r);
     warn_if(dir_.append_result(id, r));
     if (t.state == trial_state::pending) {

@@ -2,6 +2,8 @@
 // What an experiment is made of, as the driver, the progress table, the files and the
 // report see it: trials, their states and their epochs' results. No runtime calls, no
 // LibTorch.
+#include "metrics.hpp"
+
 #include <celer/actors/tune.hpp>
 #include <celer/error.hpp>
 
@@ -25,14 +27,8 @@ enum class trial_state : unsigned char { pending, running, terminated, stopped, 
   return s == trial_state::terminated || s == trial_state::stopped || s == trial_state::error;
 }
 
-/// One epoch of one trial: a line of its result.jsonl.
-struct epoch_result {
-  std::int64_t epoch = 0;
-  double train_loss = 0;
-  double train_accuracy = 0;
-  double val_loss = 0;
-  double val_accuracy = 0;
-  double seconds = 0;
+/// One epoch of one trial, and how the trial came to it: a line of its result.jsonl.
+struct epoch_result : epoch_metrics {
   /// Set on the first epoch after the trial took a saved state: why ("resume", "restart"
   /// after a failure, "pbt" exploit), whose state (a trial id) and of which epoch.
   std::string restored_why;

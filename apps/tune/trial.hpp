@@ -9,6 +9,8 @@
 //
 // This header names no LibTorch type (the trial's model lives behind a pointer), so the
 // driver compiles without LibTorch's headers; trial.cpp is the one file that includes them.
+#include "metrics.hpp"
+
 #include <celer/celer.hpp>
 
 #include <cstdint>
@@ -39,17 +41,6 @@ struct trial_spec {
   MSGPACK_DEFINE(id, params_json, data, limit, threads, seed, fail_at_epoch, fail_times, fail_by_exit, driver_pid)
 };
 
-/// One epoch's figures.
-struct epoch_metrics {
-  std::int64_t epoch = 0;
-  double train_loss = 0;
-  double train_accuracy = 0;
-  double val_loss = 0;
-  double val_accuracy = 0;
-  /// Training and evaluation time.
-  double seconds = 0;
-  MSGPACK_DEFINE(epoch, train_loss, train_accuracy, val_loss, val_accuracy, seconds)
-};
 
 /// The trial actor. Runs on a worker (a thread of the driver when embedded, a process on a
 /// cluster); its calls run one at a time, in order.
