@@ -48,7 +48,7 @@ struct objective {
   std::string metric = "val_accuracy";
   tune::direction mode = tune::direction::maximize;
 
-  /// The metric's value in a result.
+  /// The metric's value in a result; NaN when the result has no such figure.
   [[nodiscard]] double of(const epoch_result& r) const;
   /// Whether `a` is strictly better than `b` (NaN is worst).
   [[nodiscard]] bool better(double a, double b) const;

@@ -439,7 +439,7 @@ TEST_CASE("the progress table shows running trials first and says how many it le
     trials[i].params.set("lr", 0.001 * (i + 1));
     epoch_result r;
     r.epoch = 1;
-    r.val_accuracy = 0.5 + 0.1 * i;
+    r.values = {{"val_accuracy", 0.5 + 0.1 * i}};
     trials[i].results.push_back(r);
   }
   std::ostringstream out;
