@@ -246,7 +246,7 @@ public:
           c.gpu_memory_gb_by_batch[batch] = gb;
         }
       } else if (key == "max_failures") ok = number(v, key, c.max_failures, "a whole number >= 0");
-      else if (key == "checkpoint_every") ok = number(v, key, c.checkpoint_every, "a whole number of epochs >= 1");
+      else if (key == "checkpoint_every") ok = number(v, key, c.checkpoint_every, "a whole number of epochs (0: never)");
       else if (key == "keep_checkpoints") ok = number(v, key, c.keep_checkpoints, "a whole number >= 1");
       else if (key == "progress_interval") ok = number(v, key, c.progress_interval, "a number of seconds");
       else if (key == "output") ok = text(v, key, c.output);
@@ -365,7 +365,7 @@ expected<void> validate(const experiment_config& c) {
     return invalid("gpus_per_trial must be a fraction up to 1, or a whole number, not " + std::to_string(c.gpus_per_trial));
   if (c.gpu_memory_gb < 0) return invalid("gpu_memory_gb must be >= 0");
   if (c.max_failures < 0) return invalid("max_failures must be >= 0");
-  if (c.checkpoint_every < 1) return invalid("checkpoint_every must be at least 1");
+  if (c.checkpoint_every < 0) return invalid("checkpoint_every must be >= 0 (0: never)");
   if (c.keep_checkpoints < 1) return invalid("keep_checkpoints must be at least 1");
   if (!(c.progress_interval > 0)) return invalid("progress_interval must be > 0 seconds");
   const std::vector<std::string_view> searchers = {"random", "grid", "tpe"};

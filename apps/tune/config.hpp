@@ -86,6 +86,8 @@ struct experiment_config {
   std::map<std::int64_t, double> gpu_memory_gb_by_batch;
   /// Failures (exceptions, dead workers) a trial survives, restarting from its checkpoint.
   int max_failures = 1;
+  /// Epochs between checkpoints; 0: none, but those PBT copies (a trial that fails, or that
+  /// --resume continues, starts again from epoch 1).
   std::int64_t checkpoint_every = 1;
   /// Checkpoints kept per trial (PBT also keeps the ones others may copy).
   int keep_checkpoints = 2;

@@ -401,7 +401,8 @@ private:
   }
 
   void go_on(tune::trial_id id, std::int64_t epoch, bool keep_for_pbt) {
-    if (keep_for_pbt || epoch % cfg_.checkpoint_every == 0) submit_save(id, epoch, keep_for_pbt);
+    if (keep_for_pbt || (cfg_.checkpoint_every > 0 && epoch % cfg_.checkpoint_every == 0))
+      submit_save(id, epoch, keep_for_pbt);
     submit_train(id);
   }
 
@@ -499,7 +500,8 @@ private:
     const double value = state == trial_state::error ? std::nan("") : t.best(goal_).value_or(std::nan(""));
     warn_if(searcher_->observe(t.params, value));
     l.ending = true;
-    if (state != trial_state::error && !t.results.empty() && l.saved_epoch != t.results.back().epoch)
+    if (state != trial_state::error && cfg_.checkpoint_every > 0 && !t.results.empty() &&
+        l.saved_epoch != t.results.back().epoch)
       submit_save(id, t.results.back().epoch, false);
     event(trial_name(id) + " " + std::string(to_string(state)) +
             (t.results.empty() ? "" : " at epoch " + std::to_string(t.results.back().epoch)) + ": " + reason,

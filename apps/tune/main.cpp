@@ -61,7 +61,7 @@ CONFIGURATION (YAML)
     gpu_memory_gb: 0            # the least GPU memory a trial needs, and per batch size:
     gpu_memory_gb_by_batch: {}  #   {256: 8} asks 8 GB for trials with batch_size >= 256
     max_failures: 1             # restarts from the last checkpoint before a trial is ERROR
-    checkpoint_every: 1         # epochs between checkpoints
+    checkpoint_every: 1         # epochs between checkpoints (0: none)
     keep_checkpoints: 2
     search_space:
       lr: {loguniform: [1.0e-4, 3.0e-2]}
