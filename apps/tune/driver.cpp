@@ -5,7 +5,7 @@
 #include "experiment_dir.hpp"
 #include "progress.hpp"
 #include "report.hpp"
-#include "trial.hpp"
+#include "trial_actor.hpp"
 
 #include <celer/celer.hpp>
 
@@ -48,7 +48,7 @@ struct call {
 
 /// A trial whose actor is alive.
 struct live_trial {
-  actor_handle<trial> actor;
+  trial_actor actor;
   std::deque<call> calls;
   /// The trial has ended: its actor is stopped once its last calls (a final save) are in.
   bool ending = false;
@@ -283,7 +283,7 @@ private:
     if (cfg_.gpus_per_trial > 0) o.gpu_memory_gb = gpu_memory_for(cfg_, t.params);
     live_trial l;
     try {
-      l.actor = actor(make_trial).options(o).remote(spec);
+      l.actor = trial_actor::create(spec, o);
     } catch (const std::exception& e) {
       t.state = trial_state::error;
       t.reason = std::string("its actor could not be created: ") + e.what();
@@ -301,18 +301,18 @@ private:
 
   void submit_train(tune::trial_id id) {
     auto& l = live_.at(id);
-    l.calls.push_back({.what = call::kind::train, .train = l.actor.task(&trial::train_epoch).remote()});
+    l.calls.push_back({.what = call::kind::train, .train = l.actor.train_epoch()});
   }
   void submit_save(tune::trial_id id, std::int64_t epoch, bool keep_for_pbt) {
     auto& l = live_.at(id);
-    l.calls.push_back({.what = call::kind::save, .save = l.actor.task(&trial::save_state).remote(),
+    l.calls.push_back({.what = call::kind::save, .save = l.actor.save_state(),
                        .epoch = epoch, .keep_for_pbt = keep_for_pbt});
     l.saved_epoch = epoch;
   }
   void submit_load(tune::trial_id id, bytes state) {
     auto& l = live_.at(id);
     l.calls.push_back({.what = call::kind::load,
-                       .load = l.actor.task(&trial::load_state).remote(std::move(state), summary(id).params.to_json())});
+                       .load = l.actor.load_state(std::move(state), summary(id).params.to_json())});
   }
 
   /// Waits up to `timeout` for the first call of any live trial, and takes every one ready.
@@ -556,6 +556,12 @@ private:
       out_ << "Best trial: " << trial_name(best->id) << ", " << goal_.metric << " " << value << " at epoch "
            << best->results[i].epoch << " (" << dir_.trial_dir(best->id).string() << ")\n  " << best->params.to_json()
            << "\n";
+    }
+    if (cfg_.data == "synthetic") {
+      // From the experiment's start to here: the last trial ended and the files written.
+      out_ << "Tuning overhead (CPU-seconds beyond the trials' compute, as bench/peers/ray_tune_synthetic.py "
+              "counts Ray Tune's): "
+           << to_string(synthetic_overhead(trials_, elapsed(), concurrency_ * cfg_.cpus_per_trial)) << "\n";
     }
     out_ << "Results in " << dir_.root().string() << "/: report.html, results.csv, best_config.json, experiment.json, trial_NNNN/\n";
     if (interrupted) {

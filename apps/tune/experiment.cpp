@@ -112,6 +112,25 @@ const trial_summary* best_trial(const std::vector<trial_summary>& trials, const 
   return best;
 }
 
+tuning_overhead synthetic_overhead(const std::vector<trial_summary>& trials, double wall_seconds, double cpus) {
+  tuning_overhead o{.wall_seconds = wall_seconds, .cpus = cpus, .trials = trials.size()};
+  for (const auto& t : trials) {
+    const auto cost_ms = t.params.number("cost_ms");  // every synthetic trial has it (fixed_params)
+    o.iterations += t.results.size();
+    o.compute_seconds += static_cast<double>(t.results.size()) * (cost_ms ? *cost_ms : 0.0) / 1000;
+  }
+  return o;
+}
+
+std::string to_string(const tuning_overhead& o) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "%zu trials, %zu iterations in %.1f s on %g CPUs (%.1f s of compute): overhead %.0f ms per trial, "
+                "%.1f ms per iteration",
+                o.trials, o.iterations, o.wall_seconds, o.cpus, o.compute_seconds, o.per_trial_ms(), o.per_iteration_ms());
+  return buf;
+}
+
 std::string trial_name(tune::trial_id id) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "trial_%04lld", static_cast<long long>(id));
