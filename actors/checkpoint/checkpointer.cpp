@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <deque>
+#include <filesystem>
 
 #include "manifest.hpp"
 #include "tier_writer.hpp"
@@ -47,8 +48,12 @@ expected<void> check(const options& o) {
 std::vector<writer_config> configs(const options& o) {
   std::vector<writer_config> out;
   auto make = [&](std::string kind, const std::string& dir, std::size_t keep, std::int64_t every) {
-    out.push_back({std::move(kind), dir, keep, every, o.chunks.min_bytes, o.chunks.avg_bytes,
-                   o.chunks.max_bytes, o.segment_bytes});
+    // The saver's relative path, made absolute here: on a cluster the writer is an actor in a
+    // worker process of this node, whose working directory is not the saver's.
+    std::error_code ec;
+    auto absolute = std::filesystem::absolute(dir, ec);
+    out.push_back({std::move(kind), ec ? dir : absolute.lexically_normal().string(), keep, every,
+                   o.chunks.min_bytes, o.chunks.avg_bytes, o.chunks.max_bytes, o.segment_bytes});
   };
   if (!o.fast_dir.empty()) make("fast", o.fast_dir, o.fast_keep_last, 0);
   if (!o.archive_dir.empty()) {

@@ -1,106 +1,100 @@
-// Checkpoints as files in the experiment directory (checkpoint_store.hpp).
+// Trials' checkpoints through the checkpoint writers (checkpoint_store.hpp).
 #include "checkpoint_store.hpp"
 
 #include "experiment.hpp"
-#include "experiment_dir.hpp"
 
-#include <algorithm>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <map>
-#include <set>
+#include <utility>
 
 namespace celer::tune_app {
-namespace {
 
-namespace fs = std::filesystem;
+checkpoint_store::checkpoint_store(std::filesystem::path root, std::size_t keep)
+  : root_(std::move(root)), keep_(keep) {}
 
-class file_checkpoint_store final : public checkpoint_store {
-public:
-  file_checkpoint_store(std::string root, int keep) : root_(std::move(root)), keep_(keep) {}
+checkpoint_store::~checkpoint_store() {
+  for (auto& [id, writer] : writers_) (void)writer.wait();
+}
 
-  expected<void> save(tune::trial_id trial, std::int64_t epoch, const bytes& state, bool keep_for_pbt) override {
-    if (auto ok = write_file_atomically(path(trial, epoch), state.view()); !ok) return ok;
-    auto& held = known(trial);
-    held.insert(epoch);
-    if (keep_for_pbt) pinned_[trial] = epoch;
-    // The newest keep_, and the one PBT keeps; the rest go.
-    std::vector<std::int64_t> sorted(held.begin(), held.end());
-    const auto pin = pinned_.find(trial);
-    for (std::size_t i = 0; i + static_cast<std::size_t>(keep_) < sorted.size(); ++i) {
-      if (pin != pinned_.end() && pin->second == sorted[i]) continue;
-      forget(trial, sorted[i]);
+std::filesystem::path checkpoint_store::where(tune::trial_id trial) const {
+  return root_ / trial_name(trial) / "checkpoints";
+}
+
+checkpoint::options checkpoint_store::options_for(tune::trial_id trial) const {
+  return {.archive_dir = where(trial).string(), .archive_keep_last = keep_};
+}
+
+expected<void> checkpoint_store::save(tune::trial_id trial, std::int64_t epoch, checkpoint::snapshot state) {
+  auto found = writers_.find(trial);
+  if (found == writers_.end()) {
+    auto opened = checkpoint::checkpointer::open(options_for(trial));
+    if (!opened) {
+      return error(opened.error().code(),
+                   "cannot start " + trial_name(trial) + "'s checkpoint writer: " + opened.error().message());
     }
-    return {};
+    found = writers_.emplace(trial, std::move(*opened)).first;
   }
+  state.set_step(epoch);
+  state.set_metadata("trial", trial_name(trial));
+  auto id = found->second.save(state);
+  if (!id) return error(id.error().code(), trial_name(trial) + "'s checkpoint of epoch " + std::to_string(epoch) +
+                                             ": " + id.error().message());
+  return {};
+}
 
-  expected<void> adopt(tune::trial_id trial, std::int64_t epoch, const bytes& state) override {
-    pinned_.erase(trial);
-    for (auto e : std::vector<std::int64_t>(known(trial).begin(), known(trial).end()))
-      if (e != epoch) forget(trial, e);
-    return save(trial, epoch, state, false);
+expected<void> checkpoint_store::flush(tune::trial_id trial) {
+  auto found = writers_.find(trial);
+  if (found == writers_.end()) return {};
+  if (auto ok = found->second.wait(); !ok)
+    return error(ok.error().code(), trial_name(trial) + "'s checkpoint writer: " + ok.error().message());
+  return {};
+}
+
+expected<checkpoint::snapshot> checkpoint_store::load(tune::trial_id trial, std::int64_t epoch) {
+  const auto flushed = flush(trial);  // a failed save: the checkpoint below may still be there
+  const auto opts = options_for(trial);
+  auto all = checkpoint::list(opts);
+  if (!all) return all.error();
+  const checkpoint::checkpoint_info* wanted = nullptr;
+  for (const auto& c : *all)
+    if (c.step == epoch) wanted = &c;  // oldest first: the last is the newest
+  if (wanted == nullptr) {
+    std::string why = trial_name(trial) + " has no checkpoint of epoch " + std::to_string(epoch);
+    if (!flushed) why += " (" + flushed.error().message() + ")";
+    return error(error_code::not_found, why);
   }
-
-  expected<bytes> load(tune::trial_id trial, std::int64_t epoch) const override {
-    std::ifstream in(path(trial, epoch), std::ios::binary);
-    if (!in) return error(error_code::not_found, "no checkpoint " + path(trial, epoch));
-    std::vector<std::uint8_t> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return bytes(std::move(data));
+  auto back = checkpoint::restore(opts, {.max_id = wanted->id});
+  if (!back) return back.error();
+  if (back->info.id != wanted->id) {
+    std::string why;
+    for (const auto& s : back->skipped)
+      if (s.id == wanted->id) why = s.why;
+    return error(error_code::data_loss, trial_name(trial) + "'s checkpoint of epoch " + std::to_string(epoch) +
+                                          " does not read back: " + why);
   }
+  return std::move(back->data);
+}
 
-  std::optional<std::int64_t> latest(tune::trial_id trial) const override {
-    const auto& held = known(trial);
-    if (held.empty()) return std::nullopt;
-    return *held.rbegin();
-  }
+expected<checkpoint_store::loaded> checkpoint_store::load_latest(tune::trial_id trial) {
+  (void)flush(trial);  // what did persist is read below; a failed save is skipped by restore
+  auto back = checkpoint::restore(options_for(trial));
+  if (!back) return back.error();
+  loaded out{.epoch = back->info.step, .state = std::move(back->data), .skipped = {}};
+  for (const auto& s : back->skipped)
+    out.skipped.push_back("checkpoint " + std::to_string(s.id) + " (epoch " + std::to_string(s.step) + "): " + s.why);
+  return out;
+}
 
-  std::vector<std::int64_t> epochs(tune::trial_id trial) const override {
-    const auto& held = known(trial);
-    return {held.begin(), held.end()};
-  }
+std::optional<std::int64_t> checkpoint_store::latest(tune::trial_id trial) const {
+  std::error_code ec;
+  if (!std::filesystem::exists(where(trial), ec)) return std::nullopt;
+  auto all = checkpoint::list(options_for(trial));
+  if (!all || all->empty()) return std::nullopt;
+  return all->back().step;
+}
 
-  std::string where(tune::trial_id trial, std::int64_t epoch) const override { return path(trial, epoch); }
-
-private:
-  std::string path(tune::trial_id trial, std::int64_t epoch) const {
-    char name[40];
-    std::snprintf(name, sizeof name, "checkpoint_%04lld.pt", static_cast<long long>(epoch));
-    return (fs::path(root_) / trial_name(trial) / name).string();
-  }
-
-  /// The epochs the trial has on disk; read from its directory the first time.
-  std::set<std::int64_t>& known(tune::trial_id trial) const {
-    auto [it, fresh] = held_.try_emplace(trial);
-    if (!fresh) return it->second;
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(fs::path(root_) / trial_name(trial), ec)) {
-      const auto name = entry.path().filename().string();
-      long long epoch = 0;
-      char tail[8] = {};
-      // checkpoint_0005.pt; a .tmp left by a killed writer is not one.
-      if (std::sscanf(name.c_str(), "checkpoint_%lld.%7s", &epoch, tail) == 2 && std::string(tail) == "pt")
-        it->second.insert(epoch);
-    }
-    return it->second;
-  }
-
-  void forget(tune::trial_id trial, std::int64_t epoch) {
-    std::error_code ec;
-    fs::remove(path(trial, epoch), ec);
-    known(trial).erase(epoch);
-  }
-
-  std::string root_;
-  int keep_;
-  mutable std::map<tune::trial_id, std::set<std::int64_t>> held_;
-  std::map<tune::trial_id, std::int64_t> pinned_;
-};
-
-} // namespace
-
-std::unique_ptr<checkpoint_store> make_file_checkpoint_store(std::string root, int keep) {
-  return std::make_unique<file_checkpoint_store>(std::move(root), keep);
+expected<void> checkpoint_store::release(tune::trial_id trial) {
+  auto ok = flush(trial);
+  writers_.erase(trial);
+  return ok;
 }
 
 } // namespace celer::tune_app

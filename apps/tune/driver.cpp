@@ -30,11 +30,10 @@ using clock_type = std::chrono::steady_clock;
 struct call {
   enum class kind : unsigned char { train, save, load } what = kind::train;
   object_ref<epoch_metrics> train;
-  object_ref<bytes> save;
+  object_ref<checkpoint::snapshot> save;
   object_ref<std::int64_t> load;
-  /// save: the epoch saved, and whether PBT keeps it.
+  /// save: the epoch saved.
   std::int64_t epoch = 0;
-  bool keep_for_pbt = false;
 
   [[nodiscard]] object_ref<void> any() const {
     switch (what) {
@@ -66,7 +65,7 @@ public:
   driver(experiment_config cfg, driver_options options, std::ostream& out)
     : cfg_(std::move(cfg)), options_(std::move(options)), out_(out),
       goal_{cfg_.metric, metric_mode(cfg_)}, dir_(output_dir(cfg_)),
-      store_(make_file_checkpoint_store(output_dir(cfg_), cfg_.keep_checkpoints)),
+      store_(output_dir(cfg_), checkpoints_kept(cfg_)),
       fixed_(fixed_params(cfg_)), space_(make_search_space(cfg_)),
       progress_(out, options_.tty, goal_, column_names(space_), cfg_.name, planned_trials(cfg_)) {}
 
@@ -96,6 +95,16 @@ public:
   }
 
 private:
+  /// The checkpoints each trial keeps: keep_checkpoints, and under PBT enough more that a
+  /// trial's checkpoint of its last perturbation, which others may copy, stays until its next.
+  static std::size_t checkpoints_kept(const experiment_config& c) {
+    auto keep = static_cast<std::size_t>(c.keep_checkpoints);
+    // With checkpoint_every 0 PBT's are the only ones, so the newest is the one to keep.
+    if (c.scheduler.name == "pbt" && c.checkpoint_every > 0)
+      keep += static_cast<std::size_t>((c.scheduler.perturbation_interval + c.checkpoint_every - 1) / c.checkpoint_every) + 1;
+    return keep;
+  }
+
   static std::vector<std::string> column_names(const tune::search_space& s) {
     std::vector<std::string> out;
     for (const auto& p : s.parameters()) out.push_back(p.name);
@@ -234,7 +243,7 @@ private:
 
   void continue_from_disk(tune::trial_id id) {
     auto& t = summary(id);
-    const auto latest = store_->latest(id);
+    const auto latest = store_.latest(id);
     drop_results_after(t, latest.value_or(0));
     if (scheduler_->name() != "pbt")
       for (const auto& r : t.results) (void)scheduler_->on_result(id, r.epoch, goal_.of(r));
@@ -244,15 +253,17 @@ private:
     if (!start_actor(id)) return;
     auto& l = live_.at(id);
     if (latest) {
-      auto state = store_->load(id, *latest);
-      if (state) {
-        submit_load(id, std::move(*state));
-        l.saved_epoch = *latest;
+      auto back = store_.load_latest(id);
+      if (back) {
+        for (const auto& why : back->skipped) event("warning: " + trial_name(id) + " skipped " + why);
+        if (back->epoch != *latest) drop_results_after(t, back->epoch);
+        submit_load(id, std::move(back->state));
+        l.saved_epoch = back->epoch;
         l.note.restored_why = "resume";
         l.note.restored_trial = id;
-        l.note.restored_epoch = *latest;
+        l.note.restored_epoch = back->epoch;
       } else {
-        event("warning: " + state.error().message() + "; " + trial_name(id) + " starts again from epoch 1");
+        event("warning: " + back.error().message() + "; " + trial_name(id) + " starts again from epoch 1");
         t.results.clear();
         warn_if(dir_.truncate_results(id, 0));
       }
@@ -303,13 +314,12 @@ private:
     auto& l = live_.at(id);
     l.calls.push_back({.what = call::kind::train, .train = l.actor.train_epoch()});
   }
-  void submit_save(tune::trial_id id, std::int64_t epoch, bool keep_for_pbt) {
+  void submit_save(tune::trial_id id, std::int64_t epoch) {
     auto& l = live_.at(id);
-    l.calls.push_back({.what = call::kind::save, .save = l.actor.save_state(),
-                       .epoch = epoch, .keep_for_pbt = keep_for_pbt});
+    l.calls.push_back({.what = call::kind::save, .save = l.actor.save_state(), .epoch = epoch});
     l.saved_epoch = epoch;
   }
-  void submit_load(tune::trial_id id, bytes state) {
+  void submit_load(tune::trial_id id, checkpoint::snapshot state) {
     auto& l = live_.at(id);
     l.calls.push_back({.what = call::kind::load,
                        .load = l.actor.load_state(std::move(state), summary(id).params.to_json())});
@@ -350,7 +360,7 @@ private:
       case call::kind::save: {
         auto r = try_get(c.save);
         if (!r) return failed(id, r.error());
-        warn_if(store_->save(id, c.epoch, *r, c.keep_for_pbt));
+        warn_if(store_.save(id, c.epoch, std::move(*r)));
         return;
       }
       case call::kind::load: {
@@ -366,6 +376,7 @@ private:
     if (found == live_.end() || !found->second.ending || !found->second.calls.empty()) return;
     kill(found->second.actor);
     live_.erase(found);
+    warn_if(store_.release(id));
   }
 
   // -- Decisions ----------------------------------------------------------------------------
@@ -400,9 +411,9 @@ private:
     }
   }
 
-  void go_on(tune::trial_id id, std::int64_t epoch, bool keep_for_pbt) {
-    if (keep_for_pbt || (cfg_.checkpoint_every > 0 && epoch % cfg_.checkpoint_every == 0))
-      submit_save(id, epoch, keep_for_pbt);
+  /// `for_pbt`: PBT keeps this epoch's checkpoint for others to copy, whatever checkpoint_every says.
+  void go_on(tune::trial_id id, std::int64_t epoch, bool for_pbt) {
+    if (for_pbt || (cfg_.checkpoint_every > 0 && epoch % cfg_.checkpoint_every == 0)) submit_save(id, epoch);
     submit_train(id);
   }
 
@@ -414,7 +425,8 @@ private:
             "; it goes on with its own state");
       return go_on(id, summary(id).results.back().epoch, false);
     }
-    warn_if(store_->adopt(id, d.source_iteration, *state));
+    // Its own line of checkpoints ends here: the copy is its newest, the one a restart takes.
+    warn_if(store_.save(id, d.source_iteration, *state));
     auto& t = summary(id);
     auto& l = live_.at(id);
     t.params = d.new_params;
@@ -433,19 +445,19 @@ private:
 
   /// A trial's checkpoint: from the store, or, while its save is still on the way, taken
   /// from that call now (it runs next on the source's actor, so this wait is short).
-  expected<bytes> checkpoint_of(tune::trial_id source, std::int64_t epoch) {
+  expected<checkpoint::snapshot> checkpoint_of(tune::trial_id source, std::int64_t epoch) {
     if (auto found = live_.find(source); found != live_.end()) {
       auto& calls = found->second.calls;
       for (auto it = calls.begin(); it != calls.end(); ++it) {
         if (it->what != call::kind::save || it->epoch != epoch) continue;
         auto r = try_get(it->save, std::chrono::seconds(120));
         if (!r) return r.error();
-        if (auto ok = store_->save(source, epoch, *r, it->keep_for_pbt); !ok) return ok.error();
+        if (auto ok = store_.save(source, epoch, std::move(*r)); !ok) return ok.error();
         calls.erase(it);
         break;
       }
     }
-    return store_->load(source, epoch);
+    return store_.load(source, epoch);
   }
 
   /// A call failed: the trial restarts from its newest checkpoint, unless it has failed more
@@ -464,12 +476,15 @@ private:
                  "failed " + std::to_string(t.failures) + " times (max_failures " + std::to_string(cfg_.max_failures) +
                    "); last: " + e.message());
     }
-    const auto latest = store_->latest(id);
-    bytes state;
-    if (latest) {
-      if (auto s = store_->load(id, *latest)) state = std::move(*s);
+    checkpoint::snapshot state;
+    std::int64_t from = 0;
+    if (auto back = store_.load_latest(id)) {
+      for (const auto& why : back->skipped) event("warning: " + trial_name(id) + " skipped " + why);
+      state = std::move(back->state);
+      from = back->epoch;
+    } else if (back.error().code() != error_code::not_found) {
+      event("warning: " + back.error().message());
     }
-    const auto from = state.empty() ? std::int64_t{0} : *latest;
     // The scheduler has seen epochs up to `reported`; run again, they are not shown twice.
     const auto reported = t.results.empty() ? std::int64_t{0} : t.results.back().epoch;
     drop_results_after(t, from);
@@ -502,7 +517,7 @@ private:
     l.ending = true;
     if (state != trial_state::error && cfg_.checkpoint_every > 0 && !t.results.empty() &&
         l.saved_epoch != t.results.back().epoch)
-      submit_save(id, t.results.back().epoch, false);
+      submit_save(id, t.results.back().epoch);
     event(trial_name(id) + " " + std::string(to_string(state)) +
             (t.results.empty() ? "" : " at epoch " + std::to_string(t.results.back().epoch)) + ": " + reason,
           true);
@@ -515,8 +530,7 @@ private:
     warn_if(dir_.write_results_csv(trials_, goal_));
     std::string checkpoint;
     if (const auto* best = best_trial(trials_, goal_)) {
-      if (auto e = store_->latest(best->id))
-        checkpoint = std::filesystem::path(store_->where(best->id, *e)).lexically_relative(dir_.root()).string();
+      if (store_.latest(best->id)) checkpoint = store_.where(best->id).lexically_relative(dir_.root()).string();
       warn_if(dir_.write_best_config(*best, goal_, checkpoint));
     }
     report_input in{.title = cfg_.name, .summary = summary_lines(), .goal = goal_, .space = space_,
@@ -535,7 +549,7 @@ private:
       while (!l.calls.empty() && l.calls.front().what == call::kind::save) {
         const auto c = std::move(l.calls.front());
         l.calls.pop_front();
-        if (auto state = try_get(c.save, std::chrono::seconds(10))) (void)store_->save(id, c.epoch, *state, c.keep_for_pbt);
+        if (auto state = try_get(c.save, std::chrono::seconds(10))) warn_if(store_.save(id, c.epoch, std::move(*state)));
       }
       kill(l.actor);
     }
@@ -576,7 +590,7 @@ private:
   std::ostream& out_;
   objective goal_;
   experiment_dir dir_;
-  std::unique_ptr<checkpoint_store> store_;
+  checkpoint_store store_;
   tune::params fixed_;
   tune::search_space space_;
   progress progress_;

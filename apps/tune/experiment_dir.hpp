@@ -5,7 +5,7 @@
 //   <root>/trial_NNNN/params.json       the params the trial started with
 //   <root>/trial_NNNN/status.json       its state, reason, failures and current params
 //   <root>/trial_NNNN/result.jsonl      one line per epoch
-//   <root>/trial_NNNN/checkpoint_EEEE.pt  saved states (checkpoint_store.hpp)
+//   <root>/trial_NNNN/checkpoints/      saved states: a checkpoint archive (checkpoint_store.hpp)
 //   <root>/results.csv                  one row per trial
 //   <root>/best_config.json             the best trial's params and metric
 //   <root>/report.html                  learning curves and parallel coordinates (report.hpp)

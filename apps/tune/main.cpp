@@ -86,7 +86,8 @@ OUTPUT (--output, default ./celer_results/<name>)
   best_config.json     the best trial's params, metric and checkpoint
   experiment.json      the configuration used (--resume reads it)
   trial_NNNN/          params.json, status.json, result.jsonl (a line per epoch),
-                       checkpoint_EEEE.pt (the newest keep_checkpoints)
+                       checkpoints/ (the newest keep_checkpoints, a checkpoint archive
+                       that celer::checkpoint::restore reads)
 
   Ctrl-C stops cleanly; --resume with the same --name or --output continues: finished
   trials stay finished, running ones go on from their last checkpoint.

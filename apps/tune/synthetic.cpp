@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <stdexcept>
-#include <vector>
 
 #include <unistd.h>
 
@@ -15,9 +14,6 @@ namespace celer::tune_app {
 namespace {
 
 [[noreturn]] void fail(const std::string& what) { throw std::runtime_error(what); }
-
-/// A saved state: the iteration count, 8 bytes, least significant first.
-constexpr std::size_t state_size = 8;
 
 /// Keeps this thread busy until `ms` milliseconds have passed: the cost of an iteration, as
 /// ray_tune_synthetic.py's spin() (a loop on time.perf_counter).
@@ -81,21 +77,22 @@ epoch_metrics synthetic_trial::train_epoch() {
   return {.epoch = iteration_, .values = {{"score", synthetic_score(point_, iteration_)}}, .seconds = seconds};
 }
 
-bytes synthetic_trial::save_state() {
-  std::vector<std::uint8_t> out(state_size);
-  const auto v = static_cast<std::uint64_t>(iteration_);
-  for (std::size_t b = 0; b < state_size; ++b) out[b] = static_cast<std::uint8_t>(v >> (8 * b));
-  return bytes(std::move(out));
+checkpoint::snapshot synthetic_trial::save_state() {
+  checkpoint::snapshot s;
+  s.add_int("iteration", iteration_);
+  s.set_step(iteration_);
+  return s;
 }
 
-std::int64_t synthetic_trial::load_state(bytes state, std::string params_json) {
-  const bytes& saved = state;  // read in place when it is a view of the object store
-  if (!saved.empty() && saved.size() != state_size)
-    fail("not a synthetic trial's state: " + std::to_string(saved.size()) + " bytes, not " + std::to_string(state_size));
+std::int64_t synthetic_trial::load_state(checkpoint::snapshot state, std::string params_json) {
   set_params(params_json);
-  std::uint64_t v = 0;
-  for (std::size_t b = 0; b < saved.size(); ++b) v |= static_cast<std::uint64_t>(saved.data()[b]) << (8 * b);
-  iteration_ = static_cast<std::int64_t>(v);
+  if (state.entries().empty()) {
+    iteration_ = 0;
+  } else {
+    auto saved = state.get_int("iteration");
+    if (!saved) fail("not a synthetic trial's state: " + saved.error().message());
+    iteration_ = *saved;
+  }
   return iteration_;
 }
 

@@ -50,11 +50,12 @@ public:
   /// Keeps the CPU busy for cost_ms (a spin on steady_clock: the trial's compute), then
   /// reports the next iteration's score; `seconds` is the time spun.
   epoch_metrics train_epoch();
-  /// The iteration count (8 bytes, little-endian): all the state a synthetic trial has.
-  bytes save_state();
+  /// The iteration count, the snapshot's one entry ("iteration") and its step: all the state
+  /// a synthetic trial has.
+  checkpoint::snapshot save_state();
   /// Takes a state save_state made (this trial's, or another's for PBT) and the params to go
-  /// on with. Empty `state`: iteration 0. Returns the iteration the trial is at.
-  std::int64_t load_state(bytes state, std::string params_json);
+  /// on with. An empty snapshot: iteration 0. Returns the iteration the trial is at.
+  std::int64_t load_state(checkpoint::snapshot state, std::string params_json);
 
 private:
   void set_params(const std::string& params_json);

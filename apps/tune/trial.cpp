@@ -2,6 +2,7 @@
 #include "trial.hpp"
 
 #include <celer/actors/data.hpp>
+#include <celer/actors/torch/checkpoint.hpp>
 #include <celer/actors/torch/model.hpp>
 #include <celer/actors/tune/space.hpp>
 
@@ -166,53 +167,37 @@ epoch_metrics trial::train_epoch() {
           .seconds = fit.seconds + val.seconds};
 }
 
-bytes trial::save_state() {
+checkpoint::snapshot trial::save_state() {
   auto& t = *impl_;
-  torch::serialize::OutputArchive archive;
-  t.net->save(archive);
-  torch::serialize::OutputArchive optimizer;
-  t.optimizer->save(optimizer);
-  archive.write("optimizer", optimizer);
-  std::ostringstream order;
-  order << t.order;
-  archive.write("celer_tune.order", c10::IValue(order.str()));
-  archive.write("celer_tune.torch_generator", at::detail::getDefaultCPUGenerator().get_state(), /*is_buffer=*/true);
-  archive.write("celer_tune.epoch", c10::IValue(t.epoch));
-  archive.write("celer_tune.params", c10::IValue(t.params.to_json()));
-  std::vector<std::uint8_t> out;
-  archive.save_to([&](const void* data, std::size_t size) {
-    const auto* p = static_cast<const std::uint8_t*>(data);
-    out.insert(out.end(), p, p + size);
-    return size;
-  });
-  return bytes(std::move(out));
+  checkpoint::snapshot s;
+  // Copies: the snapshot is this call's result, packed after the call returns.
+  checkpoint::add_module(s, "model", *t.net, checkpoint::tensor_bytes::copy);
+  if (auto ok = checkpoint::add_optimizer(s, "optimizer", *t.optimizer); !ok) fail(ok.error().message());
+  checkpoint::add_torch_rng(s, "rng/torch");
+  s.add_rng("rng/order", t.order);
+  s.add_int("epoch", t.epoch);
+  s.add_text("params", t.params.to_json());
+  s.set_step(t.epoch);
+  return s;
 }
 
-std::int64_t trial::load_state(bytes state, std::string params_json) {
+std::int64_t trial::load_state(checkpoint::snapshot state, std::string params_json) {
   auto& t = *impl_;
   auto params = need(tune::params::from_json(params_json), "the params to load with");
   const auto wanted = settings::from(params, mix(t.spec.seed, t.spec.id, 1));
+  const bool fresh = state.entries().empty();
   // A state of another shape (PBT copies a trial of another width), or none: build afresh.
-  if (!wanted.same_build(t.now) || state.empty()) t.build(wanted);
+  if (!wanted.same_build(t.now) || fresh) t.build(wanted);
   t.params = std::move(params);
-  if (!state.empty()) {
-    torch::serialize::InputArchive archive;
-    archive.load_from(reinterpret_cast<const char*>(state.data()), state.size());
-    t.net->load(archive);
-    torch::serialize::InputArchive optimizer;
-    archive.read("optimizer", optimizer);
-    t.optimizer->load(optimizer);
-    c10::IValue v;
-    archive.read("celer_tune.order", v);
-    std::istringstream order(v.toStringRef());
-    order >> t.order;
-    torch::Tensor generator;
-    archive.read("celer_tune.torch_generator", generator, /*is_buffer=*/true);
-    at::Generator global = at::detail::getDefaultCPUGenerator();  // a handle on the one generator
-    std::lock_guard lock(global.mutex());
-    global.set_state(generator);
-    archive.read("celer_tune.epoch", v);
-    t.epoch = v.toInt();
+  if (!fresh) {
+    auto load = [](expected<void> ok) {
+      if (!ok) fail("the checkpoint does not fit this trial: " + ok.error().message());
+    };
+    load(checkpoint::load_module(state, "model", *t.net));
+    load(checkpoint::load_optimizer(state, "optimizer", *t.optimizer));
+    load(checkpoint::load_torch_rng(state, "rng/torch"));
+    load(state.get_rng("rng/order", t.order));
+    t.epoch = need(state.get_int("epoch"), "the checkpoint's epoch");
   }
   t.set_hyperparameters(wanted);
   return t.epoch;

@@ -4,13 +4,14 @@
 //
 //   auto t = celer::actor(make_trial).options({.num_cpus = 1, .max_restarts = 1}).remote(spec);
 //   epoch_metrics m = celer::get(t.task(&trial::train_epoch).remote());
-//   celer::bytes state = celer::get(t.task(&trial::save_state).remote());
+//   checkpoint::snapshot state = celer::get(t.task(&trial::save_state).remote());
 //   celer::get(t.task(&trial::load_state).remote(state, params_json));   // resume, PBT exploit
 //
 // This header names no LibTorch type (the trial's model lives behind a pointer), so the
 // driver compiles without LibTorch's headers; trial.cpp is the one file that includes them.
 #include "metrics.hpp"
 
+#include <celer/actors/checkpoint.hpp>
 #include <celer/celer.hpp>
 
 #include <cstdint>
@@ -56,14 +57,14 @@ public:
 
   /// Trains one epoch and evaluates on the validation split.
   epoch_metrics train_epoch();
-  /// Model, optimiser, batch-order generator, LibTorch's generator and the epoch count, as
-  /// a torch archive in memory (a .pt file that torch::serialize::InputArchive reads).
-  bytes save_state();
+  /// Model (one entry per tensor), optimiser, batch-order generator, LibTorch's generator,
+  /// the epoch count and the params, as checkpoint entries (<celer/actors/torch/checkpoint.hpp>).
+  checkpoint::snapshot save_state();
   /// Takes a state save_state made (this trial's, or another's for PBT) and `params_json`
   /// (the params to go on with: the optimiser's lr, weight_decay and momentum and the batch
-  /// size are set from them). Empty `state`: start again from the initial weights.
-  /// Returns the epoch the trial is at.
-  std::int64_t load_state(bytes state, std::string params_json);
+  /// size are set from them). A snapshot without entries: start again from the initial
+  /// weights. Returns the epoch the trial is at.
+  std::int64_t load_state(checkpoint::snapshot state, std::string params_json);
 
 private:
   struct impl;

@@ -4,7 +4,7 @@
 //
 //   trial_actor a = trial_actor::create(spec, {.num_cpus = 1, .max_restarts = 1});
 //   object_ref<epoch_metrics> m = a.train_epoch();
-//   object_ref<bytes> state = a.save_state();
+//   object_ref<checkpoint::snapshot> state = a.save_state();
 //   kill(a);
 #include "synthetic.hpp"
 #include "trial.hpp"
@@ -26,8 +26,8 @@ public:
 
   /// The calls of trial.hpp (and synthetic.hpp), on whichever actor this is.
   [[nodiscard]] object_ref<epoch_metrics> train_epoch() const;
-  [[nodiscard]] object_ref<bytes> save_state() const;
-  [[nodiscard]] object_ref<std::int64_t> load_state(bytes state, std::string params_json) const;
+  [[nodiscard]] object_ref<checkpoint::snapshot> save_state() const;
+  [[nodiscard]] object_ref<std::int64_t> load_state(checkpoint::snapshot state, std::string params_json) const;
 
   /// Stops the actor now (celer::kill).
   friend void kill(const trial_actor& a);

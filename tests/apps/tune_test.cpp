@@ -3,6 +3,8 @@
 // The case tagged [.cluster] runs only under tests/cluster/with_cluster.sh (CMake registers
 // it so), which starts a head and a node as processes and sets CELER_ADDRESS.
 #define CATCH_CONFIG_MAIN
+#include <celer/actors/checkpoint.hpp>
+
 #include <catch2/catch.hpp>
 
 #include "config.hpp"
@@ -194,13 +196,18 @@ void check_experiment(const fs::path& exp, std::size_t trials) {
     CHECK(fs::exists(exp / name / "params.json"));
     CHECK(json::parse(read(exp / name / "status.json")).at("state") != "RUNNING");
     CHECK(!results_of(exp / name).empty());
-    std::size_t checkpoints = 0;
-    for (const auto& e : fs::directory_iterator(exp / name)) {
-      CHECK(e.path().extension() != ".tmp");
-      checkpoints += e.path().extension() == ".pt" ? 1 : 0;
-    }
-    CHECK(checkpoints >= 1);
-    CHECK(checkpoints <= 2);
+    // The trial's checkpoint archive: its newest keep_checkpoints (2), each reading back whole.
+    const celer::checkpoint::options archive{.archive_dir = (exp / name / "checkpoints").string()};
+    const auto held = celer::checkpoint::list(archive);
+    REQUIRE(held);
+    CHECK(held->size() >= 1);
+    CHECK(held->size() <= 2);
+    const auto back = celer::checkpoint::restore(archive);
+    REQUIRE(back);
+    CHECK(back->skipped.empty());
+    CHECK(back->data.get_int("epoch").value() == back->info.step);
+    CHECK(back->data.find("model/1.weight") != nullptr);
+    CHECK(back->data.find("optimizer") != nullptr);
   }
   const auto html = read(exp / "report.html");
   CHECK_THAT(html, Contains("<svg class=\"plot\" id=\"learning-curves\"") && Contains("<polyline"));
@@ -478,7 +485,7 @@ checkpoint_every: 0
       ++terminated;
       CHECK(results.size() == 9);
     }
-    for (const auto& e : fs::directory_iterator(exp / name)) CHECK(e.path().extension() != ".pt");
+    CHECK_FALSE(fs::exists(exp / name / "checkpoints"));  // checkpoint_every: 0
   }
   CHECK(stopped + terminated == 8);
   CHECK(stopped >= 1);
@@ -510,7 +517,12 @@ checkpoint_every: 1
   CHECK(results[2].at("restored_from").at("why") == "restart");
   CHECK(results[2].at("restored_from").at("epoch") == 2);
   for (int k = 0; k < 4; ++k) CHECK(results[k].at("score").get<double>() == Approx(synthetic_score(0, k + 1)).epsilon(1e-12));
-  CHECK(fs::file_size(trial / "checkpoint_0004.pt") == 8);  // the iteration count, and nothing else
+  // Its newest checkpoint: the iteration count, and nothing else.
+  const auto back = celer::checkpoint::restore({.archive_dir = (trial / "checkpoints").string()});
+  REQUIRE(back);
+  CHECK(back->info.step == 4);
+  REQUIRE(back->data.entries().size() == 1);
+  CHECK(back->data.get_int("iteration").value() == 4);
 }
 
 TEST_CASE("the short run passes on a local cluster of processes", "[.cluster]") {

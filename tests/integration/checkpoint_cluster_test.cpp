@@ -10,6 +10,7 @@
 #include <celer/celer.hpp>
 
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -82,4 +83,29 @@ TEST_CASE("checkpoint writers run on the saver's node of a local cluster",
   REQUIRE(e->data.size() == w.size() * sizeof(float));
   CHECK(std::memcmp(e->data.data(), w.data(), e->data.size()) == 0);
   celer::kill(trainer);
+}
+
+TEST_CASE("a checkpointer's relative directories are the saver's, not its writer's process's",
+          "[cluster][checkpoint]") {
+  local_cluster cluster;
+  celer::init();
+  // The writer actor runs in a worker process of the driver's node, started elsewhere.
+  const auto before = std::filesystem::current_path();
+  std::filesystem::current_path(cluster.dir);
+  const ckpt::options o{.archive_dir = "relative/archive"};
+  {
+    auto ck = ckpt::checkpointer::open(o);
+    REQUIRE(ck.has_value());
+    const auto w = weights(1);
+    ckpt::snapshot s;
+    s.set_step(1);
+    s.add_view("w", w.data(), w.size() * sizeof(float));
+    REQUIRE(ck->save(s).has_value());
+    REQUIRE(ck->wait().has_value());
+  }
+  CHECK(std::filesystem::exists(cluster.dir / "relative" / "archive" / "manifests"));
+  auto back = ckpt::restore(o);
+  std::filesystem::current_path(before);
+  REQUIRE(back.has_value());
+  CHECK(back->info.step == 1);
 }

@@ -59,6 +59,7 @@ struct entry {
   std::map<std::string, std::string> attributes;
   /// The bytes (for the small types, their text).
   celer::bytes data;
+  MSGPACK_DEFINE(name, type, attributes, data)
 };
 
 /// An ordered set of named entries, with a step and free-form metadata: what one checkpoint
@@ -119,6 +120,10 @@ public:
   }
   /// The bytes of every entry together.
   [[nodiscard]] std::uint64_t logical_bytes() const noexcept;
+
+  /// A snapshot is a celer value: an actor can return one (a trial's state) for its caller
+  /// to save. Its bytes entries travel as msgpack `bin`s.
+  MSGPACK_DEFINE(step_, metadata_, entries_)
 
 private:
   std::int64_t step_ = 0;
@@ -292,3 +297,5 @@ struct restore_options {
 [[nodiscard]] expected<std::vector<checkpoint_info>> list(const options& opts);
 
 } // namespace celer::checkpoint
+
+MSGPACK_ADD_ENUM(celer::checkpoint::value_type);
