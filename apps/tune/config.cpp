@@ -17,6 +17,31 @@ namespace {
 
 error invalid(std::string message) { return error(error_code::invalid_argument, std::move(message)); }
 
+/// The synthetic trainable's `data` (synthetic.hpp); every other names a data set that
+/// a model trial (trial.hpp) trains on.
+constexpr std::string_view synthetic_data = "synthetic";
+
+/// A figure a trainable reports each epoch, and which way is better.
+struct metric_rule {
+  std::string_view name;
+  tune::direction mode;
+};
+
+/// The figures `data`'s trials report (epoch_metrics::values); the first is the default metric.
+const std::vector<metric_rule>& metrics(std::string_view data) {
+  using d = tune::direction;
+  static const std::vector<metric_rule> model = {
+    {"val_accuracy", d::maximize}, {"val_loss", d::minimize}, {"train_accuracy", d::maximize}, {"train_loss", d::minimize}};
+  static const std::vector<metric_rule> synthetic = {{"score", d::maximize}};
+  return data == synthetic_data ? synthetic : model;
+}
+
+const metric_rule* metric_of(std::string_view data, std::string_view name) {
+  for (const auto& m : metrics(data))
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
 /// What a trainable parameter takes, and its value when the search space leaves it out.
 struct param_rule {
   std::string_view name;
@@ -30,10 +55,11 @@ struct param_rule {
   std::string_view what;
 };
 
-const std::vector<param_rule>& rules() {
+/// The parameters `data`'s trials take: the model trial's, or the synthetic trainable's.
+const std::vector<param_rule>& rules(std::string_view data) {
   constexpr double inf = std::numeric_limits<double>::infinity();
   using t = param_rule::type;
-  static const std::vector<param_rule> all = {
+  static const std::vector<param_rule> model = {
     {"lr", t::real, 0, inf, true, false, {}, 1e-3, "learning rate, > 0"},
     {"weight_decay", t::real, 0, inf, false, false, {}, 0.0, "L2 penalty, >= 0"},
     {"momentum", t::real, 0, 1, false, true, {}, 0.9, "SGD's momentum, in [0, 1)"},
@@ -44,11 +70,17 @@ const std::vector<param_rule>& rules() {
     {"optimizer", t::text, 0, 0, false, false, {"sgd", "adam", "adamw"}, std::string("adam"), "sgd, adam or adamw"},
     {"model", t::text, 0, 0, false, false, {"mlp", "cnn"}, std::string("mlp"), "mlp or cnn"},
   };
-  return all;
+  // The same trainable as bench/peers/ray_tune_synthetic.py's, whose param_space names i and
+  // cost_ms alike.
+  static const std::vector<param_rule> synthetic = {
+    {"i", t::integer, 0, 1e9, false, false, {}, std::int64_t{0}, "its point: the Halton sequence at index i + 1, 0..1e9"},
+    {"cost_ms", t::real, 0, 60'000, false, false, {}, 20.0, "CPU spun per iteration (ms), 0..60000"},
+  };
+  return data == synthetic_data ? synthetic : model;
 }
 
-const param_rule* rule_of(std::string_view name) {
-  for (const auto& r : rules())
+const param_rule* rule_of(std::string_view data, std::string_view name) {
+  for (const auto& r : rules(data))
     if (r.name == name) return &r;
   return nullptr;
 }
@@ -179,16 +211,17 @@ public:
     return {};
   }
 
-  expected<void> space(const YAML::Node& n, std::vector<param_spec>& out) const {
+  expected<void> space(const YAML::Node& n, std::string_view data, std::vector<param_spec>& out) const {
     if (!n.IsMap()) return bad(n, "search_space", "a mapping of parameter names to distributions");
     std::vector<std::string_view> names;
-    for (const auto& r : rules()) names.push_back(r.name);
+    for (const auto& r : rules(data)) names.push_back(r.name);
     const std::vector<std::string_view> kinds = {"uniform", "loguniform", "int",    "log_int",
                                                  "randint", "choice",     "grid_search"};
     out.clear();
     for (auto it : n) {
       const auto name = it.first.as<std::string>();
-      if (!rule_of(name)) return unknown_key(source_, it.first, "in 'search_space' (not a parameter a trial has)", names);
+      if (!rule_of(data, name))
+        return unknown_key(source_, it.first, "in 'search_space' (not a parameter a " + std::string(data) + " trial has)", names);
       param_spec p{name, "fixed", {}};
       const auto& v = it.second;
       if (v.IsScalar()) {
@@ -218,6 +251,12 @@ public:
       "name", "data", "limit", "metric", "num_samples", "max_concurrent", "max_epochs", "seed", "searcher",
       "scheduler", "cpus_per_trial", "gpus_per_trial", "gpu_memory_gb", "gpu_memory_gb_by_batch",
       "max_failures", "checkpoint_every", "keep_checkpoints", "progress_interval", "output", "search_space"};
+    // The search space's parameters and the default metric are the data's trainable's: read
+    // it first, wherever the file has it.
+    if (auto data = root["data"]; data) {
+      if (auto ok = text(data, "data", c.data); !ok) return ok;
+    }
+    if (!root["metric"]) c.metric = std::string(metrics(c.data).front().name);
     for (auto it : root) {
       const auto key = it.first.as<std::string>();
       const auto& v = it.second;
@@ -246,11 +285,11 @@ public:
           c.gpu_memory_gb_by_batch[batch] = gb;
         }
       } else if (key == "max_failures") ok = number(v, key, c.max_failures, "a whole number >= 0");
-      else if (key == "checkpoint_every") ok = number(v, key, c.checkpoint_every, "a whole number of epochs >= 1");
+      else if (key == "checkpoint_every") ok = number(v, key, c.checkpoint_every, "a whole number of epochs (0: never)");
       else if (key == "keep_checkpoints") ok = number(v, key, c.keep_checkpoints, "a whole number >= 1");
       else if (key == "progress_interval") ok = number(v, key, c.progress_interval, "a number of seconds");
       else if (key == "output") ok = text(v, key, c.output);
-      else if (key == "search_space") ok = space(v, c.search_space);
+      else if (key == "search_space") ok = space(v, c.data, c.search_space);
       else return unknown_key(source_, it.first, "at the top level", valid);
       if (!ok) return ok;
     }
@@ -290,8 +329,8 @@ std::string refuse(const param_rule& r, const tune::value& v) {
   return {};
 }
 
-expected<void> check_param(const param_spec& p) {
-  const param_rule& r = *rule_of(p.name);
+expected<void> check_param(std::string_view data, const param_spec& p) {
+  const param_rule& r = *rule_of(data, p.name);
   const std::string where = "search_space." + p.name;
   using t = param_rule::type;
   const bool ranged = p.kind == "uniform" || p.kind == "loguniform" || p.kind == "int" || p.kind == "log_int" ||
@@ -353,10 +392,13 @@ expected<experiment_config> load_config_file(const std::string& path) {
 expected<void> validate(const experiment_config& c) {
   if (c.name.empty() || c.name.find('/') != std::string::npos)
     return invalid("name must be a non-empty name without '/' (it names the output directory), not '" + c.name + "'");
-  if (c.data != "digits" && c.data != "fashion-mnist")
-    return invalid("data must be digits or fashion-mnist, not '" + c.data + "'");
-  if (c.metric != "val_accuracy" && c.metric != "val_loss" && c.metric != "train_accuracy" && c.metric != "train_loss")
-    return invalid("metric must be val_accuracy, val_loss, train_accuracy or train_loss, not '" + c.metric + "'");
+  if (c.data != "digits" && c.data != "fashion-mnist" && c.data != synthetic_data)
+    return invalid("data must be digits, fashion-mnist or synthetic, not '" + c.data + "'");
+  if (!metric_of(c.data, c.metric)) {
+    std::vector<std::string_view> names;
+    for (const auto& m : metrics(c.data)) names.push_back(m.name);
+    return invalid("metric must be one that " + c.data + " trials report: " + join(names) + "; not '" + c.metric + "'");
+  }
   if (c.num_samples < 1) return invalid("num_samples must be at least 1");
   if (c.max_concurrent < 0) return invalid("max_concurrent must be >= 0 (0: as many as the CPUs allow)");
   if (c.max_epochs < 1) return invalid("max_epochs must be at least 1");
@@ -365,7 +407,7 @@ expected<void> validate(const experiment_config& c) {
     return invalid("gpus_per_trial must be a fraction up to 1, or a whole number, not " + std::to_string(c.gpus_per_trial));
   if (c.gpu_memory_gb < 0) return invalid("gpu_memory_gb must be >= 0");
   if (c.max_failures < 0) return invalid("max_failures must be >= 0");
-  if (c.checkpoint_every < 1) return invalid("checkpoint_every must be at least 1");
+  if (c.checkpoint_every < 0) return invalid("checkpoint_every must be >= 0 (0: never)");
   if (c.keep_checkpoints < 1) return invalid("keep_checkpoints must be at least 1");
   if (!(c.progress_interval > 0)) return invalid("progress_interval must be > 0 seconds");
   const std::vector<std::string_view> searchers = {"random", "grid", "tpe"};
@@ -377,9 +419,13 @@ expected<void> validate(const experiment_config& c) {
   std::set<std::string> seen;
   bool searched = false;
   for (const auto& p : c.search_space) {
-    if (!rule_of(p.name)) return invalid("search_space: unknown parameter '" + p.name + "'");
+    if (!rule_of(c.data, p.name)) {
+      std::vector<std::string_view> names;
+      for (const auto& r : rules(c.data)) names.push_back(r.name);
+      return invalid("search_space: '" + p.name + "' is not a parameter " + c.data + " trials take (" + join(names) + ")");
+    }
     if (!seen.insert(p.name).second) return invalid("search_space: '" + p.name + "' is declared twice");
-    if (auto ok = check_param(p); !ok) return ok;
+    if (auto ok = check_param(c.data, p); !ok) return ok;
     searched = searched || p.kind != "fixed";
   }
   if (!searched) return invalid("search_space declares no distribution to search: give at least one, e.g. lr: {loguniform: [1e-4, 0.1]}");
@@ -474,7 +520,7 @@ tune::search_space make_search_space(const experiment_config& c) {
 
 tune::params fixed_params(const experiment_config& c) {
   tune::params out;
-  for (const auto& r : rules()) out.set(std::string(r.name), r.fallback);
+  for (const auto& r : rules(c.data)) out.set(std::string(r.name), r.fallback);
   for (const auto& p : c.search_space) {
     if (p.kind == "fixed") {
       out.set(p.name, p.values.front());
@@ -498,7 +544,8 @@ std::size_t planned_trials(const experiment_config& c) {
 }
 
 tune::direction metric_mode(const experiment_config& c) {
-  return c.metric.ends_with("accuracy") ? tune::direction::maximize : tune::direction::minimize;
+  const auto* m = metric_of(c.data, c.metric);
+  return m ? m->mode : tune::direction::maximize;  // validate() refuses an unknown metric
 }
 
 expected<std::unique_ptr<tune::searcher>> make_searcher(const experiment_config& c) {
@@ -550,10 +597,17 @@ double gpu_memory_for(const experiment_config& c, const tune::params& p) {
 
 std::string parameter_help() {
   std::string out;
-  for (const auto& r : rules()) {
-    std::string name(r.name);
-    name.resize(std::max<std::size_t>(name.size(), 13), ' ');
-    out += "    " + name + std::string(r.what) + " (default " + tune::to_string(r.fallback) + ")\n";
+  for (std::string_view data : {std::string_view("digits"), synthetic_data}) {
+    out += data == synthetic_data ? "  data: synthetic (no model: a known learning curve, a fixed cost per iteration)\n"
+                                  : "  data: digits, fashion-mnist (a LibTorch model)\n";
+    for (const auto& r : rules(data)) {
+      std::string name(r.name);
+      name.resize(std::max<std::size_t>(name.size(), 13), ' ');
+      out += "    " + name + std::string(r.what) + " (default " + tune::to_string(r.fallback) + ")\n";
+    }
+    std::vector<std::string_view> names;
+    for (const auto& m : metrics(data)) names.push_back(m.name);
+    out += "    metric: " + join(names) + "\n";
   }
   return out;
 }

@@ -64,11 +64,15 @@ struct scheduler_config {
 /// num_samples) and a YAML key of the same name.
 struct experiment_config {
   std::string name = "digits";
-  /// "digits" or "fashion-mnist".
+  /// "digits" or "fashion-mnist" (a model trial trains on it), or "synthetic" (no model: a
+  /// known learning curve at a fixed cost per iteration, synthetic.hpp). It decides which
+  /// parameters the search space may name and which metrics there are.
   std::string data = "digits";
   /// Use only the first `limit` samples (0: all).
   std::size_t limit = 0;
-  /// val_accuracy, val_loss, train_accuracy or train_loss; accuracies are maximised.
+  /// A figure the trials report: val_accuracy, val_loss, train_accuracy or train_loss
+  /// (accuracies are maximised, losses minimised); synthetic trials' score (maximised). Left
+  /// out of a config: the data's first (val_accuracy, score).
   std::string metric = "val_accuracy";
   std::size_t num_samples = 16;
   /// Trials running at once; 0: as many as the cluster's CPUs (and GPUs) allow.
@@ -86,6 +90,8 @@ struct experiment_config {
   std::map<std::int64_t, double> gpu_memory_gb_by_batch;
   /// Failures (exceptions, dead workers) a trial survives, restarting from its checkpoint.
   int max_failures = 1;
+  /// Epochs between checkpoints; 0: none, but those PBT copies (a trial that fails, or that
+  /// --resume continues, starts again from epoch 1).
   std::int64_t checkpoint_every = 1;
   /// Checkpoints kept per trial (PBT also keeps the ones others may copy).
   int keep_checkpoints = 2;
@@ -96,7 +102,8 @@ struct experiment_config {
   std::vector<param_spec> search_space;
 };
 
-/// The trainable parameters a search space may name, with what each takes.
+/// The trainable parameters a search space may name, with what each takes, and the metrics,
+/// for each kind of data.
 [[nodiscard]] std::string parameter_help();
 
 /// Reads YAML text (or JSON); `source` names it in errors. invalid_argument naming the key
@@ -123,7 +130,7 @@ struct experiment_config {
 /// How many trials the experiment runs: num_samples, or for the grid searcher num_samples
 /// passes over every combination of the grid_search parameters.
 [[nodiscard]] std::size_t planned_trials(const experiment_config& cfg);
-/// Whether larger values of the metric are better.
+/// Whether larger values of the metric are better (the metric's own way, config.cpp's list).
 [[nodiscard]] tune::direction metric_mode(const experiment_config& cfg);
 
 [[nodiscard]] expected<std::unique_ptr<tune::searcher>> make_searcher(const experiment_config& cfg);

@@ -5,7 +5,7 @@
 #include "experiment_dir.hpp"
 #include "progress.hpp"
 #include "report.hpp"
-#include "trial.hpp"
+#include "trial_actor.hpp"
 
 #include <celer/celer.hpp>
 
@@ -47,7 +47,7 @@ struct call {
 
 /// A trial whose actor is alive.
 struct live_trial {
-  actor_handle<trial> actor;
+  trial_actor actor;
   std::deque<call> calls;
   /// The trial has ended: its actor is stopped once its last calls (a final save) are in.
   bool ending = false;
@@ -99,7 +99,8 @@ private:
   /// trial's checkpoint of its last perturbation, which others may copy, stays until its next.
   static std::size_t checkpoints_kept(const experiment_config& c) {
     auto keep = static_cast<std::size_t>(c.keep_checkpoints);
-    if (c.scheduler.name == "pbt")
+    // With checkpoint_every 0 PBT's are the only ones, so the newest is the one to keep.
+    if (c.scheduler.name == "pbt" && c.checkpoint_every > 0)
       keep += static_cast<std::size_t>((c.scheduler.perturbation_interval + c.checkpoint_every - 1) / c.checkpoint_every) + 1;
     return keep;
   }
@@ -293,7 +294,7 @@ private:
     if (cfg_.gpus_per_trial > 0) o.gpu_memory_gb = gpu_memory_for(cfg_, t.params);
     live_trial l;
     try {
-      l.actor = actor(make_trial).options(o).remote(spec);
+      l.actor = trial_actor::create(spec, o);
     } catch (const std::exception& e) {
       t.state = trial_state::error;
       t.reason = std::string("its actor could not be created: ") + e.what();
@@ -311,17 +312,17 @@ private:
 
   void submit_train(tune::trial_id id) {
     auto& l = live_.at(id);
-    l.calls.push_back({.what = call::kind::train, .train = l.actor.task(&trial::train_epoch).remote()});
+    l.calls.push_back({.what = call::kind::train, .train = l.actor.train_epoch()});
   }
   void submit_save(tune::trial_id id, std::int64_t epoch) {
     auto& l = live_.at(id);
-    l.calls.push_back({.what = call::kind::save, .save = l.actor.task(&trial::save_state).remote(), .epoch = epoch});
+    l.calls.push_back({.what = call::kind::save, .save = l.actor.save_state(), .epoch = epoch});
     l.saved_epoch = epoch;
   }
   void submit_load(tune::trial_id id, checkpoint::snapshot state) {
     auto& l = live_.at(id);
     l.calls.push_back({.what = call::kind::load,
-                       .load = l.actor.task(&trial::load_state).remote(std::move(state), summary(id).params.to_json())});
+                       .load = l.actor.load_state(std::move(state), summary(id).params.to_json())});
   }
 
   /// Waits up to `timeout` for the first call of any live trial, and takes every one ready.
@@ -412,7 +413,7 @@ private:
 
   /// `for_pbt`: PBT keeps this epoch's checkpoint for others to copy, whatever checkpoint_every says.
   void go_on(tune::trial_id id, std::int64_t epoch, bool for_pbt) {
-    if (for_pbt || epoch % cfg_.checkpoint_every == 0) submit_save(id, epoch);
+    if (for_pbt || (cfg_.checkpoint_every > 0 && epoch % cfg_.checkpoint_every == 0)) submit_save(id, epoch);
     submit_train(id);
   }
 
@@ -514,7 +515,8 @@ private:
     const double value = state == trial_state::error ? std::nan("") : t.best(goal_).value_or(std::nan(""));
     warn_if(searcher_->observe(t.params, value));
     l.ending = true;
-    if (state != trial_state::error && !t.results.empty() && l.saved_epoch != t.results.back().epoch)
+    if (state != trial_state::error && cfg_.checkpoint_every > 0 && !t.results.empty() &&
+        l.saved_epoch != t.results.back().epoch)
       submit_save(id, t.results.back().epoch);
     event(trial_name(id) + " " + std::string(to_string(state)) +
             (t.results.empty() ? "" : " at epoch " + std::to_string(t.results.back().epoch)) + ": " + reason,
@@ -568,6 +570,12 @@ private:
       out_ << "Best trial: " << trial_name(best->id) << ", " << goal_.metric << " " << value << " at epoch "
            << best->results[i].epoch << " (" << dir_.trial_dir(best->id).string() << ")\n  " << best->params.to_json()
            << "\n";
+    }
+    if (cfg_.data == "synthetic") {
+      // From the experiment's start to here: the last trial ended and the files written.
+      out_ << "Tuning overhead (CPU-seconds beyond the trials' compute, as bench/peers/ray_tune_synthetic.py "
+              "counts Ray Tune's): "
+           << to_string(synthetic_overhead(trials_, elapsed(), concurrency_ * cfg_.cpus_per_trial)) << "\n";
     }
     out_ << "Results in " << dir_.root().string() << "/: report.html, results.csv, best_config.json, experiment.json, trial_NNNN/\n";
     if (interrupted) {

@@ -29,8 +29,10 @@ std::optional<trial_state> trial_state_from(std::string_view s) noexcept {
 
 namespace {
 /// JSON has no NaN: a NaN figure (a diverged loss) is written as null and read back as NaN.
-nlohmann::json number(double d) { return std::isfinite(d) ? nlohmann::json(d) : nlohmann::json(nullptr); }
-double number_of(const nlohmann::json& j) {
+nlohmann::ordered_json number(double d) {
+  return std::isfinite(d) ? nlohmann::ordered_json(d) : nlohmann::ordered_json(nullptr);
+}
+double number_of(const nlohmann::ordered_json& j) {
   return j.is_number() ? j.get<double>() : std::numeric_limits<double>::quiet_NaN();
 }
 } // namespace
@@ -38,10 +40,7 @@ double number_of(const nlohmann::json& j) {
 std::string to_json_line(const epoch_result& r) {
   nlohmann::ordered_json j;
   j["epoch"] = r.epoch;
-  j["train_loss"] = number(r.train_loss);
-  j["train_accuracy"] = number(r.train_accuracy);
-  j["val_loss"] = number(r.val_loss);
-  j["val_accuracy"] = number(r.val_accuracy);
+  for (const auto& [name, v] : r.values) j[name] = number(v);
   j["seconds"] = number(r.seconds);
   if (!r.restored_why.empty()) {
     j["restored_from"] = {{"why", r.restored_why}, {"trial", r.restored_trial}, {"epoch", r.restored_epoch}};
@@ -52,14 +51,18 @@ std::string to_json_line(const epoch_result& r) {
 
 expected<epoch_result> epoch_result_from_json(std::string_view line) {
   try {
-    const auto j = nlohmann::json::parse(line);
+    const auto j = nlohmann::ordered_json::parse(line);
     epoch_result r;
     r.epoch = j.at("epoch").get<std::int64_t>();
-    r.train_loss = number_of(j.at("train_loss"));
-    r.train_accuracy = number_of(j.at("train_accuracy"));
-    r.val_loss = number_of(j.at("val_loss"));
-    r.val_accuracy = number_of(j.at("val_accuracy"));
-    r.seconds = number_of(j.value("seconds", nlohmann::json(0.0)));
+    // Every other number (or null: NaN) is one of the trainable's figures, in its order.
+    for (const auto& item : j.items()) {
+      const auto& key = item.key();
+      if (key == "epoch" || key == "seconds" || key == "restored_from" || key == "params") continue;
+      if (!item.value().is_number() && !item.value().is_null())
+        return error(error_code::invalid_argument, "not a result line: " + key + " is not a number");
+      r.values.emplace_back(key, number_of(item.value()));
+    }
+    r.seconds = number_of(j.value("seconds", nlohmann::ordered_json(0.0)));
     if (auto it = j.find("restored_from"); it != j.end()) {
       r.restored_why = it->at("why").get<std::string>();
       r.restored_trial = it->at("trial").get<std::int64_t>();
@@ -76,12 +79,7 @@ expected<epoch_result> epoch_result_from_json(std::string_view line) {
   }
 }
 
-double objective::of(const epoch_result& r) const {
-  if (metric == "val_loss") return r.val_loss;
-  if (metric == "train_loss") return r.train_loss;
-  if (metric == "train_accuracy") return r.train_accuracy;
-  return r.val_accuracy;
-}
+double objective::of(const epoch_result& r) const { return r.value(metric); }
 
 bool objective::better(double a, double b) const {
   if (std::isnan(a)) return false;
@@ -112,6 +110,25 @@ const trial_summary* best_trial(const std::vector<trial_summary>& trials, const 
     if (b && (!best || o.better(*b, *best->best(o)))) best = &t;
   }
   return best;
+}
+
+tuning_overhead synthetic_overhead(const std::vector<trial_summary>& trials, double wall_seconds, double cpus) {
+  tuning_overhead o{.wall_seconds = wall_seconds, .cpus = cpus, .trials = trials.size()};
+  for (const auto& t : trials) {
+    const auto cost_ms = t.params.number("cost_ms");  // every synthetic trial has it (fixed_params)
+    o.iterations += t.results.size();
+    o.compute_seconds += static_cast<double>(t.results.size()) * (cost_ms ? *cost_ms : 0.0) / 1000;
+  }
+  return o;
+}
+
+std::string to_string(const tuning_overhead& o) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "%zu trials, %zu iterations in %.1f s on %g CPUs (%.1f s of compute): overhead %.0f ms per trial, "
+                "%.1f ms per iteration",
+                o.trials, o.iterations, o.wall_seconds, o.cpus, o.compute_seconds, o.per_trial_ms(), o.per_iteration_ms());
+  return buf;
 }
 
 std::string trial_name(tune::trial_id id) {

@@ -44,8 +44,9 @@ CONFIGURATION (YAML)
   (--print-config prints it: a starting point for your own).
 
     name: digits                # the output directory is ./celer_results/<name>
-    data: digits                # digits | fashion-mnist
+    data: digits                # digits | fashion-mnist | synthetic (no model, see below)
     metric: val_accuracy        # val_accuracy | val_loss | train_accuracy | train_loss
+                                #   (synthetic: score)
     num_samples: 48             # trials (grid: passes over the grid)
     max_epochs: 27
     searcher: tpe               # random | grid | tpe, or {name: tpe, n_startup_trials: 10}
@@ -61,7 +62,7 @@ CONFIGURATION (YAML)
     gpu_memory_gb: 0            # the least GPU memory a trial needs, and per batch size:
     gpu_memory_gb_by_batch: {}  #   {256: 8} asks 8 GB for trials with batch_size >= 256
     max_failures: 1             # restarts from the last checkpoint before a trial is ERROR
-    checkpoint_every: 1         # epochs between checkpoints
+    checkpoint_every: 1         # epochs between checkpoints (0: none)
     keep_checkpoints: 2
     search_space:
       lr: {loguniform: [1.0e-4, 3.0e-2]}
@@ -95,6 +96,8 @@ EXAMPLES
   celer-tune                                            # digits, TPE + ASHA, ~2 minutes
   celer-tune --scheduler fifo --name digits-fifo        # the same without early stopping
   celer-tune --config config/tune/digits_pbt.yaml       # population based training
+  celer-tune --config config/tune/synthetic.yaml        # no model: tuning's own cost, as
+                                                        #   bench/peers/ray_tune_synthetic.py
   celer-tune --config config/tune/fashion_mnist.yaml --limit 20000
   celer-tune --resume --name digits                     # continue after Ctrl-C or a crash
   celer-tune --address 127.0.0.1:6380                   # on a cluster (celer start ...)
@@ -140,10 +143,11 @@ int main(int argc, char** argv) {
   cli.add_option("--name", flags.name, "Experiment name (the output directory's)");
   cli.add_option("--output", flags.output, "Experiment directory (default ./celer_results/<name>)");
   cli.add_flag("--resume", resume, "Continue the experiment in the output directory");
-  cli.add_option("--data", flags.data, "digits | fashion-mnist")->check(CLI::IsMember({"digits", "fashion-mnist"}));
+  cli.add_option("--data", flags.data, "digits | fashion-mnist | synthetic")
+    ->check(CLI::IsMember({"digits", "fashion-mnist", "synthetic"}));
   cli.add_option("--limit", flags.limit, "Use only the first N samples (0: all)");
-  cli.add_option("--metric", flags.metric, "val_accuracy | val_loss | train_accuracy | train_loss")
-    ->check(CLI::IsMember({"val_accuracy", "val_loss", "train_accuracy", "train_loss"}));
+  cli.add_option("--metric", flags.metric, "val_accuracy | val_loss | train_accuracy | train_loss | score")
+    ->check(CLI::IsMember({"val_accuracy", "val_loss", "train_accuracy", "train_loss", "score"}));
   cli.add_option("--searcher", flags.searcher.name, "random | grid | tpe")->check(CLI::IsMember({"random", "grid", "tpe"}));
   cli.add_option("--scheduler", flags.scheduler.name, "fifo | asha | median | pbt")
     ->check(CLI::IsMember({"fifo", "asha", "median", "pbt"}));
@@ -230,9 +234,10 @@ int main(int argc, char** argv) {
   }
 
   // Embedded, the trials read the data from this machine: say now if it is not there, rather
-  // than through every trial's failure. (A cluster's nodes have their own files.)
+  // than through every trial's failure. (A cluster's nodes have their own files; synthetic
+  // trials read none.)
   const char* cluster = std::getenv("CELER_ADDRESS");
-  if (address.empty() && (cluster == nullptr || *cluster == '\0')) {
+  if (cfg.data != "synthetic" && address.empty() && (cluster == nullptr || *cluster == '\0')) {
     auto data = cfg.data == "digits" ? celer::actors::load_digits() : celer::actors::load_fashion_mnist(true, 1);
     if (!data) {
       std::cerr << "celer-tune: the " << cfg.data << " data cannot be read: " << data.error().message() << "\n";

@@ -229,15 +229,22 @@ std::vector<std::string> run_summary(const experiment_config& cfg, const std::ve
                  format_value(s.reduction_factor) + ")";
   if (s.name == "median") scheduler += " (grace_period " + std::to_string(s.grace_period) + ")";
   if (s.name == "pbt") scheduler += " (perturbation_interval " + std::to_string(s.perturbation_interval) + ")";
-  return {"data: " + cfg.data + (cfg.limit > 0 ? " (first " + std::to_string(cfg.limit) + " samples)" : "") +
-            ", 20% of each class held out for validation",
-          "searcher: " + cfg.searcher.name + " (seed " + std::to_string(cfg.seed) + "), scheduler: " + scheduler,
-          std::to_string(trials.size()) + " of " + std::to_string(planned_trials(cfg)) + " trials, up to " +
-            std::to_string(cfg.max_epochs) + " epochs each, " + std::to_string(concurrency) + " at once, " +
-            format_value(cfg.cpus_per_trial) + " CPU" +
-            (cfg.gpus_per_trial > 0 ? " and " + format_value(cfg.gpus_per_trial) + " GPU" : std::string()) +
-            " per trial, on " + where,
-          std::to_string(epochs) + " epochs in all; this run took " + format_duration(seconds)};
+  const bool synthetic = cfg.data == "synthetic";
+  std::vector<std::string> lines = {
+    synthetic ? "data: synthetic (no model: Halton points, a known learning curve, cost_ms of CPU per iteration)"
+              : "data: " + cfg.data + (cfg.limit > 0 ? " (first " + std::to_string(cfg.limit) + " samples)" : "") +
+                  ", 20% of each class held out for validation",
+    "searcher: " + cfg.searcher.name + " (seed " + std::to_string(cfg.seed) + "), scheduler: " + scheduler,
+    std::to_string(trials.size()) + " of " + std::to_string(planned_trials(cfg)) + " trials, up to " +
+      std::to_string(cfg.max_epochs) + " epochs each, " + std::to_string(concurrency) + " at once, " +
+      format_value(cfg.cpus_per_trial) + " CPU" +
+      (cfg.gpus_per_trial > 0 ? " and " + format_value(cfg.gpus_per_trial) + " GPU" : std::string()) + " per trial, on " +
+      where,
+    std::to_string(epochs) + " epochs in all; this run took " + format_duration(seconds)};
+  if (synthetic)
+    lines.push_back("tuning overhead (ray_tune_synthetic.py's measure): " +
+                    to_string(synthetic_overhead(trials, seconds, concurrency * cfg.cpus_per_trial)));
+  return lines;
 }
 
 std::string render_report(const report_input& in) {

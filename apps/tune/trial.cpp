@@ -160,10 +160,10 @@ epoch_metrics trial::train_epoch() {
   const auto val = actors::evaluate(t.net, t.valid);
   ++t.epoch;
   return {.epoch = t.epoch,
-          .train_loss = fit.loss,
-          .train_accuracy = fit.accuracy,
-          .val_loss = val.loss,
-          .val_accuracy = val.accuracy,
+          .values = {{"train_loss", fit.loss},
+                     {"train_accuracy", fit.accuracy},
+                     {"val_loss", val.loss},
+                     {"val_accuracy", val.accuracy}},
           .seconds = fit.seconds + val.seconds};
 }
 

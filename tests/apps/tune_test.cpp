@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -215,6 +216,36 @@ void check_experiment(const fs::path& exp, std::size_t trials) {
   CHECK(html.find("src=\"http") == std::string::npos);
 }
 
+/// The synthetic trainable's curve, worked out here rather than taken from apps/tune: param
+/// i's point is the Halton sequence (bases 2 and 3) at index i + 1, and its score after
+/// iteration t is (1 - (x - 0.3)^2 - (y - 0.7)^2) * (1 - exp(-t / 5)).
+double halton(int index, int base) {
+  double f = 1, r = 0;
+  for (; index > 0; index /= base) {
+    f /= base;
+    r += f * (index % base);
+  }
+  return r;
+}
+double distance2_to_peak(int i) {
+  const double x = halton(i + 1, 2), y = halton(i + 1, 3);
+  return (x - 0.3) * (x - 0.3) + (y - 0.7) * (y - 0.7);
+}
+double synthetic_score(int i, int t) { return (1 - distance2_to_peak(i)) * (1 - std::exp(-t / 5.0)); }
+
+/// config/tune/synthetic.yaml at a test's size: 8 points, 1 ms an iteration, 9 at most.
+std::string synthetic_config(const std::string& name, const std::string& more) {
+  return "name: " + name + R"(
+data: synthetic
+metric: score
+num_samples: 1
+searcher: grid
+search_space:
+  i: {grid_search: [0, 1, 2, 3, 4, 5, 6, 7]}
+  cost_ms: 1
+)" + more;
+}
+
 std::vector<std::string> short_run(const fs::path& config) {
   return {"--config", config.string(), "--num-samples", "6", "--max-epochs", "3", "--max-concurrent", "2",
           "--scheduler", "asha", "--name", "short"};
@@ -360,6 +391,10 @@ TEST_CASE("a bad config exits with status 2 and a message naming the key", "[tun
   o = run_tune(s.dir, {"--config", range.string()});
   CHECK(o.code == 2);
   CHECK_THAT(o.output, Contains("search_space.dropout") && Contains("out of range"));
+  const auto synthetic = s.write("synthetic.yaml", "data: synthetic\nsearch_space:\n  lr: {loguniform: [1.0e-4, 0.1]}\n");
+  o = run_tune(s.dir, {"--config", synthetic.string()});
+  CHECK(o.code == 2);
+  CHECK_THAT(o.output, Contains("unknown key 'lr'") && Contains("synthetic trial") && Contains("i, cost_ms"));
   const auto pbt = s.write("pbt.yaml", "scheduler: {name: pbt, mutations: [width]}\n"
                                      "search_space:\n  width: {choice: [32, 64]}\n");
   o = run_tune(s.dir, {"--config", pbt.string()});
@@ -406,6 +441,90 @@ TEST_CASE("a trial that keeps failing is marked ERROR with its reason, and the e
   CHECK(results[1].at("restored_from").at("epoch") == 1);
 }
 
+TEST_CASE("synthetic trials under ASHA: the point nearest the peak wins, and poor ones are stopped early", "[tune]") {
+  scratch s;
+  const auto config = s.write("synth.yaml", synthetic_config("synth", R"(
+max_epochs: 9
+scheduler: {name: asha, grace_period: 1, reduction_factor: 3}
+checkpoint_every: 0
+)"));
+  const auto o = run_tune(s.dir, {"--config", config.string(), "--num-cpus", "2"});
+  INFO(o.output);
+  REQUIRE(o.code == 0);
+  const fs::path exp = s.dir / "celer_results" / "synth";
+  int nearest = 0;
+  for (int i = 1; i < 8; ++i)
+    if (distance2_to_peak(i) < distance2_to_peak(nearest)) nearest = i;
+  const auto best = json::parse(read(exp / "best_config.json"));
+  CHECK(best.at("metric") == "score");
+  CHECK(best.at("mode") == "maximize");
+  CHECK(best.at("params").at("i") == nearest);
+  CHECK(best.at("epoch") == 9);  // the best at every rung, so never stopped
+  CHECK(best.at("value").get<double>() == Approx(synthetic_score(nearest, 9)).epsilon(1e-12));
+  CHECK(best.at("checkpoint") == "");  // checkpoint_every: 0
+  int stopped = 0, terminated = 0;
+  std::size_t iterations = 0;
+  for (int t = 0; t < 8; ++t) {
+    char name[32];
+    std::snprintf(name, sizeof name, "trial_%04d", t);
+    INFO(name);
+    const auto state = json::parse(read(exp / name / "status.json")).at("state").get<std::string>();
+    const int i = json::parse(read(exp / name / "params.json")).at("i").get<int>();
+    CHECK(i == t);  // the grid, in order: trial t runs point t, as Ray's grid_search
+    const auto results = results_of(exp / name);
+    iterations += results.size();
+    for (std::size_t k = 0; k < results.size(); ++k) {
+      CHECK(results[k].at("epoch") == static_cast<int>(k) + 1);
+      CHECK(results[k].at("score").get<double>() == Approx(synthetic_score(i, static_cast<int>(k) + 1)).epsilon(1e-12));
+      CHECK_FALSE(results[k].contains("val_accuracy"));  // a synthetic trial reports its score only
+    }
+    if (state == "STOPPED") {
+      ++stopped;
+      CHECK(results.size() < 9);
+    } else if (state == "TERMINATED") {
+      ++terminated;
+      CHECK(results.size() == 9);
+    }
+    CHECK_FALSE(fs::exists(exp / name / "checkpoints"));  // checkpoint_every: 0
+  }
+  CHECK(stopped + terminated == 8);
+  CHECK(stopped >= 1);
+  CHECK(iterations < 8 * 9);
+  CHECK_THAT(lines_of(exp / "results.csv")[0], Contains("best_score") && Contains(",i,"));
+  // The overhead, counted as bench/peers/ray_tune_synthetic.py counts it, printed and in the report.
+  const std::string counted = "8 trials, " + std::to_string(iterations) + " iterations in ";
+  CHECK_THAT(o.output, Contains("Tuning overhead") && Contains(counted) && Contains("on 2 CPUs") && Contains(" ms per iteration"));
+  CHECK_THAT(read(exp / "report.html"), Contains(counted));
+}
+
+TEST_CASE("a synthetic trial that fails goes on from the iteration its checkpoint holds", "[tune]") {
+  scratch s;
+  const auto config = s.write("synth.yaml", synthetic_config("synth-restart", R"(
+max_epochs: 4
+scheduler: fifo
+checkpoint_every: 1
+)"));
+  const auto o = run_tune(s.dir, {"--config", config.string(), "--num-samples", "1"},
+                          {{"CELER_TUNE_INJECT_FAILURE", "0:3:1"}});
+  INFO(o.output);
+  REQUIRE(o.code == 0);
+  const fs::path trial = s.dir / "celer_results" / "synth-restart" / "trial_0000";
+  CHECK(json::parse(read(trial / "status.json")).at("state") == "TERMINATED");
+  const auto results = results_of(trial);
+  REQUIRE(results.size() == 4);
+  // Restarted from its checkpoint of iteration 2, it reports iteration 3's score next (a trial
+  // started afresh would report iteration 1's again).
+  CHECK(results[2].at("restored_from").at("why") == "restart");
+  CHECK(results[2].at("restored_from").at("epoch") == 2);
+  for (int k = 0; k < 4; ++k) CHECK(results[k].at("score").get<double>() == Approx(synthetic_score(0, k + 1)).epsilon(1e-12));
+  // Its newest checkpoint: the iteration count, and nothing else.
+  const auto back = celer::checkpoint::restore({.archive_dir = (trial / "checkpoints").string()});
+  REQUIRE(back);
+  CHECK(back->info.step == 4);
+  REQUIRE(back->data.entries().size() == 1);
+  CHECK(back->data.get_int("iteration").value() == 4);
+}
+
 TEST_CASE("the short run passes on a local cluster of processes", "[.cluster]") {
   REQUIRE(std::getenv("CELER_ADDRESS") != nullptr);  // with_cluster.sh sets it
   scratch s;
@@ -429,7 +548,7 @@ TEST_CASE("experiment.json reads back as the same configuration, flags and all",
   CHECK(celer::tune_app::validate(*back).has_value());
   CHECK(celer::tune_app::gpu_memory_for(*back, {{"batch_size", std::int64_t{512}}}) == 8.0);
   CHECK(celer::tune_app::gpu_memory_for(*back, {{"batch_size", std::int64_t{64}}}) == 0.0);
-  for (const char* shipped : {"digits.yaml", "digits_pbt.yaml", "fashion_mnist.yaml"}) {
+  for (const char* shipped : {"digits.yaml", "digits_pbt.yaml", "fashion_mnist.yaml", "synthetic.yaml"}) {
     INFO(shipped);
     auto c = celer::tune_app::load_config_file(std::string(CELER_SOURCE_DIR "/config/tune/") + shipped);
     REQUIRE(c.has_value());
@@ -446,7 +565,7 @@ TEST_CASE("the progress table shows running trials first and says how many it le
     trials[i].params.set("lr", 0.001 * (i + 1));
     epoch_result r;
     r.epoch = 1;
-    r.val_accuracy = 0.5 + 0.1 * i;
+    r.values = {{"val_accuracy", 0.5 + 0.1 * i}};
     trials[i].results.push_back(r);
   }
   std::ostringstream out;
