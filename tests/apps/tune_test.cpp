@@ -279,9 +279,15 @@ TEST_CASE("a driver killed with SIGKILL resumes: finished trials are not run aga
                                          "--max-concurrent", "2", "--scheduler", "fifo"};
   {
     process p(s.dir, args);
-    // Kill once a trial has finished and another, still running, has a checkpoint (its
-    // second epoch is reported after its first epoch's checkpoint was written) and is far
-    // from its end (so that it is still running when the signal lands).
+    // Kill once a trial has finished and another, still running, has a checkpoint on disk
+    // (its writer persists in the background: a reported epoch does not say its save is
+    // durable, the archive's manifests do) and is far from its end (so that it is still
+    // running when the signal lands).
+    const fs::path exp = s.dir / "celer_results" / "resume";
+    auto has_checkpoint = [&](const std::string& trial) {
+      const auto held = celer::checkpoint::list({.archive_dir = (exp / trial / "checkpoints").string()});
+      return held && !held->empty();
+    };
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     bool one_finished = false;
     std::map<std::string, int> epochs;
@@ -296,7 +302,7 @@ TEST_CASE("a driver killed with SIGKILL resumes: finished trials are not run aga
         const auto trial = l->substr(l->find("trial_"), 10);
         epochs[trial] = std::atoi(l->c_str() + at + 7);
         if (one_finished && epochs[trial] >= 2 && epochs[trial] <= 10 &&
-            std::find(finished.begin(), finished.end(), trial) == finished.end())
+            std::find(finished.begin(), finished.end(), trial) == finished.end() && has_checkpoint(trial))
           break;
       }
     }
