@@ -8,6 +8,7 @@
 #include "worker/preemption.hpp"
 
 #include <celer/api.hpp>
+#include <celer/peer.hpp>
 
 #include <atomic>
 #include <cstdio>
@@ -272,3 +273,54 @@ void kill_actor(const actor_id& actor) { running()->core().kill_actor(actor); }
 
 } // namespace detail
 } // namespace celer
+
+namespace celer::peer {
+namespace {
+
+/// The running runtime, or failed_precondition as an error value.
+expected<std::shared_ptr<runtime_base>> runtime_or_error() {
+  try {
+    return running();
+  } catch (const exception& e) {
+    return error(e.code(), e.what());
+  }
+}
+
+} // namespace
+
+expected<endpoint> here() {
+  auto rt = runtime_or_error();
+  if (!rt) return rt.error();
+  const auto& self = (*rt)->core().self();
+  return endpoint{self.id, self.endpoint};
+}
+
+expected<void> send(const endpoint& to, std::string_view box, std::uint64_t seq,
+                    std::span<const std::byte> payload) {
+  if (box.empty()) return error(error_code::invalid_argument, "celer::peer::send needs a mailbox name");
+  auto rt = runtime_or_error();
+  if (!rt) return rt.error();
+  std::string copy(reinterpret_cast<const char*>(payload.data()), payload.size());
+  if (!(*rt)->core().send_peer(address{to.id, to.where}, std::string(box), seq, std::move(copy))) {
+    return error(error_code::unavailable, "celer::peer::send: " + std::string(box) + " #" + std::to_string(seq) +
+                                            " could not be sent: the process at " +
+                                            (to.where.empty() ? std::string("this endpoint") : to.where) +
+                                            " is gone or unknown here");
+  }
+  return {};
+}
+
+expected<bytes> receive(std::string_view box, std::uint64_t seq, std::chrono::nanoseconds timeout) {
+  auto rt = runtime_or_error();
+  if (!rt) return rt.error();
+  return (*rt)->core().mailbox().take(std::string(box), seq,
+                                      peer_mailbox::clock::now() +
+                                        std::chrono::duration_cast<peer_mailbox::clock::duration>(timeout));
+}
+
+void close(std::string_view box) {
+  auto rt = runtime_or_error();
+  if (rt) (*rt)->core().mailbox().close(std::string(box));
+}
+
+} // namespace celer::peer

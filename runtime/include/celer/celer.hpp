@@ -17,5 +17,6 @@
 #include <celer/handles.hpp>
 #include <celer/ids.hpp>
 #include <celer/options.hpp>
+#include <celer/peer.hpp>
 #include <celer/remote.hpp>
 #include <celer/version.hpp>

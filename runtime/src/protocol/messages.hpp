@@ -872,6 +872,17 @@ struct head_restarted {
   std::string reason;
   CELER_MSGPACK_DEFINE(reason)
 };
+// ---- core -> core of the same job: message `seq` of mailbox `box` in the receiving process
+// (celer::peer::send; the collectives' chunks). Bulk: a large payload is a frame of its own.
+struct peer_data {
+  std::string box;
+  std::uint64_t seq = 0;
+  bulk payload;
+  /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
+  /// this process). The receiving core takes it only from its own job.
+  job_id sender_job;
+  CELER_MSGPACK_DEFINE(box, seq, payload, sender_job)
+};
 
 /// Who may send a message over the wire (messages.def says it for each).
 enum class senders : std::uint8_t { local, cluster, any };
