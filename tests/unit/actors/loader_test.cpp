@@ -2,7 +2,6 @@
 // partition the data, a bounded prefetch window, and counters that expose a slow loader.
 // Run under ThreadSanitizer by the sanitizer builds (.ci/run).
 #include <celer/actors/loader.hpp>
-#include <celer/actors/text.hpp>
 
 #include <catch2/catch.hpp>
 
