@@ -23,6 +23,8 @@ packages=(
                                   # and the apps; -DCELER_WITH_TORCH=OFF builds without it
   libyaml-cpp-dev                 # the apps' YAML configs (config/)
   dataset-fashion-mnist           # Fashion-MNIST (IDX files) for celer-tune's larger run
+  fortunes-min                    # fortune files (BSD licence): the text of the character-level
+                                  # transformer (actors/data/text.cpp reads /usr/share/games/fortunes)
   python3 python3-zmq python3-msgpack python3-nacl
                                   # the attacker suite (tests/security/attacker_suite.py):
                                   # raw ZeroMQ peers, msgpack messages, CURVE keys from a token

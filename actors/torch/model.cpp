@@ -89,21 +89,26 @@ expected<torch::nn::Sequential> make_model(const model_spec& spec,
 
 expected<std::unique_ptr<torch::optim::Optimizer>> make_optimizer(torch::nn::Sequential& model,
                                                                   const optimizer_spec& spec) {
+  return make_optimizer(model->parameters(), spec);
+}
+
+expected<std::unique_ptr<torch::optim::Optimizer>> make_optimizer(std::vector<torch::Tensor> parameters,
+                                                                  const optimizer_spec& spec) {
   if (!(spec.lr > 0)) return error(error_code::invalid_argument, "the learning rate must be > 0");
   if (spec.name == "sgd") {
     return std::unique_ptr<torch::optim::Optimizer>(std::make_unique<torch::optim::SGD>(
-      model->parameters(), torch::optim::SGDOptions(spec.lr)
-                             .momentum(spec.momentum)
-                             .nesterov(spec.momentum > 0)
-                             .weight_decay(spec.weight_decay)));
+      std::move(parameters), torch::optim::SGDOptions(spec.lr)
+                               .momentum(spec.momentum)
+                               .nesterov(spec.momentum > 0)
+                               .weight_decay(spec.weight_decay)));
   }
   if (spec.name == "adam") {
     return std::unique_ptr<torch::optim::Optimizer>(std::make_unique<torch::optim::Adam>(
-      model->parameters(), torch::optim::AdamOptions(spec.lr).weight_decay(spec.weight_decay)));
+      std::move(parameters), torch::optim::AdamOptions(spec.lr).weight_decay(spec.weight_decay)));
   }
   if (spec.name == "adamw") {
     return std::unique_ptr<torch::optim::Optimizer>(std::make_unique<torch::optim::AdamW>(
-      model->parameters(), torch::optim::AdamWOptions(spec.lr).weight_decay(spec.weight_decay)));
+      std::move(parameters), torch::optim::AdamWOptions(spec.lr).weight_decay(spec.weight_decay)));
   }
   return error(error_code::invalid_argument, "unknown optimiser \"" + spec.name + "\" (sgd, adam or adamw)");
 }

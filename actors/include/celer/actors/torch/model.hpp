@@ -59,6 +59,10 @@ struct optimizer_spec {
 /// invalid_argument for an unknown name or lr <= 0.
 [[nodiscard]] expected<std::unique_ptr<torch::optim::Optimizer>> make_optimizer(
   torch::nn::Sequential& model, const optimizer_spec& spec);
+/// The same over any parameters (`model->parameters()` of any module, such as the
+/// transformer of <celer/actors/torch/transformer.hpp>).
+[[nodiscard]] expected<std::unique_ptr<torch::optim::Optimizer>> make_optimizer(
+  std::vector<torch::Tensor> parameters, const optimizer_spec& spec);
 
 /// One pass's figures.
 struct epoch_stats {
