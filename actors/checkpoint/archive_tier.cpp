@@ -7,6 +7,7 @@
 // whole file; the folders are fsynced before the manifest that needs their chunks is
 // renamed into place. A crash leaves at most *.tmp files, removed when a writer opens.
 #include "tier.hpp"
+#include "../common/io_error.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -28,15 +29,7 @@ namespace {
 namespace fs = std::filesystem;
 
 error io_error(int err, const std::string& what, const fs::path& path) {
-  error_code code = error_code::unavailable;
-  std::string why = std::error_code(err, std::generic_category()).message();
-  if (err == ENOSPC || err == EDQUOT || err == EFBIG) {
-    code = error_code::resource_exhausted;
-    why = "the disk is full (" + why + ")";
-  } else if (err == EACCES || err == EPERM || err == EROFS) {
-    code = error_code::permission_denied;
-  }
-  return error(code, what + " " + path.string() + ": " + why);
+  return actors::detail::io_error(err, what, path.string());
 }
 
 /// Closes a descriptor when it goes.

@@ -95,6 +95,7 @@ std::size_t size_of(group::element e) {
 
 /// Combines `count` elements at `src` (any alignment) into `dst`.
 void combine_bytes(void* dst, const void* src, std::size_t count, group::element e, op how) {
+  if (count == 0) return;
   // The received bytes are a std::string's: aligned for every element type here. Copy
   // otherwise (a view of a frame might not be).
   std::vector<std::uint64_t> aligned;
@@ -126,6 +127,11 @@ void scale_bytes(void* data, std::size_t count, group::element e, int n) {
     case group::element::i64: scale_down(static_cast<std::int64_t*>(data), count, n); break;
     case group::element::u8: scale_down(static_cast<std::uint8_t*>(data), count, n); break;
   }
+}
+
+/// Copies a received piece to `at` (an empty piece has no data pointer to copy from).
+void copy_in(std::byte* at, const celer::bytes& got) {
+  if (!got.empty()) std::memcpy(at, got.data(), got.size());
 }
 
 /// [begin, end) of part `i` of `total` split into `n` parts as even as can be.
@@ -293,7 +299,7 @@ expected<void> group::allreduce_bytes(void* data, std::size_t count, element typ
       auto got = g.take_left((e - b) * unit);
       if (!got) return got.error();
       if (s < n - 1) combine_bytes(base + b * unit, got->data(), e - b, type, how);
-      else std::memcpy(base + b * unit, got->data(), got->size());
+      else copy_in(base + b * unit, *got);
       if (s + 1 < steps)
         if (auto ok = g.send_right(base + b * unit, (e - b) * unit); !ok) return ok;
     }
@@ -315,7 +321,7 @@ expected<void> group::broadcast_bytes(void* data, std::size_t bytes, int root) {
     if (g.o.rank != root) {
       auto got = g.take_left(e - b);
       if (!got) return got.error();
-      std::memcpy(base + b, got->data(), got->size());
+      copy_in(base + b, *got);
     }
     if (!last)
       if (auto ok = g.send_right(base + b, e - b); !ok) return ok;
@@ -329,7 +335,7 @@ expected<void> group::allgather_bytes(const void* mine, std::size_t bytes, void*
   const int n = g.o.world_size;
   auto* all = static_cast<std::byte*>(out);
   auto block = [&](int r) { return all + static_cast<std::size_t>((r % n + n) % n) * bytes; };
-  std::memcpy(block(g.o.rank), mine, bytes);
+  if (bytes > 0) std::memcpy(block(g.o.rank), mine, bytes);
   if (n == 1) return {};
   for (const auto& [b, e] : g.pieces(0, bytes, 1))
     if (auto ok = g.send_right(block(g.o.rank) + b, e - b); !ok) return ok;
@@ -338,7 +344,7 @@ expected<void> group::allgather_bytes(const void* mine, std::size_t bytes, void*
     for (const auto& [b, e] : g.pieces(0, bytes, 1)) {
       auto got = g.take_left(e - b);
       if (!got) return got.error();
-      std::memcpy(arriving + b, got->data(), got->size());
+      copy_in(arriving + b, *got);
       if (s + 1 < n - 1)
         if (auto ok = g.send_right(arriving + b, e - b); !ok) return ok;
     }

@@ -1,6 +1,8 @@
 // The buffered, append-only file under the metrics writers (buffered_file.hpp).
 #include "buffered_file.hpp"
 
+#include "../common/io_error.hpp"
+
 #include <cerrno>
 #include <fcntl.h>
 #include <system_error>
@@ -9,15 +11,7 @@
 namespace celer::trainer::detail {
 
 error io_error(int err, std::string_view what, const std::string& path) {
-  error_code code = error_code::unavailable;
-  std::string why = std::error_code(err, std::generic_category()).message();
-  if (err == ENOSPC || err == EDQUOT || err == EFBIG) {
-    code = error_code::resource_exhausted;
-    why = "the disk is full (" + why + ")";
-  } else if (err == EACCES || err == EPERM || err == EROFS) {
-    code = error_code::permission_denied;
-  }
-  return error(code, std::string(what) + " " + path + ": " + why);
+  return actors::detail::io_error(err, what, path);
 }
 
 std::chrono::system_clock::time_point now(const wall_clock& clock) {

@@ -126,7 +126,7 @@ TEST_CASE("allreduce of integers, a group of one, and a vector shorter than the 
   CHECK(celer::get(one[0].task(&member::allreduce_int).remote(std::vector<std::int64_t>{7})) == std::vector<std::int64_t>{7});
 }
 
-TEST_CASE("broadcast copies the root's data; allgather concatenates in rank order; barrier meets", "[collective]") {
+TEST_CASE("broadcast copies the root's data, allgather concatenates in rank order, barrier meets", "[collective]") {
   scoped_runtime rt;
   const int n = 3;
   auto m = members("bcast", n, 1000);
