@@ -129,7 +129,7 @@ expected<train_config> parse_config(std::string_view text, std::string_view sour
     if (!rule->read(it.second, cfg))
       return invalid(std::string(source) + ":" + line + ": key '" + name + "' cannot be " +
                      (it.second.IsScalar() ? "'" + it.second.Scalar() + "'" : std::string("a list or mapping")) +
-                     ": it is " + std::string(rule->what) + ".");
+                     " (" + name + ": " + std::string(rule->what) + ").");
   }
   return cfg;
 }

@@ -146,10 +146,6 @@ int main(int argc, char** argv) {
     saved->output = loaded->output;
     saved->name = loaded->name;
     loaded = std::move(*saved);
-  } else if (std::filesystem::exists(dir + "/run.json")) {
-    std::cerr << "celer-train: " << dir << " already holds a run. Continue it with --resume, or choose another "
-              << "--name or --output.\n";
-    return 2;
   }
   // Flags win over the file (and, for those that can change, over run.json on --resume).
   if (given("--data")) loaded->data = flags.data;
@@ -170,6 +166,11 @@ int main(int argc, char** argv) {
   if (auto ok = app::validate(cfg); !ok) {
     const std::string source = resume ? dir + "/run.json" : config_path;
     std::cerr << "celer-train: " << (source.empty() ? "" : source + ": ") << ok.error().message() << usage_hint;
+    return 2;
+  }
+  if (!resume && std::filesystem::exists(dir + "/run.json")) {
+    std::cerr << "celer-train: " << dir << " already holds a run. Continue it with --resume, or choose another "
+              << "--name or --output.\n";
     return 2;
   }
 
