@@ -55,6 +55,9 @@ const std::vector<key_rule>& keys() {
     field("momentum", &c::momentum, "sgd's momentum (Nesterov when > 0)"),
     field("batch_size", &c::batch_size, "samples per micro-batch on each worker"),
     field("accumulate_steps", &c::accumulate_steps, "micro-batches summed before each allreduce and step"),
+    field("compression", &c::compression, "none | sign (1-bit, error feedback) | topk (error feedback)"),
+    field("topk_fraction", &c::topk_fraction, "topk: the fraction of the gradient's entries sent a step"),
+    field("clip_grad_norm", &c::clip_grad_norm, "clip the averaged gradient to this L2 norm (0: off)"),
     field("epochs", &c::epochs, "passes over the training split, all workers together"),
     field("max_steps", &c::max_steps, "stop after this many steps (0: epochs decide)"),
     field("eval_every", &c::eval_every, "steps between validations (0: once an epoch); the last step always"),
@@ -163,6 +166,10 @@ expected<void> validate(const train_config& cfg) {
   if (cfg.momentum < 0 || cfg.momentum >= 1) return bad("momentum", "must be in [0, 1)");
   if (cfg.batch_size < 1) return bad("batch_size", "must be at least 1");
   if (cfg.accumulate_steps < 1) return bad("accumulate_steps", "must be at least 1");
+  if (!one_of<std::string>(cfg.compression, {"none", "sign", "topk"}))
+    return bad("compression", "is '" + cfg.compression + "': use none, sign or topk");
+  if (!(cfg.topk_fraction > 0 && cfg.topk_fraction <= 1)) return bad("topk_fraction", "must be in (0, 1]");
+  if (!(cfg.clip_grad_norm >= 0)) return bad("clip_grad_norm", "must be at least 0 (0: no clipping)");
   if (cfg.epochs < 1 && cfg.max_steps < 1) return bad("epochs", "must be at least 1 (or set max_steps)");
   if (cfg.max_steps < 0) return bad("max_steps", "must be at least 0");
   if (cfg.eval_every < 0) return bad("eval_every", "must be at least 0");

@@ -35,7 +35,7 @@ struct train_config {
   double dropout = 0.0;
   /// The optimiser: "adam", "adamw" or "sgd".
   std::string optimizer = "adam";
-  double lr = 1e-3;
+  double lr = 0.002;
   double weight_decay = 0.0;
   double momentum = 0.9;
   /// Samples per micro-batch on each worker; a step sees
@@ -44,8 +44,16 @@ struct train_config {
   /// Micro-batches whose gradients add up before each allreduce and optimiser step.
   std::int64_t accumulate_steps = 1;
   /// Passes over the training split (all workers together); max_steps > 0 stops earlier.
-  std::int64_t epochs = 5;
+  std::int64_t epochs = 8;
   std::int64_t max_steps = 0;
+  /// What each worker sends of its gradient: "none" (float32, averaged by a ring allreduce),
+  /// "sign" (1 bit a value and a scale per 1,024, with error feedback) or "topk" (the
+  /// topk_fraction largest entries, with error feedback); compressed packets are exchanged
+  /// by allgather and every worker averages them alike (<celer/actors/trainer/compression.hpp>).
+  std::string compression = "none";
+  double topk_fraction = 0.01;
+  /// Scale the averaged gradient down to this L2 norm when it is larger (0: no clipping).
+  double clip_grad_norm = 0;
   /// Steps between evaluations on the validation split (0: every epoch), and the last step
   /// always.
   std::int64_t eval_every = 0;

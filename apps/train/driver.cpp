@@ -153,6 +153,8 @@ private:
                        .dropout = cfg_.dropout, .optimizer = cfg_.optimizer, .lr = cfg_.lr,
                        .weight_decay = cfg_.weight_decay, .momentum = cfg_.momentum,
                        .batch_size = cfg_.batch_size, .accumulate_steps = cfg_.accumulate_steps,
+                       .compression = cfg_.compression, .topk_fraction = cfg_.topk_fraction,
+                       .clip_grad_norm = cfg_.clip_grad_norm,
                        .loader_threads = cfg_.loader_threads, .prefetch = cfg_.prefetch,
                        .threads = std::max(1, static_cast<int>(std::lround(cfg_.cpus_per_worker))),
                        .seed = cfg_.seed};

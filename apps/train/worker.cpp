@@ -6,9 +6,11 @@
 #include <celer/actors/loader.hpp>
 #include <celer/actors/torch/checkpoint.hpp>
 #include <celer/actors/torch/model.hpp>
+#include <celer/actors/trainer/compression.hpp>
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -67,7 +69,58 @@ struct trainer_worker::impl {
   /// Declared after `train`, which it reads: destroyed first.
   std::optional<actors::data_loader> loader;
   std::optional<collective::group> group;
+  /// With compression: this worker's compressor (it keeps the error-feedback residual), the
+  /// packet as fixed-size bytes, and every worker's packets after the allgather.
+  std::optional<trainer::sign_compressor> sign;
+  std::optional<trainer::topk_compressor> topk;
+  std::vector<std::uint8_t> packet;
   std::int64_t step = 0;
+
+  /// Averages `flat` over the group: a ring allreduce of the floats, or, compressed, an
+  /// allgather of every worker's packet, each then summed in rank order into `flat` (the
+  /// same order everywhere, so every worker gets the same bits).
+  expected<void> average(collective::group& g) {
+    if (!sign && !topk) return g.allreduce(std::span(flat), collective::op::mean);
+    const std::size_t n = flat.size();
+    std::size_t first = 0;  // bytes of the packet's first part (signs, or indices)
+    if (sign) {
+      auto p = sign->compress(flat);
+      if (!p) return p.error();
+      first = p->signs.size();
+      packet.assign(p->signs.begin(), p->signs.end());
+      const auto* scales = reinterpret_cast<const std::uint8_t*>(p->scales.data());
+      packet.insert(packet.end(), scales, scales + p->scales.size() * sizeof(float));
+    } else {
+      auto p = topk->compress(flat);
+      if (!p) return p.error();
+      first = p->indices.size() * sizeof(std::uint32_t);
+      const auto* idx = reinterpret_cast<const std::uint8_t*>(p->indices.data());
+      const auto* val = reinterpret_cast<const std::uint8_t*>(p->values.data());
+      packet.assign(idx, idx + first);
+      packet.insert(packet.end(), val, val + p->values.size() * sizeof(float));
+    }
+    auto all = g.allgather(std::span<const std::uint8_t>(packet));
+    if (!all) return all.error();
+    std::fill(flat.begin(), flat.end(), 0.0f);
+    const float weight = 1.0f / static_cast<float>(g.size());
+    for (int r = 0; r < g.size(); ++r) {
+      const std::uint8_t* at = all->data() + static_cast<std::size_t>(r) * packet.size();
+      const std::size_t second = packet.size() - first;
+      expected<void> ok;
+      if (sign) {
+        const trainer::sign_packet p{.size = n, .block_size = static_cast<std::uint32_t>(sign->options().block_size),
+                                     .signs = celer::bytes(at, first),
+                                     .scales = celer::array<float>(celer::bytes(at + first, second))};
+        ok = trainer::accumulate_into(p, flat, weight);
+      } else {
+        const trainer::topk_packet p{.size = n, .indices = celer::array<std::uint32_t>(celer::bytes(at, first)),
+                                     .values = celer::array<float>(celer::bytes(at + first, second))};
+        ok = trainer::accumulate_into(p, flat, weight);
+      }
+      if (!ok) return error(ok.error().code(), "rank " + std::to_string(r) + "'s packet: " + ok.error().message());
+    }
+    return {};
+  }
 
   void open_loader() {
     loader.reset();
@@ -146,6 +199,18 @@ trainer_worker::trainer_worker(const worker_spec& spec) : impl_(std::make_unique
     total += static_cast<std::size_t>(p.numel());
   }
   w.flat.resize(total);
+  if (spec.compression == "sign") {
+    auto c = trainer::sign_compressor::make(total);
+    if (!c) fail("sign compression: " + c.error().message());
+    w.sign.emplace(std::move(*c));
+  } else if (spec.compression == "topk") {
+    const auto k = std::clamp<std::size_t>(static_cast<std::size_t>(std::llround(spec.topk_fraction * static_cast<double>(total))), 1, total);
+    auto c = trainer::topk_compressor::make(total, {.k = k});
+    if (!c) fail("top-k compression: " + c.error().message());
+    w.topk.emplace(std::move(*c));
+  } else if (spec.compression != "none") {
+    fail("unknown compression '" + spec.compression + "': none, sign or topk");
+  }
   w.open_loader();
 }
 
@@ -206,14 +271,18 @@ std::vector<step_figures> trainer_worker::run_steps(std::int64_t steps) {
     f.compute_seconds += seconds_since(t);
     t = clock_type::now();
     const auto sent_before = group.counters().bytes_sent;
-    if (auto ok = group.allreduce(std::span(w.flat), collective::op::mean); !ok)
-      fail("allreduce at step " + std::to_string(f.step) + ": " + ok.error().message());
+    if (auto ok = w.average(group); !ok)
+      fail("averaging the gradients at step " + std::to_string(f.step) + ": " + ok.error().message());
     f.bytes_sent = group.counters().bytes_sent - sent_before;
     f.allreduce_seconds = seconds_since(t);
     t = clock_type::now();
     double norm2 = 0;
     for (float g : w.flat) norm2 += static_cast<double>(g) * g;
     f.grad_norm = std::sqrt(norm2);
+    if (w.spec.clip_grad_norm > 0 && f.grad_norm > w.spec.clip_grad_norm) {
+      const auto scale = static_cast<float>(w.spec.clip_grad_norm / f.grad_norm);
+      for (float& g : w.flat) g *= scale;
+    }
     w.scatter(/*grads=*/true);
     w.optimizer->step();
     f.compute_seconds += seconds_since(t);
@@ -265,6 +334,9 @@ std::int64_t trainer_worker::load_state(checkpoint::snapshot state) {
   auto step = state.get_int("step");
   if (!step) fail("the checkpoint has no step: " + step.error().message());
   w.step = *step;
+  // The error-feedback residual is not in the checkpoint: it starts again empty.
+  if (w.sign) w.sign->reset();
+  if (w.topk) w.topk->reset();
   // The loader has no seek: a fresh one, and the batches the run had taken are drawn again
   // and dropped (the same seed gives the same batches in the same order).
   w.open_loader();

@@ -41,13 +41,17 @@ struct worker_spec {
   double momentum = 0.9;
   std::int64_t batch_size = 32;
   std::int64_t accumulate_steps = 1;
+  /// "none", "sign" or "topk" (config.hpp), topk's fraction, and the clipping norm (0: off).
+  std::string compression = "none";
+  double topk_fraction = 0.01;
+  double clip_grad_norm = 0;
   int loader_threads = 1;
   int prefetch = 4;
   /// torch::set_num_threads: at least 1.
   int threads = 1;
   std::uint64_t seed = 1;
   MSGPACK_DEFINE(rank, world, group, data, limit, model, width, depth, dropout, optimizer, lr, weight_decay,
-                 momentum, batch_size, accumulate_steps, loader_threads, prefetch, threads, seed)
+                 momentum, batch_size, accumulate_steps, compression, topk_fraction, clip_grad_norm, loader_threads, prefetch, threads, seed)
 };
 
 /// One step's figures on one worker.
@@ -65,7 +69,7 @@ struct step_figures {
   double allreduce_seconds = 0;
   /// Bytes this worker sent to its peers during the step (the group's counters).
   std::uint64_t bytes_sent = 0;
-  /// The L2 norm of the averaged gradient.
+  /// The L2 norm of the averaged gradient (before clipping).
   double grad_norm = 0;
   MSGPACK_DEFINE(step, loss, correct, samples, data_wait_seconds, compute_seconds, allreduce_seconds, bytes_sent,
                  grad_norm)

@@ -176,6 +176,27 @@ TEST_CASE("three workers accumulating two micro-batches each stay equal and lear
   CHECK(summary.at("final_val_accuracy").get<double>() > 0.85);
 }
 
+TEST_CASE("1-bit sign compression sends over 30x fewer bytes a step, learns, and keeps the replicas equal", "[train]") {
+  scratch s;
+  const auto cfg = s.write("sign.yaml", read(config) + "\ncompression: sign\nclip_grad_norm: 5\n");
+  const auto o = run_train(s.dir, {"--config", cfg.string(), "--name", "sign", "--max-steps", "100"});
+  INFO(o.output);
+  REQUIRE(o.code == 0);
+  const fs::path out = s.dir / "celer_results" / "sign";
+  const double raw = 4.0 * 26122;  // the digits MLP's float32 gradient: a 2-worker ring sends all of it
+  std::size_t steps = 0;
+  for (const auto& l : jsonl_of(out / "metrics.jsonl")) {
+    if (!l.contains("bytes_sent")) continue;
+    ++steps;
+    CHECK(l.at("bytes_sent").get<double>() > 0);
+    CHECK(l.at("bytes_sent").get<double>() * 30 < raw);
+  }
+  CHECK(steps == 100);
+  const auto summary = json::parse(read(out / "summary.json"));
+  CHECK(summary.at("final_val_accuracy").get<double>() > 0.8);
+  CHECK(summary.at("replicas_equal") == true);
+}
+
 TEST_CASE("a run resumed from its checkpoint ends with the weights of a run never stopped", "[train]") {
   scratch s;
   const std::vector<std::string> common{"--config", config, "--checkpoint-every", "20", "--progress-interval", "100"};
@@ -213,6 +234,9 @@ TEST_CASE("a bad config exits 2 naming the key and what to write instead", "[tra
   const auto value = run_train(s.dir, {"--config", s.write("value.yaml", "optimizer: adagrad\n").string()});
   CHECK(value.code == 2);
   CHECK_THAT(value.output, Contains("key 'optimizer'") && Contains("adam, adamw or sgd"));
+  const auto compression = run_train(s.dir, {"--config", s.write("c.yaml", "compression: gzip\n").string()});
+  CHECK(compression.code == 2);
+  CHECK_THAT(compression.output, Contains("key 'compression'") && Contains("none, sign or topk"));
   const auto type = run_train(s.dir, {"--config", s.write("type.yaml", "lr: fast\n").string()});
   CHECK(type.code == 2);
   CHECK_THAT(type.output, Contains("key 'lr' cannot be 'fast'"));
