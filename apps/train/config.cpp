@@ -65,6 +65,7 @@ const std::vector<key_rule>& keys() {
     field("checkpoint_every", &c::checkpoint_every, "steps between checkpoints (0: none)"),
     field("loader_threads", &c::loader_threads, "each worker's data-loader threads"),
     field("prefetch", &c::prefetch, "batches each worker's loader assembles ahead"),
+    field("loader_cost_ms", &c::loader_cost_ms, "busy ms added to each batch's assembly (a slow loader, to see data-wait)"),
     field("seed", &c::seed, "seeds the initial weights and the batches' order"),
     field("progress_interval", &c::progress_interval, "seconds between progress lines"),
   };
@@ -177,6 +178,7 @@ expected<void> validate(const train_config& cfg) {
   if (cfg.checkpoint_every < 0) return bad("checkpoint_every", "must be at least 0");
   if (cfg.loader_threads < 1) return bad("loader_threads", "must be at least 1");
   if (cfg.prefetch < 1) return bad("prefetch", "must be at least 1");
+  if (!(cfg.loader_cost_ms >= 0 && cfg.loader_cost_ms < 60'000)) return bad("loader_cost_ms", "must be 0 to 60000");
   if (!(cfg.progress_interval >= 0)) return bad("progress_interval", "must be at least 0");
   return {};
 }

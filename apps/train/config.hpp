@@ -64,6 +64,9 @@ struct train_config {
   /// The loader's threads and prefetch window, per worker.
   int loader_threads = 1;
   int prefetch = 4;
+  /// Busy time (ms) added to assembling each batch: stands in for decoding or augmentation,
+  /// to see what a slow loader costs (the progress line's data-wait). 0 by default.
+  double loader_cost_ms = 0;
   /// Seeds the initial weights and the batches' order.
   std::uint64_t seed = 1;
   /// Seconds between progress lines (a line also follows each evaluation).

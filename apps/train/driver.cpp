@@ -156,6 +156,7 @@ private:
                        .compression = cfg_.compression, .topk_fraction = cfg_.topk_fraction,
                        .clip_grad_norm = cfg_.clip_grad_norm,
                        .loader_threads = cfg_.loader_threads, .prefetch = cfg_.prefetch,
+                       .loader_cost_ms = cfg_.loader_cost_ms,
                        .threads = std::max(1, static_cast<int>(std::lround(cfg_.cpus_per_worker))),
                        .seed = cfg_.seed};
       workers_.push_back(actor(make_trainer_worker).options({.num_cpus = cfg_.cpus_per_worker}).remote(spec));

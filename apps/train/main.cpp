@@ -106,6 +106,7 @@ int main(int argc, char** argv) {
   cli.add_option("--eval-every", flags.eval_every, "Steps between validations (0: once an epoch)");
   cli.add_option("--steps-per-call", flags.steps_per_call, "Steps each actor call runs");
   cli.add_option("--checkpoint-every", flags.checkpoint_every, "Steps between checkpoints (0: none)");
+  cli.add_option("--loader-cost-ms", flags.loader_cost_ms, "Busy ms added to each batch (a slow loader)");
   cli.add_option("--seed", flags.seed, "Seeds the initial weights and the batches' order");
   cli.add_option("--progress-interval", flags.progress_interval, "Seconds between progress lines");
   cli.add_option("--address", address, "HOST:PORT of a celer cluster (default: CELER_ADDRESS, else embedded)");
@@ -160,6 +161,7 @@ int main(int argc, char** argv) {
   if (given("--eval-every")) loaded->eval_every = flags.eval_every;
   if (given("--steps-per-call")) loaded->steps_per_call = flags.steps_per_call;
   if (given("--checkpoint-every")) loaded->checkpoint_every = flags.checkpoint_every;
+  if (given("--loader-cost-ms")) loaded->loader_cost_ms = flags.loader_cost_ms;
   if (given("--seed")) loaded->seed = flags.seed;
   if (given("--progress-interval")) loaded->progress_interval = flags.progress_interval;
   app::train_config cfg = std::move(*loaded);

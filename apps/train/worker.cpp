@@ -34,6 +34,17 @@ double seconds_since(clock_type::time_point t) {
 
 [[noreturn]] void fail(const std::string& what) { throw std::runtime_error(what); }
 
+/// Runs `body`, turning a LibTorch error into one line (its message without the C++
+/// backtrace LibTorch appends), which the driver prints.
+template <class F>
+auto torch_edge(const char* what, F&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const c10::Error& e) {
+    fail(std::string(what) + ": " + e.what_without_backtrace());
+  }
+}
+
 /// torch::manual_seed and the initial weights use LibTorch's one global generator; workers
 /// that are threads of one process (embedded) build their models one at a time.
 std::mutex& model_building() {
@@ -58,9 +69,6 @@ struct trainer_worker::impl {
   worker_spec spec;
   actors::dataset train;
   actors::dataset valid;
-  /// The shape a batch is fed in: {N, sample...}, or {N, 1, side, side} for a cnn on flat
-  /// square samples (as make_model reads them).
-  std::vector<std::int64_t> input_shape;
   torch::nn::Sequential net{nullptr};
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::vector<torch::Tensor> params;
@@ -130,7 +138,8 @@ struct trainer_worker::impl {
                                        .prefetch = static_cast<std::size_t>(std::max(1, spec.prefetch)),
                                        .seed = spec.seed,
                                        .rank = static_cast<std::size_t>(spec.rank),
-                                       .world = static_cast<std::size_t>(spec.world)});
+                                       .world = static_cast<std::size_t>(spec.world),
+                                       .injected_cost = std::chrono::nanoseconds(std::llround(spec.loader_cost_ms * 1e6))});
     if (!l) fail("worker " + std::to_string(spec.rank) + "'s data loader: " + l.error().message());
     loader.emplace(std::move(*l));
   }
@@ -162,6 +171,8 @@ struct trainer_worker::impl {
     }
   }
 
+  std::vector<step_figures> run_steps(std::int64_t steps);
+
   collective::group& joined() {
     if (!group) fail("worker " + std::to_string(spec.rank) + " has not joined its group: call start() first");
     return *group;
@@ -175,11 +186,6 @@ trainer_worker::trainer_worker(const worker_spec& spec) : impl_(std::make_unique
   auto [train, valid] = actors::split(load_data(spec), validation_fraction, split_seed);
   w.train = std::move(train);
   w.valid = std::move(valid);
-  w.input_shape = w.train.sample_shape;
-  if (spec.model == "cnn" && w.input_shape.size() == 1) {
-    const auto side = static_cast<std::int64_t>(std::lround(std::sqrt(static_cast<double>(w.input_shape[0]))));
-    w.input_shape = {1, side, side};
-  }
   {
     std::lock_guard lock(model_building());
     const actors::model_spec model{.kind = spec.model, .width = spec.width, .depth = spec.depth,
@@ -235,7 +241,11 @@ start_info trainer_worker::start() {
 }
 
 std::vector<step_figures> trainer_worker::run_steps(std::int64_t steps) {
-  auto& w = *impl_;
+  return torch_edge("a training step", [&] { return impl_->run_steps(steps); });
+}
+
+std::vector<step_figures> trainer_worker::impl::run_steps(std::int64_t steps) {
+  auto& w = *this;
   auto& group = w.joined();
   torch::set_num_threads(std::max(1, w.spec.threads));
   w.net->train();
@@ -254,7 +264,8 @@ std::vector<step_figures> trainer_worker::run_steps(std::int64_t steps) {
       f.data_wait_seconds += std::chrono::duration<double>(got - asked).count();
       const auto n = static_cast<std::int64_t>(b->y.size());
       std::vector<std::int64_t> sizes{n};
-      sizes.insert(sizes.end(), w.input_shape.begin(), w.input_shape.end());
+      // {N, sample...}: a cnn's model reads flat square samples as one channel itself.
+      sizes.insert(sizes.end(), w.train.sample_shape.begin(), w.train.sample_shape.end());
       const auto x = torch::from_blob(b->x.data(), sizes, torch::kFloat);
       const auto y = torch::from_blob(b->y.data(), {n}, torch::kLong);
       const auto logits = w.net->forward(x);
@@ -295,7 +306,7 @@ std::vector<step_figures> trainer_worker::run_steps(std::int64_t steps) {
 validation trainer_worker::evaluate() {
   auto& w = *impl_;
   torch::set_num_threads(std::max(1, w.spec.threads));
-  const auto v = actors::evaluate(w.net, w.valid);
+  const auto v = torch_edge("the validation", [&] { return actors::evaluate(w.net, w.valid); });
   return {.loss = v.loss, .accuracy = v.accuracy, .samples = v.samples, .seconds = v.seconds};
 }
 

@@ -47,11 +47,12 @@ struct worker_spec {
   double clip_grad_norm = 0;
   int loader_threads = 1;
   int prefetch = 4;
+  double loader_cost_ms = 0;
   /// torch::set_num_threads: at least 1.
   int threads = 1;
   std::uint64_t seed = 1;
   MSGPACK_DEFINE(rank, world, group, data, limit, model, width, depth, dropout, optimizer, lr, weight_decay,
-                 momentum, batch_size, accumulate_steps, compression, topk_fraction, clip_grad_norm, loader_threads, prefetch, threads, seed)
+                 momentum, batch_size, accumulate_steps, compression, topk_fraction, clip_grad_norm, loader_threads, prefetch, loader_cost_ms, threads, seed)
 };
 
 /// One step's figures on one worker.

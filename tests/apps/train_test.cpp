@@ -197,6 +197,27 @@ TEST_CASE("1-bit sign compression sends over 30x fewer bytes a step, learns, and
   CHECK(summary.at("replicas_equal") == true);
 }
 
+TEST_CASE("a slow data loader shows as data-wait, apart from compute", "[train]") {
+  scratch s;
+  // 10 ms of busy work a batch, one loader thread, one batch ahead: the trainer waits.
+  const auto cfg = s.write("slow.yaml", read(config) + "\nloader_cost_ms: 10\nloader_threads: 1\nprefetch: 1\n");
+  const auto o = run_train(s.dir, {"--config", cfg.string(), "--name", "slow", "--max-steps", "20"});
+  INFO(o.output);
+  REQUIRE(o.code == 0);
+  double wait = 0, compute = 0;
+  std::size_t steps = 0;
+  for (const auto& l : jsonl_of(s.dir / "celer_results" / "slow" / "metrics.jsonl")) {
+    if (!l.contains("data_wait_s")) continue;
+    ++steps;
+    wait += l.at("data_wait_s").get<double>();
+    compute += l.at("compute_s").get<double>();
+  }
+  REQUIRE(steps == 20);
+  // Each batch takes >= 10 ms to make; a step of the digits MLP computes in ~1 ms.
+  CHECK(wait / static_cast<double>(steps) > 0.003);
+  CHECK(compute > 0);
+}
+
 TEST_CASE("a run resumed from its checkpoint ends with the weights of a run never stopped", "[train]") {
   scratch s;
   const std::vector<std::string> common{"--config", config, "--checkpoint-every", "20", "--progress-interval", "100"};
