@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <ostream>
+#include <stdexcept>
 
 #include <unistd.h>
 
@@ -136,17 +137,32 @@ private:
     return 1;
   }
 
+  /// Every worker's result of one call each, in rank order. When calls fail, throws once
+  /// every call has ended (so the workers are idle when the caller replaces them), naming
+  /// each failed worker and why: the one that failed first and the peers that then timed
+  /// out waiting for it.
   template <class R>
   std::vector<R> get_all(std::vector<object_ref<R>>& refs) {
     std::vector<R> out;
     out.reserve(refs.size());
-    for (auto& r : refs) out.push_back(celer::get(r));
+    std::string failed;
+    for (std::size_t r = 0; r < refs.size(); ++r) {
+      try {
+        out.push_back(celer::get(refs[r]));
+      } catch (const std::exception& e) {
+        failed += (failed.empty() ? "" : "; ") + ("worker " + std::to_string(r) + ": ") + e.what();
+      }
+    }
+    if (!failed.empty()) throw std::runtime_error(failed);
     return out;
   }
 
-  int train(clock_type::time_point began) {
+  /// Creates the workers (set `attempt`, 0 first) and has them join their group and take
+  /// rank 0's weights.
+  start_info start_workers(int attempt) {
     // The workers: each holds cpus_per_worker CPUs and runs that many LibTorch threads.
-    const std::string group = "celer-train." + cfg_.name + "." + std::to_string(::getpid());
+    const std::string group =
+      "celer-train." + cfg_.name + "." + std::to_string(::getpid()) + "." + std::to_string(attempt);
     for (int r = 0; r < cfg_.num_workers; ++r) {
       worker_spec spec{.rank = r, .world = cfg_.num_workers, .group = group, .data = cfg_.data,
                        .limit = cfg_.limit, .model = cfg_.model, .width = cfg_.width, .depth = cfg_.depth,
@@ -158,12 +174,29 @@ private:
                        .loader_threads = cfg_.loader_threads, .prefetch = cfg_.prefetch,
                        .loader_cost_ms = cfg_.loader_cost_ms,
                        .threads = std::max(1, static_cast<int>(std::lround(cfg_.cpus_per_worker))),
-                       .seed = cfg_.seed};
+                       .seed = cfg_.seed,
+                       .timeout_ms = std::llround(cfg_.collective_timeout_s * 1e3),
+                       .fail_at_step = attempt == 0 && r == options_.fail_rank ? options_.fail_step : 0,
+                       .fail_by_exit = options_.fail_by_exit,
+                       .driver_pid = ::getpid()};
       workers_.push_back(actor(make_trainer_worker).options({.num_cpus = cfg_.cpus_per_worker}).remote(spec));
     }
     std::vector<object_ref<start_info>> starts;
     for (auto& w : workers_) starts.push_back(w.task(&trainer_worker::start).remote());
-    const auto info = get_all(starts).front();
+    return get_all(starts).front();
+  }
+
+  /// Loads the newest checkpoint into every worker; its step, and its id (0 for none).
+  expected<std::pair<std::int64_t, std::uint64_t>> restore_workers() {
+    auto back = checkpoint::restore(checkpoint_options());
+    if (!back) return back.error();
+    std::vector<object_ref<std::int64_t>> loads;
+    for (auto& w : workers_) loads.push_back(w.task(&trainer_worker::load_state).remote(back->data));
+    return std::pair{get_all(loads).front(), back->info.id};
+  }
+
+  int train(clock_type::time_point began) {
+    const auto info = start_workers(/*attempt=*/0);
     const std::int64_t per_step = cfg_.batch_size * cfg_.accumulate_steps * cfg_.num_workers;
     const std::int64_t steps_per_epoch = std::max<std::int64_t>(1, (info.train_samples + per_step - 1) / per_step);
     std::int64_t last = cfg_.epochs > 0 ? cfg_.epochs * steps_per_epoch : cfg_.max_steps;
@@ -184,16 +217,15 @@ private:
       ckpt_.emplace(std::move(*ck));
     }
     if (options_.resume) {
-      auto back = checkpoint::restore(checkpoint_options());
+      auto back = restore_workers();
       if (!back) {
         return say_failed("nothing to resume from in " + dir_ + "/checkpoints: " + back.error().message() +
                           " (a run saves checkpoints when checkpoint_every > 0)");
       }
-      std::vector<object_ref<std::int64_t>> loads;
-      for (auto& w : workers_) loads.push_back(w.task(&trainer_worker::load_state).remote(back->data));
-      step = get_all(loads).front();
-      out_ << "celer-train: resumed from checkpoint " << back->info.id << " at step " << step << "\n";
+      step = back->first;
+      out_ << "celer-train: resumed from checkpoint " << back->second << " at step " << step << "\n";
     }
+    int failures = 0;
 
     window since_line;
     auto last_line = clock_type::now();
@@ -217,7 +249,19 @@ private:
       const auto call_began = clock_type::now();
       std::vector<object_ref<std::vector<step_figures>>> calls;
       for (auto& w : workers_) calls.push_back(w.task(&trainer_worker::run_steps).remote(k));
-      const auto by_worker = get_all(calls);
+      std::vector<std::vector<step_figures>> by_worker;
+      try {
+        by_worker = get_all(calls);
+      } catch (const std::exception& e) {
+        // A worker failed (and its peers, waiting for it in the allreduce, after the
+        // collective's timeout). Replace them all and go on from the newest checkpoint.
+        if (++failures > cfg_.max_failures) throw;
+        auto from = replace_workers(failures, e.what());
+        if (!from) return say_failed(from.error().message());
+        step = *from;
+        since_line = {};
+        continue;
+      }
       const double call_seconds = seconds_since(call_began);
       const double step_seconds = call_seconds / static_cast<double>(k);
       for (std::size_t i = 0; i < static_cast<std::size_t>(k); ++i) {
@@ -292,6 +336,36 @@ private:
     out_ << "celer-train: the " << digest.size() << " replicas are equal (parameter digest " << digest.front()
          << "); metrics in " << dir_ << "/metrics.jsonl and " << dir_ << "/tensorboard/\n";
     return 0;
+  }
+
+  /// After a failure: stops every worker, starts a new set in a new group and loads the
+  /// newest checkpoint into it (or starts from step 0 without one). The step to go on from.
+  expected<std::int64_t> replace_workers(int failure, const std::string& why) {
+    out_ << "celer-train: a worker failed (" << why << "); replacing the workers (failure " << failure << " of "
+         << cfg_.max_failures << " allowed)\n";
+    const auto began = clock_type::now();
+    for (auto& w : workers_) celer::kill(w);
+    workers_.clear();
+    try {
+      (void)start_workers(failure);
+    } catch (const std::exception& e) {
+      return error(error_code::unavailable, std::string("cannot start the replacement workers: ") + e.what());
+    }
+    std::int64_t step = 0;
+    std::string from = "the initial weights (no checkpoint yet)";
+    if (ckpt_) {
+      if (auto done = ckpt_->wait(); !done) return error(done.error().code(), "a checkpoint failed: " + done.error().message());
+      auto back = restore_workers();
+      if (back) {
+        step = back->first;
+        from = "checkpoint " + std::to_string(back->second) + " at step " + std::to_string(step);
+      } else if (back.error().code() != error_code::not_found) {
+        return error(back.error().code(), "cannot restore the replacement workers: " + back.error().message());
+      }
+    }
+    out_ << "celer-train: the workers go on from " << from << " (replaced in " << fixed(seconds_since(began), 2)
+         << " s; the steps after it are run and logged again)\n";
+    return step;
   }
 
   checkpoint::options checkpoint_options() const {

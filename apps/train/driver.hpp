@@ -20,6 +20,12 @@ struct driver_options {
   bool resume = false;
   /// Set (by a signal handler) to stop after the current call.
   const std::atomic<bool>* stop_requested = nullptr;
+  /// For tests (CELER_TRAIN_INJECT_FAILURE=RANK:STEP): that worker throws at that step, in
+  /// the first set of workers only (the replacements do not).
+  int fail_rank = -1;
+  std::int64_t fail_step = 0;
+  /// ...RANK:STEP:exit: its worker process exits instead (on a cluster).
+  bool fail_by_exit = false;
   /// How the runtime runs, for the first line ("embedded celer", or the cluster's address).
   std::string where = "embedded celer";
 };

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -73,6 +74,22 @@ EXAMPLES
 )";
 }
 
+/// CELER_TRAIN_INJECT_FAILURE=RANK:STEP[:exit]: that worker throws as it begins that step
+/// (the first set of workers only), or with `exit` its worker process exits (on a cluster),
+/// for tests of max_failures.
+void read_injection(app::driver_options& o) {
+  const char* spec = std::getenv("CELER_TRAIN_INJECT_FAILURE");
+  if (spec == nullptr) return;
+  int rank = -1;
+  long long step = 0;
+  char how[8] = {};
+  const int got = std::sscanf(spec, "%d:%lld:%7[a-z]", &rank, &step, how);
+  if (got < 2) return;
+  o.fail_by_exit = got == 3 && std::string(how) == "exit";
+  o.fail_rank = rank;
+  o.fail_step = step;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -107,6 +124,7 @@ int main(int argc, char** argv) {
   cli.add_option("--steps-per-call", flags.steps_per_call, "Steps each actor call runs");
   cli.add_option("--checkpoint-every", flags.checkpoint_every, "Steps between checkpoints (0: none)");
   cli.add_option("--loader-cost-ms", flags.loader_cost_ms, "Busy ms added to each batch (a slow loader)");
+  cli.add_option("--max-failures", flags.max_failures, "Worker failures survived (the workers are replaced from the newest checkpoint)");
   cli.add_option("--seed", flags.seed, "Seeds the initial weights and the batches' order");
   cli.add_option("--progress-interval", flags.progress_interval, "Seconds between progress lines");
   cli.add_option("--address", address, "HOST:PORT of a celer cluster (default: CELER_ADDRESS, else embedded)");
@@ -162,6 +180,7 @@ int main(int argc, char** argv) {
   if (given("--steps-per-call")) loaded->steps_per_call = flags.steps_per_call;
   if (given("--checkpoint-every")) loaded->checkpoint_every = flags.checkpoint_every;
   if (given("--loader-cost-ms")) loaded->loader_cost_ms = flags.loader_cost_ms;
+  if (given("--max-failures")) loaded->max_failures = flags.max_failures;
   if (given("--seed")) loaded->seed = flags.seed;
   if (given("--progress-interval")) loaded->progress_interval = flags.progress_interval;
   app::train_config cfg = std::move(*loaded);
@@ -190,6 +209,7 @@ int main(int argc, char** argv) {
   app::driver_options options;
   options.resume = resume;
   options.stop_requested = &stop_requested;
+  read_injection(options);
   try {
     celer::init(celer::init_options{.address = address, .num_cpus = num_cpus});
   } catch (const celer::exception& e) {

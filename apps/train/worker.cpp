@@ -14,10 +14,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+
+#include <unistd.h>
 
 namespace celer::train_app {
 namespace {
@@ -225,7 +228,8 @@ trainer_worker::~trainer_worker() = default;
 start_info trainer_worker::start() {
   auto& w = *impl_;
   if (!w.group) {
-    auto g = collective::group::join({.name = w.spec.group, .world_size = w.spec.world, .rank = w.spec.rank});
+    auto g = collective::group::join({.name = w.spec.group, .world_size = w.spec.world, .rank = w.spec.rank,
+                                      .timeout = std::chrono::milliseconds(w.spec.timeout_ms)});
     if (!g) fail("worker " + std::to_string(w.spec.rank) + " cannot join group '" + w.spec.group + "': " + g.error().message());
     w.group.emplace(std::move(*g));
   }
@@ -254,6 +258,11 @@ std::vector<step_figures> trainer_worker::impl::run_steps(std::int64_t steps) {
   for (std::int64_t s = 0; s < steps; ++s) {
     step_figures f;
     f.step = ++w.step;
+    if (f.step == w.spec.fail_at_step && w.spec.fail_by_exit && ::getpid() != w.spec.driver_pid)
+      std::_Exit(3);  // the worker process dies mid-run, as if killed
+    if (f.step == w.spec.fail_at_step)
+      fail("worker " + std::to_string(w.spec.rank) + ": injected failure at step " + std::to_string(f.step) +
+           " (CELER_TRAIN_INJECT_FAILURE)");
     w.optimizer->zero_grad();
     double loss_sum = 0;
     for (std::int64_t micro = 0; micro < w.spec.accumulate_steps; ++micro) {

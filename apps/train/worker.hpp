@@ -51,8 +51,17 @@ struct worker_spec {
   /// torch::set_num_threads: at least 1.
   int threads = 1;
   std::uint64_t seed = 1;
+  /// How long a collective waits for a peer.
+  std::int64_t timeout_ms = 120'000;
+  /// For tests (CELER_TRAIN_INJECT_FAILURE=RANK:STEP): this worker throws as it begins this
+  /// step (0: never).
+  std::int64_t fail_at_step = 0;
+  /// ...RANK:STEP:exit: its worker process exits instead, when it is not the driver's (a
+  /// cluster): a trainer killed mid-run.
+  bool fail_by_exit = false;
+  std::int64_t driver_pid = 0;
   MSGPACK_DEFINE(rank, world, group, data, limit, model, width, depth, dropout, optimizer, lr, weight_decay,
-                 momentum, batch_size, accumulate_steps, compression, topk_fraction, clip_grad_norm, loader_threads, prefetch, loader_cost_ms, threads, seed)
+                 momentum, batch_size, accumulate_steps, compression, topk_fraction, clip_grad_norm, loader_threads, prefetch, loader_cost_ms, threads, seed, timeout_ms, fail_at_step, fail_by_exit, driver_pid)
 };
 
 /// One step's figures on one worker.

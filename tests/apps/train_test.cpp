@@ -53,7 +53,7 @@ struct outcome {
 };
 
 /// Runs celer-train in `cwd` with `args`; its stdout and stderr together. Killed past `limit`.
-outcome run_train(const fs::path& cwd, const std::vector<std::string>& args,
+outcome run_train(const fs::path& cwd, const std::vector<std::string>& args, const std::string& inject_failure = {},
                   std::chrono::seconds limit = std::chrono::seconds(90)) {
   int fds[2];
   REQUIRE(::pipe(fds) == 0);
@@ -65,6 +65,7 @@ outcome run_train(const fs::path& cwd, const std::vector<std::string>& args,
     ::close(fds[0]);
     ::close(fds[1]);
     if (::chdir(cwd.c_str()) != 0) ::_exit(127);
+    if (!inject_failure.empty()) ::setenv("CELER_TRAIN_INJECT_FAILURE", inject_failure.c_str(), 1);
     std::vector<char*> argv{const_cast<char*>(CELER_TRAIN)};
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -245,6 +246,30 @@ TEST_CASE("a run resumed from its checkpoint ends with the weights of a run neve
   for (const auto& l : jsonl_of(s.dir / "celer_results" / "cut" / "metrics.jsonl"))
     if (l.contains("loss")) ++steps;
   CHECK(steps == 60);
+}
+
+TEST_CASE("a worker that fails is replaced from the checkpoint and the run ends as if it had not", "[train]") {
+  scratch s;
+  // The peers notice a dead worker when their allreduce times out: 2 s here.
+  const auto cfg = s.write("f.yaml", read(config) + "\ncollective_timeout_s: 2\ncheckpoint_every: 20\nprogress_interval: 100\n");
+  const auto whole = run_train(s.dir, {"--config", cfg.string(), "--name", "whole", "--max-steps", "60"});
+  REQUIRE(whole.code == 0);
+  // Worker 1 throws as it begins step 30; the newest checkpoint is step 20's.
+  const auto failed = run_train(s.dir, {"--config", cfg.string(), "--name", "failed", "--max-steps", "60",
+                                        "--max-failures", "1"}, "1:30");
+  INFO(failed.output);
+  REQUIRE(failed.code == 0);
+  CHECK_THAT(failed.output, Contains("injected failure at step 30") && Contains("replacing the workers") &&
+                              Contains("go on from checkpoint 1 at step 20"));
+  const auto a = json::parse(read(s.dir / "celer_results" / "whole" / "summary.json"));
+  const auto b = json::parse(read(s.dir / "celer_results" / "failed" / "summary.json"));
+  CHECK(b.at("steps") == 60);
+  CHECK(a.at("parameters_digests") == b.at("parameters_digests"));
+
+  // Without max_failures the run ends, exit 1, saying which worker failed.
+  const auto ended = run_train(s.dir, {"--config", cfg.string(), "--name", "ended", "--max-steps", "60"}, "0:5");
+  CHECK(ended.code == 1);
+  CHECK_THAT(ended.output, Contains("worker 0:") && Contains("injected failure at step 5"));
 }
 
 TEST_CASE("a bad config exits 2 naming the key and what to write instead", "[train]") {
