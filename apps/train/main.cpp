@@ -46,6 +46,9 @@ HOW IT TRAINS
   batch_size x accumulate_steps samples, one ring allreduce averages them, and every
   replica takes the same optimiser step, so the replicas stay equal bit for bit (the run
   checks it at the end). Rank 0 evaluates on the validation split (20% of each class).
+  With compression: sign or topk, each worker sends a compressed gradient (error
+  feedback) by allgather instead. With max_failures > 0, a worker that fails is replaced
+  (all workers are, from the newest checkpoint) and the run goes on.
 
 CONFIGURATION (YAML)
   A config is a YAML mapping of these keys; flags win over the file. With no --config,
@@ -68,6 +71,8 @@ OUTPUT (--output, default ./celer_results/<name>)
 EXAMPLES
   celer-train                                           # digits MLP, 2 workers, ~10 s
   celer-train --num-workers 4 --name digits-4           # 4 replicas, 4 shards
+  celer-train --compression sign --name sign            # 1-bit gradients: 31x fewer bytes
+  celer-train --loader-cost-ms 5 --name slow            # a slow loader shows as data-wait
   celer-train --checkpoint-every 50 --name ck           # then Ctrl-C, and:
   celer-train --resume --name ck                        # on from the newest checkpoint
   celer-train --address 127.0.0.1:6380                  # on a cluster (celer start ...)
@@ -122,6 +127,7 @@ int main(int argc, char** argv) {
   cli.add_option("--max-steps", flags.max_steps, "Stop after this many steps (0: epochs decide)");
   cli.add_option("--eval-every", flags.eval_every, "Steps between validations (0: once an epoch)");
   cli.add_option("--steps-per-call", flags.steps_per_call, "Steps each actor call runs");
+  cli.add_option("--compression", flags.compression, "none | sign | topk")->check(CLI::IsMember({"none", "sign", "topk"}));
   cli.add_option("--checkpoint-every", flags.checkpoint_every, "Steps between checkpoints (0: none)");
   cli.add_option("--loader-cost-ms", flags.loader_cost_ms, "Busy ms added to each batch (a slow loader)");
   cli.add_option("--max-failures", flags.max_failures, "Worker failures survived (the workers are replaced from the newest checkpoint)");
@@ -178,6 +184,7 @@ int main(int argc, char** argv) {
   if (given("--max-steps")) loaded->max_steps = flags.max_steps;
   if (given("--eval-every")) loaded->eval_every = flags.eval_every;
   if (given("--steps-per-call")) loaded->steps_per_call = flags.steps_per_call;
+  if (given("--compression")) loaded->compression = flags.compression;
   if (given("--checkpoint-every")) loaded->checkpoint_every = flags.checkpoint_every;
   if (given("--loader-cost-ms")) loaded->loader_cost_ms = flags.loader_cost_ms;
   if (given("--max-failures")) loaded->max_failures = flags.max_failures;
