@@ -111,6 +111,17 @@ public:
 
   int run() {
     const auto began = clock_type::now();
+    // Every worker must be placed before any can step (they meet in the allreduce): say so
+    // now rather than wait for a worker that can never start.
+    const auto total = cluster_resources();
+    const double cpus = total.contains("CPU") ? total.at("CPU") : 0.0;
+    const double wanted = cfg_.cpus_per_worker * cfg_.num_workers;
+    if (wanted > cpus + 1e-9) {
+      out_ << "celer-train: the " << cfg_.num_workers << " workers need " << fixed(wanted, 2) << " CPUs and "
+           << options_.where << " has " << fixed(cpus, 2) << ": lower num_workers or cpus_per_worker (fractions "
+           << "share a CPU: --cpus-per-worker 0.5), or offer more (--num-cpus, more nodes)\n";
+      return 2;
+    }
     std::error_code ec;
     fs::create_directories(dir_, ec);
     if (ec) return say_failed("cannot make the output directory " + dir_ + ": " + ec.message());

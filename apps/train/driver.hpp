@@ -31,8 +31,9 @@ struct driver_options {
 };
 
 /// Exit codes: 0 when the run reached its last step and the replicas ended equal; 1 when a
-/// worker failed, the output could not be written, or the replicas differ; 130 when
-/// stopped by stop_requested.
+/// worker failed (more than max_failures times), the output could not be written, or the
+/// replicas differ; 2 when the runtime has too few CPUs for the workers; 130 when stopped
+/// by stop_requested.
 [[nodiscard]] int run_training(const train_config& cfg, const driver_options& options, std::ostream& out);
 
 } // namespace celer::train_app

@@ -286,6 +286,9 @@ TEST_CASE("a bad config exits 2 naming the key and what to write instead", "[tra
   const auto type = run_train(s.dir, {"--config", s.write("type.yaml", "lr: fast\n").string()});
   CHECK(type.code == 2);
   CHECK_THAT(type.output, Contains("key 'lr' cannot be 'fast'"));
+  const auto cpus = run_train(s.dir, {"--num-workers", "3", "--num-cpus", "2", "--name", "cpus"});
+  CHECK(cpus.code == 2);
+  CHECK_THAT(cpus.output, Contains("need 3.00 CPUs") && Contains("cpus_per_worker"));
   const auto nothing = run_train(s.dir, {"--resume", "--name", "never-ran"});
   CHECK(nothing.code == 2);
   CHECK_THAT(nothing.output, Contains("nothing to resume"));
