@@ -1,0 +1,200 @@
+// Reading, checking and writing a run's configuration (config.hpp).
+#include "config.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <vector>
+
+namespace celer::train_app {
+namespace {
+
+error invalid(std::string message) { return error(error_code::invalid_argument, std::move(message)); }
+
+/// One key of the config: its name, what it means, how to read it from YAML and write it
+/// to JSON. The one list the reader, the writer and --help share.
+struct key_rule {
+  std::string_view name;
+  std::string_view what;
+  /// Reads the node into the config; false when the value has the wrong type.
+  std::function<bool(const YAML::Node&, train_config&)> read;
+  std::function<void(const train_config&, nlohmann::ordered_json&)> write;
+};
+
+template <class T>
+key_rule field(std::string_view name, T train_config::*member, std::string_view what) {
+  return {name, what,
+          [member](const YAML::Node& n, train_config& c) {
+            if (!n.IsScalar()) return false;
+            return YAML::convert<T>::decode(n, c.*member);
+          },
+          [member, name](const train_config& c, nlohmann::ordered_json& j) { j[std::string(name)] = c.*member; }};
+}
+
+const std::vector<key_rule>& keys() {
+  using c = train_config;
+  static const std::vector<key_rule> all = {
+    field("name", &c::name, "the run's name: the output directory is ./celer_results/<name>"),
+    field("output", &c::output, "the output directory (default ./celer_results/<name>)"),
+    field("data", &c::data, "digits | fashion-mnist"),
+    field("limit", &c::limit, "use only the first N samples (0: all)"),
+    field("num_workers", &c::num_workers, "trainer-worker actors, one model replica each"),
+    field("cpus_per_worker", &c::cpus_per_worker, "CPUs each worker holds (its LibTorch threads)"),
+    field("model", &c::model, "mlp | cnn"),
+    field("width", &c::width, "hidden units (mlp) or channels (cnn)"),
+    field("depth", &c::depth, "hidden layers (mlp) or conv blocks (cnn)"),
+    field("dropout", &c::dropout, "dropout probability in [0, 1)"),
+    field("optimizer", &c::optimizer, "adam | adamw | sgd"),
+    field("lr", &c::lr, "learning rate"),
+    field("weight_decay", &c::weight_decay, "L2 penalty (decoupled for adamw)"),
+    field("momentum", &c::momentum, "sgd's momentum (Nesterov when > 0)"),
+    field("batch_size", &c::batch_size, "samples per micro-batch on each worker"),
+    field("accumulate_steps", &c::accumulate_steps, "micro-batches summed before each allreduce and step"),
+    field("compression", &c::compression, "none | sign (1-bit, error feedback) | topk (error feedback)"),
+    field("topk_fraction", &c::topk_fraction, "topk: the fraction of the gradient's entries sent a step"),
+    field("clip_grad_norm", &c::clip_grad_norm, "clip the averaged gradient to this L2 norm (0: off)"),
+    field("epochs", &c::epochs, "passes over the training split, all workers together"),
+    field("max_steps", &c::max_steps, "stop after this many steps (0: epochs decide)"),
+    field("eval_every", &c::eval_every, "steps between validations (0: once an epoch); the last step always"),
+    field("steps_per_call", &c::steps_per_call, "steps each actor call runs"),
+    field("checkpoint_every", &c::checkpoint_every, "steps between checkpoints (0: none)"),
+    field("max_failures", &c::max_failures, "worker failures survived by replacing the workers from the newest checkpoint"),
+    field("collective_timeout_s", &c::collective_timeout_s, "seconds a worker waits for a peer in the allreduce"),
+    field("loader_threads", &c::loader_threads, "each worker's data-loader threads"),
+    field("prefetch", &c::prefetch, "batches each worker's loader assembles ahead"),
+    field("loader_cost_ms", &c::loader_cost_ms, "busy ms added to each batch's assembly (a slow loader, to see data-wait)"),
+    field("seed", &c::seed, "seeds the initial weights and the batches' order"),
+    field("progress_interval", &c::progress_interval, "seconds between progress lines"),
+  };
+  return all;
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+template <class T>
+bool one_of(const T& v, std::initializer_list<T> options) {
+  return std::find(options.begin(), options.end(), v) != options.end();
+}
+
+} // namespace
+
+std::string key_help() {
+  std::ostringstream out;
+  for (const auto& k : keys()) {
+    std::string name(k.name);
+    name.resize(std::max<std::size_t>(name.size() + 1, 20), ' ');
+    out << "    " << name << k.what << "\n";
+  }
+  return out.str();
+}
+
+expected<train_config> parse_config(std::string_view text, std::string_view source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return invalid(std::string(source) + ": not YAML: " + e.what());
+  }
+  train_config cfg;
+  if (root.IsNull()) return cfg;
+  if (!root.IsMap()) return invalid(std::string(source) + ": a config is a YAML mapping of keys to values");
+  for (const auto& it : root) {
+    const auto name = it.first.as<std::string>();
+    const auto line = std::to_string(it.first.Mark().line + 1);
+    const auto rule = std::find_if(keys().begin(), keys().end(), [&](const key_rule& k) { return k.name == name; });
+    if (rule == keys().end()) {
+      std::string message = std::string(source) + ":" + line + ": unknown key '" + name + "'.";
+      std::string_view closest;
+      std::size_t best = 3;
+      std::string valid;
+      for (const auto& k : keys()) {
+        if (auto d = edit_distance(name, k.name); d < best) best = d, closest = k.name;
+        valid += (valid.empty() ? "" : ", ") + std::string(k.name);
+      }
+      if (!closest.empty()) message += " Did you mean '" + std::string(closest) + "'?";
+      return invalid(message + " Valid keys: " + valid + ".");
+    }
+    if (!rule->read(it.second, cfg))
+      return invalid(std::string(source) + ":" + line + ": key '" + name + "' cannot be " +
+                     (it.second.IsScalar() ? "'" + it.second.Scalar() + "'" : std::string("a list or mapping")) +
+                     " (" + name + ": " + std::string(rule->what) + ").");
+  }
+  return cfg;
+}
+
+expected<train_config> load_config_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return error(error_code::not_found, "cannot read the config file " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_config(text.str(), path);
+}
+
+expected<void> validate(const train_config& cfg) {
+  auto bad = [](std::string_view key, std::string what) {
+    return invalid("key '" + std::string(key) + "' " + std::move(what));
+  };
+  if (cfg.name.empty() || cfg.name.find('/') != std::string::npos)
+    return bad("name", "must be a non-empty name without '/' (use output for a path)");
+  if (!one_of<std::string>(cfg.data, {"digits", "fashion-mnist"}))
+    return bad("data", "is '" + cfg.data + "': use digits or fashion-mnist");
+  if (cfg.num_workers < 1 || cfg.num_workers > 256) return bad("num_workers", "must be 1 to 256");
+  if (cfg.cpus_per_worker < 0) return bad("cpus_per_worker", "must be at least 0");
+  if (!one_of<std::string>(cfg.model, {"mlp", "cnn"})) return bad("model", "is '" + cfg.model + "': use mlp or cnn");
+  if (cfg.width < 1) return bad("width", "must be at least 1");
+  if (cfg.depth < 1) return bad("depth", "must be at least 1");
+  if (cfg.dropout < 0 || cfg.dropout >= 1) return bad("dropout", "must be in [0, 1)");
+  if (!one_of<std::string>(cfg.optimizer, {"adam", "adamw", "sgd"}))
+    return bad("optimizer", "is '" + cfg.optimizer + "': use adam, adamw or sgd");
+  if (!(cfg.lr > 0)) return bad("lr", "must be above 0");
+  if (cfg.weight_decay < 0) return bad("weight_decay", "must be at least 0");
+  if (cfg.momentum < 0 || cfg.momentum >= 1) return bad("momentum", "must be in [0, 1)");
+  if (cfg.batch_size < 1) return bad("batch_size", "must be at least 1");
+  if (cfg.accumulate_steps < 1) return bad("accumulate_steps", "must be at least 1");
+  if (!one_of<std::string>(cfg.compression, {"none", "sign", "topk"}))
+    return bad("compression", "is '" + cfg.compression + "': use none, sign or topk");
+  if (!(cfg.topk_fraction > 0 && cfg.topk_fraction <= 1)) return bad("topk_fraction", "must be in (0, 1]");
+  if (!(cfg.clip_grad_norm >= 0)) return bad("clip_grad_norm", "must be at least 0 (0: no clipping)");
+  if (cfg.epochs < 1 && cfg.max_steps < 1) return bad("epochs", "must be at least 1 (or set max_steps)");
+  if (cfg.max_steps < 0) return bad("max_steps", "must be at least 0");
+  if (cfg.eval_every < 0) return bad("eval_every", "must be at least 0");
+  if (cfg.steps_per_call < 1) return bad("steps_per_call", "must be at least 1");
+  if (cfg.checkpoint_every < 0) return bad("checkpoint_every", "must be at least 0");
+  if (cfg.max_failures < 0) return bad("max_failures", "must be at least 0");
+  if (!(cfg.collective_timeout_s > 0)) return bad("collective_timeout_s", "must be above 0");
+  if (cfg.loader_threads < 1) return bad("loader_threads", "must be at least 1");
+  if (cfg.prefetch < 1) return bad("prefetch", "must be at least 1");
+  if (!(cfg.loader_cost_ms >= 0 && cfg.loader_cost_ms < 60'000)) return bad("loader_cost_ms", "must be 0 to 60000");
+  if (!(cfg.progress_interval >= 0)) return bad("progress_interval", "must be at least 0");
+  return {};
+}
+
+std::string to_json(const train_config& cfg) {
+  nlohmann::ordered_json j;
+  for (const auto& k : keys()) k.write(cfg, j);
+  return j.dump(2) + "\n";
+}
+
+std::string output_dir(const train_config& cfg) {
+  return cfg.output.empty() ? "celer_results/" + cfg.name : cfg.output;
+}
+
+} // namespace celer::train_app

@@ -1,0 +1,104 @@
+#pragma once
+// A training run's configuration: read from YAML (config/train/*.yaml), overridden by flags,
+// checked with errors that name the key, written back as run.json (which --resume reads with
+// the same reader: JSON is YAML).
+//
+//   auto cfg = celer::train_app::load_config_file("config/train/digits-mlp.yaml");
+//   if (!cfg) { std::cerr << cfg.error().message() << "\n"; return 2; }
+//   cfg->num_workers = 4;                               // a flag overrides the file
+//   if (auto ok = celer::train_app::validate(*cfg); !ok) ...
+//
+// No runtime calls, no LibTorch: the driver, the tests and --help share it.
+#include <celer/error.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace celer::train_app {
+
+/// Everything one run needs. Every field is a YAML key of the same name, and most are also a
+/// flag (`--num-workers` for num_workers).
+struct train_config {
+  std::string name = "digits-mlp";
+  /// "digits" or "fashion-mnist".
+  std::string data = "digits";
+  /// Use only the first `limit` samples (0: all).
+  std::uint64_t limit = 0;
+  /// Trainer-worker actors, one model replica each (synchronous data parallel).
+  int num_workers = 2;
+  double cpus_per_worker = 1;
+  /// The model (<celer/actors/torch/model.hpp>): "mlp" or "cnn".
+  std::string model = "mlp";
+  int width = 128;
+  int depth = 2;
+  double dropout = 0.0;
+  /// The optimiser: "adam", "adamw" or "sgd".
+  std::string optimizer = "adam";
+  double lr = 0.002;
+  double weight_decay = 0.0;
+  double momentum = 0.9;
+  /// Samples per micro-batch on each worker; a step sees
+  /// batch_size × accumulate_steps × num_workers samples.
+  std::int64_t batch_size = 32;
+  /// Micro-batches whose gradients add up before each allreduce and optimiser step.
+  std::int64_t accumulate_steps = 1;
+  /// Passes over the training split (all workers together); max_steps > 0 stops earlier.
+  std::int64_t epochs = 8;
+  std::int64_t max_steps = 0;
+  /// What each worker sends of its gradient: "none" (float32, averaged by a ring allreduce),
+  /// "sign" (1 bit a value and a scale per 1,024, with error feedback) or "topk" (the
+  /// topk_fraction largest entries, with error feedback); compressed packets are exchanged
+  /// by allgather and every worker averages them alike (<celer/actors/trainer/compression.hpp>).
+  std::string compression = "none";
+  double topk_fraction = 0.01;
+  /// Scale the averaged gradient down to this L2 norm when it is larger (0: no clipping).
+  double clip_grad_norm = 0;
+  /// Steps between evaluations on the validation split (0: every epoch), and the last step
+  /// always.
+  std::int64_t eval_every = 0;
+  /// Steps one actor call runs (calls cost a round trip; steps within one do not).
+  std::int64_t steps_per_call = 10;
+  /// Steps between checkpoints (0: none; the last step is saved when checkpoints are on).
+  std::int64_t checkpoint_every = 0;
+  /// Times the workers are replaced after one fails (an exception, a dead process): every
+  /// worker is stopped and a new group resumes from the newest checkpoint (step 0 without
+  /// one), and the run goes on. 0: a failure ends the run.
+  int max_failures = 0;
+  /// Seconds a worker waits for a peer in a collective before the group is broken: how long
+  /// the others take to notice a worker that died.
+  double collective_timeout_s = 120;
+  /// The loader's threads and prefetch window, per worker.
+  int loader_threads = 1;
+  int prefetch = 4;
+  /// Busy time (ms) added to assembling each batch: stands in for decoding or augmentation,
+  /// to see what a slow loader costs (the progress line's data-wait). 0 by default.
+  double loader_cost_ms = 0;
+  /// Seeds the initial weights and the batches' order.
+  std::uint64_t seed = 1;
+  /// Seconds between progress lines (a line also follows each evaluation).
+  double progress_interval = 2;
+  /// The output directory; empty: ./celer_results/<name>.
+  std::string output;
+};
+
+/// The keys a config may have, each with a one-line description: --help prints it.
+[[nodiscard]] std::string key_help();
+
+/// Reads YAML text (or JSON); `source` names it in errors. invalid_argument naming the key
+/// (and the valid keys) for anything unknown or malformed.
+[[nodiscard]] expected<train_config> parse_config(std::string_view text, std::string_view source);
+/// Reads a YAML file; not_found when it cannot be read.
+[[nodiscard]] expected<train_config> load_config_file(const std::string& path);
+
+/// Checks the whole configuration (after flags). invalid_argument naming the key and what
+/// to change.
+[[nodiscard]] expected<void> validate(const train_config& cfg);
+
+/// The configuration as JSON (run.json), every key spelt out; parse_config reads it.
+[[nodiscard]] std::string to_json(const train_config& cfg);
+
+/// The output directory: `output`, or ./celer_results/<name>.
+[[nodiscard]] std::string output_dir(const train_config& cfg);
+
+} // namespace celer::train_app

@@ -1,0 +1,234 @@
+// celer-train: distributed training with trainer workers as celer actors (apps/train/README.md).
+//
+//   celer-train                                          # the default: config/train/digits-mlp.yaml
+//   celer-train --config config/train/digits-mlp.yaml --num-workers 4
+//   celer-train --resume --name digits-mlp               # continue from the newest checkpoint
+//   celer-train --address 10.0.0.1:6380 ...              # on a cluster
+#include "config.hpp"
+#include "default_config.hpp"
+#include "driver.hpp"
+
+#include <celer/actors/data.hpp>
+#include <celer/celer.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace {
+
+namespace app = celer::train_app;
+
+std::atomic<bool> stop_requested{false};
+
+extern "C" void on_stop_signal(int) {
+  // The first Ctrl-C stops after the current call (saving a checkpoint when they are on);
+  // a second one ends the process at once.
+  stop_requested.store(true);
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+}
+
+std::string help_footer() {
+  return R"(
+HOW IT TRAINS
+  Synchronous data parallelism. num_workers trainer-worker actors each hold a replica of
+  the model, an optimiser and a shard of the training split (a data loader with its own
+  threads and prefetch). They join a celer::collective group and start from rank 0's
+  weights (a broadcast). Each step, every worker computes the gradients of its own
+  batch_size x accumulate_steps samples, one ring allreduce averages them, and every
+  replica takes the same optimiser step, so the replicas stay equal bit for bit (the run
+  checks it at the end). Rank 0 evaluates on the validation split (20% of each class).
+  With compression: sign or topk, each worker sends a compressed gradient (error
+  feedback) by allgather instead. With max_failures > 0, a worker that fails is replaced
+  (all workers are, from the newest checkpoint) and the run goes on.
+
+CONFIGURATION (YAML)
+  A config is a YAML mapping of these keys; flags win over the file. With no --config,
+  the built-in config/train/digits-mlp.yaml is used (--print-config prints it).
+
+)" + app::key_help() +
+         R"(
+OUTPUT (--output, default ./celer_results/<name>)
+  metrics.jsonl        a line per step: loss, accuracy, samples_per_s, bytes_sent (per worker),
+                       data_wait_s, compute_s, allreduce_s, grad_norm; and val_loss,
+                       val_accuracy at each validation
+  tensorboard/         the same as a TensorBoard event file: tensorboard --logdir <output>
+  summary.json         final validation accuracy, samples/s, each replica's parameter digest
+  run.json             the configuration used (--resume reads it)
+  checkpoints/         with checkpoint_every > 0: model, optimiser and step (the newest 3)
+
+  The progress line: step, epoch, training loss, samples/s, bytes each worker sent per
+  step, and per step the time waiting for data, computing and in the allreduce.
+
+EXAMPLES
+  celer-train                                           # digits MLP, 2 workers, ~10 s
+  celer-train --num-workers 4 --name digits-4           # 4 replicas, 4 shards
+  celer-train --compression sign --name sign            # 1-bit gradients: 31x fewer bytes
+  celer-train --loader-cost-ms 5 --name slow            # a slow loader shows as data-wait
+  celer-train --checkpoint-every 50 --name ck           # then Ctrl-C, and:
+  celer-train --resume --name ck                        # on from the newest checkpoint
+  celer-train --address 127.0.0.1:6380                  # on a cluster (celer start ...)
+)";
+}
+
+/// CELER_TRAIN_INJECT_FAILURE=RANK:STEP[:exit]: that worker throws as it begins that step
+/// (the first set of workers only), or with `exit` its worker process exits (on a cluster),
+/// for tests of max_failures.
+void read_injection(app::driver_options& o) {
+  const char* spec = std::getenv("CELER_TRAIN_INJECT_FAILURE");
+  if (spec == nullptr) return;
+  int rank = -1;
+  long long step = 0;
+  char how[8] = {};
+  const int got = std::sscanf(spec, "%d:%lld:%7[a-z]", &rank, &step, how);
+  if (got < 2) return;
+  o.fail_by_exit = got == 3 && std::string(how) == "exit";
+  o.fail_rank = rank;
+  o.fail_step = step;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  // Worker processes run this binary too: they serve the trainer workers and never reach the CLI.
+  celer::serve_if_worker();
+
+  CLI::App cli{"celer-train: distributed training on celer. Trainer workers are actors, each with a\n"
+               "replica of a LibTorch model (an MLP or a small CNN) and a shard of the data; their\n"
+               "gradients are averaged by allreduce each step (synchronous data parallel).",
+               "celer-train"};
+  cli.footer(help_footer());
+  cli.get_formatter()->column_width(34);
+  std::string config_path, address;
+  bool resume = false, print_config = false;
+  double num_cpus = 0;
+  app::train_config flags;  // only the fields of flags that were given are used
+  cli.add_option("--config", config_path, "YAML config (default: the built-in config/train/digits-mlp.yaml)");
+  cli.add_flag("--print-config", print_config, "Print the built-in default config and exit");
+  cli.add_option("--name", flags.name, "Run name (the output directory's)");
+  cli.add_option("--output", flags.output, "Output directory (default ./celer_results/<name>)");
+  cli.add_flag("--resume", resume, "Continue the run in the output directory from its newest checkpoint");
+  cli.add_option("--data", flags.data, "digits | fashion-mnist")->check(CLI::IsMember({"digits", "fashion-mnist"}));
+  cli.add_option("--limit", flags.limit, "Use only the first N samples (0: all)");
+  cli.add_option("--num-workers", flags.num_workers, "Trainer-worker actors (model replicas)");
+  cli.add_option("--cpus-per-worker", flags.cpus_per_worker, "CPUs each worker holds");
+  cli.add_option("--batch-size", flags.batch_size, "Samples per micro-batch on each worker");
+  cli.add_option("--accumulate-steps", flags.accumulate_steps, "Micro-batches per step before the allreduce");
+  cli.add_option("--lr", flags.lr, "Learning rate");
+  cli.add_option("--epochs", flags.epochs, "Passes over the training split");
+  cli.add_option("--max-steps", flags.max_steps, "Stop after this many steps (0: epochs decide)");
+  cli.add_option("--eval-every", flags.eval_every, "Steps between validations (0: once an epoch)");
+  cli.add_option("--steps-per-call", flags.steps_per_call, "Steps each actor call runs");
+  cli.add_option("--compression", flags.compression, "none | sign | topk")->check(CLI::IsMember({"none", "sign", "topk"}));
+  cli.add_option("--checkpoint-every", flags.checkpoint_every, "Steps between checkpoints (0: none)");
+  cli.add_option("--loader-cost-ms", flags.loader_cost_ms, "Busy ms added to each batch (a slow loader)");
+  cli.add_option("--max-failures", flags.max_failures, "Worker failures survived (the workers are replaced from the newest checkpoint)");
+  cli.add_option("--seed", flags.seed, "Seeds the initial weights and the batches' order");
+  cli.add_option("--progress-interval", flags.progress_interval, "Seconds between progress lines");
+  cli.add_option("--address", address, "HOST:PORT of a celer cluster (default: CELER_ADDRESS, else embedded)");
+  cli.add_option("--num-cpus", num_cpus, "CPUs the embedded runtime offers (default: all)");
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return cli.exit(e) == 0 ? 0 : 2;
+  }
+  if (print_config) {
+    std::cout << app::default_config_yaml;
+    return 0;
+  }
+  const auto given = [&](const char* flag) { return cli.count(flag) > 0; };
+  const std::string usage_hint = "\n(celer-train --help explains every key and flag)\n";
+
+  // The config: run.json when resuming, else the file (or the built-in default).
+  celer::expected<app::train_config> loaded = app::parse_config(app::default_config_yaml, "the built-in digits-mlp.yaml");
+  if (!config_path.empty()) loaded = app::load_config_file(config_path);
+  if (!loaded) {
+    std::cerr << "celer-train: " << loaded.error().message() << usage_hint;
+    return 2;
+  }
+  if (given("--name")) loaded->name = flags.name;
+  if (given("--output")) loaded->output = flags.output;
+  const std::string dir = app::output_dir(*loaded);
+  if (resume) {
+    std::ifstream in(dir + "/run.json");
+    std::stringstream text;
+    text << in.rdbuf();
+    auto saved = in ? app::parse_config(text.str(), dir + "/run.json") : celer::expected<app::train_config>(
+      celer::error(celer::error_code::not_found, "nothing to resume in " + dir + " (no run.json). Name the run "
+                                                 "with --name or --output as when it was started."));
+    if (!saved) {
+      std::cerr << "celer-train: " << saved.error().message() << "\n";
+      return 2;
+    }
+    saved->output = loaded->output;
+    saved->name = loaded->name;
+    loaded = std::move(*saved);
+  }
+  // Flags win over the file (and, for those that can change, over run.json on --resume).
+  if (given("--data")) loaded->data = flags.data;
+  if (given("--limit")) loaded->limit = flags.limit;
+  if (given("--num-workers")) loaded->num_workers = flags.num_workers;
+  if (given("--cpus-per-worker")) loaded->cpus_per_worker = flags.cpus_per_worker;
+  if (given("--batch-size")) loaded->batch_size = flags.batch_size;
+  if (given("--accumulate-steps")) loaded->accumulate_steps = flags.accumulate_steps;
+  if (given("--lr")) loaded->lr = flags.lr;
+  if (given("--epochs")) loaded->epochs = flags.epochs;
+  if (given("--max-steps")) loaded->max_steps = flags.max_steps;
+  if (given("--eval-every")) loaded->eval_every = flags.eval_every;
+  if (given("--steps-per-call")) loaded->steps_per_call = flags.steps_per_call;
+  if (given("--compression")) loaded->compression = flags.compression;
+  if (given("--checkpoint-every")) loaded->checkpoint_every = flags.checkpoint_every;
+  if (given("--loader-cost-ms")) loaded->loader_cost_ms = flags.loader_cost_ms;
+  if (given("--max-failures")) loaded->max_failures = flags.max_failures;
+  if (given("--seed")) loaded->seed = flags.seed;
+  if (given("--progress-interval")) loaded->progress_interval = flags.progress_interval;
+  app::train_config cfg = std::move(*loaded);
+  if (auto ok = app::validate(cfg); !ok) {
+    const std::string source = resume ? dir + "/run.json" : config_path;
+    std::cerr << "celer-train: " << (source.empty() ? "" : source + ": ") << ok.error().message() << usage_hint;
+    return 2;
+  }
+  if (!resume && std::filesystem::exists(dir + "/run.json")) {
+    std::cerr << "celer-train: " << dir << " already holds a run. Continue it with --resume, or choose another "
+              << "--name or --output.\n";
+    return 2;
+  }
+
+  // Embedded, the workers read the data from this machine: say now if it is not there, rather
+  // than through every worker's failure.
+  const char* cluster = std::getenv("CELER_ADDRESS");
+  if (address.empty() && (cluster == nullptr || *cluster == '\0')) {
+    auto data = cfg.data == "digits" ? celer::actors::load_digits() : celer::actors::load_fashion_mnist(true, 1);
+    if (!data) {
+      std::cerr << "celer-train: the " << cfg.data << " data cannot be read: " << data.error().message() << "\n";
+      return 2;
+    }
+  }
+
+  app::driver_options options;
+  options.resume = resume;
+  options.stop_requested = &stop_requested;
+  read_injection(options);
+  try {
+    celer::init(celer::init_options{.address = address, .num_cpus = num_cpus});
+  } catch (const celer::exception& e) {
+    std::cerr << "celer-train: cannot start celer" << (address.empty() ? "" : " on " + address) << ": " << e.what() << "\n";
+    return 1;
+  }
+  options.where = !address.empty() ? "the cluster at " + address
+                  : cluster != nullptr && *cluster != '\0' ? "the cluster at " + std::string(cluster)
+                                                            : "embedded celer";
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  const int code = app::run_training(cfg, options, std::cout);
+  celer::shutdown();
+  return code;
+}

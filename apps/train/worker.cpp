@@ -1,0 +1,374 @@
+// The trainer-worker actor (worker.hpp): the one file of celer-train that includes LibTorch.
+#include "worker.hpp"
+
+#include <celer/actors/collective.hpp>
+#include <celer/actors/data.hpp>
+#include <celer/actors/loader.hpp>
+#include <celer/actors/torch/checkpoint.hpp>
+#include <celer/actors/torch/model.hpp>
+#include <celer/actors/trainer/compression.hpp>
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+
+#include <unistd.h>
+
+namespace celer::train_app {
+namespace {
+
+/// The validation split: 20% of each class, the same split on every worker of every run.
+constexpr double validation_fraction = 0.2;
+constexpr std::uint64_t split_seed = 20240601;
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
+[[noreturn]] void fail(const std::string& what) { throw std::runtime_error(what); }
+
+/// Runs `body`, turning a LibTorch error into one line (its message without the C++
+/// backtrace LibTorch appends), which the driver prints.
+template <class F>
+auto torch_edge(const char* what, F&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const c10::Error& e) {
+    fail(std::string(what) + ": " + e.what_without_backtrace());
+  }
+}
+
+/// torch::manual_seed and the initial weights use LibTorch's one global generator; workers
+/// that are threads of one process (embedded) build their models one at a time.
+std::mutex& model_building() {
+  static std::mutex m;
+  return m;
+}
+
+actors::dataset load_data(const worker_spec& spec) {
+  auto all = spec.data == "fashion-mnist" ? actors::load_fashion_mnist(/*train=*/true, spec.limit)
+                                          : actors::load_digits();
+  if (!all) fail("cannot load the " + spec.data + " data: " + all.error().message());
+  if (spec.limit > 0 && spec.limit < all->size()) {
+    all->x.resize(spec.limit * all->features());
+    all->y.resize(spec.limit);
+  }
+  return std::move(*all);
+}
+
+} // namespace
+
+struct trainer_worker::impl {
+  worker_spec spec;
+  actors::dataset train;
+  actors::dataset valid;
+  torch::nn::Sequential net{nullptr};
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::vector<torch::Tensor> params;
+  /// Every parameter's gradient (or weights, for the broadcast), flattened in params' order.
+  std::vector<float> flat;
+  /// Declared after `train`, which it reads: destroyed first.
+  std::optional<actors::data_loader> loader;
+  std::optional<collective::group> group;
+  /// With compression: this worker's compressor (it keeps the error-feedback residual), the
+  /// packet as fixed-size bytes, and every worker's packets after the allgather.
+  std::optional<trainer::sign_compressor> sign;
+  std::optional<trainer::topk_compressor> topk;
+  std::vector<std::uint8_t> packet;
+  std::int64_t step = 0;
+
+  /// Averages `flat` over the group: a ring allreduce of the floats, or, compressed, an
+  /// allgather of every worker's packet, each then summed in rank order into `flat` (the
+  /// same order everywhere, so every worker gets the same bits).
+  expected<void> average(collective::group& g) {
+    if (!sign && !topk) return g.allreduce(std::span(flat), collective::op::mean);
+    const std::size_t n = flat.size();
+    std::size_t first = 0;  // bytes of the packet's first part (signs, or indices)
+    if (sign) {
+      auto p = sign->compress(flat);
+      if (!p) return p.error();
+      first = p->signs.size();
+      packet.assign(p->signs.begin(), p->signs.end());
+      const auto* scales = reinterpret_cast<const std::uint8_t*>(p->scales.data());
+      packet.insert(packet.end(), scales, scales + p->scales.size() * sizeof(float));
+    } else {
+      auto p = topk->compress(flat);
+      if (!p) return p.error();
+      first = p->indices.size() * sizeof(std::uint32_t);
+      const auto* idx = reinterpret_cast<const std::uint8_t*>(p->indices.data());
+      const auto* val = reinterpret_cast<const std::uint8_t*>(p->values.data());
+      packet.assign(idx, idx + first);
+      packet.insert(packet.end(), val, val + p->values.size() * sizeof(float));
+    }
+    auto all = g.allgather(std::span<const std::uint8_t>(packet));
+    if (!all) return all.error();
+    std::fill(flat.begin(), flat.end(), 0.0f);
+    const float weight = 1.0f / static_cast<float>(g.size());
+    for (int r = 0; r < g.size(); ++r) {
+      const std::uint8_t* at = all->data() + static_cast<std::size_t>(r) * packet.size();
+      const std::size_t second = packet.size() - first;
+      expected<void> ok;
+      if (sign) {
+        const trainer::sign_packet p{.size = n, .block_size = static_cast<std::uint32_t>(sign->options().block_size),
+                                     .signs = celer::bytes(at, first),
+                                     .scales = celer::array<float>(celer::bytes(at + first, second))};
+        ok = trainer::accumulate_into(p, flat, weight);
+      } else {
+        const trainer::topk_packet p{.size = n, .indices = celer::array<std::uint32_t>(celer::bytes(at, first)),
+                                     .values = celer::array<float>(celer::bytes(at + first, second))};
+        ok = trainer::accumulate_into(p, flat, weight);
+      }
+      if (!ok) return error(ok.error().code(), "rank " + std::to_string(r) + "'s packet: " + ok.error().message());
+    }
+    return {};
+  }
+
+  void open_loader() {
+    loader.reset();
+    auto l = actors::make_data_loader(actors::dataset_source(train),
+                                      {.batch_size = static_cast<std::size_t>(spec.batch_size),
+                                       .threads = static_cast<std::size_t>(std::max(1, spec.loader_threads)),
+                                       .prefetch = static_cast<std::size_t>(std::max(1, spec.prefetch)),
+                                       .seed = spec.seed,
+                                       .rank = static_cast<std::size_t>(spec.rank),
+                                       .world = static_cast<std::size_t>(spec.world),
+                                       .injected_cost = std::chrono::nanoseconds(std::llround(spec.loader_cost_ms * 1e6))});
+    if (!l) fail("worker " + std::to_string(spec.rank) + "'s data loader: " + l.error().message());
+    loader.emplace(std::move(*l));
+  }
+
+  /// Copies every parameter (weights when `grads` is false) into `flat`, or back.
+  void gather(bool grads) {
+    std::size_t at = 0;
+    for (auto& p : params) {
+      const auto n = static_cast<std::size_t>(p.numel());
+      const torch::Tensor& t = grads ? p.grad() : p;
+      if (!t.defined()) std::fill_n(flat.data() + at, n, 0.0f);
+      else std::memcpy(flat.data() + at, t.contiguous().data_ptr<float>(), n * sizeof(float));
+      at += n;
+    }
+  }
+  void scatter(bool grads) {
+    torch::NoGradGuard no_grad;
+    std::size_t at = 0;
+    for (auto& p : params) {
+      const auto n = p.numel();
+      auto src = torch::from_blob(flat.data() + at, p.sizes(), torch::kFloat);
+      if (grads) {
+        if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+        p.mutable_grad().copy_(src);
+      } else {
+        p.copy_(src);
+      }
+      at += static_cast<std::size_t>(n);
+    }
+  }
+
+  std::vector<step_figures> run_steps(std::int64_t steps);
+
+  collective::group& joined() {
+    if (!group) fail("worker " + std::to_string(spec.rank) + " has not joined its group: call start() first");
+    return *group;
+  }
+};
+
+trainer_worker::trainer_worker(const worker_spec& spec) : impl_(std::make_unique<impl>()) {
+  auto& w = *impl_;
+  w.spec = spec;
+  torch::set_num_threads(std::max(1, spec.threads));
+  auto [train, valid] = actors::split(load_data(spec), validation_fraction, split_seed);
+  w.train = std::move(train);
+  w.valid = std::move(valid);
+  {
+    std::lock_guard lock(model_building());
+    const actors::model_spec model{.kind = spec.model, .width = spec.width, .depth = spec.depth,
+                                   .dropout = spec.dropout, .seed = spec.seed};
+    auto made = actors::make_model(model, w.train.sample_shape, w.train.classes);
+    if (!made) fail("the config does not make a model: " + made.error().message());
+    w.net = std::move(*made);
+  }
+  auto opt = actors::make_optimizer(w.net, {.name = spec.optimizer, .lr = spec.lr,
+                                            .weight_decay = spec.weight_decay, .momentum = spec.momentum});
+  if (!opt) fail("the config does not make an optimiser: " + opt.error().message());
+  w.optimizer = std::move(*opt);
+  w.params = w.net->parameters();
+  std::size_t total = 0;
+  for (const auto& p : w.params) {
+    if (p.scalar_type() != torch::kFloat) fail("only float32 parameters are trained here");
+    total += static_cast<std::size_t>(p.numel());
+  }
+  w.flat.resize(total);
+  if (spec.compression == "sign") {
+    auto c = trainer::sign_compressor::make(total);
+    if (!c) fail("sign compression: " + c.error().message());
+    w.sign.emplace(std::move(*c));
+  } else if (spec.compression == "topk") {
+    const auto k = std::clamp<std::size_t>(static_cast<std::size_t>(std::llround(spec.topk_fraction * static_cast<double>(total))), 1, total);
+    auto c = trainer::topk_compressor::make(total, {.k = k});
+    if (!c) fail("top-k compression: " + c.error().message());
+    w.topk.emplace(std::move(*c));
+  } else if (spec.compression != "none") {
+    fail("unknown compression '" + spec.compression + "': none, sign or topk");
+  }
+  w.open_loader();
+}
+
+trainer_worker::~trainer_worker() = default;
+
+start_info trainer_worker::start() {
+  auto& w = *impl_;
+  if (!w.group) {
+    auto g = collective::group::join({.name = w.spec.group, .world_size = w.spec.world, .rank = w.spec.rank,
+                                      .timeout = std::chrono::milliseconds(w.spec.timeout_ms)});
+    if (!g) fail("worker " + std::to_string(w.spec.rank) + " cannot join group '" + w.spec.group + "': " + g.error().message());
+    w.group.emplace(std::move(*g));
+  }
+  // Every replica starts from rank 0's weights, whatever each built.
+  w.gather(/*grads=*/false);
+  if (auto ok = w.joined().broadcast(std::span(w.flat), /*root=*/0); !ok)
+    fail("broadcasting the initial weights: " + ok.error().message());
+  w.scatter(/*grads=*/false);
+  return {.train_samples = static_cast<std::int64_t>(w.train.size()),
+          .valid_samples = static_cast<std::int64_t>(w.valid.size()),
+          .parameters = static_cast<std::int64_t>(w.flat.size()),
+          .batches_per_epoch = static_cast<std::int64_t>(w.loader->batches_per_epoch())};
+}
+
+std::vector<step_figures> trainer_worker::run_steps(std::int64_t steps) {
+  return torch_edge("a training step", [&] { return impl_->run_steps(steps); });
+}
+
+std::vector<step_figures> trainer_worker::impl::run_steps(std::int64_t steps) {
+  auto& w = *this;
+  auto& group = w.joined();
+  torch::set_num_threads(std::max(1, w.spec.threads));
+  w.net->train();
+  std::vector<step_figures> out;
+  out.reserve(static_cast<std::size_t>(std::max<std::int64_t>(steps, 0)));
+  for (std::int64_t s = 0; s < steps; ++s) {
+    step_figures f;
+    f.step = ++w.step;
+    if (f.step == w.spec.fail_at_step && w.spec.fail_by_exit && ::getpid() != w.spec.driver_pid)
+      std::_Exit(3);  // the worker process dies mid-run, as if killed
+    if (f.step == w.spec.fail_at_step)
+      fail("worker " + std::to_string(w.spec.rank) + ": injected failure at step " + std::to_string(f.step) +
+           " (CELER_TRAIN_INJECT_FAILURE)");
+    w.optimizer->zero_grad();
+    double loss_sum = 0;
+    for (std::int64_t micro = 0; micro < w.spec.accumulate_steps; ++micro) {
+      const auto asked = clock_type::now();
+      auto b = w.loader->next();
+      if (!b) fail("the data loader ended");  // epochs = 0: it never does
+      const auto got = clock_type::now();
+      f.data_wait_seconds += std::chrono::duration<double>(got - asked).count();
+      const auto n = static_cast<std::int64_t>(b->y.size());
+      std::vector<std::int64_t> sizes{n};
+      // {N, sample...}: a cnn's model reads flat square samples as one channel itself.
+      sizes.insert(sizes.end(), w.train.sample_shape.begin(), w.train.sample_shape.end());
+      const auto x = torch::from_blob(b->x.data(), sizes, torch::kFloat);
+      const auto y = torch::from_blob(b->y.data(), {n}, torch::kLong);
+      const auto logits = w.net->forward(x);
+      const auto loss = torch::nn::functional::cross_entropy(logits, y);
+      // The mean over micro-batches: accumulated gradients equal one batch's of all of them.
+      (loss / static_cast<double>(w.spec.accumulate_steps)).backward();
+      loss_sum += loss.item<double>() * static_cast<double>(n);
+      f.correct += logits.argmax(1).eq(y).sum().item<std::int64_t>();
+      f.samples += n;
+      f.compute_seconds += seconds_since(got);
+    }
+    auto t = clock_type::now();
+    w.gather(/*grads=*/true);
+    f.compute_seconds += seconds_since(t);
+    t = clock_type::now();
+    const auto sent_before = group.counters().bytes_sent;
+    if (auto ok = w.average(group); !ok)
+      fail("averaging the gradients at step " + std::to_string(f.step) + ": " + ok.error().message());
+    f.bytes_sent = group.counters().bytes_sent - sent_before;
+    f.allreduce_seconds = seconds_since(t);
+    t = clock_type::now();
+    double norm2 = 0;
+    for (float g : w.flat) norm2 += static_cast<double>(g) * g;
+    f.grad_norm = std::sqrt(norm2);
+    if (w.spec.clip_grad_norm > 0 && f.grad_norm > w.spec.clip_grad_norm) {
+      const auto scale = static_cast<float>(w.spec.clip_grad_norm / f.grad_norm);
+      for (float& g : w.flat) g *= scale;
+    }
+    w.scatter(/*grads=*/true);
+    w.optimizer->step();
+    f.compute_seconds += seconds_since(t);
+    f.loss = f.samples > 0 ? loss_sum / static_cast<double>(f.samples) : 0;
+    out.push_back(f);
+  }
+  return out;
+}
+
+validation trainer_worker::evaluate() {
+  auto& w = *impl_;
+  torch::set_num_threads(std::max(1, w.spec.threads));
+  const auto v = torch_edge("the validation", [&] { return actors::evaluate(w.net, w.valid); });
+  return {.loss = v.loss, .accuracy = v.accuracy, .samples = v.samples, .seconds = v.seconds};
+}
+
+std::string trainer_worker::parameters_digest() {
+  auto& w = *impl_;
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (const auto& p : w.params) {
+    const auto t = p.detach().contiguous();
+    const auto* bytes = static_cast<const unsigned char*>(t.data_ptr());
+    const auto n = static_cast<std::size_t>(t.numel()) * t.element_size();
+    for (std::size_t i = 0; i < n; ++i) h = (h ^ bytes[i]) * 0x100000001b3ull;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+checkpoint::snapshot trainer_worker::save_state() {
+  auto& w = *impl_;
+  checkpoint::snapshot s;
+  // Copies: the snapshot is this call's result, packed after the call returns.
+  checkpoint::add_module(s, "model", *w.net, checkpoint::tensor_bytes::copy);
+  if (auto ok = checkpoint::add_optimizer(s, "optimizer", *w.optimizer); !ok) fail(ok.error().message());
+  s.add_int("step", w.step);
+  s.set_step(w.step);
+  return s;
+}
+
+std::int64_t trainer_worker::load_state(checkpoint::snapshot state) {
+  auto& w = *impl_;
+  auto check = [](expected<void> ok) {
+    if (!ok) fail("the checkpoint does not fit this run's model: " + ok.error().message());
+  };
+  check(checkpoint::load_module(state, "model", *w.net));
+  check(checkpoint::load_optimizer(state, "optimizer", *w.optimizer));
+  auto step = state.get_int("step");
+  if (!step) fail("the checkpoint has no step: " + step.error().message());
+  w.step = *step;
+  // The error-feedback residual is not in the checkpoint: it starts again empty.
+  if (w.sign) w.sign->reset();
+  if (w.topk) w.topk->reset();
+  // The loader has no seek: a fresh one, and the batches the run had taken are drawn again
+  // and dropped (the same seed gives the same batches in the same order).
+  w.open_loader();
+  for (std::int64_t i = 0; i < w.step * w.spec.accumulate_steps; ++i) (void)w.loader->next();
+  return w.step;
+}
+
+std::unique_ptr<trainer_worker> make_trainer_worker(worker_spec spec) { return std::make_unique<trainer_worker>(spec); }
+
+} // namespace celer::train_app
+
+CELER_REMOTE(celer::train_app::make_trainer_worker, &celer::train_app::trainer_worker::start,
+             &celer::train_app::trainer_worker::run_steps, &celer::train_app::trainer_worker::evaluate,
+             &celer::train_app::trainer_worker::parameters_digest, &celer::train_app::trainer_worker::save_state,
+             &celer::train_app::trainer_worker::load_state);

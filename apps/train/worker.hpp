@@ -1,0 +1,145 @@
+#pragma once
+// A trainer worker is a celer actor holding one model replica, its optimiser and its shard of
+// the training data (a data_loader over shard_order(rank, world, seed)). The workers of a run
+// form a celer::collective group and train by synchronous data parallelism: each step, every
+// worker computes the gradients of its own micro-batches, the group averages them with one
+// allreduce, and every replica takes the same optimiser step, so the replicas stay equal.
+//
+//   auto w = celer::actor(make_trainer_worker).options({.num_cpus = 1}).remote(spec);
+//   celer::get(w.task(&trainer_worker::start).remote());        // every worker at once: joins
+//   auto figures = celer::get(w.task(&trainer_worker::run_steps).remote(10));
+//   auto val = celer::get(w.task(&trainer_worker::evaluate).remote());   // rank 0 does it
+//
+// This header names no LibTorch type (the replica lives behind a pointer), so the driver
+// compiles without LibTorch's headers; worker.cpp is the one file that includes them.
+#include <celer/actors/checkpoint.hpp>
+#include <celer/celer.hpp>
+#include <celer/codec.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace celer::train_app {
+
+/// What a worker is made from: the factory's one argument.
+struct worker_spec {
+  int rank = 0;
+  int world = 1;
+  /// The collective group's name (one per run).
+  std::string group;
+  std::string data = "digits";
+  std::uint64_t limit = 0;
+  std::string model = "mlp";
+  int width = 128;
+  int depth = 2;
+  double dropout = 0;
+  std::string optimizer = "adam";
+  double lr = 1e-3;
+  double weight_decay = 0;
+  double momentum = 0.9;
+  std::int64_t batch_size = 32;
+  std::int64_t accumulate_steps = 1;
+  /// "none", "sign" or "topk" (config.hpp), topk's fraction, and the clipping norm (0: off).
+  std::string compression = "none";
+  double topk_fraction = 0.01;
+  double clip_grad_norm = 0;
+  int loader_threads = 1;
+  int prefetch = 4;
+  double loader_cost_ms = 0;
+  /// torch::set_num_threads: at least 1.
+  int threads = 1;
+  std::uint64_t seed = 1;
+  /// How long a collective waits for a peer.
+  std::int64_t timeout_ms = 120'000;
+  /// For tests (CELER_TRAIN_INJECT_FAILURE=RANK:STEP): this worker throws as it begins this
+  /// step (0: never).
+  std::int64_t fail_at_step = 0;
+  /// ...RANK:STEP:exit: its worker process exits instead, when it is not the driver's (a
+  /// cluster): a trainer killed mid-run.
+  bool fail_by_exit = false;
+  std::int64_t driver_pid = 0;
+  MSGPACK_DEFINE(rank, world, group, data, limit, model, width, depth, dropout, optimizer, lr, weight_decay,
+                 momentum, batch_size, accumulate_steps, compression, topk_fraction, clip_grad_norm, loader_threads, prefetch, loader_cost_ms, threads, seed, timeout_ms, fail_at_step, fail_by_exit, driver_pid)
+};
+
+/// One step's figures on one worker.
+struct step_figures {
+  std::int64_t step = 0;
+  /// Mean cross-entropy over this worker's samples of the step, before the update.
+  double loss = 0;
+  std::int64_t correct = 0;
+  std::int64_t samples = 0;
+  /// Blocked waiting for the loader's next batch.
+  double data_wait_seconds = 0;
+  /// Forward, backward, flattening and the optimiser step.
+  double compute_seconds = 0;
+  /// In the allreduce (waiting for the slowest peer included).
+  double allreduce_seconds = 0;
+  /// Bytes this worker sent to its peers during the step (the group's counters).
+  std::uint64_t bytes_sent = 0;
+  /// The L2 norm of the averaged gradient (before clipping).
+  double grad_norm = 0;
+  MSGPACK_DEFINE(step, loss, correct, samples, data_wait_seconds, compute_seconds, allreduce_seconds, bytes_sent,
+                 grad_norm)
+};
+
+/// Loss and accuracy over the validation split.
+struct validation {
+  double loss = 0;
+  double accuracy = 0;
+  std::int64_t samples = 0;
+  double seconds = 0;
+  MSGPACK_DEFINE(loss, accuracy, samples, seconds)
+};
+
+/// What start() found.
+struct start_info {
+  std::int64_t train_samples = 0;
+  std::int64_t valid_samples = 0;
+  std::int64_t parameters = 0;
+  /// Batches per epoch of this worker's shard.
+  std::int64_t batches_per_epoch = 0;
+  MSGPACK_DEFINE(train_samples, valid_samples, parameters, batches_per_epoch)
+};
+
+/// The trainer-worker actor. Runs on a worker (a thread of the driver when embedded, a
+/// process on a cluster); its calls run one at a time, in order. Every worker of the group
+/// must receive the same calls with the same arguments (start, run_steps(k), load_state):
+/// they meet in collectives.
+class trainer_worker {
+public:
+  /// Loads the data (a stratified 80/20 split, the same on every worker), builds the model
+  /// and optimiser. Throws, naming the cause, when the data is missing or the spec does
+  /// not make a model.
+  explicit trainer_worker(const worker_spec& spec);
+  ~trainer_worker();
+  trainer_worker(const trainer_worker&) = delete;
+  trainer_worker& operator=(const trainer_worker&) = delete;
+
+  /// Joins the group (every worker must call it at about the same time) and takes rank 0's
+  /// initial weights by broadcast, so that every replica starts equal.
+  start_info start();
+  /// Runs `steps` synchronous steps; the figures of each.
+  std::vector<step_figures> run_steps(std::int64_t steps);
+  /// The model on the validation split (any rank may; the driver asks rank 0).
+  validation evaluate();
+  /// A digest (FNV-1a 64) of every parameter's bytes, as 16 hex digits: equal on every
+  /// worker when the replicas are equal, bit for bit.
+  std::string parameters_digest();
+  /// Model, optimiser and step as checkpoint entries (copies).
+  checkpoint::snapshot save_state();
+  /// Takes a state save_state made (any rank's: the replicas are equal) and moves the data
+  /// loader to that step. Returns the step.
+  std::int64_t load_state(checkpoint::snapshot state);
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+/// The actor's factory.
+std::unique_ptr<trainer_worker> make_trainer_worker(worker_spec spec);
+
+} // namespace celer::train_app

@@ -1,0 +1,306 @@
+// celer-train as a user runs it: the real binary (CELER_TRAIN) in a fresh directory, its exit
+// code, its output and the files it leaves. Each run is a few hundred steps of the digits MLP
+// at most: about a second each on 2 cores.
+#define CATCH_CONFIG_MAIN
+#include <celer/actors/trainer/metrics_log.hpp>
+
+#include <catch2/catch.hpp>
+
+#include "config.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <csignal>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+using json = nlohmann::json;
+
+/// A fresh directory to run in, removed afterwards.
+struct scratch {
+  fs::path dir;
+  scratch() {
+    char tmpl[] = "/tmp/celer-train-test.XXXXXX";
+    dir = ::mkdtemp(tmpl);
+  }
+  ~scratch() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  fs::path write(const std::string& name, const std::string& text) const {
+    std::ofstream(dir / name) << text;
+    return dir / name;
+  }
+};
+
+struct outcome {
+  int code = -1;
+  std::string output;
+};
+
+/// Runs celer-train in `cwd` with `args`; its stdout and stderr together. Killed past `limit`.
+outcome run_train(const fs::path& cwd, const std::vector<std::string>& args, const std::string& inject_failure = {},
+                  std::chrono::seconds limit = std::chrono::seconds(90)) {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    if (::chdir(cwd.c_str()) != 0) ::_exit(127);
+    if (!inject_failure.empty()) ::setenv("CELER_TRAIN_INJECT_FAILURE", inject_failure.c_str(), 1);
+    std::vector<char*> argv{const_cast<char*>(CELER_TRAIN)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(CELER_TRAIN, argv.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  outcome o;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      ::kill(pid, SIGKILL);
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    char buf[4096];
+    const auto n = ::read(fds[0], buf, sizeof buf);
+    if (n <= 0) break;
+    o.output.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return o;
+}
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<json> jsonl_of(const fs::path& p) {
+  std::vector<json> out;
+  std::istringstream in(read(p));
+  for (std::string l; std::getline(in, l);)
+    if (!l.empty()) out.push_back(json::parse(l));
+  return out;
+}
+
+const std::string config = std::string(CELER_SOURCE_DIR) + "/config/train/digits-mlp.yaml";
+
+} // namespace
+
+TEST_CASE("a short run of 2 workers trains the digits, writes its metrics and ends with equal replicas", "[train]") {
+  scratch s;
+  const auto o = run_train(s.dir, {"--config", config, "--name", "short", "--max-steps", "80", "--eval-every", "40"});
+  INFO(o.output);
+  REQUIRE(o.code == 0);
+  CHECK_THAT(o.output, Contains("samples/s") && Contains("data-wait") && Contains("allreduce") &&
+                         Contains("final validation accuracy") && Contains("replicas are equal"));
+  const fs::path out = s.dir / "celer_results" / "short";
+
+  // metrics.jsonl: a line per step, and one per validation (steps 40 and 80).
+  const auto lines = jsonl_of(out / "metrics.jsonl");
+  std::size_t steps = 0, validations = 0;
+  for (const auto& l : lines) {
+    if (l.contains("loss")) {
+      ++steps;
+      CHECK(l.at("bytes_sent").get<double>() > 0);
+      CHECK(l.at("samples_per_s").get<double>() > 0);
+      CHECK(l.contains("data_wait_s"));
+      CHECK(l.contains("compute_s"));
+    }
+    if (l.contains("val_accuracy")) ++validations;
+  }
+  CHECK(steps == 80);
+  CHECK(validations == 2);
+  CHECK(lines.front().at("step") == 1);
+
+  // The TensorBoard event file reads back with its CRCs, holding the same steps.
+  std::vector<fs::path> events;
+  for (const auto& e : fs::directory_iterator(out / "tensorboard")) events.push_back(e.path());
+  REQUIRE(events.size() == 1);
+  CHECK_THAT(events.front().filename().string(), Contains("events.out.tfevents."));
+  const auto back = celer::trainer::read_event_file(events.front().string());
+  REQUIRE(back);
+  CHECK(!back->truncated);
+  CHECK(back->events.size() == 1 + 80 + 2);  // file_version, the steps, the validations
+  CHECK(back->events.front().file_version == "brain.Event:2");
+
+  // summary.json: a sane model, and every replica's parameters equal, bit for bit.
+  const auto summary = json::parse(read(out / "summary.json"));
+  CHECK(summary.at("steps") == 80);
+  CHECK(summary.at("final_val_accuracy").get<double>() > 0.85);
+  const auto digests = summary.at("parameters_digests").get<std::vector<std::string>>();
+  REQUIRE(digests.size() == 2);
+  CHECK(digests[0] == digests[1]);
+  CHECK(summary.at("replicas_equal") == true);
+  CHECK(fs::exists(out / "run.json"));
+}
+
+TEST_CASE("three workers accumulating two micro-batches each stay equal and learn", "[train]") {
+  scratch s;
+  const auto o = run_train(s.dir, {"--config", config, "--name", "acc", "--num-workers", "3", "--cpus-per-worker",
+                                   "0.5", "--accumulate-steps", "2", "--batch-size", "16", "--max-steps", "60"});
+  INFO(o.output);
+  REQUIRE(o.code == 0);
+  CHECK_THAT(o.output, Contains("3 workers x 16 samples x 2 micro-batches a step (96 in all)"));
+  const auto summary = json::parse(read(s.dir / "celer_results" / "acc" / "summary.json"));
+  const auto digests = summary.at("parameters_digests").get<std::vector<std::string>>();
+  REQUIRE(digests.size() == 3);
+  CHECK(digests[0] == digests[1]);
+  CHECK(digests[1] == digests[2]);
+  CHECK(summary.at("final_val_accuracy").get<double>() > 0.85);
+}
+
+TEST_CASE("1-bit sign compression sends over 30x fewer bytes a step, learns, and keeps the replicas equal", "[train]") {
+  scratch s;
+  const auto cfg = s.write("sign.yaml", read(config) + "\ncompression: sign\nclip_grad_norm: 5\n");
+  const auto o = run_train(s.dir, {"--config", cfg.string(), "--name", "sign", "--max-steps", "100"});
+  INFO(o.output);
+  REQUIRE(o.code == 0);
+  const fs::path out = s.dir / "celer_results" / "sign";
+  const double raw = 4.0 * 26122;  // the digits MLP's float32 gradient: a 2-worker ring sends all of it
+  std::size_t steps = 0;
+  for (const auto& l : jsonl_of(out / "metrics.jsonl")) {
+    if (!l.contains("bytes_sent")) continue;
+    ++steps;
+    CHECK(l.at("bytes_sent").get<double>() > 0);
+    CHECK(l.at("bytes_sent").get<double>() * 30 < raw);
+  }
+  CHECK(steps == 100);
+  const auto summary = json::parse(read(out / "summary.json"));
+  CHECK(summary.at("final_val_accuracy").get<double>() > 0.8);
+  CHECK(summary.at("replicas_equal") == true);
+}
+
+TEST_CASE("a slow data loader shows as data-wait, apart from compute", "[train]") {
+  scratch s;
+  // 10 ms of busy work a batch, one loader thread, one batch ahead: the trainer waits.
+  const auto cfg = s.write("slow.yaml", read(config) + "\nloader_cost_ms: 10\nloader_threads: 1\nprefetch: 1\n");
+  const auto o = run_train(s.dir, {"--config", cfg.string(), "--name", "slow", "--max-steps", "20"});
+  INFO(o.output);
+  REQUIRE(o.code == 0);
+  double wait = 0, compute = 0;
+  std::size_t steps = 0;
+  for (const auto& l : jsonl_of(s.dir / "celer_results" / "slow" / "metrics.jsonl")) {
+    if (!l.contains("data_wait_s")) continue;
+    ++steps;
+    wait += l.at("data_wait_s").get<double>();
+    compute += l.at("compute_s").get<double>();
+  }
+  REQUIRE(steps == 20);
+  // Each batch takes >= 10 ms to make; a step of the digits MLP computes in ~1 ms.
+  CHECK(wait / static_cast<double>(steps) > 0.003);
+  CHECK(compute > 0);
+}
+
+TEST_CASE("a run resumed from its checkpoint ends with the weights of a run never stopped", "[train]") {
+  scratch s;
+  const std::vector<std::string> common{"--config", config, "--checkpoint-every", "20", "--progress-interval", "100"};
+  auto args = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), common.begin(), common.end());
+    return more;
+  };
+  const auto whole = run_train(s.dir, args({"--name", "whole", "--max-steps", "60"}));
+  REQUIRE(whole.code == 0);
+  const auto first = run_train(s.dir, args({"--name", "cut", "--max-steps", "40"}));
+  REQUIRE(first.code == 0);
+  CHECK(fs::exists(s.dir / "celer_results" / "cut" / "checkpoints" / "manifests"));
+  const auto again = run_train(s.dir, args({"--name", "cut", "--resume", "--max-steps", "60"}));
+  INFO(again.output);
+  REQUIRE(again.code == 0);
+  CHECK_THAT(again.output, Contains("resumed from checkpoint") && Contains("at step 40"));
+  const auto a = json::parse(read(s.dir / "celer_results" / "whole" / "summary.json"));
+  const auto b = json::parse(read(s.dir / "celer_results" / "cut" / "summary.json"));
+  CHECK(b.at("steps") == 60);
+  // Weights, Adam's moments and the loaders' positions all came back: the same bits.
+  CHECK(a.at("parameters_digests") == b.at("parameters_digests"));
+  CHECK(a.at("final_val_loss") == b.at("final_val_loss"));
+  // The resumed run went on in the same metrics file: steps 1-60, each once.
+  std::size_t steps = 0;
+  for (const auto& l : jsonl_of(s.dir / "celer_results" / "cut" / "metrics.jsonl"))
+    if (l.contains("loss")) ++steps;
+  CHECK(steps == 60);
+}
+
+TEST_CASE("a worker that fails is replaced from the checkpoint and the run ends as if it had not", "[train]") {
+  scratch s;
+  // The peers notice a dead worker when their allreduce times out: 2 s here.
+  const auto cfg = s.write("f.yaml", read(config) + "\ncollective_timeout_s: 2\ncheckpoint_every: 20\nprogress_interval: 100\n");
+  const auto whole = run_train(s.dir, {"--config", cfg.string(), "--name", "whole", "--max-steps", "60"});
+  REQUIRE(whole.code == 0);
+  // Worker 1 throws as it begins step 30; the newest checkpoint is step 20's.
+  const auto failed = run_train(s.dir, {"--config", cfg.string(), "--name", "failed", "--max-steps", "60",
+                                        "--max-failures", "1"}, "1:30");
+  INFO(failed.output);
+  REQUIRE(failed.code == 0);
+  CHECK_THAT(failed.output, Contains("injected failure at step 30") && Contains("replacing the workers") &&
+                              Contains("go on from checkpoint 1 at step 20"));
+  const auto a = json::parse(read(s.dir / "celer_results" / "whole" / "summary.json"));
+  const auto b = json::parse(read(s.dir / "celer_results" / "failed" / "summary.json"));
+  CHECK(b.at("steps") == 60);
+  CHECK(a.at("parameters_digests") == b.at("parameters_digests"));
+
+  // Without max_failures the run ends, exit 1, saying which worker failed.
+  const auto ended = run_train(s.dir, {"--config", cfg.string(), "--name", "ended", "--max-steps", "60"}, "0:5");
+  CHECK(ended.code == 1);
+  CHECK_THAT(ended.output, Contains("worker 0:") && Contains("injected failure at step 5"));
+}
+
+TEST_CASE("a bad config exits 2 naming the key and what to write instead", "[train]") {
+  scratch s;
+  const auto typo = run_train(s.dir, {"--config", s.write("typo.yaml", "num_wrokers: 2\n").string()});
+  CHECK(typo.code == 2);
+  CHECK_THAT(typo.output, Contains("typo.yaml:1: unknown key 'num_wrokers'") && Contains("Did you mean 'num_workers'?"));
+  const auto value = run_train(s.dir, {"--config", s.write("value.yaml", "optimizer: adagrad\n").string()});
+  CHECK(value.code == 2);
+  CHECK_THAT(value.output, Contains("key 'optimizer'") && Contains("adam, adamw or sgd"));
+  const auto compression = run_train(s.dir, {"--config", s.write("c.yaml", "compression: gzip\n").string()});
+  CHECK(compression.code == 2);
+  CHECK_THAT(compression.output, Contains("key 'compression'") && Contains("none, sign or topk"));
+  const auto type = run_train(s.dir, {"--config", s.write("type.yaml", "lr: fast\n").string()});
+  CHECK(type.code == 2);
+  CHECK_THAT(type.output, Contains("key 'lr' cannot be 'fast'"));
+  const auto cpus = run_train(s.dir, {"--num-workers", "3", "--num-cpus", "2", "--name", "cpus"});
+  CHECK(cpus.code == 2);
+  CHECK_THAT(cpus.output, Contains("need 3.00 CPUs") && Contains("cpus_per_worker"));
+  const auto nothing = run_train(s.dir, {"--resume", "--name", "never-ran"});
+  CHECK(nothing.code == 2);
+  CHECK_THAT(nothing.output, Contains("nothing to resume"));
+  CHECK(!fs::exists(s.dir / "celer_results"));  // a refused run writes nothing
+}
+
+TEST_CASE("the shipped config reads back from its own run.json unchanged", "[train]") {
+  namespace app = celer::train_app;
+  auto cfg = app::load_config_file(config);
+  REQUIRE(cfg);
+  REQUIRE(app::validate(*cfg));
+  auto again = app::parse_config(app::to_json(*cfg), "run.json");
+  REQUIRE(again);
+  CHECK(app::to_json(*again) == app::to_json(*cfg));
+}
