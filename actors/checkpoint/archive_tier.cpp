@@ -7,7 +7,7 @@
 // whole file; the folders are fsynced before the manifest that needs their chunks is
 // renamed into place. A crash leaves at most *.tmp files, removed when a writer opens.
 #include "tier.hpp"
-#include "../common/io_error.hpp"
+#include "io_error.hpp"  // actors/common
 
 #include <fcntl.h>
 #include <sys/file.h>

@@ -205,4 +205,16 @@ std::pair<dataset, dataset> split(const dataset& all, double validation_fraction
   return {take(train_rows, "train"), take(valid_rows, "validation")};
 }
 
+expected<dataset> load_dataset(std::string_view name, std::size_t limit) {
+  expected<dataset> all = error(error_code::invalid_argument,
+                                "unknown data set '" + std::string(name) + "': digits or fashion-mnist");
+  if (name == "digits") all = load_digits();
+  if (name == "fashion-mnist") all = load_fashion_mnist(/*train=*/true, limit);
+  if (all && limit > 0 && limit < all->size()) {
+    all->x.resize(limit * all->features());
+    all->y.resize(limit);
+  }
+  return all;
+}
+
 } // namespace celer::actors

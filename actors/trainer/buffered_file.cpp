@@ -1,7 +1,7 @@
 // The buffered, append-only file under the metrics writers (buffered_file.hpp).
 #include "buffered_file.hpp"
 
-#include "../common/io_error.hpp"
+#include "io_error.hpp"  // actors/common
 
 #include <cerrno>
 #include <fcntl.h>

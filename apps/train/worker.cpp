@@ -56,13 +56,8 @@ std::mutex& model_building() {
 }
 
 actors::dataset load_data(const worker_spec& spec) {
-  auto all = spec.data == "fashion-mnist" ? actors::load_fashion_mnist(/*train=*/true, spec.limit)
-                                          : actors::load_digits();
+  auto all = actors::load_dataset(spec.data, spec.limit);
   if (!all) fail("cannot load the " + spec.data + " data: " + all.error().message());
-  if (spec.limit > 0 && spec.limit < all->size()) {
-    all->x.resize(spec.limit * all->features());
-    all->y.resize(spec.limit);
-  }
   return std::move(*all);
 }
 

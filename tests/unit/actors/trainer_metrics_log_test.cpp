@@ -2,6 +2,8 @@
 // back with every CRC checked), and JSON Lines.
 #include <celer/actors/trainer/metrics_log.hpp>
 
+#include "checkpoint_fixtures.hpp"
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -23,20 +25,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    path = fs::temp_directory_path() / ("celer-metrics-test-" + std::to_string(::getpid()) + "-" +
-                                        std::to_string(std::random_device{}()));
-    fs::create_directories(path);
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-};
+using checkpoint_test::temp_dir;  // a fresh folder, removed at the end
 
 /// A wall clock the test moves by hand, starting at 1717171717.5 s.
 struct fake_clock {

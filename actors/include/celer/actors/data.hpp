@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -57,6 +58,11 @@ struct dataset {
 /// (Debian's dataset-fashion-mnist by default). `limit` > 0 keeps only the first `limit`.
 [[nodiscard]] expected<dataset> load_fashion_mnist(bool train, std::size_t limit = 0,
                                                    const std::string& dir = {});
+
+/// A shipped data set by the name the apps' configs use: "digits", or "fashion-mnist" (its
+/// training images); `limit` > 0 keeps only the first `limit` samples. invalid_argument for
+/// another name; the loaders' errors otherwise.
+[[nodiscard]] expected<dataset> load_dataset(std::string_view name, std::size_t limit = 0);
 
 /// Splits `all` into (train, validation) with `validation_fraction` of each class in the
 /// validation part (stratified), the order shuffled by `seed`: the same seed, the same split.
