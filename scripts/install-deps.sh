@@ -6,6 +6,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
+  ccache                          # optional: CMake compiles through it when found (CELER_CCACHE)
   libcaf-dev                      # CAF 0.17: the actor system under head, node and worker
   libzmq3-dev cppzmq-dev          # transport
   libmsgpack-cxx-dev libboost-dev # wire encoding (msgpack-cxx's CMake package wants Boost headers)
