@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   app.add_option("--members", members, "members of the group")->check(CLI::Range(1, 64))->capture_default_str();
   app.add_option("--sizes-mb", sizes_text, "sizes in MB (10^6 bytes), comma-separated")->capture_default_str();
   app.add_option("--rounds", rounds, "timed allreduces per size")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--chunk-mib", chunk_mib, "the ring's piece size")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--chunk-mib", chunk_mib, "the ring's piece size (at most 8: celer::peer::max_payload)")->check(CLI::Range(0.001, 8.0))->capture_default_str();
   app.add_flag("--spread", spread, "ask each member for one CPU, so that a cluster spreads them over its nodes");
   CLI11_PARSE(app, argc, argv);
   std::vector<std::int64_t> sizes;

@@ -247,7 +247,11 @@ expected<group> group::join(group_options o) {
     return error(error_code::invalid_argument, "rank " + std::to_string(o.rank) + " is outside world_size " +
                                                  std::to_string(o.world_size));
   }
-  if (o.chunk_bytes == 0) return error(error_code::invalid_argument, "chunk_bytes must be above 0");
+  if (o.chunk_bytes == 0 || o.chunk_bytes > peer::max_payload) {
+    return error(error_code::invalid_argument, "chunk_bytes must be above 0 and at most celer::peer::max_payload (" +
+                                                 std::to_string(peer::max_payload) + " bytes), not " +
+                                                 std::to_string(o.chunk_bytes));
+  }
   auto here = peer::here();
   if (!here) return here.error();
   auto p = std::make_unique<impl>();

@@ -298,10 +298,18 @@ expected<endpoint> here() {
 expected<void> send(const endpoint& to, std::string_view box, std::uint64_t seq,
                     std::span<const std::byte> payload) {
   if (box.empty()) return error(error_code::invalid_argument, "celer::peer::send needs a mailbox name");
+  if (box.starts_with(peer_link::reserved_prefix)) {
+    return error(error_code::invalid_argument, "celer::peer::send: mailbox names beginning with " +
+                                                 std::string(peer_link::reserved_prefix) + " are celer's own");
+  }
+  if (payload.size() > max_payload) {
+    return error(error_code::invalid_argument, "celer::peer::send: a payload of " + std::to_string(payload.size()) +
+                                                 " bytes is over celer::peer::max_payload (" +
+                                                 std::to_string(max_payload) + "): send it in pieces");
+  }
   auto rt = runtime_or_error();
   if (!rt) return rt.error();
-  std::string copy(reinterpret_cast<const char*>(payload.data()), payload.size());
-  if (!(*rt)->core().send_peer(address{to.id, to.where}, std::string(box), seq, std::move(copy))) {
+  if (!(*rt)->core().peers().send(address{to.id, to.where}, std::string(box), seq, payload)) {
     return error(error_code::unavailable, "celer::peer::send: " + std::string(box) + " #" + std::to_string(seq) +
                                             " could not be sent: the process at " +
                                             (to.where.empty() ? std::string("this endpoint") : to.where) +
@@ -313,14 +321,22 @@ expected<void> send(const endpoint& to, std::string_view box, std::uint64_t seq,
 expected<bytes> receive(std::string_view box, std::uint64_t seq, std::chrono::nanoseconds timeout) {
   auto rt = runtime_or_error();
   if (!rt) return rt.error();
-  return (*rt)->core().mailbox().take(std::string(box), seq,
-                                      peer_mailbox::clock::now() +
-                                        std::chrono::duration_cast<peer_mailbox::clock::duration>(timeout));
+  return (*rt)->core().peers().mailbox().take(std::string(box), seq,
+                                              peer_mailbox::clock::now() +
+                                                std::chrono::duration_cast<peer_mailbox::clock::duration>(timeout));
 }
 
 void close(std::string_view box) {
   auto rt = runtime_or_error();
-  if (rt) (*rt)->core().mailbox().close(std::string(box));
+  if (rt) (*rt)->core().peers().mailbox().close(std::string(box));
+}
+
+counters stats() {
+  auto rt = runtime_or_error();
+  if (!rt) return {};
+  const auto c = (*rt)->core().peers().counters();
+  return {c.bytes_sent_shared, c.bytes_sent_message, c.bytes_received_shared, c.bytes_received_message,
+          c.lanes_out, c.lanes_in};
 }
 
 } // namespace celer::peer

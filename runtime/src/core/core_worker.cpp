@@ -65,7 +65,10 @@ core_worker::core_worker(transport& net, endpoints where)
     tasks_(net_, objects_, ids_,
            {where_.self, where_.node, where_.head, where_.this_node, where_.cluster}, where_.now),
     actors_(net_, objects_, requests_, {where_.self, where_.head}),
-    mailbox_(static_cast<std::size_t>(knobs().peer_mailbox_bytes)), local_node_(where_.this_node) {
+    peers_(net_, where_.self, where_.job,
+           {.mailbox_bytes = static_cast<std::size_t>(knobs().peer_mailbox_bytes),
+            .lane_bytes = static_cast<std::size_t>(knobs().peer_lane_bytes)}),
+    local_node_(where_.this_node) {
   objects_.set_rebuilder([this](std::vector<reference_table::rebuild> lost) {
     for (auto& r : lost) tasks_.rebuild(std::move(r));
   });
@@ -358,26 +361,14 @@ void core_worker::handle(protocol::message& m) {
       } else if constexpr (std::is_same_v<T, protocol::actor_update>) {
         actors_.on_update(msg);
       } else if constexpr (std::is_same_v<T, protocol::peer_data>) {
-        // Only this job's processes may fill its mailboxes (nil: this process, or local).
-        if (msg.sender_job.nil() || msg.sender_job == where_.job) {
-          (void)mailbox_.deposit(msg.box, msg.seq, std::move(msg.payload));
-        }
+        peers_.on_data(msg);
       }
     },
     m);
 }
 
-bool core_worker::send_peer(const address& to, std::string box, std::uint64_t seq, std::string payload) {
-  if (to == where_.self) return mailbox_.deposit(box, seq, std::move(payload));
-  protocol::peer_data d;
-  d.box = std::move(box);
-  d.seq = seq;
-  d.payload = std::move(payload);
-  return net_.send(to, protocol::message(std::move(d)));
-}
-
 void core_worker::stop(const std::string& reason, std::optional<error_code> code) {
-  mailbox_.stop(code.value_or(error_code::cancelled), reason);
+  peers_.stop(code.value_or(error_code::cancelled), reason);
   store_.stop();
   objects_.stop(reason, code);
   tasks_.stop(reason);

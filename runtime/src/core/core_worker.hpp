@@ -18,7 +18,7 @@
 // table's, never the reverse.
 
 #include "core/actor_submitter.hpp"
-#include "core/peer_mailbox.hpp"
+#include "core/peer_link.hpp"
 #include "core/head_client.hpp"
 #include "core/reference_table.hpp"
 #include "core/request_table.hpp"
@@ -115,11 +115,9 @@ public:
                         std::uint64_t memory_used_bytes);
   /// This node's object store in numbers.
   protocol::store_counters query_store_stats();
-  /// celer::peer: sends `payload` to mailbox `box` of the process whose core is `to` (this
-  /// one too), as message `seq`. False when `to` is unknown or gone.
-  bool send_peer(const address& to, std::string box, std::uint64_t seq, std::string payload);
-  /// This process's mailboxes (peer_data arriving here lands in them).
-  [[nodiscard]] peer_mailbox& mailbox() noexcept { return mailbox_; }
+  /// celer::peer in this process: its mailboxes (peer_data arriving here lands in them) and
+  /// sending to another's.
+  [[nodiscard]] peer_link& peers() noexcept { return peers_; }
   /// Sets the node tasks are submitted to and objects stored on: a cluster driver learns
   /// it after connecting, and takes another when that one dies.
   void attach_node(address node, node_id id);
@@ -154,7 +152,7 @@ private:
   reference_table objects_;
   task_submitter tasks_;
   actor_submitter actors_;
-  peer_mailbox mailbox_;
+  peer_link peers_;
   std::thread lease_reaper_;
   /// The node attached now, and who to tell when it dies (local_mutex_ guards both).
   std::mutex local_mutex_;

@@ -6,6 +6,13 @@
 namespace celer {
 
 bool peer_mailbox::deposit(const std::string& box, std::uint64_t seq, std::string payload) {
+  auto owned = std::make_shared<std::string>(std::move(payload));
+  const void* data = owned->data();
+  const std::size_t size = owned->size();
+  return deposit(box, seq, bytes(data, size, std::shared_ptr<const void>(owned, data)));
+}
+
+bool peer_mailbox::deposit(const std::string& box, std::uint64_t seq, bytes payload) {
   {
     std::lock_guard lock(mutex_);
     if (stopped_) return false;
@@ -31,13 +38,11 @@ expected<bytes> peer_mailbox::take(const std::string& box, std::uint64_t seq,
     if (stopped_) return *stopped_;
     if (auto b = boxes_.find(box); b != boxes_.end()) {
       if (auto m = b->second.find(seq); m != b->second.end()) {
-        auto owned = std::make_shared<std::string>(std::move(m->second));
-        bytes_ -= owned->size();
+        bytes taken = std::move(m->second);
+        bytes_ -= taken.size();
         b->second.erase(m);
         if (b->second.empty()) boxes_.erase(b);
-        const void* data = owned->data();
-        const std::size_t size = owned->size();
-        return bytes(data, size, std::shared_ptr<const void>(owned, data));
+        return taken;
       }
     }
     if (!deadline) {

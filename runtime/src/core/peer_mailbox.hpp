@@ -30,7 +30,9 @@ public:
 
   /// Keeps `payload` as message `seq` of `box` and wakes its taker. False when it is
   /// dropped: the mailboxes hold max_bytes already, or they were stopped. A second message
-  /// with the same (box, seq) replaces the first.
+  /// with the same (box, seq) replaces the first. The bytes may be a view (of a lane's ring):
+  /// they are handed to the taker as they are.
+  bool deposit(const std::string& box, std::uint64_t seq, bytes payload);
   bool deposit(const std::string& box, std::uint64_t seq, std::string payload);
   /// Takes message `seq` of `box`, waiting until `deadline` (none: forever). The bytes are
   /// the message's own (no copy). deadline_exceeded at the deadline (naming what it waited
@@ -49,7 +51,7 @@ private:
   const std::size_t max_bytes_;
   mutable std::mutex mutex_;  // guards everything below
   std::condition_variable arrived_;
-  std::map<std::string, std::map<std::uint64_t, std::string>> boxes_;
+  std::map<std::string, std::map<std::uint64_t, bytes>> boxes_;
   std::size_t bytes_ = 0;
   std::uint64_t dropped_ = 0;
   std::optional<error> stopped_;

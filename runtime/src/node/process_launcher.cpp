@@ -42,7 +42,10 @@ worker_launcher::launched process_launcher::launch(const worker_id& id,
   const std::string log = (cfg_.log_dir / ("worker-" + id.short_hex() + ".log")).string();
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "CELER_", 6) != 0 && std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0) {
+    // The node's own CELER_ settings are not the worker's (its address, its token), except
+    // the knobs of celer::peer, which a node started with them gives its workers.
+    if ((std::strncmp(*e, "CELER_", 6) != 0 || std::strncmp(*e, "CELER_PEER_", 11) == 0) &&
+        std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0) {
       env_strings.emplace_back(*e);
     }
   }

@@ -788,6 +788,10 @@ struct head_restarted {
 };
 // ---- core -> core of the same job: message `seq` of mailbox `box` in the receiving process
 // (celer::peer::send; the collectives' chunks). Bulk: a large payload is a frame of its own.
+// Between processes of one machine the bytes may be in a lane instead (core/peer_link.hpp):
+// `lane_size` bytes at position `lane_at` of the ring the receiver granted `from`, the
+// notice claiming the ring from `lane_claim` (the bytes before `lane_at` are the ring's end,
+// skipped). Boxes named celer.peer.* are the links' own (asking for a lane, granting one).
 struct peer_data {
   std::string box;
   std::uint64_t seq = 0;
@@ -795,7 +799,10 @@ struct peer_data {
   /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
   /// this process). The receiving core takes it only from its own job.
   job_id sender_job;
-  CELER_MSGPACK_DEFINE(box, seq, payload, sender_job)
+  /// The sending process (its core's id).
+  unique_id from;
+  std::uint64_t lane_claim = 0, lane_at = 0, lane_size = 0;
+  CELER_MSGPACK_DEFINE(box, seq, payload, sender_job, from, lane_claim, lane_at, lane_size)
 };
 
 /// Who may send a message over the wire (messages.def says it for each).

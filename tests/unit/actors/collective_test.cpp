@@ -162,6 +162,10 @@ TEST_CASE("joining says what is wrong: bad options, a rank taken twice, too few 
   CHECK(col::group::join({.name = "", .world_size = 2, .rank = 0}).error().code() == celer::error_code::invalid_argument);
   CHECK(col::group::join({.name = "g", .world_size = 2, .rank = 2}).error().code() == celer::error_code::invalid_argument);
   CHECK(col::group::join({.name = "g", .world_size = 0, .rank = 0}).error().code() == celer::error_code::invalid_argument);
+  // A piece must fit one peer message.
+  CHECK(col::group::join({.name = "g", .world_size = 1, .rank = 0, .chunk_bytes = celer::peer::max_payload + 1})
+          .error()
+          .code() == celer::error_code::invalid_argument);
   // One of two members comes: the join times out, counting who came.
   const auto alone = col::group::join({.name = "half", .world_size = 2, .rank = 0, .timeout = 200ms});
   REQUIRE_FALSE(alone);

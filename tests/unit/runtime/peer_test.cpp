@@ -124,7 +124,9 @@ TEST_CASE("actors exchange bytes through their mailboxes while busy in a call", 
   CHECK(seen.substr(0, 10) == "0123456789");
 }
 
-TEST_CASE("peer calls say what is wrong: no runtime, no box name, nothing arriving", "[peer]") {
+TEST_CASE("peer calls say what is wrong: no runtime, no box name, celer's box names, a payload over max_payload, "
+          "nothing arriving",
+          "[peer]") {
   const auto none = peer::here();
   REQUIRE_FALSE(none);
   CHECK(none.error().code() == error_code::failed_precondition);
@@ -132,6 +134,13 @@ TEST_CASE("peer calls say what is wrong: no runtime, no box name, nothing arrivi
   const auto me = peer::here().value();
   const std::string payload = "x";
   CHECK(peer::send(me, "", 1, std::as_bytes(std::span(payload))).error().code() == error_code::invalid_argument);
+  CHECK(peer::send(me, "celer.peer.lane-ask", 1, std::as_bytes(std::span(payload))).error().code() ==
+        error_code::invalid_argument);
+  const std::string huge(peer::max_payload + 1, 'x');
+  const auto too_big = peer::send(me, "box", 1, std::as_bytes(std::span(huge)));
+  REQUIRE_FALSE(too_big);
+  CHECK(too_big.error().code() == error_code::invalid_argument);
+  CHECK_THAT(too_big.error().message(), Contains("max_payload"));
   const auto late = peer::receive("nobody-sends-here", 1, 5ms);
   REQUIRE_FALSE(late);
   CHECK(late.error().code() == error_code::deadline_exceeded);

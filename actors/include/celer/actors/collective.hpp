@@ -46,7 +46,8 @@ struct group_options {
   int rank = -1;
   /// How long a call waits for a peer (joining included) before the group is broken.
   std::chrono::nanoseconds timeout = std::chrono::seconds(120);
-  /// The largest piece sent in one message: pieces pipeline the ring.
+  /// The largest piece sent in one message (at most celer::peer::max_payload): pieces
+  /// pipeline the ring.
   std::size_t chunk_bytes = std::size_t{4} << 20;
 };
 
@@ -62,7 +63,8 @@ public:
   /// Joins the group: registers this process's endpoint under `rank` with the group's
   /// rendezvous actor, and returns once all `world_size` members have (or at `timeout`,
   /// deadline_exceeded saying how many came). invalid_argument for an empty name, a
-  /// world_size below 1 or a rank outside it, a zero chunk_bytes; already_exists when another
+  /// world_size below 1 or a rank outside it, a chunk_bytes of 0 or over
+  /// celer::peer::max_payload; already_exists when another
   /// member holds the rank. Needs celer::init (embedded or a cluster).
   [[nodiscard]] static expected<group> join(group_options options);
 
