@@ -1,7 +1,8 @@
 #pragma once
 /// Collectives for groups of actors: allreduce, broadcast, allgather and barrier over a ring,
-/// on CPUs, through celer's own transport (<celer/peer.hpp>: bulk frames on the job's
-/// encrypted connections, no msgpack copy of the data; moves within a process).
+/// on CPUs, through celer's own transport (<celer/peer.hpp>: between processes of one
+/// machine a ring of shared memory, one copy and no encryption; between machines bulk frames
+/// on the job's encrypted connections, no msgpack copy of the data).
 ///
 ///   // In each of 4 trainer actors (any process, any node), rank r:
 ///   auto g = celer::collective::group::join({.name = "trainers", .world_size = 4, .rank = r});
