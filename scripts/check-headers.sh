@@ -19,6 +19,8 @@ declare -A visible=(
   [gpu/include]="gpu/include runtime/base/include"
   [runtime/include]="runtime/include gpu/include runtime/base/include"
   [actors/include]="actors/include runtime/include store/include gpu/include runtime/base/include"
+  # The apps' shared library (apps/common): standard C++ only.
+  [apps/common/include]="apps/common/include"
 )
 headers=$( (find "${!visible[@]}" -name '*.hpp' 2>/dev/null || true) | sort)
 

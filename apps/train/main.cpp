@@ -7,6 +7,7 @@
 #include "config.hpp"
 #include "default_config.hpp"
 #include "driver.hpp"
+#include "report.hpp"
 
 #include <celer/actors/data.hpp>
 #include <celer/celer.hpp>
@@ -62,6 +63,11 @@ OUTPUT (--output, default ./celer_results/<name>)
                        val_accuracy at each validation
   tensorboard/         the same as a TensorBoard event file: tensorboard --logdir <output>
   summary.json         final validation accuracy, samples/s, each replica's parameter digest
+  report.html          one page to open in a browser: the outcome, the config, and plots
+                       against step of the losses, accuracies, samples/s, the step time
+                       split (data-wait / compute / allreduce), bytes sent and gradient
+                       norm; self-contained (inline SVG, nothing fetched). Written at the
+                       end, on Ctrl-C and on failure; --report-only rebuilds it
   run.json             the configuration used (--resume reads it)
   checkpoints/         with checkpoint_every > 0: model, optimiser and step (the newest 3)
 
@@ -75,6 +81,7 @@ EXAMPLES
   celer-train --loader-cost-ms 5 --name slow            # a slow loader shows as data-wait
   celer-train --checkpoint-every 50 --name ck           # then Ctrl-C, and:
   celer-train --resume --name ck                        # on from the newest checkpoint
+  celer-train --report-only --name ck                   # rebuild ck's report.html from its files
   celer-train --address 127.0.0.1:6380                  # on a cluster (celer start ...)
 )";
 }
@@ -108,7 +115,7 @@ int main(int argc, char** argv) {
   cli.footer(help_footer());
   cli.get_formatter()->column_width(34);
   std::string config_path, address;
-  bool resume = false, print_config = false;
+  bool resume = false, print_config = false, report_only = false;
   double num_cpus = 0;
   app::train_config flags;  // only the fields of flags that were given are used
   cli.add_option("--config", config_path, "YAML config (default: the built-in config/train/digits-mlp.yaml)");
@@ -116,6 +123,7 @@ int main(int argc, char** argv) {
   cli.add_option("--name", flags.name, "Run name (the output directory's)");
   cli.add_option("--output", flags.output, "Output directory (default ./celer_results/<name>)");
   cli.add_flag("--resume", resume, "Continue the run in the output directory from its newest checkpoint");
+  cli.add_flag("--report-only", report_only, "Rebuild report.html from the run in the output directory, train nothing");
   cli.add_option("--data", flags.data, "digits | fashion-mnist")->check(CLI::IsMember({"digits", "fashion-mnist"}));
   cli.add_option("--limit", flags.limit, "Use only the first N samples (0: all)");
   cli.add_option("--num-workers", flags.num_workers, "Trainer-worker actors (model replicas)");
@@ -157,6 +165,15 @@ int main(int argc, char** argv) {
   if (given("--name")) loaded->name = flags.name;
   if (given("--output")) loaded->output = flags.output;
   const std::string dir = app::output_dir(*loaded);
+  if (report_only) {
+    auto written = app::write_report(dir);
+    if (!written) {
+      std::cerr << "celer-train: " << written.error().message() << "\n";
+      return 2;
+    }
+    std::cout << "celer-train: wrote " << *written << "\n";
+    return 0;
+  }
   if (resume) {
     std::ifstream in(dir + "/run.json");
     std::stringstream text;
@@ -230,5 +247,15 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, on_stop_signal);
   const int code = app::run_training(cfg, options, std::cout);
   celer::shutdown();
+  // The report, from what the run left in its directory (the driver has closed the metrics
+  // files): after a refused start (2) there is nothing new to draw.
+  if (code != 2 && std::filesystem::exists(dir + "/run.json")) {
+    const std::string status = code == 0     ? std::string()
+                               : code == 130 ? "Stopped before the end (Ctrl-C or SIGTERM); --resume continues from the "
+                                               "newest checkpoint, if the run saved any."
+                                             : "The run failed (exit " + std::to_string(code) + "); the console output says why.";
+    if (auto written = app::write_report(dir, status)) std::cout << "celer-train: report in " << *written << "\n";
+    else std::cerr << "celer-train: no report: " << written.error().message() << "\n";
+  }
   return code;
 }

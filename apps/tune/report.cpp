@@ -1,42 +1,24 @@
 // report.html with inline SVG plots (report.hpp).
 #include "report.hpp"
 
+#include <celer/apps/html.hpp>
+#include <celer/apps/line_plot.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <limits>
 
 namespace celer::tune_app {
 namespace {
 
-std::string escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
+using apps::html_escape;
 
-std::string num(double d, const char* format = "%.1f") {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, format, d);
-  return buf;
-}
+std::string num(double d, const char* format = "%.1f") { return apps::format_number(d, format); }
 
 std::string metric_text(std::optional<double> v) { return v && !std::isnan(*v) ? num(*v, "%.4f") : "-"; }
 
 /// Ten distinguishable colours (Tableau 10), by trial id.
-const char* colour_of(tune::trial_id id) {
-  static const char* palette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
-                                  "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
-  return palette[static_cast<std::size_t>(id) % 10];
-}
+const char* colour_of(tune::trial_id id) { return apps::palette_colour(static_cast<std::size_t>(id)); }
 
 /// From red (worst) through yellow to green (best), t in [0, 1].
 std::string ramp(double t) {
@@ -56,87 +38,31 @@ std::string tooltip(const trial_summary& t, const objective& o) {
          metric_text(t.best(o)) + "\n" + tune::to_string(t.params);
 }
 
-struct range {
-  double low = std::numeric_limits<double>::infinity();
-  double high = -std::numeric_limits<double>::infinity();
-  void add(double v) {
-    if (std::isnan(v)) return;
-    low = std::min(low, v);
-    high = std::max(high, v);
-  }
-  [[nodiscard]] bool empty() const { return !(low <= high); }
-  /// Widened when flat, so that a single value sits in the middle.
-  void settle() {
-    if (empty()) low = 0, high = 1;
-    if (high - low < 1e-12) low -= 0.5, high += 0.5;
-  }
-};
-
 } // namespace
 
 std::string learning_curves_svg(const report_input& in) {
-  const double w = 760, h = 400, left = 60, right = 20, top = 20, bottom = 50;
   const auto& o = in.goal;
-  range xs, ys;
-  for (const auto& t : in.trials)
-    for (const auto& r : t.results) xs.add(static_cast<double>(r.epoch)), ys.add(o.of(r));
-  if (xs.empty()) xs.low = 1, xs.high = 2;
-  if (xs.high - xs.low < 1) xs.high = xs.low + 1;
-  ys.settle();
-  const double pad = (ys.high - ys.low) * 0.05;
-  ys.low -= pad, ys.high += pad;
-  if (o.metric.ends_with("accuracy")) ys.high = std::min(ys.high, 1.0), ys.low = std::max(ys.low, 0.0);
-  const auto X = [&](double e) { return left + (e - xs.low) / (xs.high - xs.low) * (w - left - right); };
-  const auto Y = [&](double v) { return top + (ys.high - v) / (ys.high - ys.low) * (h - top - bottom); };
-
-  std::string s = "<svg class=\"plot\" id=\"learning-curves\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(w, "%.0f") +
-                  "\" height=\"" + num(h, "%.0f") + "\" viewBox=\"0 0 " + num(w, "%.0f") + " " + num(h, "%.0f") + "\">\n";
-  // Axes, grid and ticks.
-  for (int i = 0; i <= 5; ++i) {
-    const double v = ys.low + (ys.high - ys.low) * i / 5;
-    s += "<line x1=\"" + num(left) + "\" x2=\"" + num(w - right) + "\" y1=\"" + num(Y(v)) + "\" y2=\"" + num(Y(v)) +
-         "\" stroke=\"#e5e5e5\"/><text x=\"" + num(left - 6) + "\" y=\"" + num(Y(v) + 4) +
-         "\" text-anchor=\"end\" font-size=\"11\">" + num(v, "%.3f") + "</text>\n";
-  }
-  const auto span = static_cast<std::int64_t>(xs.high - xs.low);
-  const std::int64_t step = std::max<std::int64_t>(1, (span + 9) / 10);
-  for (auto e = static_cast<std::int64_t>(xs.low); e <= static_cast<std::int64_t>(xs.high); e += step) {
-    s += "<text x=\"" + num(X(static_cast<double>(e))) + "\" y=\"" + num(h - bottom + 16) +
-         "\" text-anchor=\"middle\" font-size=\"11\">" + std::to_string(e) + "</text>\n";
-  }
-  s += "<line x1=\"" + num(left) + "\" x2=\"" + num(left) + "\" y1=\"" + num(top) + "\" y2=\"" + num(h - bottom) +
-       "\" stroke=\"#333\"/><line x1=\"" + num(left) + "\" x2=\"" + num(w - right) + "\" y1=\"" + num(h - bottom) +
-       "\" y2=\"" + num(h - bottom) + "\" stroke=\"#333\"/>\n";
-  s += "<text x=\"" + num((left + w - right) / 2) + "\" y=\"" + num(h - 12) +
-       "\" text-anchor=\"middle\" font-size=\"12\">epoch</text>\n";
-  s += "<text x=\"14\" y=\"" + num((top + h - bottom) / 2) + "\" text-anchor=\"middle\" font-size=\"12\" transform=\"rotate(-90 14 " +
-       num((top + h - bottom) / 2) + ")\">" + escape(o.metric) + "</text>\n";
+  apps::line_plot plot{.id = "learning-curves", .x_label = "epoch", .y_label = o.metric};
+  if (o.metric.ends_with("accuracy")) plot.y_floor = 0.0, plot.y_ceiling = 1.0;
   // One line per trial, broken where the trial took a saved state (PBT, a restart): the
   // curve then goes on from that state's epoch. The best trial is drawn last, thicker.
   const auto* best = best_trial(in.trials, o);
-  auto draw = [&](const trial_summary& t, bool is_best) {
-    if (t.results.empty()) return;
-    s += "<g class=\"trial\"><title>" + escape(tooltip(t, o)) + "</title>";
-    std::string points;
-    auto flush = [&] {
-      if (!points.empty())
-        s += "<polyline fill=\"none\" stroke=\"" + std::string(colour_of(t.id)) + "\" stroke-width=\"" +
-             (is_best ? "3" : "1.5") + "\" opacity=\"" + (is_best ? "1" : "0.75") + "\" points=\"" + points + "\"/>";
-      points.clear();
-    };
+  auto add = [&](const trial_summary& t, bool is_best) {
+    auto& line = plot.series.emplace_back();
+    line.tooltip = tooltip(t, o);
+    line.css_class = "trial";
+    line.colour = colour_of(t.id);
+    line.stroke_width = is_best ? 3 : 1.5;
+    line.opacity = is_best ? 1 : 0.75;
     for (const auto& r : t.results) {
-      if (!r.restored_why.empty()) flush();
-      const double v = o.of(r);
-      if (std::isnan(v)) continue;
-      points += num(X(static_cast<double>(r.epoch))) + "," + num(Y(v)) + " ";
+      if (line.segments.empty() || !r.restored_why.empty()) line.segments.emplace_back();
+      line.segments.back().push_back({static_cast<double>(r.epoch), o.of(r)});
     }
-    flush();
-    s += "</g>\n";
   };
   for (const auto& t : in.trials)
-    if (&t != best) draw(t, false);
-  if (best) draw(*best, true);
-  return s + "</svg>\n";
+    if (&t != best) add(t, false);
+  if (best) add(*best, true);
+  return apps::render_svg(plot);
 }
 
 std::string parallel_coordinates_svg(const report_input& in) {
@@ -148,7 +74,7 @@ std::string parallel_coordinates_svg(const report_input& in) {
   const auto X = [&](std::size_t axis) { return axes <= 1 ? left : left + static_cast<double>(axis) * (w - left - right) / (axes - 1); };
   const auto Y = [&](double u) { return top + (1 - u) * (h - top - bottom); };  // u in [0, 1], 1 at the top
 
-  range metric;
+  apps::value_range metric;
   for (const auto& t : in.trials)
     if (auto b = t.best(o)) metric.add(*b);
   metric.settle();
@@ -188,17 +114,17 @@ std::string parallel_coordinates_svg(const report_input& in) {
     }
     points += num(X(params.size())) + "," + num(Y(metric_u(value)));
     s += "<polyline fill=\"none\" stroke=\"" + ramp(goodness) + "\" stroke-width=\"1.8\" opacity=\"0.85\" points=\"" +
-         points + "\"><title>" + escape(tooltip(*t, o)) + "</title></polyline>\n";
+         points + "\"><title>" + html_escape(tooltip(*t, o)) + "</title></polyline>\n";
   }
   const auto axis = [&](std::size_t i, const std::string& name, const std::string& high, const std::string& low) {
     s += "<line x1=\"" + num(X(i)) + "\" x2=\"" + num(X(i)) + "\" y1=\"" + num(Y(1)) + "\" y2=\"" + num(Y(0)) +
          "\" stroke=\"#333\" stroke-width=\"1.2\"/>";
     s += "<text x=\"" + num(X(i)) + "\" y=\"" + num(top - 22) + "\" text-anchor=\"middle\" font-size=\"12\" font-weight=\"bold\">" +
-         escape(name) + "</text>";
+         html_escape(name) + "</text>";
     if (!high.empty())
-      s += "<text x=\"" + num(X(i)) + "\" y=\"" + num(top - 6) + "\" text-anchor=\"middle\" font-size=\"10\">" + escape(high) + "</text>";
+      s += "<text x=\"" + num(X(i)) + "\" y=\"" + num(top - 6) + "\" text-anchor=\"middle\" font-size=\"10\">" + html_escape(high) + "</text>";
     if (!low.empty())
-      s += "<text x=\"" + num(X(i)) + "\" y=\"" + num(h - bottom + 16) + "\" text-anchor=\"middle\" font-size=\"10\">" + escape(low) + "</text>";
+      s += "<text x=\"" + num(X(i)) + "\" y=\"" + num(h - bottom + 16) + "\" text-anchor=\"middle\" font-size=\"10\">" + html_escape(low) + "</text>";
     s += "\n";
   };
   for (std::size_t i = 0; i < params.size(); ++i) {
@@ -210,7 +136,7 @@ std::string parallel_coordinates_svg(const report_input& in) {
       axis(i, p.name, "", "");
       for (const auto& c : p.choices) {
         const double u = *place(p, c);
-        s += "<text x=\"" + num(X(i) + 5) + "\" y=\"" + num(Y(u) + 4) + "\" font-size=\"10\">" + escape(format_value(c)) + "</text>\n";
+        s += "<text x=\"" + num(X(i) + 5) + "\" y=\"" + num(Y(u) + 4) + "\" font-size=\"10\">" + html_escape(format_value(c)) + "</text>\n";
       }
     }
   }
@@ -250,46 +176,46 @@ std::vector<std::string> run_summary(const experiment_config& cfg, const std::ve
 std::string render_report(const report_input& in) {
   const auto& o = in.goal;
   std::string html = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>celer-tune: " +
-                     escape(in.title) + "</title>\n<style>\n"
+                     html_escape(in.title) + "</title>\n<style>\n"
                      "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}\n"
                      "h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em}\n"
                      "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}\n"
                      "th{background:#f4f4f4}td.l,th.l{text-align:left}tr.best{background:#eaf6ea}\n"
                      "pre{background:#f6f6f6;padding:1em;overflow-x:auto}.plot{border:1px solid #eee;background:#fff}\n"
                      ".ERROR{color:#b00}.STOPPED{color:#777}\n</style></head><body>\n";
-  html += "<h1>celer-tune: " + escape(in.title) + "</h1>\n<ul>\n";
-  for (const auto& line : in.summary) html += "<li>" + escape(line) + "</li>\n";
+  html += "<h1>celer-tune: " + html_escape(in.title) + "</h1>\n<ul>\n";
+  for (const auto& line : in.summary) html += "<li>" + html_escape(line) + "</li>\n";
   html += "</ul>\n";
   const auto* best = best_trial(in.trials, o);
   if (best) {
     const auto i = *best->best_index(o);
-    html += "<h2>Best trial</h2>\n<p>" + escape(trial_name(best->id)) + ": " + escape(o.metric) + " <b>" +
+    html += "<h2>Best trial</h2>\n<p>" + html_escape(trial_name(best->id)) + ": " + html_escape(o.metric) + " <b>" +
             metric_text(best->best(o)) + "</b> at epoch " + std::to_string(best->results[i].epoch) + " (" +
             std::string(to_string(best->state)) + ")" +
-            (in.best_checkpoint.empty() ? "" : ", checkpoint <code>" + escape(in.best_checkpoint) + "</code>") + "</p>\n<pre>" +
-            escape(best->params.to_json()) + "</pre>\n";
+            (in.best_checkpoint.empty() ? "" : ", checkpoint <code>" + html_escape(in.best_checkpoint) + "</code>") + "</p>\n<pre>" +
+            html_escape(best->params.to_json()) + "</pre>\n";
   } else {
     html += "<h2>Best trial</h2>\n<p>No trial reported a result.</p>\n";
   }
-  html += "<h2>Learning curves</h2>\n<p>" + escape(o.metric) +
+  html += "<h2>Learning curves</h2>\n<p>" + html_escape(o.metric) +
           " per epoch, one line per trial (hover for its params); the best is the thick line. A line breaks where "
           "its trial took a saved state (PBT's exploit, a restart).</p>\n" +
           learning_curves_svg(in);
   html += "<h2>Parameters against the metric</h2>\n<p>One line per trial through its params to its best " +
-          escape(o.metric) + "; coloured by rank, green the best, red the worst.</p>\n" + parallel_coordinates_svg(in);
+          html_escape(o.metric) + "; coloured by rank, green the best, red the worst.</p>\n" + parallel_coordinates_svg(in);
 
   html += "<h2>Trials</h2>\n<table><tr><th class=\"l\">trial</th><th class=\"l\">state</th>";
-  for (const auto& p : in.space.parameters()) html += "<th>" + escape(p.name) + "</th>";
+  for (const auto& p : in.space.parameters()) html += "<th>" + html_escape(p.name) + "</th>";
   html += "<th>epochs</th><th>best</th><th>last</th><th class=\"l\">reason</th></tr>\n";
   for (const auto& t : in.trials) {
     html += std::string("<tr") + (&t == best ? " class=\"best\"" : "") + "><td class=\"l\">" + trial_name(t.id) +
             "</td><td class=\"l " + std::string(to_string(t.state)) + "\">" + std::string(to_string(t.state)) + "</td>";
     for (const auto& p : in.space.parameters()) {
       const auto* v = t.params.find(p.name);
-      html += "<td>" + (v ? escape(format_value(*v)) : "-") + "</td>";
+      html += "<td>" + (v ? html_escape(format_value(*v)) : "-") + "</td>";
     }
     html += "<td>" + std::to_string(t.results.size()) + "</td><td>" + metric_text(t.best(o)) + "</td><td>" +
-            metric_text(t.last(o)) + "</td><td class=\"l\">" + escape(t.reason) + "</td></tr>\n";
+            metric_text(t.last(o)) + "</td><td class=\"l\">" + html_escape(t.reason) + "</td></tr>\n";
   }
   html += "</table>\n<p>Files: <code>results.csv</code>, <code>best_config.json</code>, <code>experiment.json</code>, "
           "<code>trial_NNNN/</code> (params.json, result.jsonl, checkpoints).</p>\n</body></html>\n";

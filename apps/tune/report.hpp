@@ -1,8 +1,9 @@
 #pragma once
-// report.html: one self-contained page (inline SVG drawn here, inline CSS, no scripts, no
-// external resources) that a person opens after the run: the best trial and its config,
-// learning curves (the metric per epoch per trial), a parallel-coordinates plot of the
-// searched params against each trial's best metric, and the table of trials.
+// report.html: one self-contained page (inline SVG and CSS, no scripts, no external
+// resources) that a person opens after the run: the best trial and its config, learning
+// curves (the metric per epoch per trial, drawn by <celer/apps/line_plot.hpp>), a
+// parallel-coordinates plot of the searched params against each trial's best metric (drawn
+// here), and the table of trials.
 //
 //   report_input in{.title = "digits", .goal = o, .space = space, .trials = trials};
 //   std::string html = render_report(in);
