@@ -158,10 +158,14 @@ struct progress {
   double trained_seconds = 0;
   validation val;
   bool evaluated = false;
-  /// target_accuracy: when a validation first reached it.
+  /// Training samples in every step reported so far, all workers (async: ahead of the
+  /// lines written).
+  std::int64_t seen_samples = 0;
+  /// target_accuracy: when a validation first reached it (the step: rank 0's in async).
   bool reached = false;
   std::int64_t reached_step = 0;
   double reached_seconds = 0;
+  std::int64_t reached_samples = 0;
   /// hybrid: the step of the switch (-1: none yet), and each synchronous step's loss (the
   /// plateau rule's).
   std::int64_t switched_at = -1;
@@ -362,6 +366,7 @@ private:
         const auto t = combine(by_worker, i);
         p.since_line.add(t, step_seconds);
         p.trained_samples += t.samples;
+        p.seen_samples += t.samples;
         if (hybrid) p.losses.push_back(t.loss);
         const trainer::scalar figures[] = {
           {"loss", t.loss},
@@ -514,6 +519,7 @@ private:
         for (const auto& f : figures) {
           pending[f.step].push_back(f);
           done[w] = f.step;
+          p.seen_samples += f.samples;
         }
         // Rank 0 evaluates the weights it has just pulled, between its calls; the others
         // go on meanwhile. The last step's validation comes after every worker's end.
@@ -585,12 +591,14 @@ private:
       summary["reached_target"] = p.reached;
       summary["steps_to_target"] = p.reached ? nlohmann::json(p.reached_step) : nullptr;
       summary["seconds_to_target"] = p.reached ? nlohmann::json(p.reached_seconds) : nullptr;
+      summary["samples_to_target"] = p.reached ? nlohmann::json(p.reached_samples) : nullptr;
     }
     std::ofstream(dir_ + "/summary.json") << summary.dump(2) << "\n";
     if (cfg_.target_accuracy > 0) {
       if (p.reached) {
         out_ << "celer-train: reached the target accuracy " << fixed(cfg_.target_accuracy, 4) << " at step "
-             << p.reached_step << ", " << fixed(p.reached_seconds, 2) << " s into training\n";
+             << p.reached_step << ", " << fixed(p.reached_seconds, 2) << " s into training, after " << p.reached_samples
+             << " training samples\n";
       } else {
         out_ << "celer-train: the target accuracy " << fixed(cfg_.target_accuracy, 4) << " was not reached in "
              << p.step << " steps\n";
@@ -655,6 +663,7 @@ private:
     p.reached = true;
     p.reached_step = step;
     p.reached_seconds = seconds_since(p.train_began);
+    p.reached_samples = p.seen_samples;
   }
 
   expected<void> write_validation(progress& p, const char* mode) {

@@ -361,6 +361,9 @@ TEST_CASE("a run stops once a validation reaches target_accuracy and records whe
   CHECK(at < 184);                       // before the run's last step
   CHECK(summary.at("steps") == at);      // synchronous: it stops right there
   CHECK(summary.at("seconds_to_target").get<double>() > 0);
+  // 2 workers x 32 samples a step, less where an epoch's last batch is short.
+  CHECK(summary.at("samples_to_target").get<int>() <= at * 64);
+  CHECK(summary.at("samples_to_target").get<int>() > at * 56);
   CHECK(summary.at("final_val_accuracy").get<double>() >= 0.9);
 }
 
