@@ -241,7 +241,7 @@ TEST_CASE("a worker more than staleness steps ahead of the slowest is held until
   for (std::int64_t t = 4; t <= 8; ++t) CHECK(celer::get(push_pull(0, t, 0.0f)).code == 0);
 }
 
-TEST_CASE("workers through the sharded client stay within the bound; staleness 0 keeps them in lockstep", "[paramserver]") {
+TEST_CASE("workers through the sharded client stay within the bound, and staleness 0 keeps them in lockstep", "[paramserver]") {
   scoped_runtime rt;
   for (int staleness : {0, 1, 3}) {
     INFO("staleness " << staleness);
