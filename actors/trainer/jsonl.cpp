@@ -44,22 +44,38 @@ expected<jsonl_writer> jsonl_writer::open(jsonl_options opts) {
 }
 
 expected<void> jsonl_writer::write(std::int64_t step, std::span<const scalar> values) {
+  return write(step, {}, values);
+}
+
+expected<void> jsonl_writer::write(std::int64_t step, std::span<const text_field> texts,
+                                   std::span<const scalar> values) {
   // Checked before anything is buffered, so a bad row leaves no half line.
   std::set<std::string_view> seen;
-  for (const auto& s : values) {
-    if (auto ok = detail::check_tag(s.tag); !ok) return ok;
-    if (s.tag == "step" || s.tag == "wall_time") {
+  auto check = [&](const std::string& tag) -> expected<void> {
+    if (auto ok = detail::check_tag(tag); !ok) return ok;
+    if (tag == "step" || tag == "wall_time") {
       return error(error_code::invalid_argument,
-                   "jsonl_writer: \"" + s.tag + "\" is a column of its own; name the metric otherwise");
+                   "jsonl_writer: \"" + tag + "\" is a column of its own; name the metric otherwise");
     }
-    if (!seen.insert(s.tag).second) {
+    if (!seen.insert(tag).second) {
       return error(error_code::invalid_argument,
-                   "jsonl_writer: the tag \"" + s.tag + "\" appears twice in step " + std::to_string(step));
+                   "jsonl_writer: the tag \"" + tag + "\" appears twice in step " + std::to_string(step));
     }
+    return {};
+  };
+  for (const auto& t : texts) {
+    if (auto ok = check(t.tag); !ok) return ok;
+    // check_tag's UTF-8 rule, for the value (an empty value is fine).
+    if (!t.value.empty())
+      if (auto ok = detail::check_tag(t.value); !ok)
+        return error(error_code::invalid_argument, "jsonl_writer: the text of \"" + t.tag + "\" is not UTF-8");
   }
+  for (const auto& s : values)
+    if (auto ok = check(s.tag); !ok) return ok;
   nlohmann::ordered_json row;
   row["step"] = step;
   row["wall_time"] = std::chrono::duration<double>(impl_->file.now().time_since_epoch()).count();
+  for (const auto& t : texts) row[t.tag] = t.value;
   constexpr double exact_integers = 9007199254740992.0;  // 2^53: doubles are exact below
   for (const auto& s : values) {
     if (!std::isfinite(s.value)) {

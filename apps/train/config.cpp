@@ -64,10 +64,17 @@ const std::vector<key_rule>& keys() {
     field("steps_per_call", &c::steps_per_call, "steps each actor call runs"),
     field("checkpoint_every", &c::checkpoint_every, "steps between checkpoints (0: none)"),
     field("max_failures", &c::max_failures, "worker failures survived by replacing the workers from the newest checkpoint"),
-    field("collective_timeout_s", &c::collective_timeout_s, "seconds a worker waits for a peer in the allreduce"),
+    field("collective_timeout_s", &c::collective_timeout_s, "seconds a worker waits for a peer (allreduce, staleness bound)"),
     field("loader_threads", &c::loader_threads, "each worker's data-loader threads"),
     field("prefetch", &c::prefetch, "batches each worker's loader assembles ahead"),
     field("loader_cost_ms", &c::loader_cost_ms, "busy ms added to each batch's assembly (a slow loader, to see data-wait)"),
+    field("mode", &c::mode, "sync (allreduce) | async (parameter servers) | hybrid (sync, then async)"),
+    field("staleness", &c::staleness, "async: steps a worker may run ahead of the slowest (0: lockstep)"),
+    field("num_servers", &c::num_servers, "async: parameter-server actors, one shard of the parameters each"),
+    field("hybrid_sync_steps", &c::hybrid_sync_steps, "hybrid: synchronous steps before async (0: plateau rule only)"),
+    field("hybrid_plateau_window", &c::hybrid_plateau_window, "hybrid: switch once the mean loss of the last N steps is barely below the N before (0: off)"),
+    field("hybrid_plateau_tolerance", &c::hybrid_plateau_tolerance, "hybrid: barely = less than this fraction lower (0.02: 2%)"),
+    field("target_accuracy", &c::target_accuracy, "stop once a validation reaches this accuracy (0: off)"),
     field("seed", &c::seed, "seeds the initial weights and the batches' order"),
     field("progress_interval", &c::progress_interval, "seconds between progress lines"),
   };
@@ -184,6 +191,32 @@ expected<void> validate(const train_config& cfg) {
   if (cfg.prefetch < 1) return bad("prefetch", "must be at least 1");
   if (!(cfg.loader_cost_ms >= 0 && cfg.loader_cost_ms < 60'000)) return bad("loader_cost_ms", "must be 0 to 60000");
   if (!(cfg.progress_interval >= 0)) return bad("progress_interval", "must be at least 0");
+  if (!one_of<std::string>(cfg.mode, {"sync", "async", "hybrid"}))
+    return bad("mode", "is '" + cfg.mode + "': use sync, async or hybrid");
+  if (cfg.staleness < 0 || cfg.staleness > 1'000'000) return bad("staleness", "must be 0 to 1000000");
+  if (cfg.num_servers < 1 || cfg.num_servers > 256) return bad("num_servers", "must be 1 to 256");
+  if (cfg.hybrid_sync_steps < 0) return bad("hybrid_sync_steps", "must be at least 0");
+  if (cfg.hybrid_plateau_window < 0) return bad("hybrid_plateau_window", "must be at least 0");
+  if (!(cfg.hybrid_plateau_tolerance >= 0 && cfg.hybrid_plateau_tolerance < 1))
+    return bad("hybrid_plateau_tolerance", "must be in [0, 1)");
+  if (cfg.mode == "hybrid" && cfg.hybrid_sync_steps == 0 && cfg.hybrid_plateau_window == 0)
+    return bad("hybrid_sync_steps", "and hybrid_plateau_window are both 0: hybrid needs a rule to switch by");
+  if (!(cfg.target_accuracy >= 0 && cfg.target_accuracy <= 1)) return bad("target_accuracy", "must be 0 to 1");
+  // What the parameter servers do not do (apps/train/README.md, "Limits").
+  if (cfg.mode != "sync") {
+    const std::string why = " with mode " + cfg.mode + ": ";
+    if (cfg.compression != "none")
+      return bad("compression", "is '" + cfg.compression + "'" + why +
+                                  "compression works on the allreduce; the parameter servers take float32 gradients "
+                                  "(use compression: none, or mode: sync)");
+    if (cfg.checkpoint_every > 0)
+      return bad("checkpoint_every", "must be 0" + why +
+                                       "checkpoints are not built for the parameter servers' state (use mode: sync "
+                                       "to checkpoint)");
+    if (cfg.max_failures > 0)
+      return bad("max_failures", "must be 0" + why +
+                                   "replacing a failed worker is built for synchronous training only (use mode: sync)");
+  }
   return {};
 }
 

@@ -65,8 +65,9 @@ struct train_config {
   /// worker is stopped and a new group resumes from the newest checkpoint (step 0 without
   /// one), and the run goes on. 0: a failure ends the run.
   int max_failures = 0;
-  /// Seconds a worker waits for a peer in a collective before the group is broken: how long
-  /// the others take to notice a worker that died.
+  /// Seconds a worker waits for a peer in a collective before the group is broken (or, in
+  /// async mode, at the staleness bound for the slowest worker): how long the others take
+  /// to notice a worker that died.
   double collective_timeout_s = 120;
   /// The loader's threads and prefetch window, per worker.
   int loader_threads = 1;
@@ -74,6 +75,25 @@ struct train_config {
   /// Busy time (ms) added to assembling each batch: stands in for decoding or augmentation,
   /// to see what a slow loader costs (the progress line's data-wait). 0 by default.
   double loader_cost_ms = 0;
+  /// How the workers combine their gradients: "sync" (an allreduce each step, every replica
+  /// the same), "async" (each worker pushes its gradient to the parameter servers and pulls
+  /// fresh weights, at most `staleness` steps ahead of the slowest) or "hybrid" (sync first,
+  /// then async: after hybrid_sync_steps, or once the loss plateaus, whichever comes first).
+  std::string mode = "sync";
+  /// async and hybrid: steps a worker may run ahead of the slowest (0: the servers average
+  /// each step, which is synchronous training through them).
+  int staleness = 2;
+  /// async and hybrid: parameter-server actors, each holding a shard of the parameters.
+  int num_servers = 1;
+  /// hybrid: switch to async after this many synchronous steps (0: only by the plateau rule).
+  std::int64_t hybrid_sync_steps = 50;
+  /// hybrid: switch once the mean training loss of the last `window` steps is less than
+  /// `tolerance` (a fraction) below that of the `window` steps before (window 0: off).
+  std::int64_t hybrid_plateau_window = 0;
+  double hybrid_plateau_tolerance = 0.02;
+  /// Stop once a validation reaches this accuracy (0: run every step); summary.json records
+  /// the step and the seconds it took.
+  double target_accuracy = 0;
   /// Seeds the initial weights and the batches' order.
   std::uint64_t seed = 1;
   /// Seconds between progress lines (a line also follows each evaluation).

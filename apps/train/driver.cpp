@@ -4,6 +4,7 @@
 #include "worker.hpp"
 
 #include <celer/actors/checkpoint.hpp>
+#include <celer/actors/paramserver.hpp>
 #include <celer/actors/trainer/metrics_log.hpp>
 #include <celer/celer.hpp>
 
@@ -15,6 +16,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <ostream>
 #include <stdexcept>
 
@@ -54,7 +57,40 @@ struct step_total {
   double compute = 0;
   double allreduce = 0;
   double grad_norm = 0;
+  /// async: time held at the staleness bound (per worker, averaged), the most steps any
+  /// worker was ahead of the slowest, and samples/s (each worker's over its step time, summed).
+  double bound_wait = 0;
+  std::int64_t ahead = 0;
+  double rate = 0;
 };
+
+/// One async step's figures over the workers that took it (all of them unless the run
+/// stopped early or one failed).
+step_total combine_async(const std::vector<step_figures>& figures) {
+  step_total t;
+  double loss_sum = 0;
+  std::int64_t correct = 0;
+  const auto n = static_cast<double>(figures.size());
+  for (const auto& f : figures) {
+    t.step = f.step;
+    loss_sum += f.loss * static_cast<double>(f.samples);
+    correct += f.correct;
+    t.samples += f.samples;
+    t.bytes_sent += static_cast<double>(f.bytes_sent) / n;
+    t.data_wait += f.data_wait_seconds / n;
+    t.compute += f.compute_seconds / n;
+    t.allreduce += f.allreduce_seconds / n;
+    t.grad_norm += f.grad_norm / n;
+    t.bound_wait += f.bound_wait_seconds / n;
+    t.ahead = std::max(t.ahead, f.ahead);
+    if (f.step_seconds > 0) t.rate += static_cast<double>(f.samples) / f.step_seconds;
+  }
+  if (t.samples > 0) {
+    t.loss = loss_sum / static_cast<double>(t.samples);
+    t.accuracy = static_cast<double>(correct) / static_cast<double>(t.samples);
+  }
+  return t;
+}
 
 step_total combine(const std::vector<std::vector<step_figures>>& by_worker, std::size_t i) {
   step_total t;
@@ -91,7 +127,11 @@ struct window {
   double compute = 0;
   double allreduce = 0;
   double grad_norm = 0;
+  double bound_wait = 0;
+  std::int64_t ahead = 0;
   void add(const step_total& t, double step_seconds) {
+    bound_wait += t.bound_wait;
+    ahead = std::max(ahead, t.ahead);
     ++steps;
     samples += t.samples;
     seconds += step_seconds;
@@ -102,6 +142,34 @@ struct window {
     allreduce += t.allreduce;
     grad_norm += t.grad_norm;
   }
+};
+
+/// Where the run is: shared by the synchronous steps and the asynchronous ones.
+struct progress {
+  /// Steps taken: by every worker (sync), or the last step written (async).
+  std::int64_t step = 0;
+  std::int64_t last = 0;
+  std::int64_t steps_per_epoch = 1;
+  std::int64_t eval_every = 1;
+  window since_line;
+  clock_type::time_point last_line;
+  clock_type::time_point train_began;
+  std::int64_t trained_samples = 0;
+  double trained_seconds = 0;
+  validation val;
+  bool evaluated = false;
+  /// Training samples in every step reported so far, all workers (async: ahead of the
+  /// lines written).
+  std::int64_t seen_samples = 0;
+  /// target_accuracy: when a validation first reached it (the step: rank 0's in async).
+  bool reached = false;
+  std::int64_t reached_step = 0;
+  double reached_seconds = 0;
+  std::int64_t reached_samples = 0;
+  /// hybrid: the step of the switch (-1: none yet), and each synchronous step's loss (the
+  /// plateau rule's).
+  std::int64_t switched_at = -1;
+  std::vector<double> losses;
 };
 
 class driver {
@@ -209,19 +277,26 @@ private:
   int train(clock_type::time_point began) {
     const auto info = start_workers(/*attempt=*/0);
     const std::int64_t per_step = cfg_.batch_size * cfg_.accumulate_steps * cfg_.num_workers;
-    const std::int64_t steps_per_epoch = std::max<std::int64_t>(1, (info.train_samples + per_step - 1) / per_step);
-    std::int64_t last = cfg_.epochs > 0 ? cfg_.epochs * steps_per_epoch : cfg_.max_steps;
-    if (cfg_.max_steps > 0) last = std::min(last, cfg_.max_steps);
-    const std::int64_t eval_every = cfg_.eval_every > 0 ? cfg_.eval_every : steps_per_epoch;
+    progress p;
+    p.steps_per_epoch = std::max<std::int64_t>(1, (info.train_samples + per_step - 1) / per_step);
+    p.last = cfg_.epochs > 0 ? cfg_.epochs * p.steps_per_epoch : cfg_.max_steps;
+    if (cfg_.max_steps > 0) p.last = std::min(p.last, cfg_.max_steps);
+    p.eval_every = cfg_.eval_every > 0 ? cfg_.eval_every : p.steps_per_epoch;
 
     out_ << "celer-train: " << cfg_.name << " on " << options_.where << ": " << cfg_.num_workers << " workers x "
          << cfg_.batch_size << " samples" << (cfg_.accumulate_steps > 1 ? " x " + std::to_string(cfg_.accumulate_steps) + " micro-batches" : "")
          << " a step (" << per_step << " in all), " << info.parameters << " parameters ("
          << bytes_text(4.0 * static_cast<double>(info.parameters)) << " of gradients a step), " << info.train_samples
-         << " training and " << info.valid_samples << " validation samples, " << steps_per_epoch << " steps an epoch, "
-         << last << " steps; output in " << dir_ << "/\n";
+         << " training and " << info.valid_samples << " validation samples, " << p.steps_per_epoch << " steps an epoch, "
+         << p.last << " steps; output in " << dir_ << "/\n";
+    if (cfg_.mode != "sync") {
+      out_ << "celer-train: " << (cfg_.mode == "async" ? "asynchronous" : "hybrid") << ": "
+           << (cfg_.mode == "hybrid" ? "synchronous " + switch_rule() + ", then " : std::string())
+           << "each worker pushes its gradient to " << servers_text() << " and pulls fresh weights, at most "
+           << cfg_.staleness << " steps ahead of the slowest" << (cfg_.staleness == 0 ? " (the servers average each step)" : "")
+           << "\n";
+    }
 
-    std::int64_t step = 0;
     if (cfg_.checkpoint_every > 0 || options_.resume) {
       auto ck = checkpoint::checkpointer::open(checkpoint_options());
       if (!ck) return say_failed("cannot open the checkpoints in " + dir_ + "/checkpoints: " + ck.error().message());
@@ -233,30 +308,42 @@ private:
         return say_failed("nothing to resume from in " + dir_ + "/checkpoints: " + back.error().message() +
                           " (a run saves checkpoints when checkpoint_every > 0)");
       }
-      step = back->first;
-      out_ << "celer-train: resumed from checkpoint " << back->second << " at step " << step << "\n";
+      p.step = back->first;
+      out_ << "celer-train: resumed from checkpoint " << back->second << " at step " << p.step << "\n";
     }
-    int failures = 0;
 
-    window since_line;
-    auto last_line = clock_type::now();
-    const auto train_began = clock_type::now();
-    std::int64_t trained_samples = 0;
-    double trained_seconds = 0;
-    validation val;
-    bool evaluated = false;
-    while (step < last) {
+    p.last_line = clock_type::now();
+    p.train_began = clock_type::now();
+    if (cfg_.mode != "async")
+      if (auto code = run_sync(p)) return *code;
+    if (cfg_.mode != "sync" && p.step < p.last && !p.reached) {
+      if (cfg_.mode == "hybrid") p.switched_at = p.step;
+      if (auto code = run_async(p, info)) return *code;
+    }
+    if (ckpt_) {
+      if (auto ok = ckpt_->wait(); !ok) return say_failed("a checkpoint failed: " + ok.error().message());
+    }
+    return finish(p, began);
+  }
+
+  /// The synchronous steps: the whole run in mode sync, the first part of hybrid (until
+  /// switch_due). An exit code to end the run with, or nothing to go on.
+  std::optional<int> run_sync(progress& p) {
+    int failures = 0;
+    const bool hybrid = cfg_.mode == "hybrid";
+    while (p.step < p.last) {
       if (options_.stop_requested != nullptr && options_.stop_requested->load()) {
         if (ckpt_) {
-          if (auto ok = save(step); !ok) out_ << "celer-train: " << ok.error().message() << "\n";
+          if (auto ok = save(p.step); !ok) out_ << "celer-train: " << ok.error().message() << "\n";
           else if (auto done = ckpt_->wait(); !done) out_ << "celer-train: " << done.error().message() << "\n";
         }
-        out_ << "celer-train: stopped at step " << step << (ckpt_ ? "; --resume continues from here" : "") << "\n";
+        out_ << "celer-train: stopped at step " << p.step << (ckpt_ ? "; --resume continues from here" : "") << "\n";
         return 130;
       }
-      std::int64_t k = std::min(cfg_.steps_per_call, last - step);
-      k = std::min(k, eval_every - step % eval_every);
-      if (cfg_.checkpoint_every > 0) k = std::min(k, cfg_.checkpoint_every - step % cfg_.checkpoint_every);
+      std::int64_t k = std::min(cfg_.steps_per_call, p.last - p.step);
+      k = std::min(k, p.eval_every - p.step % p.eval_every);
+      if (cfg_.checkpoint_every > 0) k = std::min(k, cfg_.checkpoint_every - p.step % cfg_.checkpoint_every);
+      if (hybrid && p.step < cfg_.hybrid_sync_steps) k = std::min(k, cfg_.hybrid_sync_steps - p.step);
       const auto call_began = clock_type::now();
       std::vector<object_ref<std::vector<step_figures>>> calls;
       for (auto& w : workers_) calls.push_back(w.task(&trainer_worker::run_steps).remote(k));
@@ -269,16 +356,18 @@ private:
         if (++failures > cfg_.max_failures) throw;
         auto from = replace_workers(failures, e.what());
         if (!from) return say_failed(from.error().message());
-        step = *from;
-        since_line = {};
+        p.step = *from;
+        p.since_line = {};
         continue;
       }
       const double call_seconds = seconds_since(call_began);
       const double step_seconds = call_seconds / static_cast<double>(k);
       for (std::size_t i = 0; i < static_cast<std::size_t>(k); ++i) {
         const auto t = combine(by_worker, i);
-        since_line.add(t, step_seconds);
-        trained_samples += t.samples;
+        p.since_line.add(t, step_seconds);
+        p.trained_samples += t.samples;
+        p.seen_samples += t.samples;
+        if (hybrid) p.losses.push_back(t.loss);
         const trainer::scalar figures[] = {
           {"loss", t.loss},
           {"accuracy", t.accuracy},
@@ -289,64 +378,306 @@ private:
           {"allreduce_s", t.allreduce},
           {"grad_norm", t.grad_norm},
         };
-        if (auto ok = write(t.step, figures); !ok) return say_failed(ok.error().message());
+        if (auto ok = write(t.step, "sync", figures); !ok) return say_failed(ok.error().message());
       }
-      trained_seconds += call_seconds;
-      step += k;
-      const bool eval_now = step % eval_every == 0 || step == last;
+      p.trained_seconds += call_seconds;
+      p.step += k;
+      const bool eval_now = p.step % p.eval_every == 0 || p.step == p.last;
       if (eval_now) {
-        val = celer::get(workers_.front().task(&trainer_worker::evaluate).remote());
-        evaluated = true;
-        const trainer::scalar figures[] = {{"val_loss", val.loss}, {"val_accuracy", val.accuracy}};
-        if (auto ok = write(step, figures); !ok) return say_failed(ok.error().message());
+        p.val = celer::get(workers_.front().task(&trainer_worker::evaluate).remote());
+        p.evaluated = true;
+        if (auto ok = write_validation(p, "sync"); !ok) return say_failed(ok.error().message());
       }
-      if (cfg_.checkpoint_every > 0 && (step % cfg_.checkpoint_every == 0 || step == last)) {
-        if (auto ok = save(step); !ok) return say_failed(ok.error().message());
+      if (cfg_.checkpoint_every > 0 && (p.step % cfg_.checkpoint_every == 0 || p.step == p.last || p.reached)) {
+        if (auto ok = save(p.step); !ok) return say_failed(ok.error().message());
       }
-      if (eval_now || seconds_since(last_line) >= cfg_.progress_interval || step == last) {
-        print_line(step, last, steps_per_epoch, since_line, eval_now ? &val : nullptr);
-        since_line = {};
-        last_line = clock_type::now();
+      if (eval_now || seconds_since(p.last_line) >= cfg_.progress_interval || p.step == p.last) {
+        print_line(p.step, p.last, p.steps_per_epoch, p.since_line, eval_now ? &p.val : nullptr, /*async=*/false);
+        p.since_line = {};
+        p.last_line = clock_type::now();
       }
+      if (p.reached) break;
+      if (hybrid && switch_due(p)) break;
     }
-    if (ckpt_) {
-      if (auto ok = ckpt_->wait(); !ok) return say_failed("a checkpoint failed: " + ok.error().message());
-    }
+    return std::nullopt;
+  }
 
-    // The point of synchronous data parallelism: every replica took the same steps.
+  /// The asynchronous steps: each worker runs its calls as fast as the staleness bound lets
+  /// it (a call to a worker goes out as soon as its last one returns), rank 0 evaluates
+  /// between its calls, and a step's line is written once every worker has reported it. An
+  /// exit code to end the run with, or nothing to go on.
+  std::optional<int> run_async(progress& p, const start_info& info) {
+    auto began = clock_type::now();
+    const bool sgd = cfg_.optimizer == "sgd";
+    auto made = paramserver::sharded::create(
+      {.size = static_cast<std::uint64_t>(info.parameters), .num_shards = cfg_.num_servers,
+       .num_workers = cfg_.num_workers, .staleness = cfg_.staleness,
+       // The rule LibTorch's optimiser of that name applies on the replicas
+       // (<celer/actors/torch/model.hpp>'s make_optimizer): Nesterov when sgd has momentum.
+       .optimizer = {.name = cfg_.optimizer, .lr = cfg_.lr, .momentum = sgd ? cfg_.momentum : 0.0,
+                     .nesterov = sgd && cfg_.momentum > 0, .weight_decay = cfg_.weight_decay},
+       .timeout = std::chrono::milliseconds(std::llround(cfg_.collective_timeout_s * 1e3))});
+    if (!made) return say_failed("cannot make the parameter servers: " + made.error().message());
+    servers_.emplace(std::move(*made));
+    {
+      std::vector<object_ref<std::int64_t>> enters;
+      for (auto& w : workers_) enters.push_back(w.task(&trainer_worker::enter_async).remote(*servers_));
+      (void)get_all(enters);  // throws, naming the worker: run() reports it
+    }
+    if (cfg_.mode == "hybrid") {
+      // The switch is part of the training time (and of the next progress line's).
+      out_ << "celer-train: hybrid: switched to asynchronous training at step " << p.step << " (" << switch_reason_
+           << ") in " << fixed(seconds_since(began), 2) << " s: staleness " << cfg_.staleness << ", " << servers_text()
+           << std::endl;
+    } else {
+      // Making the servers is set-up, as starting the workers is: the training clock starts now.
+      p.train_began = p.last_line = began = clock_type::now();
+    }
+    const std::size_t n = workers_.size();
+    std::vector<std::int64_t> done(n, p.step);
+    std::vector<std::optional<object_ref<std::vector<step_figures>>>> busy(n);
+    std::vector<bool> retired(n, false);
+    // Steps some worker has reported and others not yet; rank 0's validations by step.
+    std::map<std::int64_t, std::vector<step_figures>> pending;
+    std::map<std::int64_t, validation> validations;
+    std::string failed;
+    bool stopping = false, interrupted = false;
+
+    auto complete = [&](std::int64_t step) {
+      for (std::size_t w = 0; w < n; ++w)
+        if (done[w] < step && !retired[w]) return false;
+      return true;
+    };
+    // Writes every step all workers have reported (or never will), in order.
+    auto flush = [&]() -> expected<void> {
+      while (!pending.empty() && complete(pending.begin()->first)) {
+        const auto t = combine_async(pending.begin()->second);
+        pending.erase(pending.begin());
+        p.since_line.add(t, 0);
+        p.trained_samples += t.samples;
+        p.step = t.step;
+        const trainer::scalar figures[] = {
+          {"loss", t.loss},
+          {"accuracy", t.accuracy},
+          {"samples_per_s", t.rate},
+          {"bytes_sent", t.bytes_sent},
+          {"data_wait_s", t.data_wait},
+          {"compute_s", t.compute},
+          {"push_pull_s", t.allreduce},
+          {"bound_wait_s", t.bound_wait},
+          {"ahead", static_cast<double>(t.ahead)},
+          {"grad_norm", t.grad_norm},
+        };
+        if (auto ok = write(t.step, "async", figures); !ok) return ok;
+        const auto v = validations.find(t.step);
+        const bool validated = v != validations.end();
+        if (validated) {
+          p.val = v->second;
+          validations.erase(v);
+          if (auto ok = write_validation(p, "async"); !ok) return ok;
+        }
+        if (validated || seconds_since(p.last_line) >= cfg_.progress_interval) print_async_line(p, validated);
+      }
+      return {};
+    };
+
+    for (;;) {
+      if (!stopping && options_.stop_requested != nullptr && options_.stop_requested->load()) stopping = interrupted = true;
+      // Idle workers get their next call, or, with nothing left to do, retire: the bound
+      // stops waiting for them.
+      for (std::size_t w = 0; w < n; ++w) {
+        if (busy[w] || retired[w]) continue;
+        if (!stopping && done[w] < p.last) {
+          std::int64_t k = std::min(cfg_.steps_per_call, p.last - done[w]);
+          if (w == 0) k = std::min(k, p.eval_every - done[w] % p.eval_every);
+          busy[w] = workers_[w].task(&trainer_worker::run_steps).remote(k);
+          continue;
+        }
+        if (auto ok = servers_->retire(static_cast<int>(w)); !ok && failed.empty())
+          failed = "retiring worker " + std::to_string(w) + ": " + ok.error().message();
+        retired[w] = true;
+      }
+      std::vector<object_ref<std::vector<step_figures>>> calls;
+      for (const auto& b : busy)
+        if (b) calls.push_back(*b);
+      if (calls.empty()) break;
+      // A call ends with its steps or fails (a dead worker's at once; one held at the
+      // bound past collective_timeout_s): no timeout needed here.
+      const auto ready = celer::wait(calls, 1);
+      for (const auto& r : ready.ready) {
+        const auto w = static_cast<std::size_t>(
+          std::find_if(busy.begin(), busy.end(), [&](const auto& b) { return b && *b == r; }) - busy.begin());
+        busy[w].reset();
+        std::vector<step_figures> figures;
+        try {
+          figures = celer::get(r);
+        } catch (const std::exception& e) {
+          failed += (failed.empty() ? "" : "; ") + ("worker " + std::to_string(w) + ": ") + e.what();
+          stopping = true;
+          continue;
+        }
+        for (const auto& f : figures) {
+          pending[f.step].push_back(f);
+          done[w] = f.step;
+          p.seen_samples += f.samples;
+        }
+        // Rank 0 evaluates the weights it has just pulled, between its calls; the others
+        // go on meanwhile. The last step's validation comes after every worker's end.
+        if (w == 0 && !stopping && done[0] < p.last && done[0] % p.eval_every == 0) {
+          const auto v = celer::get(workers_[0].task(&trainer_worker::evaluate).remote());
+          validations[done[0]] = v;
+          reached_target(p, v, done[0]);
+          if (p.reached) stopping = true;
+        }
+      }
+      if (auto ok = flush(); !ok) {
+        failed += (failed.empty() ? "" : "; ") + ok.error().message();
+        stopping = true;
+      }
+    }
+    // Every worker has retired now: what is left is complete.
+    if (auto ok = flush(); !ok && failed.empty()) failed = ok.error().message();
+    p.trained_seconds += seconds_since(began);
+    if (!failed.empty()) return say_failed("a trainer worker failed: " + failed);
+    if (interrupted) {
+      out_ << "celer-train: stopped at step " << p.step << " (asynchronous: no checkpoint to resume from)\n";
+      return 130;
+    }
+    // Every worker has retired: each takes the servers' final weights, and rank 0 evaluates them.
+    std::vector<object_ref<std::int64_t>> finals;
+    for (auto& w : workers_) finals.push_back(w.task(&trainer_worker::finish_async).remote());
+    const auto steps = get_all(finals);
+    p.step = *std::max_element(steps.begin(), steps.end());
+    p.val = celer::get(workers_.front().task(&trainer_worker::evaluate).remote());
+    p.evaluated = true;
+    if (auto ok = write_validation(p, "async"); !ok) return say_failed(ok.error().message());
+    print_async_line(p, /*with_validation=*/true);
+    return std::nullopt;
+  }
+
+  /// After the last step: every replica's digest, the summary, the last lines.
+  int finish(progress& p, clock_type::time_point began) {
+    // The point of synchronous data parallelism: every replica took the same steps (in
+    // async mode, every worker pulled the servers' final weights).
     std::vector<object_ref<std::string>> digests;
     for (auto& w : workers_) digests.push_back(w.task(&trainer_worker::parameters_digest).remote());
     const auto digest = get_all(digests);
     const bool equal = std::all_of(digest.begin(), digest.end(), [&](const auto& d) { return d == digest.front(); });
-    if (!evaluated) val = celer::get(workers_.front().task(&trainer_worker::evaluate).remote());
+    if (!p.evaluated) p.val = celer::get(workers_.front().task(&trainer_worker::evaluate).remote());
+    if (servers_) servers_->stop();
 
     (void)tb_->close();
     (void)jl_->close();
-    const double rate = trained_seconds > 0 ? static_cast<double>(trained_samples) / trained_seconds : 0;
+    const double rate = p.trained_seconds > 0 ? static_cast<double>(p.trained_samples) / p.trained_seconds : 0;
     nlohmann::ordered_json summary{{"name", cfg_.name},
-                                   {"steps", step},
-                                   {"epochs", static_cast<double>(step) / static_cast<double>(steps_per_epoch)},
+                                   {"mode", cfg_.mode},
+                                   {"steps", p.step},
+                                   {"epochs", static_cast<double>(p.step) / static_cast<double>(p.steps_per_epoch)},
                                    {"num_workers", cfg_.num_workers},
-                                   {"final_val_accuracy", val.accuracy},
-                                   {"final_val_loss", val.loss},
+                                   {"final_val_accuracy", p.val.accuracy},
+                                   {"final_val_loss", p.val.loss},
                                    {"samples_per_s", rate},
-                                   {"train_seconds", seconds_since(train_began)},
+                                   {"train_seconds", seconds_since(p.train_began)},
                                    {"seconds", seconds_since(began)},
                                    {"parameters_digests", digest},
                                    {"replicas_equal", equal}};
+    if (cfg_.mode != "sync") {
+      summary["staleness"] = cfg_.staleness;
+      summary["num_servers"] = cfg_.num_servers;
+    }
+    if (cfg_.mode == "hybrid") summary["switched_at_step"] = p.switched_at >= 0 ? nlohmann::json(p.switched_at) : nullptr;
+    if (cfg_.target_accuracy > 0) {
+      summary["target_accuracy"] = cfg_.target_accuracy;
+      summary["reached_target"] = p.reached;
+      summary["steps_to_target"] = p.reached ? nlohmann::json(p.reached_step) : nullptr;
+      summary["seconds_to_target"] = p.reached ? nlohmann::json(p.reached_seconds) : nullptr;
+      summary["samples_to_target"] = p.reached ? nlohmann::json(p.reached_samples) : nullptr;
+    }
     std::ofstream(dir_ + "/summary.json") << summary.dump(2) << "\n";
-    out_ << "celer-train: final validation accuracy " << fixed(val.accuracy, 4) << " (loss " << fixed(val.loss, 4)
-         << ") after " << step << " steps, " << fixed(rate, 0) << " samples/s, " << fixed(seconds_since(began), 1)
+    if (cfg_.target_accuracy > 0) {
+      if (p.reached) {
+        out_ << "celer-train: reached the target accuracy " << fixed(cfg_.target_accuracy, 4) << " at step "
+             << p.reached_step << ", " << fixed(p.reached_seconds, 2) << " s into training, after " << p.reached_samples
+             << " training samples\n";
+      } else {
+        out_ << "celer-train: the target accuracy " << fixed(cfg_.target_accuracy, 4) << " was not reached in "
+             << p.step << " steps\n";
+      }
+    }
+    out_ << "celer-train: final validation accuracy " << fixed(p.val.accuracy, 4) << " (loss " << fixed(p.val.loss, 4)
+         << ") after " << p.step << " steps, " << fixed(rate, 0) << " samples/s, " << fixed(seconds_since(began), 1)
          << " s in all\n";
     if (!equal) {
       out_ << "celer-train: the replicas differ at the end (parameter digests";
       for (const auto& d : digest) out_ << " " << d;
-      out_ << "): synchronous data parallelism broke; this is a bug\n";
+      out_ << "): " << (cfg_.mode == "sync" ? "synchronous data parallelism" : "pulling the servers' final weights")
+           << " broke; this is a bug\n";
       return 1;
     }
     out_ << "celer-train: the " << digest.size() << " replicas are equal (parameter digest " << digest.front()
          << "); metrics in " << dir_ << "/metrics.jsonl and " << dir_ << "/tensorboard/\n";
     return 0;
+  }
+
+  /// hybrid: whether the synchronous part is over, by hybrid_sync_steps or by the loss
+  /// plateau rule; sets switch_reason_.
+  bool switch_due(const progress& p) {
+    if (cfg_.hybrid_sync_steps > 0 && p.step >= cfg_.hybrid_sync_steps) {
+      switch_reason_ = "hybrid_sync_steps " + std::to_string(cfg_.hybrid_sync_steps);
+      return true;
+    }
+    const auto w = static_cast<std::size_t>(cfg_.hybrid_plateau_window);
+    if (w == 0 || p.losses.size() < 2 * w) return false;
+    double recent = 0, before = 0;
+    for (std::size_t i = 0; i < w; ++i) {
+      recent += p.losses[p.losses.size() - 1 - i];
+      before += p.losses[p.losses.size() - 1 - w - i];
+    }
+    recent /= static_cast<double>(w);
+    before /= static_cast<double>(w);
+    if (before - recent >= cfg_.hybrid_plateau_tolerance * before) return false;
+    switch_reason_ = "the loss plateaued: mean " + fixed(recent, 4) + " over the last " + std::to_string(w) +
+                     " steps against " + fixed(before, 4) + " over the " + std::to_string(w) + " before, less than " +
+                     fixed(100 * cfg_.hybrid_plateau_tolerance, 1) + "% lower";
+    return true;
+  }
+
+  /// "synchronous for 50 steps", "... until the loss plateaus", or both.
+  std::string switch_rule() const {
+    std::string rule;
+    if (cfg_.hybrid_sync_steps > 0) rule = "for " + std::to_string(cfg_.hybrid_sync_steps) + " steps";
+    if (cfg_.hybrid_plateau_window > 0) {
+      rule += (rule.empty() ? "" : " or ") + std::string("until the loss plateaus (window ") +
+              std::to_string(cfg_.hybrid_plateau_window) + ", tolerance " + fixed(cfg_.hybrid_plateau_tolerance, 3) + ")";
+    }
+    return rule;
+  }
+
+  std::string servers_text() const {
+    return std::to_string(cfg_.num_servers) + (cfg_.num_servers == 1 ? " parameter server" : " parameter servers");
+  }
+
+  /// Records the first validation that reached target_accuracy.
+  void reached_target(progress& p, const validation& v, std::int64_t step) {
+    if (cfg_.target_accuracy <= 0 || p.reached || v.accuracy < cfg_.target_accuracy) return;
+    p.reached = true;
+    p.reached_step = step;
+    p.reached_seconds = seconds_since(p.train_began);
+    p.reached_samples = p.seen_samples;
+  }
+
+  expected<void> write_validation(progress& p, const char* mode) {
+    reached_target(p, p.val, p.step);  // async: recorded when rank 0 evaluated already
+    const trainer::scalar figures[] = {{"val_loss", p.val.loss}, {"val_accuracy", p.val.accuracy}};
+    return write(p.step, mode, figures);
+  }
+
+  void print_async_line(progress& p, bool with_validation) {
+    // Samples/s over the wall time since the last line: the workers run at once.
+    p.since_line.seconds = seconds_since(p.last_line);
+    print_line(p.step, p.last, p.steps_per_epoch, p.since_line, with_validation ? &p.val : nullptr, /*async=*/true);
+    p.since_line = {};
+    p.last_line = clock_type::now();
   }
 
   /// After a failure: stops every worker, starts a new set in a new group and loads the
@@ -390,20 +721,27 @@ private:
     return {};
   }
 
-  expected<void> write(std::int64_t step, std::span<const trainer::scalar> figures) {
+  expected<void> write(std::int64_t step, const char* mode, std::span<const trainer::scalar> figures) {
     if (auto ok = tb_->add_scalars(step, figures); !ok) return ok;
-    return jl_->write(step, figures);
+    const trainer::text_field texts[] = {{"mode", mode}};
+    return jl_->write(step, texts, figures);
   }
 
   void print_line(std::int64_t step, std::int64_t last, std::int64_t steps_per_epoch, const window& w,
-                  const validation* val) {
+                  const validation* val, bool async) {
     if (w.steps == 0) return;
     const double n = static_cast<double>(w.steps);
     const auto ms = [&](double s) { return fixed(1e3 * s / n, 2) + " ms"; };
     out_ << "step " << step << "/" << last << "  epoch " << fixed(static_cast<double>(step) / static_cast<double>(steps_per_epoch), 1)
          << "  loss " << fixed(w.loss / n, 4) << "  " << fixed(static_cast<double>(w.samples) / w.seconds, 0)
          << " samples/s  sent " << bytes_text(w.bytes / n) << "/step  data-wait " << ms(w.data_wait) << "  compute "
-         << ms(w.compute) << "  allreduce " << ms(w.allreduce) << "  |g| " << fixed(w.grad_norm / n, 3);
+         << ms(w.compute);
+    if (async) {
+      out_ << "  push/pull " << ms(w.allreduce) << " (at the bound " << ms(w.bound_wait) << ", ahead <= " << w.ahead
+           << ")  |g| " << fixed(w.grad_norm / n, 3);
+    } else {
+      out_ << "  allreduce " << ms(w.allreduce) << "  |g| " << fixed(w.grad_norm / n, 3);
+    }
     if (val != nullptr) out_ << "  val_acc " << fixed(val->accuracy, 4) << "  val_loss " << fixed(val->loss, 4);
     out_ << std::endl;
   }
@@ -416,6 +754,10 @@ private:
   std::optional<trainer::event_file_writer> tb_;
   std::optional<trainer::jsonl_writer> jl_;
   std::optional<checkpoint::checkpointer> ckpt_;
+  /// async and hybrid: the parameter servers, once made.
+  std::optional<paramserver::sharded> servers_;
+  /// hybrid: why the switch came (for its console line).
+  std::string switch_reason_;
 };
 
 } // namespace

@@ -51,6 +51,18 @@ HOW IT TRAINS
   feedback) by allgather instead. With max_failures > 0, a worker that fails is replaced
   (all workers are, from the newest checkpoint) and the run goes on.
 
+  mode: async trains through num_servers parameter-server actors instead, each holding a
+  shard of the parameters and the optimiser state: every step, each worker pushes its own
+  gradient, the servers apply it at once, and the worker pulls the weights they hold. No
+  worker runs more than `staleness` steps ahead of the slowest: a step that would waits
+  in the servers (staleness 0: the servers average each step, as synchronous training).
+  mode: hybrid is synchronous for hybrid_sync_steps (or until the training loss
+  plateaus: its mean over the last hybrid_plateau_window steps less than
+  hybrid_plateau_tolerance below the window before), then asynchronous; the console says
+  when it switches and metrics.jsonl carries each line's mode. Asynchronous runs take no
+  checkpoints, no --resume, no max_failures and no compression (apps/train/README.md).
+  target_accuracy > 0 stops the run once a validation reaches it (time to accuracy).
+
 CONFIGURATION (YAML)
   A config is a YAML mapping of these keys; flags win over the file. With no --config,
   the built-in config/train/digits-mlp.yaml is used (--print-config prints it).
@@ -58,8 +70,9 @@ CONFIGURATION (YAML)
 )" + app::key_help() +
          R"(
 OUTPUT (--output, default ./celer_results/<name>)
-  metrics.jsonl        a line per step: loss, accuracy, samples_per_s, bytes_sent (per worker),
-                       data_wait_s, compute_s, allreduce_s, grad_norm; and val_loss,
+  metrics.jsonl        a line per step: mode (sync or async), loss, accuracy, samples_per_s,
+                       bytes_sent (per worker), data_wait_s, compute_s, allreduce_s (async:
+                       push_pull_s, bound_wait_s, ahead), grad_norm; and val_loss,
                        val_accuracy at each validation
   tensorboard/         the same as a TensorBoard event file: tensorboard --logdir <output>
   summary.json         final validation accuracy, samples/s, each replica's parameter digest
@@ -78,6 +91,9 @@ EXAMPLES
   celer-train                                           # digits MLP, 2 workers, ~10 s
   celer-train --num-workers 4 --name digits-4           # 4 replicas, 4 shards
   celer-train --compression sign --name sign            # 1-bit gradients: 31x fewer bytes
+  celer-train --mode async --staleness 2 --name async   # parameter servers, bounded staleness
+  celer-train --mode hybrid --hybrid-sync-steps 40 --name hy   # sync for 40 steps, then async
+  celer-train --target-accuracy 0.95 --eval-every 5     # stop at 95% (time to accuracy)
   celer-train --loader-cost-ms 5 --name slow            # a slow loader shows as data-wait
   celer-train --checkpoint-every 50 --name ck           # then Ctrl-C, and:
   celer-train --resume --name ck                        # on from the newest checkpoint
@@ -110,7 +126,8 @@ int main(int argc, char** argv) {
 
   CLI::App cli{"celer-train: distributed training on celer. Trainer workers are actors, each with a\n"
                "replica of a LibTorch model (an MLP or a small CNN) and a shard of the data; their\n"
-               "gradients are averaged by allreduce each step (synchronous data parallel).",
+               "gradients are averaged by allreduce each step (synchronous data parallel), or pushed\n"
+               "to parameter servers with bounded staleness (--mode async or hybrid).",
                "celer-train"};
   cli.footer(help_footer());
   cli.get_formatter()->column_width(34);
@@ -139,6 +156,13 @@ int main(int argc, char** argv) {
   cli.add_option("--checkpoint-every", flags.checkpoint_every, "Steps between checkpoints (0: none)");
   cli.add_option("--loader-cost-ms", flags.loader_cost_ms, "Busy ms added to each batch (a slow loader)");
   cli.add_option("--max-failures", flags.max_failures, "Worker failures survived (the workers are replaced from the newest checkpoint)");
+  cli.add_option("--mode", flags.mode, "sync | async | hybrid")->check(CLI::IsMember({"sync", "async", "hybrid"}));
+  cli.add_option("--staleness", flags.staleness, "async: steps a worker may run ahead of the slowest");
+  cli.add_option("--num-servers", flags.num_servers, "async: parameter-server actors (shards)");
+  cli.add_option("--hybrid-sync-steps", flags.hybrid_sync_steps, "hybrid: synchronous steps before async");
+  cli.add_option("--hybrid-plateau-window", flags.hybrid_plateau_window, "hybrid: loss plateau window (0: off)");
+  cli.add_option("--hybrid-plateau-tolerance", flags.hybrid_plateau_tolerance, "hybrid: plateau = less than this fraction lower");
+  cli.add_option("--target-accuracy", flags.target_accuracy, "Stop once a validation reaches this accuracy");
   cli.add_option("--seed", flags.seed, "Seeds the initial weights and the batches' order");
   cli.add_option("--progress-interval", flags.progress_interval, "Seconds between progress lines");
   cli.add_option("--address", address, "HOST:PORT of a celer cluster (default: CELER_ADDRESS, else embedded)");
@@ -205,12 +229,25 @@ int main(int argc, char** argv) {
   if (given("--checkpoint-every")) loaded->checkpoint_every = flags.checkpoint_every;
   if (given("--loader-cost-ms")) loaded->loader_cost_ms = flags.loader_cost_ms;
   if (given("--max-failures")) loaded->max_failures = flags.max_failures;
+  if (given("--mode")) loaded->mode = flags.mode;
+  if (given("--staleness")) loaded->staleness = flags.staleness;
+  if (given("--num-servers")) loaded->num_servers = flags.num_servers;
+  if (given("--hybrid-sync-steps")) loaded->hybrid_sync_steps = flags.hybrid_sync_steps;
+  if (given("--hybrid-plateau-window")) loaded->hybrid_plateau_window = flags.hybrid_plateau_window;
+  if (given("--hybrid-plateau-tolerance")) loaded->hybrid_plateau_tolerance = flags.hybrid_plateau_tolerance;
+  if (given("--target-accuracy")) loaded->target_accuracy = flags.target_accuracy;
   if (given("--seed")) loaded->seed = flags.seed;
   if (given("--progress-interval")) loaded->progress_interval = flags.progress_interval;
   app::train_config cfg = std::move(*loaded);
   if (auto ok = app::validate(cfg); !ok) {
     const std::string source = resume ? dir + "/run.json" : config_path;
     std::cerr << "celer-train: " << (source.empty() ? "" : source + ": ") << ok.error().message() << usage_hint;
+    return 2;
+  }
+  if (resume && cfg.mode != "sync") {
+    std::cerr << "celer-train: --resume: " << dir << " holds a run of mode " << cfg.mode
+              << ", which takes no checkpoints (its weights and optimiser state live on the parameter servers); "
+              << "only mode: sync runs resume\n";
     return 2;
   }
   if (!resume && std::filesystem::exists(dir + "/run.json")) {

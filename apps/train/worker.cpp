@@ -4,6 +4,7 @@
 #include <celer/actors/collective.hpp>
 #include <celer/actors/data.hpp>
 #include <celer/actors/loader.hpp>
+#include <celer/actors/paramserver.hpp>
 #include <celer/actors/torch/checkpoint.hpp>
 #include <celer/actors/torch/model.hpp>
 #include <celer/actors/trainer/compression.hpp>
@@ -81,6 +82,8 @@ struct trainer_worker::impl {
   std::optional<trainer::topk_compressor> topk;
   std::vector<std::uint8_t> packet;
   std::int64_t step = 0;
+  /// After enter_async: the parameter servers every step goes through.
+  std::optional<paramserver::sharded> servers;
 
   /// Averages `flat` over the group: a ring allreduce of the floats, or, compressed, an
   /// allgather of every worker's packet, each then summed in rank order into `flat` (the
@@ -170,6 +173,57 @@ struct trainer_worker::impl {
   }
 
   std::vector<step_figures> run_steps(std::int64_t steps);
+  /// The rest of an async step, once the gradients are in `flat`: clipping, push_pull,
+  /// the pulled weights into the model.
+  void async_step(step_figures& f);
+
+  /// The weights and LibTorch optimiser's state, flattened in params' order, with `step`
+  /// as the clock: what the parameter servers start from.
+  paramserver::shard_state export_state() {
+    paramserver::shard_state s;
+    gather(/*grads=*/false);
+    s.weights = flat;
+    s.clock = step;
+    const bool sgd = spec.optimizer == "sgd";
+    if (sgd && spec.momentum == 0) return s;  // plain SGD keeps no state
+    std::vector<float> first(flat.size(), 0.0f), second(sgd ? 0 : flat.size(), 0.0f);
+    std::int64_t steps = 0;
+    bool found = false;
+    const auto& states = optimizer->state();
+    std::size_t at = 0;
+    for (const auto& p : params) {
+      const auto n = static_cast<std::size_t>(p.numel());
+      // LibTorch keys a parameter's state by its TensorImpl's address, printed.
+      const auto it = states.find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+      auto copy = [&](const torch::Tensor& t, std::vector<float>& into) {
+        if (t.defined()) std::memcpy(into.data() + at, t.contiguous().data_ptr<float>(), n * sizeof(float));
+      };
+      if (it != states.end()) {
+        found = true;
+        if (spec.optimizer == "adam") {
+          const auto& st = static_cast<const torch::optim::AdamParamState&>(*it->second);
+          copy(st.exp_avg(), first);
+          copy(st.exp_avg_sq(), second);
+          steps = std::max(steps, st.step());
+        } else if (spec.optimizer == "adamw") {
+          const auto& st = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+          copy(st.exp_avg(), first);
+          copy(st.exp_avg_sq(), second);
+          steps = std::max(steps, st.step());
+        } else {
+          copy(static_cast<const torch::optim::SGDParamState&>(*it->second).momentum_buffer(), first);
+          steps = std::max<std::int64_t>(1, step);  // the momentum buffer has started
+        }
+      }
+      at += n;
+    }
+    if (found) {
+      s.first = std::move(first);
+      s.second = std::move(second);
+      s.optimizer_steps = steps;
+    }
+    return s;
+  }
 
   collective::group& joined() {
     if (!group) fail("worker " + std::to_string(spec.rank) + " has not joined its group: call start() first");
@@ -251,6 +305,7 @@ std::vector<step_figures> trainer_worker::impl::run_steps(std::int64_t steps) {
   std::vector<step_figures> out;
   out.reserve(static_cast<std::size_t>(std::max<std::int64_t>(steps, 0)));
   for (std::int64_t s = 0; s < steps; ++s) {
+    const auto step_began = clock_type::now();
     step_figures f;
     f.step = ++w.step;
     if (f.step == w.spec.fail_at_step && w.spec.fail_by_exit && ::getpid() != w.spec.driver_pid)
@@ -284,6 +339,13 @@ std::vector<step_figures> trainer_worker::impl::run_steps(std::int64_t steps) {
     auto t = clock_type::now();
     w.gather(/*grads=*/true);
     f.compute_seconds += seconds_since(t);
+    if (w.servers) {
+      f.loss = f.samples > 0 ? loss_sum / static_cast<double>(f.samples) : 0;
+      w.async_step(f);
+      f.step_seconds = seconds_since(step_began);
+      out.push_back(f);
+      continue;
+    }
     t = clock_type::now();
     const auto sent_before = group.counters().bytes_sent;
     if (auto ok = w.average(group); !ok)
@@ -302,9 +364,60 @@ std::vector<step_figures> trainer_worker::impl::run_steps(std::int64_t steps) {
     w.optimizer->step();
     f.compute_seconds += seconds_since(t);
     f.loss = f.samples > 0 ? loss_sum / static_cast<double>(f.samples) : 0;
+    f.step_seconds = seconds_since(step_began);
     out.push_back(f);
   }
   return out;
+}
+
+void trainer_worker::impl::async_step(step_figures& f) {
+  auto t = clock_type::now();
+  double norm2 = 0;
+  for (float g : flat) norm2 += static_cast<double>(g) * g;
+  f.grad_norm = std::sqrt(norm2);
+  if (spec.clip_grad_norm > 0 && f.grad_norm > spec.clip_grad_norm) {
+    const auto scale = static_cast<float>(spec.clip_grad_norm / f.grad_norm);
+    for (float& g : flat) g *= scale;
+  }
+  f.compute_seconds += seconds_since(t);
+  // The servers apply the optimiser; what comes back is the weights for the next step.
+  t = clock_type::now();
+  auto got = servers->push_pull(spec.rank, f.step, flat, flat);
+  if (!got) fail("worker " + std::to_string(spec.rank) + " at step " + std::to_string(f.step) + ": " + got.error().message());
+  f.allreduce_seconds = seconds_since(t);
+  f.bound_wait_seconds = got->waited_seconds;
+  f.ahead = f.step - got->slowest_clock;
+  f.bytes_sent = flat.size() * sizeof(float);
+  t = clock_type::now();
+  scatter(/*grads=*/false);
+  f.compute_seconds += seconds_since(t);
+}
+
+std::int64_t trainer_worker::enter_async(paramserver::sharded servers) {
+  return torch_edge("switching to the parameter servers", [&] {
+    auto& w = *impl_;
+    w.servers.emplace(std::move(servers));
+    if (w.spec.rank == 0) {
+      if (auto ok = w.servers->init(w.export_state()); !ok)
+        fail("worker 0 cannot hand its weights to the parameter servers: " + ok.error().message());
+    }
+    // The others wait inside the servers for rank 0's init.
+    auto got = w.servers->pull(w.spec.rank, w.step + 1, w.flat);
+    if (!got) fail("worker " + std::to_string(w.spec.rank) + " cannot pull the weights: " + got.error().message());
+    w.scatter(/*grads=*/false);
+    return got->version;
+  });
+}
+
+std::int64_t trainer_worker::finish_async() {
+  return torch_edge("pulling the final weights", [&] {
+    auto& w = *impl_;
+    if (!w.servers) fail("worker " + std::to_string(w.spec.rank) + ": finish_async before enter_async");
+    auto got = w.servers->pull(w.spec.rank, w.step + 1, w.flat);
+    if (!got) fail("worker " + std::to_string(w.spec.rank) + " cannot pull the final weights: " + got.error().message());
+    w.scatter(/*grads=*/false);
+    return w.step;
+  });
 }
 
 validation trainer_worker::evaluate() {
@@ -366,4 +479,5 @@ std::unique_ptr<trainer_worker> make_trainer_worker(worker_spec spec) { return s
 CELER_REMOTE(celer::train_app::make_trainer_worker, &celer::train_app::trainer_worker::start,
              &celer::train_app::trainer_worker::run_steps, &celer::train_app::trainer_worker::evaluate,
              &celer::train_app::trainer_worker::parameters_digest, &celer::train_app::trainer_worker::save_state,
-             &celer::train_app::trainer_worker::load_state);
+             &celer::train_app::trainer_worker::load_state, &celer::train_app::trainer_worker::enter_async,
+             &celer::train_app::trainer_worker::finish_async);

@@ -4,6 +4,9 @@
 // form a celer::collective group and train by synchronous data parallelism: each step, every
 // worker computes the gradients of its own micro-batches, the group averages them with one
 // allreduce, and every replica takes the same optimiser step, so the replicas stay equal.
+// After enter_async (mode async, or hybrid's switch) each step instead pushes the worker's
+// gradient to the parameter servers (<celer/actors/paramserver.hpp>), which apply the
+// optimiser, and pulls the weights they hold; finish_async pulls the final ones.
 //
 //   auto w = celer::actor(make_trainer_worker).options({.num_cpus = 1}).remote(spec);
 //   celer::get(w.task(&trainer_worker::start).remote());        // every worker at once: joins
@@ -13,6 +16,7 @@
 // This header names no LibTorch type (the replica lives behind a pointer), so the driver
 // compiles without LibTorch's headers; worker.cpp is the one file that includes them.
 #include <celer/actors/checkpoint.hpp>
+#include <celer/actors/paramserver.hpp>
 #include <celer/celer.hpp>
 #include <celer/codec.hpp>
 
@@ -79,10 +83,17 @@ struct step_figures {
   double allreduce_seconds = 0;
   /// Bytes this worker sent to its peers during the step (the group's counters).
   std::uint64_t bytes_sent = 0;
-  /// The L2 norm of the averaged gradient (before clipping).
+  /// The L2 norm of the averaged gradient (before clipping); async: of this worker's own.
   double grad_norm = 0;
+  /// async: the push/pull is in allreduce_seconds; of it, the time the servers held this
+  /// worker at the staleness bound, and how many steps ahead of the slowest worker it was
+  /// when it pulled (at most the staleness).
+  double bound_wait_seconds = 0;
+  std::int64_t ahead = 0;
+  /// The step's wall time on this worker.
+  double step_seconds = 0;
   MSGPACK_DEFINE(step, loss, correct, samples, data_wait_seconds, compute_seconds, allreduce_seconds, bytes_sent,
-                 grad_norm)
+                 grad_norm, bound_wait_seconds, ahead, step_seconds)
 };
 
 /// Loss and accuracy over the validation split.
@@ -121,8 +132,17 @@ public:
   /// Joins the group (every worker must call it at about the same time) and takes rank 0's
   /// initial weights by broadcast, so that every replica starts equal.
   start_info start();
-  /// Runs `steps` synchronous steps; the figures of each.
+  /// Runs `steps` steps (synchronous, or through the servers after enter_async); the
+  /// figures of each.
   std::vector<step_figures> run_steps(std::int64_t steps);
+  /// From here on, train through `servers`: rank 0 hands them its weights and optimiser
+  /// state (the replicas are equal after the synchronous steps, if any) with the current
+  /// step as every worker's clock, and every worker pulls the weights back. Every worker
+  /// must be called. Returns the servers' version.
+  std::int64_t enter_async(paramserver::sharded servers);
+  /// Once every worker has retired from the servers: pulls their final weights, so every
+  /// replica ends with them. Returns this worker's step.
+  std::int64_t finish_async();
   /// The model on the validation split (any rank may; the driver asks rank 0).
   validation evaluate();
   /// A digest (FNV-1a 64) of every parameter's bytes, as 16 hex digits: equal on every

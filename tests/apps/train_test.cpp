@@ -272,6 +272,129 @@ TEST_CASE("a worker that fails is replaced from the checkpoint and the run ends 
   CHECK_THAT(ended.output, Contains("worker 0:") && Contains("injected failure at step 5"));
 }
 
+TEST_CASE("an asynchronous run through two parameter servers learns within its staleness bound", "[train]") {
+  scratch s;
+  const auto o = run_train(s.dir, {"--config", config, "--name", "async", "--mode", "async", "--num-servers", "2",
+                                   "--staleness", "2", "--max-steps", "100", "--eval-every", "50"});
+  INFO(o.output);
+  REQUIRE(o.code == 0);
+  CHECK_THAT(o.output, Contains("asynchronous: each worker pushes its gradient to 2 parameter servers") &&
+                         Contains("push/pull") && Contains("replicas are equal"));
+  const fs::path out = s.dir / "celer_results" / "async";
+  std::size_t steps = 0, validations = 0;
+  for (const auto& l : jsonl_of(out / "metrics.jsonl")) {
+    CHECK(l.at("mode") == "async");
+    if (l.contains("loss")) {
+      ++steps;
+      CHECK(l.at("ahead").get<int>() <= 2);  // never past the bound
+      CHECK(l.contains("bound_wait_s"));
+      CHECK(l.at("push_pull_s").get<double>() > 0);
+      CHECK(l.at("bytes_sent") == 4 * 26122);  // each worker pushes its whole float32 gradient
+      CHECK(!l.contains("allreduce_s"));
+    }
+    if (l.contains("val_accuracy")) ++validations;
+  }
+  CHECK(steps == 100);
+  CHECK(validations == 2);  // rank 0 at step 50, and the servers' final weights
+  const auto summary = json::parse(read(out / "summary.json"));
+  CHECK(summary.at("mode") == "async");
+  CHECK(summary.at("steps") == 100);
+  CHECK(summary.at("final_val_accuracy").get<double>() > 0.85);
+  // At the end every worker pulls the servers' final weights: the replicas agree again.
+  CHECK(summary.at("replicas_equal") == true);
+
+  // staleness 0 is lockstep: no worker is ever ahead of another when it reads.
+  const auto sync = run_train(s.dir, {"--config", config, "--name", "lockstep", "--mode", "async", "--staleness", "0",
+                                      "--max-steps", "30", "--progress-interval", "100"});
+  INFO(sync.output);
+  REQUIRE(sync.code == 0);
+  std::size_t lockstep = 0;
+  for (const auto& l : jsonl_of(s.dir / "celer_results" / "lockstep" / "metrics.jsonl")) {
+    if (!l.contains("ahead")) continue;
+    ++lockstep;
+    CHECK(l.at("ahead") == 0);
+  }
+  CHECK(lockstep == 30);
+}
+
+TEST_CASE("a hybrid run is synchronous for hybrid_sync_steps, switches to asynchronous and says so", "[train]") {
+  scratch s;
+  const auto o = run_train(s.dir, {"--config", config, "--name", "hybrid", "--mode", "hybrid", "--hybrid-sync-steps",
+                                   "30", "--max-steps", "90", "--eval-every", "30"});
+  INFO(o.output);
+  REQUIRE(o.code == 0);
+  CHECK_THAT(o.output, Contains("hybrid: synchronous for 30 steps, then") &&
+                         Contains("switched to asynchronous training at step 30 (hybrid_sync_steps 30) in"));
+  // The progress lines say allreduce before the switch and push/pull after it.
+  const auto at = o.output.find("switched to asynchronous");
+  CHECK(o.output.rfind("allreduce", at) != std::string::npos);
+  CHECK(o.output.find("allreduce", at) == std::string::npos);
+  CHECK(o.output.find("push/pull", at) != std::string::npos);
+  const fs::path out = s.dir / "celer_results" / "hybrid";
+  std::size_t sync_steps = 0, async_steps = 0;
+  for (const auto& l : jsonl_of(out / "metrics.jsonl")) {
+    if (!l.contains("loss")) continue;
+    const bool before = l.at("step").get<int>() <= 30;
+    CHECK(l.at("mode") == (before ? "sync" : "async"));
+    (before ? sync_steps : async_steps) += 1;
+  }
+  CHECK(sync_steps == 30);
+  CHECK(async_steps == 60);
+  const auto summary = json::parse(read(out / "summary.json"));
+  CHECK(summary.at("mode") == "hybrid");
+  CHECK(summary.at("switched_at_step") == 30);
+  CHECK(summary.at("final_val_accuracy").get<double>() > 0.85);
+  CHECK(summary.at("replicas_equal") == true);
+}
+
+TEST_CASE("a run stops once a validation reaches target_accuracy and records when", "[train]") {
+  scratch s;
+  const auto o = run_train(s.dir, {"--config", config, "--name", "target", "--target-accuracy", "0.9", "--eval-every",
+                                   "5", "--progress-interval", "100"});
+  INFO(o.output);
+  REQUIRE(o.code == 0);
+  CHECK_THAT(o.output, Contains("reached the target accuracy 0.9000 at step"));
+  const auto summary = json::parse(read(s.dir / "celer_results" / "target" / "summary.json"));
+  CHECK(summary.at("reached_target") == true);
+  const auto at = summary.at("steps_to_target").get<int>();
+  CHECK(at % 5 == 0);
+  CHECK(at < 184);                       // before the run's last step
+  CHECK(summary.at("steps") == at);      // synchronous: it stops right there
+  CHECK(summary.at("seconds_to_target").get<double>() > 0);
+  // 2 workers x 32 samples a step, less where an epoch's last batch is short.
+  CHECK(summary.at("samples_to_target").get<int>() <= at * 64);
+  CHECK(summary.at("samples_to_target").get<int>() > at * 56);
+  CHECK(summary.at("final_val_accuracy").get<double>() >= 0.9);
+}
+
+TEST_CASE("asynchronous modes refuse what they do not support, naming the key", "[train]") {
+  scratch s;
+  const auto mode = run_train(s.dir, {"--config", s.write("m.yaml", "mode: asynchronous\n").string()});
+  CHECK(mode.code == 2);
+  CHECK_THAT(mode.output, Contains("key 'mode' is 'asynchronous': use sync, async or hybrid"));
+  const auto ck = run_train(s.dir, {"--mode", "async", "--checkpoint-every", "10", "--name", "ck"});
+  CHECK(ck.code == 2);
+  CHECK_THAT(ck.output, Contains("key 'checkpoint_every' must be 0 with mode async"));
+  const auto comp = run_train(s.dir, {"--mode", "hybrid", "--compression", "sign", "--name", "comp"});
+  CHECK(comp.code == 2);
+  CHECK_THAT(comp.output, Contains("key 'compression'") && Contains("with mode hybrid"));
+  const auto fail = run_train(s.dir, {"--mode", "async", "--max-failures", "1", "--name", "fail"});
+  CHECK(fail.code == 2);
+  CHECK_THAT(fail.output, Contains("key 'max_failures' must be 0 with mode async"));
+  const auto rule = run_train(s.dir, {"--mode", "hybrid", "--hybrid-sync-steps", "0", "--name", "rule"});
+  CHECK(rule.code == 2);
+  CHECK_THAT(rule.output, Contains("hybrid needs a rule to switch by"));
+  const auto stale = run_train(s.dir, {"--config", s.write("st.yaml", "staleness: -1\n").string()});
+  CHECK(stale.code == 2);
+  CHECK_THAT(stale.output, Contains("key 'staleness'"));
+  CHECK(!fs::exists(s.dir / "celer_results"));  // a refused run writes nothing
+  // An asynchronous run took no checkpoint: --resume says so.
+  REQUIRE(run_train(s.dir, {"--mode", "async", "--name", "done", "--max-steps", "10"}).code == 0);
+  const auto resume = run_train(s.dir, {"--resume", "--name", "done"});
+  CHECK(resume.code == 2);
+  CHECK_THAT(resume.output, Contains("holds a run of mode async") && Contains("only mode: sync runs resume"));
+}
+
 TEST_CASE("a bad config exits 2 naming the key and what to write instead", "[train]") {
   scratch s;
   const auto typo = run_train(s.dir, {"--config", s.write("typo.yaml", "num_wrokers: 2\n").string()});

@@ -310,6 +310,27 @@ TEST_CASE("the JSONL writer writes one object per step: integers, reals and null
   CHECK(lines_of(path).empty());
 }
 
+TEST_CASE("the JSONL writer puts text columns before the figures, as JSON strings", "[trainer][metrics]") {
+  temp_dir dir;
+  fake_clock clock;
+  const std::string path = (dir.path / "metrics.jsonl").string();
+  {
+    auto jl = jsonl_writer::open({.path = path, .clock = clock.fn()});
+    REQUIRE(jl);
+    const text_field texts[] = {{"mode", "async"}};
+    const scalar figures[] = {{"loss", 0.5}};
+    REQUIRE(jl->write(3, texts, figures));
+    // A tag may not repeat across the two lists, and a text must be UTF-8.
+    const text_field twice[] = {{"loss", "x"}};
+    CHECK(jl->write(4, twice, figures).error().code() == celer::error_code::invalid_argument);
+    const text_field bad[] = {{"mode", std::string("\xff")}};
+    CHECK_THAT(jl->write(4, bad, figures).error().message(), Catch::Contains("not UTF-8"));
+  }
+  auto lines = lines_of(path);
+  REQUIRE(lines.size() == 1);  // the refused rows left nothing
+  CHECK(lines[0] == R"({"step":3,"wall_time":1717171717.5,"mode":"async","loss":0.5})");
+}
+
 // Not run by default (hidden): writes an event file for bench/peers/tensorboard_read_events.py
 // to read with TensorBoard's own reader, into $CELER_TFEVENTS_DIR.
 TEST_CASE("write a sample event file for TensorBoard's own reader", "[.][tensorboard_manual]") {

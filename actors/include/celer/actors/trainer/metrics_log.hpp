@@ -64,6 +64,13 @@ struct scalar {
   double value = 0;
 };
 
+/// A text column of a JSONL line (a training run's mode: "sync", "async"), written as a
+/// JSON string. Event files have no place for it.
+struct text_field {
+  std::string tag;
+  std::string value;
+};
+
 /// When a writer hands its buffered records to the file.
 struct flush_policy {
   /// After this many records (at least 1).
@@ -182,6 +189,10 @@ public:
   /// or "step" or "wall_time"; an I/O error if this line's flush fails (after which every
   /// call answers failed_precondition).
   [[nodiscard]] expected<void> write(std::int64_t step, std::span<const scalar> values);
+  /// The same with text columns first (after "step" and "wall_time"); a value must be
+  /// valid UTF-8, and a tag may not repeat across both lists.
+  [[nodiscard]] expected<void> write(std::int64_t step, std::span<const text_field> texts,
+                                     std::span<const scalar> values);
   [[nodiscard]] expected<void> flush();
   [[nodiscard]] expected<void> close();
   [[nodiscard]] const std::string& path() const noexcept;
