@@ -4,7 +4,7 @@
 #include "worker.hpp"
 
 #include <celer/actors/checkpoint.hpp>
-#include <celer/actors/paramserver.hpp>
+#include <celer/actors/parameter_server.hpp>
 #include <celer/actors/trainer/metrics_log.hpp>
 #include <celer/celer.hpp>
 
@@ -409,7 +409,7 @@ private:
   std::optional<int> run_async(progress& p, const start_info& info) {
     auto began = clock_type::now();
     const bool sgd = cfg_.optimizer == "sgd";
-    auto made = paramserver::sharded::create(
+    auto made = parameter_server::sharded::create(
       {.size = static_cast<std::uint64_t>(info.parameters), .num_shards = cfg_.num_servers,
        .num_workers = cfg_.num_workers, .staleness = cfg_.staleness,
        // The rule LibTorch's optimiser of that name applies on the replicas
@@ -755,7 +755,7 @@ private:
   std::optional<trainer::jsonl_writer> jl_;
   std::optional<checkpoint::checkpointer> ckpt_;
   /// async and hybrid: the parameter servers, once made.
-  std::optional<paramserver::sharded> servers_;
+  std::optional<parameter_server::sharded> servers_;
   /// hybrid: why the switch came (for its console line).
   std::string switch_reason_;
 };

@@ -4,7 +4,7 @@
 #include <celer/actors/collective.hpp>
 #include <celer/actors/data.hpp>
 #include <celer/actors/loader.hpp>
-#include <celer/actors/paramserver.hpp>
+#include <celer/actors/parameter_server.hpp>
 #include <celer/actors/torch/checkpoint.hpp>
 #include <celer/actors/torch/model.hpp>
 #include <celer/actors/trainer/compression.hpp>
@@ -83,7 +83,7 @@ struct trainer_worker::impl {
   std::vector<std::uint8_t> packet;
   std::int64_t step = 0;
   /// After enter_async: the parameter servers every step goes through.
-  std::optional<paramserver::sharded> servers;
+  std::optional<parameter_server::sharded> servers;
 
   /// Averages `flat` over the group: a ring allreduce of the floats, or, compressed, an
   /// allgather of every worker's packet, each then summed in rank order into `flat` (the
@@ -179,8 +179,8 @@ struct trainer_worker::impl {
 
   /// The weights and LibTorch optimiser's state, flattened in params' order, with `step`
   /// as the clock: what the parameter servers start from.
-  paramserver::shard_state export_state() {
-    paramserver::shard_state s;
+  parameter_server::shard_state export_state() {
+    parameter_server::shard_state s;
     gather(/*grads=*/false);
     s.weights = flat;
     s.clock = step;
@@ -393,7 +393,7 @@ void trainer_worker::impl::async_step(step_figures& f) {
   f.compute_seconds += seconds_since(t);
 }
 
-std::int64_t trainer_worker::enter_async(paramserver::sharded servers) {
+std::int64_t trainer_worker::enter_async(parameter_server::sharded servers) {
   return torch_edge("switching to the parameter servers", [&] {
     auto& w = *impl_;
     w.servers.emplace(std::move(servers));

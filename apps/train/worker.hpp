@@ -5,7 +5,7 @@
 // worker computes the gradients of its own micro-batches, the group averages them with one
 // allreduce, and every replica takes the same optimiser step, so the replicas stay equal.
 // After enter_async (mode async, or hybrid's switch) each step instead pushes the worker's
-// gradient to the parameter servers (<celer/actors/paramserver.hpp>), which apply the
+// gradient to the parameter servers (<celer/actors/parameter_server.hpp>), which apply the
 // optimiser, and pulls the weights they hold; finish_async pulls the final ones.
 //
 //   auto w = celer::actor(make_trainer_worker).options({.num_cpus = 1}).remote(spec);
@@ -16,7 +16,7 @@
 // This header names no LibTorch type (the replica lives behind a pointer), so the driver
 // compiles without LibTorch's headers; worker.cpp is the one file that includes them.
 #include <celer/actors/checkpoint.hpp>
-#include <celer/actors/paramserver.hpp>
+#include <celer/actors/parameter_server.hpp>
 #include <celer/celer.hpp>
 #include <celer/codec.hpp>
 
@@ -139,7 +139,7 @@ public:
   /// state (the replicas are equal after the synchronous steps, if any) with the current
   /// step as every worker's clock, and every worker pulls the weights back. Every worker
   /// must be called. Returns the servers' version.
-  std::int64_t enter_async(paramserver::sharded servers);
+  std::int64_t enter_async(parameter_server::sharded servers);
   /// Once every worker has retired from the servers: pulls their final weights, so every
   /// replica ends with them. Returns this worker's step.
   std::int64_t finish_async();

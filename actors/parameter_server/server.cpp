@@ -1,6 +1,6 @@
-// The parameter-server actor (<celer/actors/paramserver.hpp>): one shard, its optimiser
+// The parameter-server actor (<celer/actors/parameter_server.hpp>): one shard, its optimiser
 // state, the workers' clocks and the staleness bound.
-#include <celer/actors/paramserver.hpp>
+#include <celer/actors/parameter_server.hpp>
 
 #include <celer/celer.hpp>
 
@@ -15,7 +15,7 @@
 #include <mutex>
 #include <stdexcept>
 
-namespace celer::paramserver {
+namespace celer::parameter_server {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
@@ -344,9 +344,9 @@ server_stats server::stats() {
 
 std::unique_ptr<server> make_server(server_options options) { return std::make_unique<server>(std::move(options)); }
 
-} // namespace celer::paramserver
+} // namespace celer::parameter_server
 
-CELER_REMOTE(celer::paramserver::make_server, &celer::paramserver::server::init, &celer::paramserver::server::push,
-             &celer::paramserver::server::pull, &celer::paramserver::server::push_pull,
-             &celer::paramserver::server::retire, &celer::paramserver::server::state,
-             &celer::paramserver::server::stats);
+CELER_REMOTE(celer::parameter_server::make_server, &celer::parameter_server::server::init, &celer::parameter_server::server::push,
+             &celer::parameter_server::server::pull, &celer::parameter_server::server::push_pull,
+             &celer::parameter_server::server::retire, &celer::parameter_server::server::state,
+             &celer::parameter_server::server::stats);

@@ -1,6 +1,6 @@
-// The sharded client of the parameter servers (<celer/actors/paramserver.hpp>): one flat
+// The sharded client of the parameter servers (<celer/actors/parameter_server.hpp>): one flat
 // vector over k server actors, every call sent to all shards before any reply is awaited.
-#include <celer/actors/paramserver.hpp>
+#include <celer/actors/parameter_server.hpp>
 
 #include <celer/celer.hpp>
 
@@ -10,7 +10,7 @@
 #include <limits>
 #include <optional>
 
-namespace celer::paramserver {
+namespace celer::parameter_server {
 namespace {
 
 error from_reply(std::uint8_t code, const std::string& message) {
@@ -274,4 +274,4 @@ void sharded::stop() {
   servers_.clear();
 }
 
-} // namespace celer::paramserver
+} // namespace celer::parameter_server

@@ -5,7 +5,7 @@
 /// of the slowest (stale-synchronous parallel, Ho et al. 2013), and a call that would go
 /// past the bound waits inside the server until the slow worker catches up.
 ///
-///   namespace ps = celer::paramserver;
+///   namespace ps = celer::parameter_server;
 ///   // The driver: 2 shards of a 26,122-float model, 4 workers at most 2 steps apart.
 ///   auto servers = ps::sharded::create({.size = 26122, .num_shards = 2, .num_workers = 4,
 ///                                       .staleness = 2, .optimizer = {.name = "adam", .lr = 1e-3}});
@@ -50,7 +50,7 @@
 #include <utility>
 #include <vector>
 
-namespace celer::paramserver {
+namespace celer::parameter_server {
 
 /// The update rule a server applies to its shard: the formulas of LibTorch's (and PyTorch's)
 /// optimisers of the same name, element by element, in float32.
@@ -249,4 +249,4 @@ private:
   std::uint64_t size_ = 0;
 };
 
-} // namespace celer::paramserver
+} // namespace celer::parameter_server

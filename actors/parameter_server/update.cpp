@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-namespace celer::paramserver::detail {
+namespace celer::parameter_server::detail {
 
 void apply(const optimizer_options& o, optimizer_state& s, std::span<const float> gradient, float scale) {
   const std::size_t n = s.weights.size();
@@ -53,4 +53,4 @@ void apply(const optimizer_options& o, optimizer_state& s, std::span<const float
   }
 }
 
-} // namespace celer::paramserver::detail
+} // namespace celer::parameter_server::detail

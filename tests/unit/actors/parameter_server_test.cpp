@@ -1,8 +1,8 @@
-// celer::paramserver on an embedded runtime: server actors (threads of this process) called
+// celer::parameter_server on an embedded runtime: server actors (threads of this process) called
 // straight from the test, and worker actors driving the sharded client. Checks the update
 // rules against hand computations, the staleness bound (a fast worker is held until the
 // slow one catches up; staleness 0 is lockstep), the shards, and the errors.
-#include <celer/actors/paramserver.hpp>
+#include <celer/actors/parameter_server.hpp>
 #include <celer/celer.hpp>
 
 #include <catch2/catch.hpp>
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace ps = celer::paramserver;
+namespace ps = celer::parameter_server;
 using Catch::Matchers::Contains;
 using namespace std::chrono_literals;
 
@@ -75,7 +75,7 @@ ps_worker* make_ps_worker(ps::sharded servers, int rank) { return new ps_worker(
 
 CELER_REMOTE(make_ps_worker, &ps_worker::run);
 
-TEST_CASE("a parameter server applies SGD, Nesterov momentum, Adam and AdamW as a hand computation does", "[paramserver]") {
+TEST_CASE("a parameter server applies SGD, Nesterov momentum, Adam and AdamW as a hand computation does", "[parameter_server]") {
   scoped_runtime rt;
   const std::vector<float> w0{1.0f, -2.0f, 0.5f};
   const std::vector<float> g1{0.5f, -3.0f, 0.0f}, g2{0.25f, 1.0f, -1.0f};
@@ -151,7 +151,7 @@ TEST_CASE("a parameter server applies SGD, Nesterov momentum, Adam and AdamW as 
   }
 }
 
-TEST_CASE("a parameter server carries on the optimiser state given to init: Adam's moments and step count", "[paramserver]") {
+TEST_CASE("a parameter server carries on the optimiser state given to init: Adam's moments and step count", "[parameter_server]") {
   scoped_runtime rt;
   // As a switch from synchronous training after 10 steps hands LibTorch's Adam state over.
   auto s = make({.size = 1, .num_workers = 1, .staleness = 1, .optimizer = {.name = "adam", .lr = 0.1}});
@@ -170,7 +170,7 @@ TEST_CASE("a parameter server carries on the optimiser state given to init: Adam
   CHECK(back.state.clock == 11);
 }
 
-TEST_CASE("staleness 0 is synchronous: a step's gradients are averaged and applied once the last worker pushes", "[paramserver]") {
+TEST_CASE("staleness 0 is synchronous: a step's gradients are averaged and applied once the last worker pushes", "[parameter_server]") {
   scoped_runtime rt;
   auto s = make({.size = 2, .num_workers = 2, .staleness = 0, .optimizer = {.name = "sgd", .lr = 1.0}});
   REQUIRE(celer::get(s.task(&ps::server::init).remote(ps::shard_state{.weights = {0.0f, 0.0f}})).code == 0);
@@ -211,7 +211,7 @@ TEST_CASE("staleness 0 is synchronous: a step's gradients are averaged and appli
   CHECK(stats.waits == 2);
 }
 
-TEST_CASE("a worker more than staleness steps ahead of the slowest is held until the slow one catches up", "[paramserver]") {
+TEST_CASE("a worker more than staleness steps ahead of the slowest is held until the slow one catches up", "[parameter_server]") {
   scoped_runtime rt;
   auto s = make({.size = 1, .num_workers = 2, .staleness = 2, .optimizer = {.name = "sgd", .lr = 1.0}});
   REQUIRE(celer::get(s.task(&ps::server::init).remote(ps::shard_state{.weights = {0.0f}})).code == 0);
@@ -241,7 +241,7 @@ TEST_CASE("a worker more than staleness steps ahead of the slowest is held until
   for (std::int64_t t = 4; t <= 8; ++t) CHECK(celer::get(push_pull(0, t, 0.0f)).code == 0);
 }
 
-TEST_CASE("workers through the sharded client stay within the bound, and staleness 0 keeps them in lockstep", "[paramserver]") {
+TEST_CASE("workers through the sharded client stay within the bound, and staleness 0 keeps them in lockstep", "[parameter_server]") {
   scoped_runtime rt;
   for (int staleness : {0, 1, 3}) {
     INFO("staleness " << staleness);
@@ -279,7 +279,7 @@ TEST_CASE("workers through the sharded client stay within the bound, and stalene
   }
 }
 
-TEST_CASE("a flat vector splits into contiguous shards as even as can be and concatenates back", "[paramserver]") {
+TEST_CASE("a flat vector splits into contiguous shards as even as can be and concatenates back", "[parameter_server]") {
   CHECK(ps::shard_range(10, 3, 0) == std::pair<std::size_t, std::size_t>{0, 4});
   CHECK(ps::shard_range(10, 3, 1) == std::pair<std::size_t, std::size_t>{4, 7});
   CHECK(ps::shard_range(10, 3, 2) == std::pair<std::size_t, std::size_t>{7, 10});
@@ -294,7 +294,7 @@ TEST_CASE("a flat vector splits into contiguous shards as even as can be and con
   CHECK(ps::concat(parts) == whole);
 }
 
-TEST_CASE("the sharded client pushes and pulls every shard's slice of one vector", "[paramserver]") {
+TEST_CASE("the sharded client pushes and pulls every shard's slice of one vector", "[parameter_server]") {
   scoped_runtime rt;
   auto servers = ps::sharded::create({.size = 10, .num_shards = 3, .num_workers = 1, .staleness = 1,
                                       .optimizer = {.name = "sgd", .lr = 0.5}});
@@ -327,7 +327,7 @@ TEST_CASE("the sharded client pushes and pulls every shard's slice of one vector
   CHECK(servers->init({.weights = wrong}).error().code() == celer::error_code::invalid_argument);
 }
 
-TEST_CASE("parameter servers refuse bad input with errors that say what is wrong", "[paramserver]") {
+TEST_CASE("parameter servers refuse bad input with errors that say what is wrong", "[parameter_server]") {
   scoped_runtime rt;
   auto s = make({.size = 3, .num_workers = 2, .staleness = 1, .optimizer = {.name = "sgd", .lr = 0.1},
                  .timeout_ms = 300});

@@ -1,14 +1,14 @@
 #pragma once
-// The optimiser updates a parameter server applies to its shard (paramserver.hpp): LibTorch's
+// The optimiser updates a parameter server applies to its shard (parameter_server.hpp): LibTorch's
 // SGD (momentum, Nesterov, L2), Adam (L2) and AdamW (decoupled decay), element by element in
 // float32. Pure code, no runtime: the server calls it under its lock, the tests directly.
-#include <celer/actors/paramserver.hpp>
+#include <celer/actors/parameter_server.hpp>
 
 #include <cstdint>
 #include <span>
 #include <vector>
 
-namespace celer::paramserver::detail {
+namespace celer::parameter_server::detail {
 
 /// A shard's weights and optimiser state.
 struct optimizer_state {
@@ -25,4 +25,4 @@ struct optimizer_state {
 /// `gradient` has weights.size() floats; `o` was validated.
 void apply(const optimizer_options& o, optimizer_state& s, std::span<const float> gradient, float scale);
 
-} // namespace celer::paramserver::detail
+} // namespace celer::parameter_server::detail
