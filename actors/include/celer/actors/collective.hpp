@@ -132,11 +132,7 @@ public:
 
   /// The element types allreduce adds (internal).
   enum class element : std::uint8_t { f32, f64, i32, i64, u8 };
-
-private:
-  struct impl;
-  explicit group(std::unique_ptr<impl> p);
-
+  /// The element type of T (internal; nccl_group uses it too).
   template <class T>
   static constexpr element element_of() {
     if constexpr (std::is_same_v<T, float>) return element::f32;
@@ -148,6 +144,11 @@ private:
       return element::u8;
     }
   }
+
+private:
+  struct impl;
+  explicit group(std::unique_ptr<impl> p);
+
   expected<void> allreduce_bytes(void* data, std::size_t count, element type, op how);
   expected<void> broadcast_bytes(void* data, std::size_t bytes, int root);
   expected<void> allgather_bytes(const void* mine, std::size_t bytes, void* out);
