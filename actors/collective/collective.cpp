@@ -2,6 +2,7 @@
 #include <celer/actors/collective.hpp>
 
 #include "ring.hpp"
+#include "sign.hpp"
 
 #include <celer/celer.hpp>
 
@@ -212,6 +213,12 @@ expected<void> group::allgather_bytes(const void* mine, std::size_t bytes, void*
   auto& g = *impl_;
   if (auto ok = g.state.begin(); !ok) return ok;
   return g.all->allgather(mine, bytes, out);
+}
+
+expected<void> group::allreduce_sign(std::span<float> data, sign_feedback& feedback, std::size_t block_size) {
+  auto& g = *impl_;
+  if (auto ok = g.state.begin(); !ok) return ok;
+  return detail::sign_allreduce(g.state, data, feedback.internal(), block_size);
 }
 
 expected<void> group::barrier() {

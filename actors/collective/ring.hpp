@@ -25,6 +25,8 @@ struct member_state {
   group_counters counters;
   /// The mailboxes this member receives on (one per ring): closed when the group breaks.
   std::vector<std::string> inboxes;
+  /// Whether the mailboxes of allreduce_sign (one from each other member) are in `inboxes`.
+  bool sign_inboxes = false;
 
   /// Starts an operation, or says the group is broken.
   expected<void> begin();

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -58,6 +59,27 @@ struct member {
   }
   std::uint64_t bytes_sent() { return group->counters().bytes_sent; }
   int local_size() { return group->local_size(); }
+  /// `steps` allreduce_sign calls of `v` (the same values each step), then one float
+  /// allreduce of `v`. Returns {bytes the sign steps sent, bytes the float allreduce sent,
+  /// then the mean of the steps' results (v.size() values), then the last step's result}.
+  std::vector<double> sign_steps(std::vector<float> v, int steps) {
+    col::sign_feedback feedback;
+    std::vector<double> mean(v.size(), 0.0), last;
+    const auto before = group->counters().bytes_sent;
+    for (int t = 0; t < steps; ++t) {
+      auto x = v;
+      if (auto ok = group->allreduce_sign(std::span(x), feedback); !ok) throw std::runtime_error(ok.error().message());
+      for (std::size_t i = 0; i < x.size(); ++i) mean[i] += x[i] / static_cast<double>(steps);
+      last.assign(x.begin(), x.end());
+    }
+    const auto sign_bytes = group->counters().bytes_sent - before;
+    if (auto ok = group->allreduce(std::span(v)); !ok) throw std::runtime_error(ok.error().message());
+    const auto float_bytes = group->counters().bytes_sent - before - sign_bytes;
+    std::vector<double> out{static_cast<double>(sign_bytes) / steps, static_cast<double>(float_bytes)};
+    out.insert(out.end(), mean.begin(), mean.end());
+    out.insert(out.end(), last.begin(), last.end());
+    return out;
+  }
   col::group_options options;
   std::optional<col::group> group;
 };
@@ -112,7 +134,7 @@ std::vector<std::vector<float>> allreduce_all(std::vector<celer::actor_handle<me
 } // namespace
 
 CELER_REMOTE(make_member, &member::join, &member::allreduce, &member::allreduce_int, &member::broadcast,
-             &member::allgather, &member::barrier, &member::bytes_sent, make_local_member, &member::local_size);
+             &member::allgather, &member::barrier, &member::bytes_sent, make_local_member, &member::local_size, &member::sign_steps);
 
 TEST_CASE("allreduce gives every member the sum, mean, min and max of all", "[collective]") {
   scoped_runtime rt;
@@ -242,4 +264,45 @@ TEST_CASE("a hierarchical allreduce by node on one node is one local group, and 
   REQUIRE_FALSE(unlabelled);
   CHECK(unlabelled.error().code() == celer::error_code::invalid_argument);
   CHECK_THAT(unlabelled.error().message(), Contains("local_group"));
+}
+
+TEST_CASE("allreduce_sign sends over 30 times fewer bytes than allreduce, the same bits everywhere, and error "
+          "feedback brings the mean of its steps to the true mean",
+          "[collective]") {
+  scoped_runtime rt;
+  const int n = 4;
+  auto m = members("sign", n, 64 << 10);
+  const std::size_t len = 100'003;
+  const int steps = 40;
+  // Values of both signs and several magnitudes, different on each member.
+  auto input = [&](int r) {
+    std::vector<float> v(len);
+    for (std::size_t i = 0; i < len; ++i) {
+      v[i] = std::sin(static_cast<float>(i) * 0.37f + static_cast<float>(r)) * static_cast<float>(1 + (i / 1000) % 5);
+    }
+    return v;
+  };
+  std::vector<celer::object_ref<std::vector<double>>> runs;
+  for (int r = 0; r < n; ++r) runs.push_back(m[static_cast<std::size_t>(r)].task(&member::sign_steps).remote(input(r), steps));
+  std::vector<std::vector<double>> got;
+  for (auto& x : runs) got.push_back(celer::get(x));
+  for (const auto& g : got) {
+    REQUIRE(g.size() == 2 + 2 * len);
+    INFO("sign bytes a step " << g[0] << ", float bytes " << g[1]);
+    CHECK(g[1] / g[0] > 30.0);
+    CHECK(std::equal(g.begin() + 2 + len, g.end(), got[0].begin() + 2 + len));  // the same bits
+  }
+  // The true mean, and how far the mean of the steps' results is from it.
+  std::vector<std::vector<float>> inputs;
+  for (int r = 0; r < n; ++r) inputs.push_back(input(r));
+  double error = 0, norm = 0;
+  for (std::size_t i = 0; i < len; ++i) {
+    double want = 0;
+    for (const auto& v : inputs) want += v[i];
+    want /= n;
+    error += (got[0][2 + i] - want) * (got[0][2 + i] - want);
+    norm += want * want;
+  }
+  INFO("relative error of the mean of " << steps << " steps: " << std::sqrt(error / norm));
+  CHECK(std::sqrt(error / norm) < 0.1);
 }
