@@ -251,7 +251,7 @@ TEST_CASE("a hierarchical allreduce by label gives the flat ring's sums, the sam
   for (std::size_t r = 1; r < sums.size(); ++r) CHECK(sums[r] == sums[0]);
 }
 
-TEST_CASE("a hierarchical allreduce by node on one node is one local group, and a label is required by label",
+TEST_CASE("a hierarchical allreduce by node on one node is one local group, by label needs a label, all members need one hierarchy",
           "[collective]") {
   scoped_runtime rt;
   auto m = local_members("by-node-3", {"", "", ""});
@@ -264,6 +264,14 @@ TEST_CASE("a hierarchical allreduce by node on one node is one local group, and 
   REQUIRE_FALSE(unlabelled);
   CHECK(unlabelled.error().code() == celer::error_code::invalid_argument);
   CHECK_THAT(unlabelled.error().message(), Contains("local_group"));
+  // Members that ask for different hierarchies: the later one is refused, saying so.
+  const auto flat = col::group::join({.name = "mixed", .world_size = 2, .rank = 0, .timeout = 200ms});
+  CHECK(flat.error().code() == celer::error_code::deadline_exceeded);  // rank 1 never joins it
+  const auto tiered = col::group::join({.name = "mixed", .world_size = 2, .rank = 1, .timeout = 200ms,
+                                        .hierarchy = col::grouping::by_label, .local_group = "a"});
+  REQUIRE_FALSE(tiered);
+  CHECK(tiered.error().code() == celer::error_code::invalid_argument);
+  CHECK_THAT(tiered.error().message(), Contains("different hierarchies"));
 }
 
 TEST_CASE("allreduce_sign sends over 30 times fewer bytes than allreduce, the same bits everywhere, and error "
