@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -57,11 +58,41 @@ struct member {
     return ok ? "" : ok.error().message();
   }
   std::uint64_t bytes_sent() { return group->counters().bytes_sent; }
+  int local_size() { return group->local_size(); }
+  /// `steps` allreduce_sign calls of `v` (the same values each step), then one float
+  /// allreduce of `v`. Returns {bytes the sign steps sent, bytes the float allreduce sent,
+  /// then the mean of the steps' results (v.size() values), then the last step's result}.
+  std::vector<double> sign_steps(std::vector<float> v, int steps) {
+    col::sign_feedback feedback;
+    std::vector<double> mean(v.size(), 0.0), last;
+    const auto before = group->counters().bytes_sent;
+    for (int t = 0; t < steps; ++t) {
+      auto x = v;
+      if (auto ok = group->allreduce_sign(std::span(x), feedback); !ok) throw std::runtime_error(ok.error().message());
+      for (std::size_t i = 0; i < x.size(); ++i) mean[i] += x[i] / static_cast<double>(steps);
+      last.assign(x.begin(), x.end());
+    }
+    const auto sign_bytes = group->counters().bytes_sent - before;
+    if (auto ok = group->allreduce(std::span(v)); !ok) throw std::runtime_error(ok.error().message());
+    const auto float_bytes = group->counters().bytes_sent - before - sign_bytes;
+    std::vector<double> out{static_cast<double>(sign_bytes) / steps, static_cast<double>(float_bytes)};
+    out.insert(out.end(), mean.begin(), mean.end());
+    out.insert(out.end(), last.begin(), last.end());
+    return out;
+  }
   col::group_options options;
   std::optional<col::group> group;
 };
 member* make_member(std::string name, int size, int rank, std::int64_t timeout_ms, std::int64_t chunk_bytes) {
   return new member(std::move(name), size, rank, timeout_ms, chunk_bytes);
+}
+
+/// A member of a group with local groups by label (`label` empty: by node).
+member* make_local_member(std::string name, int size, int rank, std::string label) {
+  auto* m = new member(std::move(name), size, rank, /*timeout_ms=*/60'000, /*chunk_bytes=*/4096);
+  m->options.hierarchy = label.empty() ? col::grouping::by_node : col::grouping::by_label;
+  m->options.local_group = std::move(label);
+  return m;
 }
 
 struct scoped_runtime {
@@ -80,10 +111,30 @@ std::vector<celer::actor_handle<member>> members(const std::string& name, int n,
   return out;
 }
 
+/// Members of group `name` in the local groups `labels` (one per rank; "" for by_node), joined.
+std::vector<celer::actor_handle<member>> local_members(const std::string& name, const std::vector<std::string>& labels) {
+  const int n = static_cast<int>(labels.size());
+  std::vector<celer::actor_handle<member>> out;
+  for (int r = 0; r < n; ++r) out.push_back(celer::actor(make_local_member).remote(name, n, r, labels[static_cast<std::size_t>(r)]));
+  std::vector<celer::object_ref<std::string>> joins;
+  for (auto& m : out) joins.push_back(m.task(&member::join).remote());
+  for (auto& j : joins) REQUIRE(celer::get(j).empty());
+  return out;
+}
+
+/// Each of `m` allreduces values(rank, len) with `how`; their results, by rank.
+std::vector<std::vector<float>> allreduce_all(std::vector<celer::actor_handle<member>>& m, std::size_t len, int how) {
+  std::vector<celer::object_ref<std::vector<float>>> got;
+  for (std::size_t r = 0; r < m.size(); ++r) got.push_back(m[r].task(&member::allreduce).remote(values(static_cast<int>(r), len), how));
+  std::vector<std::vector<float>> out;
+  for (auto& g : got) out.push_back(celer::get(g));
+  return out;
+}
+
 } // namespace
 
 CELER_REMOTE(make_member, &member::join, &member::allreduce, &member::allreduce_int, &member::broadcast,
-             &member::allgather, &member::barrier, &member::bytes_sent);
+             &member::allgather, &member::barrier, &member::bytes_sent, make_local_member, &member::local_size, &member::sign_steps);
 
 TEST_CASE("allreduce gives every member the sum, mean, min and max of all", "[collective]") {
   scoped_runtime rt;
@@ -171,4 +222,95 @@ TEST_CASE("joining says what is wrong: bad options, a rank taken twice, too few 
   REQUIRE_FALSE(alone);
   CHECK(alone.error().code() == celer::error_code::deadline_exceeded);
   CHECK_THAT(alone.error().message(), Contains("1 of 2"));
+}
+
+TEST_CASE("a hierarchical allreduce by label gives the flat ring's sums, the same bits on every member",
+          "[collective]") {
+  scoped_runtime rt;
+  // Ranks 0 and 2 in group a, 1 and 3 in b: the local groups interleave the ranks.
+  auto flat = members("flat-4", 4, 4096);
+  auto tiered = local_members("tiered-4", {"a", "b", "a", "b"});
+  CHECK(celer::get(tiered[1].task(&member::local_size).remote()) == 2);
+  const std::size_t len = 10'007;
+  for (int how : {0, 1, 2, 3}) {
+    INFO("op " << how);
+    const auto want = allreduce_all(flat, len, how);
+    const auto got = allreduce_all(tiered, len, how);
+    for (std::size_t r = 0; r < got.size(); ++r) CHECK(got[r] == want[0]);  // exact: quarters of small integers
+  }
+  // Unequal groups (3, 1 and 1 members): the same bits everywhere, the right sums.
+  auto uneven = local_members("uneven-5", {"x", "x", "y", "x", "z"});
+  CHECK(celer::get(uneven[0].task(&member::local_size).remote()) == 3);
+  CHECK(celer::get(uneven[2].task(&member::local_size).remote()) == 1);
+  const auto sums = allreduce_all(uneven, len, 0);
+  for (std::size_t i = 0; i < len; i += 97) {
+    float want = 0;
+    for (int r = 0; r < 5; ++r) want += values(r, len)[i];
+    CHECK(sums[0][i] == want);
+  }
+  for (std::size_t r = 1; r < sums.size(); ++r) CHECK(sums[r] == sums[0]);
+}
+
+TEST_CASE("a hierarchical allreduce by node on one node is one local group, by label needs a label, all members need one hierarchy",
+          "[collective]") {
+  scoped_runtime rt;
+  auto m = local_members("by-node-3", {"", "", ""});
+  CHECK(celer::get(m[2].task(&member::local_size).remote()) == 3);
+  const auto got = allreduce_all(m, 1000, 0);
+  CHECK(got[0][5] == values(0, 1000)[5] + values(1, 1000)[5] + values(2, 1000)[5]);
+  CHECK(got[1] == got[0]);
+  CHECK(got[2] == got[0]);
+  const auto unlabelled = col::group::join({.name = "g", .world_size = 1, .rank = 0, .hierarchy = col::grouping::by_label});
+  REQUIRE_FALSE(unlabelled);
+  CHECK(unlabelled.error().code() == celer::error_code::invalid_argument);
+  CHECK_THAT(unlabelled.error().message(), Contains("local_group"));
+  // Members that ask for different hierarchies: the later one is refused, saying so.
+  const auto flat = col::group::join({.name = "mixed", .world_size = 2, .rank = 0, .timeout = 200ms});
+  CHECK(flat.error().code() == celer::error_code::deadline_exceeded);  // rank 1 never joins it
+  const auto tiered = col::group::join({.name = "mixed", .world_size = 2, .rank = 1, .timeout = 200ms,
+                                        .hierarchy = col::grouping::by_label, .local_group = "a"});
+  REQUIRE_FALSE(tiered);
+  CHECK(tiered.error().code() == celer::error_code::invalid_argument);
+  CHECK_THAT(tiered.error().message(), Contains("different hierarchies"));
+}
+
+TEST_CASE("allreduce_sign sends over 30 times fewer bytes than allreduce, the same bits everywhere, and error "
+          "feedback brings the mean of its steps to the true mean",
+          "[collective]") {
+  scoped_runtime rt;
+  const int n = 4;
+  auto m = members("sign", n, 64 << 10);
+  const std::size_t len = 100'003;
+  const int steps = 40;
+  // Values of both signs and several magnitudes, different on each member.
+  auto input = [&](int r) {
+    std::vector<float> v(len);
+    for (std::size_t i = 0; i < len; ++i) {
+      v[i] = std::sin(static_cast<float>(i) * 0.37f + static_cast<float>(r)) * static_cast<float>(1 + (i / 1000) % 5);
+    }
+    return v;
+  };
+  std::vector<celer::object_ref<std::vector<double>>> runs;
+  for (int r = 0; r < n; ++r) runs.push_back(m[static_cast<std::size_t>(r)].task(&member::sign_steps).remote(input(r), steps));
+  std::vector<std::vector<double>> got;
+  for (auto& x : runs) got.push_back(celer::get(x));
+  for (const auto& g : got) {
+    REQUIRE(g.size() == 2 + 2 * len);
+    INFO("sign bytes a step " << g[0] << ", float bytes " << g[1]);
+    CHECK(g[1] / g[0] > 30.0);
+    CHECK(std::equal(g.begin() + 2 + len, g.end(), got[0].begin() + 2 + len));  // the same bits
+  }
+  // The true mean, and how far the mean of the steps' results is from it.
+  std::vector<std::vector<float>> inputs;
+  for (int r = 0; r < n; ++r) inputs.push_back(input(r));
+  double error = 0, norm = 0;
+  for (std::size_t i = 0; i < len; ++i) {
+    double want = 0;
+    for (const auto& v : inputs) want += v[i];
+    want /= n;
+    error += (got[0][2 + i] - want) * (got[0][2 + i] - want);
+    norm += want * want;
+  }
+  INFO("relative error of the mean of " << steps << " steps: " << std::sqrt(error / norm));
+  CHECK(std::sqrt(error / norm) < 0.1);
 }

@@ -21,6 +21,15 @@
 /// member comes first; it lives until the group's rank 0 leaves. The allreduce is a ring:
 /// reduce-scatter then allgather, each member sending 2(n-1)/n of the data and receiving as
 /// much, in pieces of `chunk_bytes` so that sending, receiving and adding overlap.
+///
+/// Hierarchical allreduce (`hierarchy`): the members are split into local groups, by node or
+/// by a label each member gives; allreduce then runs a ring in each local group, a ring among
+/// the local groups' leaders (each group's lowest rank), and a broadcast from each leader to
+/// its group. Across nodes only the leaders send, 2(g-1)/g of the data for g groups. Local
+/// groups are ordered by their lowest rank and their members by rank: the order of the sums
+/// is fixed, and every member ends with the same bits (not always the flat ring's bits for
+/// floats, whose sums depend on their order). Broadcast, allgather and barrier use the ring
+/// of all members.
 
 #include <celer/error.hpp>
 #include <celer/peer.hpp>
@@ -39,6 +48,16 @@ namespace celer::collective {
 /// How allreduce combines the members' values, element by element.
 enum class op { sum, mean, min, max };
 
+/// How allreduce groups the members (see the header's summary).
+enum class grouping {
+  /// One ring of all members.
+  none,
+  /// The members on one node form a local group.
+  by_node,
+  /// The members that give the same `local_group` form one (e.g. a rack or zone label).
+  by_label,
+};
+
 struct group_options {
   /// The group's name, the same in every member; one group of this name at a time.
   std::string name;
@@ -50,6 +69,30 @@ struct group_options {
   /// The largest piece sent in one message (at most celer::peer::max_payload): pieces
   /// pipeline the ring.
   std::size_t chunk_bytes = std::size_t{4} << 20;
+  /// Local groups for allreduce; the same in every member.
+  grouping hierarchy = grouping::none;
+  /// With grouping::by_label: this member's local group (any non-empty string).
+  std::string local_group;
+};
+
+/// The error feedback of group::allreduce_sign for one tensor: what this member has not sent
+/// yet of its own values, and of the part of the sum it owns. One per tensor and member, kept
+/// from step to step (it sizes itself at the first call). Not thread-safe: one owner.
+class sign_feedback {
+public:
+  sign_feedback();
+  sign_feedback(sign_feedback&&) noexcept;
+  sign_feedback& operator=(sign_feedback&&) noexcept;
+  ~sign_feedback();
+  /// Forgets the residuals (e.g. after loading weights from a checkpoint or a peer).
+  void reset() noexcept;
+
+  /// The residuals and their compressors (internal).
+  struct state;
+  [[nodiscard]] state& internal() noexcept { return *state_; }
+
+private:
+  std::unique_ptr<state> state_;
 };
 
 /// What one member has done (for the metrics the apps print: bytes sent per step).
@@ -65,7 +108,8 @@ public:
   /// rendezvous actor, and returns once all `world_size` members have (or at `timeout`,
   /// deadline_exceeded saying how many came). invalid_argument for an empty name, a
   /// world_size below 1 or a rank outside it, a chunk_bytes of 0 or over
-  /// celer::peer::max_payload; already_exists when another
+  /// celer::peer::max_payload, by_label without a local_group, or members asking for
+  /// different hierarchies; already_exists when another
   /// member holds the rank. Needs celer::init (embedded or a cluster).
   [[nodiscard]] static expected<group> join(group_options options);
 
@@ -77,10 +121,13 @@ public:
   [[nodiscard]] int rank() const noexcept;
   [[nodiscard]] int size() const noexcept;
   [[nodiscard]] group_counters counters() const noexcept;
+  /// The members of this member's local group (all of them without a hierarchy).
+  [[nodiscard]] int local_size() const noexcept;
 
   /// Every member's `data` becomes the element-wise `how` of all members' `data` (the same
-  /// size everywhere). Sums are added in the ring's order, which is the same for every
-  /// element position on every member: all members end with the same bits.
+  /// size everywhere). Sums are added in the ring's order (with a hierarchy: in the local
+  /// ring's, then the leaders'), which is the same for every element position on every
+  /// member: all members end with the same bits.
   template <class T>
   [[nodiscard]] expected<void> allreduce(std::span<T> data, op how = op::sum) {
     static_assert(std::is_arithmetic_v<T>, "allreduce takes numbers");
@@ -103,13 +150,23 @@ public:
   /// Returns once every member has called it.
   [[nodiscard]] expected<void> barrier();
 
+  /// Every member's `data` becomes about the mean of all members' `data`, sent as one bit a
+  /// value plus a float32 scale per `block_size` values (1-bit SGD / 1-bit Adam's compressed
+  /// allreduce): each member compresses part p of its values (with its error feedback) and
+  /// sends it to member p; member p decodes the n pieces, averages them in rank order,
+  /// compresses the average (with its own error feedback for that part) and sends it to
+  /// everyone, who decode it. Each member sends 2(n-1)/n of the compressed data: ~31x fewer
+  /// bytes than allreduce for block_size 1,024. Every member ends with the same bits (the
+  /// decoded averages). What a step does not send stays in `feedback` and goes with the next
+  /// step's values, so over many steps nothing is lost. invalid_argument (this member only;
+  /// the others then time out) for fewer values than members, a block_size of 0, a size or
+  /// block_size other than `feedback` was first used with, or a value that is not finite.
+  [[nodiscard]] expected<void> allreduce_sign(std::span<float> data, sign_feedback& feedback,
+                                              std::size_t block_size = 1024);
+
   /// The element types allreduce adds (internal).
   enum class element : std::uint8_t { f32, f64, i32, i64, u8 };
-
-private:
-  struct impl;
-  explicit group(std::unique_ptr<impl> p);
-
+  /// The element type of T (internal; nccl_group uses it too).
   template <class T>
   static constexpr element element_of() {
     if constexpr (std::is_same_v<T, float>) return element::f32;
@@ -121,6 +178,11 @@ private:
       return element::u8;
     }
   }
+
+private:
+  struct impl;
+  explicit group(std::unique_ptr<impl> p);
+
   expected<void> allreduce_bytes(void* data, std::size_t count, element type, op how);
   expected<void> broadcast_bytes(void* data, std::size_t bytes, int root);
   expected<void> allgather_bytes(const void* mine, std::size_t bytes, void* out);
