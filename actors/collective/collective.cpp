@@ -4,6 +4,7 @@
 #include <celer/celer.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -159,6 +160,10 @@ struct group::impl {
   std::uint64_t sent = 0, taken = 0;
   std::string broken;
   group_counters counters;
+  /// Set by abort (any thread); `aborted_why` is written once, before `aborted` is set.
+  std::atomic<bool> aborted{false};
+  std::atomic<bool> aborting{false};
+  std::string aborted_why;
 
   [[nodiscard]] int right() const { return (o.rank + 1) % o.world_size; }
   [[nodiscard]] int left() const { return (o.rank + o.world_size - 1) % o.world_size; }
@@ -170,6 +175,7 @@ struct group::impl {
   [[nodiscard]] std::uint64_t seq(std::uint64_t k) const { return (operations << 32) | k; }
 
   expected<void> begin(const char* what) {
+    if (broken.empty() && aborted.load(std::memory_order_acquire)) broken = "aborted: " + aborted_why;
     if (!broken.empty()) {
       return error(error_code::failed_precondition,
                    "collective group " + o.name + " is broken (" + broken + "): its members must join again");
@@ -190,7 +196,21 @@ struct group::impl {
   }
 
   expected<celer::bytes> take_left(std::size_t expected_bytes) {
-    auto got = peer::receive(box(o.rank, left()), seq(taken++), o.timeout);
+    // The wait is cut in slices so that abort, from another thread, is seen within one: the
+    // mailbox wakes its taker only for a message. A slice that ends leaves the (box, seq)
+    // to be taken by the next.
+    constexpr auto slice = std::chrono::milliseconds(10);
+    const auto deadline = clock_type::now() + o.timeout;
+    const std::uint64_t want = seq(taken++);
+    expected<celer::bytes> got = error(error_code::deadline_exceeded, "");
+    for (;;) {
+      if (aborted.load(std::memory_order_acquire))
+        return fail(error(error_code::cancelled, "aborted: " + aborted_why), "waiting for rank " + std::to_string(left()));
+      const auto left_time = deadline - clock_type::now();
+      got = peer::receive(box(o.rank, left()), want,
+                          std::max<std::chrono::nanoseconds>(std::chrono::nanoseconds(0), std::min<std::chrono::nanoseconds>(left_time, slice)));
+      if (got || got.error().code() != error_code::deadline_exceeded || left_time <= slice) break;
+    }
     if (!got) return fail(got.error(), "waiting for rank " + std::to_string(left()));
     if (got->size() != expected_bytes) {
       return fail(error(error_code::invalid_argument,
@@ -354,6 +374,13 @@ expected<void> group::allgather_bytes(const void* mine, std::size_t bytes, void*
     }
   }
   return {};
+}
+
+void group::abort(const std::string& reason) {
+  auto& g = *impl_;
+  if (g.aborting.exchange(true)) return;
+  g.aborted_why = reason;
+  g.aborted.store(true, std::memory_order_release);
 }
 
 expected<void> group::barrier() {

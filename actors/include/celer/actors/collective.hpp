@@ -21,6 +21,8 @@
 /// member comes first; it lives until the group's rank 0 leaves. The allreduce is a ring:
 /// reduce-scatter then allgather, each member sending 2(n-1)/n of the data and receiving as
 /// much, in pieces of `chunk_bytes` so that sending, receiving and adding overlap.
+/// A supervisor that learns a member died need not wait for the timeout: `abort` (from any
+/// thread of a member's process) makes that member's call in progress fail at once.
 
 #include <celer/error.hpp>
 #include <celer/peer.hpp>
@@ -102,6 +104,13 @@ public:
   }
   /// Returns once every member has called it.
   [[nodiscard]] expected<void> barrier();
+
+  /// Gives up: the collective this member is in (waiting for a peer) fails within a few
+  /// milliseconds with `cancelled`, naming `reason`, instead of at `timeout`, and the group
+  /// is broken (every later call fails; its members must join a new group). Thread-safe:
+  /// for another thread of this member's process (an actor call handled concurrently, when
+  /// the driver learned that a peer died). Aborting twice keeps the first reason.
+  void abort(const std::string& reason);
 
   /// The element types allreduce adds (internal).
   enum class element : std::uint8_t { f32, f64, i32, i64, u8 };
