@@ -63,7 +63,7 @@ const std::vector<key_rule>& keys() {
     field("eval_every", &c::eval_every, "steps between validations (0: once an epoch); the last step always"),
     field("steps_per_call", &c::steps_per_call, "steps each actor call runs"),
     field("checkpoint_every", &c::checkpoint_every, "steps between checkpoints (0: none)"),
-    field("max_failures", &c::max_failures, "worker failures survived by replacing the workers from the newest checkpoint"),
+    field("max_failures", &c::max_failures, "worker failures survived: the failed worker is replaced from its peers' weights"),
     field("collective_timeout_s", &c::collective_timeout_s, "seconds a worker waits for a peer (allreduce, staleness bound)"),
     field("loader_threads", &c::loader_threads, "each worker's data-loader threads"),
     field("prefetch", &c::prefetch, "batches each worker's loader assembles ahead"),

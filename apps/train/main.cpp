@@ -49,7 +49,9 @@ HOW IT TRAINS
   checks it at the end). Rank 0 evaluates on the validation split (20% of each class).
   With compression: sign or topk, each worker sends a compressed gradient (error
   feedback) by allgather instead. With max_failures > 0, a worker that fails is replaced
-  (all workers are, from the newest checkpoint) and the run goes on.
+  alone, from its peers' weights and optimiser state (the survivors' allreduce is aborted
+  at once), and the run goes on; if none survived, every worker is, from the newest
+  checkpoint.
 
   mode: async trains through num_servers parameter-server actors instead, each holding a
   shard of the parameters and the optimiser state: every step, each worker pushes its own
@@ -155,7 +157,7 @@ int main(int argc, char** argv) {
   cli.add_option("--compression", flags.compression, "none | sign | topk")->check(CLI::IsMember({"none", "sign", "topk"}));
   cli.add_option("--checkpoint-every", flags.checkpoint_every, "Steps between checkpoints (0: none)");
   cli.add_option("--loader-cost-ms", flags.loader_cost_ms, "Busy ms added to each batch (a slow loader)");
-  cli.add_option("--max-failures", flags.max_failures, "Worker failures survived (the workers are replaced from the newest checkpoint)");
+  cli.add_option("--max-failures", flags.max_failures, "Worker failures survived (the failed worker is replaced from its peers' weights)");
   cli.add_option("--mode", flags.mode, "sync | async | hybrid")->check(CLI::IsMember({"sync", "async", "hybrid"}));
   cli.add_option("--staleness", flags.staleness, "async: steps a worker may run ahead of the slowest");
   cli.add_option("--num-servers", flags.num_servers, "async: parameter-server actors (shards)");

@@ -76,6 +76,17 @@ struct trainer_worker::impl {
   /// Declared after `train`, which it reads: destroyed first.
   std::optional<actors::data_loader> loader;
   std::optional<collective::group> group;
+  /// Guards `group` between the actor's calls and abort_collective, which runs while
+  /// run_steps does (on another thread): held to replace the group and to abort it, not
+  /// while run_steps uses it (only this worker's call thread replaces it).
+  std::mutex group_mutex;
+  /// The last step whose update this replica applied (step runs ahead of it while a step
+  /// is in progress), and the error-feedback residual as it was before that step's
+  /// compression (for a survivor to put back when the step is cut short).
+  std::int64_t applied = 0;
+  std::vector<float> residual_before;
+  /// Set by start or rejoin: false in a replacement until it has taken its peers' state.
+  bool started = false;
   /// With compression: this worker's compressor (it keeps the error-feedback residual), the
   /// packet as fixed-size bytes, and every worker's packets after the allgather.
   std::optional<trainer::sign_compressor> sign;
@@ -90,6 +101,8 @@ struct trainer_worker::impl {
   /// same order everywhere, so every worker gets the same bits).
   expected<void> average(collective::group& g) {
     if (!sign && !topk) return g.allreduce(std::span(flat), collective::op::mean);
+    const auto kept = sign ? sign->residual() : topk->residual();
+    residual_before.assign(kept.begin(), kept.end());
     const std::size_t n = flat.size();
     std::size_t first = 0;  // bytes of the packet's first part (signs, or indices)
     if (sign) {
@@ -280,6 +293,7 @@ start_info trainer_worker::start() {
     auto g = collective::group::join({.name = w.spec.group, .world_size = w.spec.world, .rank = w.spec.rank,
                                       .timeout = std::chrono::milliseconds(w.spec.timeout_ms)});
     if (!g) fail("worker " + std::to_string(w.spec.rank) + " cannot join group '" + w.spec.group + "': " + g.error().message());
+    std::lock_guard lock(w.group_mutex);
     w.group.emplace(std::move(*g));
   }
   // Every replica starts from rank 0's weights, whatever each built.
@@ -287,6 +301,7 @@ start_info trainer_worker::start() {
   if (auto ok = w.joined().broadcast(std::span(w.flat), /*root=*/0); !ok)
     fail("broadcasting the initial weights: " + ok.error().message());
   w.scatter(/*grads=*/false);
+  w.started = true;
   return {.train_samples = static_cast<std::int64_t>(w.train.size()),
           .valid_samples = static_cast<std::int64_t>(w.valid.size()),
           .parameters = static_cast<std::int64_t>(w.flat.size()),
@@ -362,6 +377,7 @@ std::vector<step_figures> trainer_worker::impl::run_steps(std::int64_t steps) {
     }
     w.scatter(/*grads=*/true);
     w.optimizer->step();
+    w.applied = f.step;
     f.compute_seconds += seconds_since(t);
     f.loss = f.samples > 0 ? loss_sum / static_cast<double>(f.samples) : 0;
     f.step_seconds = seconds_since(step_began);
@@ -461,15 +477,108 @@ std::int64_t trainer_worker::load_state(checkpoint::snapshot state) {
   check(checkpoint::load_optimizer(state, "optimizer", *w.optimizer));
   auto step = state.get_int("step");
   if (!step) fail("the checkpoint has no step: " + step.error().message());
-  w.step = *step;
-  // The error-feedback residual is not in the checkpoint: it starts again empty.
+  w.step = w.applied = *step;
+  // This worker's error-feedback residual and LibTorch generator, when the checkpoint has
+  // them (save_local_state); else the residual starts again empty.
+  const std::string mine = "residual/" + std::to_string(w.spec.rank);
   if (w.sign) w.sign->reset();
   if (w.topk) w.topk->reset();
+  if ((w.sign || w.topk) && state.find(mine) != nullptr) {
+    std::vector<float> residual(w.flat.size());
+    auto t = torch::from_blob(residual.data(), {static_cast<std::int64_t>(residual.size())}, torch::kFloat);
+    check(checkpoint::load_tensor(state, mine, t));
+    check(w.sign ? w.sign->restore(residual) : w.topk->restore(residual));
+  }
+  if (const std::string rng = "rng/torch/" + std::to_string(w.spec.rank); state.find(rng) != nullptr)
+    check(checkpoint::load_torch_rng(state, rng));
   // The loader has no seek: a fresh one, and the batches the run had taken are drawn again
   // and dropped (the same seed gives the same batches in the same order).
   w.open_loader();
   for (std::int64_t i = 0; i < w.step * w.spec.accumulate_steps; ++i) (void)w.loader->next();
   return w.step;
+}
+
+checkpoint::snapshot trainer_worker::save_local_state() {
+  auto& w = *impl_;
+  checkpoint::snapshot s;
+  if (w.sign || w.topk) {
+    const auto r = w.sign ? w.sign->residual() : w.topk->residual();
+    std::vector<float> copy(r.begin(), r.end());
+    const auto t = torch::from_blob(copy.data(), {static_cast<std::int64_t>(copy.size())}, torch::kFloat);
+    checkpoint::add_tensor(s, "residual/" + std::to_string(w.spec.rank), t, checkpoint::tensor_bytes::copy);
+  }
+  checkpoint::add_torch_rng(s, "rng/torch/" + std::to_string(w.spec.rank));
+  return s;
+}
+
+bool trainer_worker::abort_collective(std::string reason) {
+  auto& w = *impl_;
+  std::lock_guard lock(w.group_mutex);
+  if (!w.group) return false;
+  w.group->abort(reason);
+  return true;
+}
+
+std::int64_t trainer_worker::rejoin(std::string group) {
+  return torch_edge("rejoining the survivors", [&] {
+    auto& w = *impl_;
+    {
+      std::lock_guard lock(w.group_mutex);
+      w.group.reset();  // the broken one
+    }
+    w.spec.group = std::move(group);
+    auto g = collective::group::join({.name = w.spec.group, .world_size = w.spec.world, .rank = w.spec.rank,
+                                      .timeout = std::chrono::milliseconds(w.spec.timeout_ms)});
+    if (!g) fail("worker " + std::to_string(w.spec.rank) + " cannot join group '" + w.spec.group + "': " + g.error().message());
+    {
+      std::lock_guard lock(w.group_mutex);
+      w.group.emplace(std::move(*g));
+    }
+    auto& grp = *w.group;
+    auto must = [&](expected<void> ok, const char* what) {
+      if (!ok) fail(std::string("rejoining: ") + what + ": " + ok.error().message());
+    };
+    // The root: the most steps applied, the lowest rank of those (a replacement has -1).
+    const std::int64_t mine = w.started ? w.applied : -1;
+    std::int64_t most[1] = {mine};
+    must(grp.allreduce(std::span<std::int64_t>(most), collective::op::max), "finding the most steps applied");
+    std::int64_t root[1] = {most[0] == mine ? w.spec.rank : w.spec.world};
+    must(grp.allreduce(std::span<std::int64_t>(root), collective::op::min), "choosing the root");
+    const int from = static_cast<int>(root[0]);
+    // A survivor cut short in a step puts its residual back (what it sent is void now).
+    if (w.started && w.step != w.applied && !w.residual_before.empty()) {
+      if (w.sign) must(w.sign->restore(w.residual_before), "the residual");
+      if (w.topk) must(w.topk->restore(w.residual_before), "the residual");
+    }
+    // The root's step and optimiser state's size, its weights, then the state's bytes.
+    std::vector<std::uint8_t> state;
+    if (w.spec.rank == from) {
+      checkpoint::snapshot s;
+      if (auto ok = checkpoint::add_optimizer(s, "optimizer", *w.optimizer); !ok) fail(ok.error().message());
+      const auto& data = s.find("optimizer")->data;
+      state.assign(reinterpret_cast<const std::uint8_t*>(data.data()), reinterpret_cast<const std::uint8_t*>(data.data()) + data.size());
+    }
+    std::int64_t header[2] = {w.applied, static_cast<std::int64_t>(state.size())};
+    must(grp.broadcast(std::span<std::int64_t>(header), from), "the root's step");
+    w.gather(/*grads=*/false);
+    must(grp.broadcast(std::span(w.flat), from), "the root's weights");
+    state.resize(static_cast<std::size_t>(header[1]));
+    must(grp.broadcast(std::span(state), from), "the root's optimiser state");
+    if (w.spec.rank != from) {
+      w.scatter(/*grads=*/false);
+      checkpoint::snapshot s;
+      s.add_bytes("optimizer", celer::bytes(std::move(state)), {{"format", "torch.serialize"}});
+      if (auto ok = checkpoint::load_optimizer(s, "optimizer", *w.optimizer); !ok) fail(ok.error().message());
+    }
+    if (!w.started && w.sign) w.sign->reset();
+    if (!w.started && w.topk) w.topk->reset();
+    w.started = true;
+    w.step = w.applied = header[0];
+    // Every loader to that step (no seek: a fresh one, the batches taken drawn and dropped).
+    w.open_loader();
+    for (std::int64_t i = 0; i < w.step * w.spec.accumulate_steps; ++i) (void)w.loader->next();
+    return w.step;
+  });
 }
 
 std::unique_ptr<trainer_worker> make_trainer_worker(worker_spec spec) { return std::make_unique<trainer_worker>(spec); }
@@ -480,4 +589,5 @@ CELER_REMOTE(celer::train_app::make_trainer_worker, &celer::train_app::trainer_w
              &celer::train_app::trainer_worker::run_steps, &celer::train_app::trainer_worker::evaluate,
              &celer::train_app::trainer_worker::parameters_digest, &celer::train_app::trainer_worker::save_state,
              &celer::train_app::trainer_worker::load_state, &celer::train_app::trainer_worker::enter_async,
-             &celer::train_app::trainer_worker::finish_async);
+             &celer::train_app::trainer_worker::finish_async, &celer::train_app::trainer_worker::save_local_state,
+             &celer::train_app::trainer_worker::abort_collective, &celer::train_app::trainer_worker::rejoin);

@@ -153,6 +153,25 @@ public:
   /// Takes a state save_state made (any rank's: the replicas are equal) and moves the data
   /// loader to that step. Returns the step.
   std::int64_t load_state(checkpoint::snapshot state);
+  /// This worker's own state, which differs between replicas: the error-feedback residual
+  /// (`residual/<rank>`, with compression) and LibTorch's CPU generator (`rng/torch/<rank>`,
+  /// dropout's). The driver adds every worker's to rank 0's save_state; load_state takes
+  /// this worker's back when the checkpoint has them.
+  checkpoint::snapshot save_local_state();
+
+  // Recovery (apps/train/README.md, "A worker that fails"): the driver learned a peer died.
+  /// Makes this worker's collective in progress fail at once (collective::group::abort),
+  /// so its run_steps returns instead of waiting for the timeout. Runs while run_steps
+  /// does: the actor takes 2 calls at once (max_concurrency 2); every other call comes
+  /// alone. True when there was a group to abort.
+  bool abort_collective(std::string reason);
+  /// Leaves the broken group and joins `group` (the survivors and one replacement, each
+  /// with its old rank); then the member with the most steps applied (the lowest rank of
+  /// them) broadcasts its weights, optimiser state and step, every member takes them and
+  /// moves its loader to that step. A survivor whose step was cut short puts its
+  /// error-feedback residual back as it was before that step; a replacement starts with an
+  /// empty one. Returns the step the group goes on from.
+  std::int64_t rejoin(std::string group);
 
 private:
   struct impl;
