@@ -69,6 +69,10 @@ struct train_config {
   /// async mode, at the staleness bound for the slowest worker). A worker that died is
   /// noticed at once, from its failed call; this bounds a peer that hangs.
   double collective_timeout_s = 120;
+  /// The straggler option (mode sync, no compression; 0: off): a step goes on with the
+  /// gradients in hand this many ms after it began; a worker whose gradients are not in is
+  /// left out of that step's mean, and its late gradients are dropped.
+  std::int64_t straggler_timeout_ms = 0;
   /// The loader's threads and prefetch window, per worker.
   int loader_threads = 1;
   int prefetch = 4;

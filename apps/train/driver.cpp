@@ -62,6 +62,8 @@ struct step_total {
   double bound_wait = 0;
   std::int64_t ahead = 0;
   double rate = 0;
+  /// The straggler option: workers whose gradients the step went on without.
+  std::int64_t skipped = 0;
 };
 
 /// One async step's figures over the workers that took it (all of them unless the run
@@ -108,6 +110,7 @@ step_total combine(const std::vector<std::vector<step_figures>>& by_worker, std:
     t.compute += f.compute_seconds / n;
     t.allreduce += f.allreduce_seconds / n;
     t.grad_norm = f.grad_norm;  // the averaged gradient: the same on every worker
+    t.skipped = f.skipped;      // the group's count: the same on every worker
   }
   if (t.samples > 0) {
     t.loss = loss_sum / static_cast<double>(t.samples);
@@ -129,7 +132,9 @@ struct window {
   double grad_norm = 0;
   double bound_wait = 0;
   std::int64_t ahead = 0;
+  std::int64_t skipped = 0;
   void add(const step_total& t, double step_seconds) {
+    skipped += t.skipped;
     bound_wait += t.bound_wait;
     ahead = std::max(ahead, t.ahead);
     ++steps;
@@ -362,13 +367,14 @@ private:
                        .compression = cfg_.compression, .topk_fraction = cfg_.topk_fraction,
                        .clip_grad_norm = cfg_.clip_grad_norm,
                        .loader_threads = cfg_.loader_threads, .prefetch = cfg_.prefetch,
-                       .loader_cost_ms = cfg_.loader_cost_ms,
+                       .loader_cost_ms = r == options_.slow_rank ? options_.slow_ms : cfg_.loader_cost_ms,
                        .threads = std::max(1, static_cast<int>(std::lround(cfg_.cpus_per_worker))),
                        .seed = cfg_.seed,
                        .timeout_ms = std::llround(cfg_.collective_timeout_s * 1e3),
                        .fail_at_step = fail_at_step,
                        .fail_by_exit = options_.fail_by_exit,
-                       .driver_pid = ::getpid()};
+                       .driver_pid = ::getpid(),
+                       .straggler_timeout_ms = cfg_.straggler_timeout_ms};
   }
 
   /// Loads the newest checkpoint into every worker; its step, and its id (0 for none).
@@ -403,6 +409,10 @@ private:
            << "\n";
     }
 
+    if (cfg_.straggler_timeout_ms > 0) {
+      out_ << "celer-train: stragglers: each step goes on with the gradients in hand " << cfg_.straggler_timeout_ms
+           << " ms after it began; a worker's that are not in are left out of the mean and dropped (\"skipped\")\n";
+    }
     if (cfg_.checkpoint_every > 0 || options_.resume) {
       auto ck = checkpoint::checkpointer::open(checkpoint_options());
       if (!ck) return say_failed("cannot open the checkpoints in " + dir_ + "/checkpoints: " + ck.error().message());
@@ -491,7 +501,15 @@ private:
           {"allreduce_s", t.allreduce},
           {"grad_norm", t.grad_norm},
         };
-        if (auto ok = write(t.step, "sync", figures); !ok) return say_failed(ok.error().message());
+        expected<void> ok;
+        if (cfg_.straggler_timeout_ms > 0) {
+          std::vector<trainer::scalar> more(std::begin(figures), std::end(figures));
+          more.push_back({"skipped", static_cast<double>(t.skipped)});
+          ok = write(t.step, "sync", more);
+        } else {
+          ok = write(t.step, "sync", figures);
+        }
+        if (!ok) return say_failed(ok.error().message());
       }
       p.trained_seconds += call_seconds;
       p.step += k;
@@ -862,6 +880,7 @@ private:
            << ")  |g| " << fixed(w.grad_norm / n, 3);
     } else {
       out_ << "  allreduce " << ms(w.allreduce) << "  |g| " << fixed(w.grad_norm / n, 3);
+      if (cfg_.straggler_timeout_ms > 0) out_ << "  skipped " << w.skipped;
     }
     if (val != nullptr) out_ << "  val_acc " << fixed(val->accuracy, 4) << "  val_loss " << fixed(val->loss, 4);
     out_ << std::endl;

@@ -1,6 +1,8 @@
 // The trainer-worker actor (worker.hpp): the one file of celer-train that includes LibTorch.
 #include "worker.hpp"
 
+#include "straggler.hpp"
+
 #include <celer/actors/collective.hpp>
 #include <celer/actors/data.hpp>
 #include <celer/actors/loader.hpp>
@@ -87,6 +89,10 @@ struct trainer_worker::impl {
   std::vector<float> residual_before;
   /// Set by start or rejoin: false in a replacement until it has taken its peers' state.
   bool started = false;
+  /// The straggler option: the compute thread (on a second replica), and the allreduce's
+  /// buffer: the gradient sum, then the count of workers whose gradient is in it.
+  std::unique_ptr<step_thread> stepper;
+  std::vector<float> contribution;
   /// With compression: this worker's compressor (it keeps the error-feedback residual), the
   /// packet as fixed-size bytes, and every worker's packets after the allgather.
   std::optional<trainer::sign_compressor> sign;
@@ -186,6 +192,9 @@ struct trainer_worker::impl {
   }
 
   std::vector<step_figures> run_steps(std::int64_t steps);
+  /// A synchronous step with the straggler option: the gradients computed by `stepper`
+  /// until the deadline, or none; the allreduce of those in; the update.
+  void straggler_step(collective::group& g, step_figures& f, clock_type::time_point began);
   /// The rest of an async step, once the gradients are in `flat`: clipping, push_pull,
   /// the pulled weights into the model.
   void async_step(step_figures& f);
@@ -283,6 +292,21 @@ trainer_worker::trainer_worker(const worker_spec& spec) : impl_(std::make_unique
     fail("unknown compression '" + spec.compression + "': none, sign or topk");
   }
   w.open_loader();
+  if (spec.straggler_timeout_ms > 0) {
+    torch::nn::Sequential replica{nullptr};
+    {
+      std::lock_guard lock(model_building());
+      auto made = actors::make_model({.kind = spec.model, .width = spec.width, .depth = spec.depth,
+                                      .dropout = spec.dropout, .seed = spec.seed},
+                                     w.train.sample_shape, w.train.classes);
+      if (!made) fail("the config does not make a model: " + made.error().message());
+      replica = std::move(*made);
+    }
+    w.stepper = std::make_unique<step_thread>(std::move(replica), &w.loader,
+                                              std::vector<std::int64_t>(w.train.sample_shape.begin(), w.train.sample_shape.end()),
+                                              spec.accumulate_steps, std::max(1, spec.threads));
+    w.contribution.resize(total + 1);
+  }
 }
 
 trainer_worker::~trainer_worker() = default;
@@ -328,6 +352,12 @@ std::vector<step_figures> trainer_worker::impl::run_steps(std::int64_t steps) {
     if (f.step == w.spec.fail_at_step)
       fail("worker " + std::to_string(w.spec.rank) + ": injected failure at step " + std::to_string(f.step) +
            " (CELER_TRAIN_INJECT_FAILURE)");
+    if (w.stepper && !w.servers) {
+      w.straggler_step(group, f, step_began);
+      f.step_seconds = seconds_since(step_began);
+      out.push_back(f);
+      continue;
+    }
     w.optimizer->zero_grad();
     double loss_sum = 0;
     for (std::int64_t micro = 0; micro < w.spec.accumulate_steps; ++micro) {
@@ -384,6 +414,58 @@ std::vector<step_figures> trainer_worker::impl::run_steps(std::int64_t steps) {
     out.push_back(f);
   }
   return out;
+}
+
+void trainer_worker::impl::straggler_step(collective::group& g, step_figures& f, clock_type::time_point began) {
+  // This step's gradients, if the compute thread has them by the deadline (it starts
+  // nothing while a dropped step of its still runs).
+  gather(/*grads=*/false);
+  step_gradients got;
+  const bool started = stepper->start(flat);
+  const bool in = started && stepper->wait_until(began + std::chrono::milliseconds(spec.straggler_timeout_ms), got);
+  const std::size_t n = flat.size();
+  if (in) {
+    std::copy(got.grads.begin(), got.grads.end(), contribution.begin());
+    contribution[n] = 1.0f;
+    f.loss = got.samples > 0 ? got.loss_sum / static_cast<double>(got.samples) : 0;
+    f.correct = got.correct;
+    f.samples = got.samples;
+    f.data_wait_seconds = got.data_wait_seconds;
+    f.compute_seconds = got.compute_seconds;
+  } else {
+    std::fill(contribution.begin(), contribution.end(), 0.0f);
+  }
+  f.contributed = in;
+  // The sum of the gradients in, and their count, in one allreduce: every worker divides
+  // the same sum by the same count, so the replicas stay equal.
+  auto t = clock_type::now();
+  const auto sent_before = g.counters().bytes_sent;
+  if (auto ok = g.allreduce(std::span(contribution), collective::op::sum); !ok)
+    fail("averaging the gradients at step " + std::to_string(f.step) + ": " + ok.error().message());
+  f.bytes_sent = g.counters().bytes_sent - sent_before;
+  f.allreduce_seconds = seconds_since(t);
+  const auto count = static_cast<std::int64_t>(std::lround(contribution[n]));
+  f.skipped = g.size() - count;
+  if (count == 0) {  // no gradient in: no update this step
+    applied = f.step;
+    return;
+  }
+  t = clock_type::now();
+  const float inv = 1.0f / static_cast<float>(count);
+  double norm2 = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    flat[i] = contribution[i] * inv;
+    norm2 += static_cast<double>(flat[i]) * flat[i];
+  }
+  f.grad_norm = std::sqrt(norm2);
+  if (spec.clip_grad_norm > 0 && f.grad_norm > spec.clip_grad_norm) {
+    const auto scale = static_cast<float>(spec.clip_grad_norm / f.grad_norm);
+    for (float& v : flat) v *= scale;
+  }
+  scatter(/*grads=*/true);
+  optimizer->step();
+  applied = f.step;
+  f.compute_seconds += seconds_since(t);
 }
 
 void trainer_worker::impl::async_step(step_figures& f) {
@@ -493,6 +575,7 @@ std::int64_t trainer_worker::load_state(checkpoint::snapshot state) {
     check(checkpoint::load_torch_rng(state, rng));
   // The loader has no seek: a fresh one, and the batches the run had taken are drawn again
   // and dropped (the same seed gives the same batches in the same order).
+  if (w.stepper) w.stepper->drain();
   w.open_loader();
   for (std::int64_t i = 0; i < w.step * w.spec.accumulate_steps; ++i) (void)w.loader->next();
   return w.step;
@@ -575,6 +658,7 @@ std::int64_t trainer_worker::rejoin(std::string group) {
     w.started = true;
     w.step = w.applied = header[0];
     // Every loader to that step (no seek: a fresh one, the batches taken drawn and dropped).
+    if (w.stepper) w.stepper->drain();
     w.open_loader();
     for (std::int64_t i = 0; i < w.step * w.spec.accumulate_steps; ++i) (void)w.loader->next();
     return w.step;

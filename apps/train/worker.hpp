@@ -64,8 +64,11 @@ struct worker_spec {
   /// cluster): a trainer killed mid-run.
   bool fail_by_exit = false;
   std::int64_t driver_pid = 0;
+  /// The straggler option (0: off): a step's gradients not computed this many ms after the
+  /// step began are left out of its allreduce (straggler.hpp).
+  std::int64_t straggler_timeout_ms = 0;
   MSGPACK_DEFINE(rank, world, group, data, limit, model, width, depth, dropout, optimizer, lr, weight_decay,
-                 momentum, batch_size, accumulate_steps, compression, topk_fraction, clip_grad_norm, loader_threads, prefetch, loader_cost_ms, threads, seed, timeout_ms, fail_at_step, fail_by_exit, driver_pid)
+                 momentum, batch_size, accumulate_steps, compression, topk_fraction, clip_grad_norm, loader_threads, prefetch, loader_cost_ms, threads, seed, timeout_ms, fail_at_step, fail_by_exit, driver_pid, straggler_timeout_ms)
 };
 
 /// One step's figures on one worker.
@@ -92,8 +95,12 @@ struct step_figures {
   std::int64_t ahead = 0;
   /// The step's wall time on this worker.
   double step_seconds = 0;
+  /// The straggler option: the workers whose gradients the step went on without (the same
+  /// on every worker), and whether this worker's was in.
+  std::int64_t skipped = 0;
+  bool contributed = true;
   MSGPACK_DEFINE(step, loss, correct, samples, data_wait_seconds, compute_seconds, allreduce_seconds, bytes_sent,
-                 grad_norm, bound_wait_seconds, ahead, step_seconds)
+                 grad_norm, bound_wait_seconds, ahead, step_seconds, skipped, contributed)
 };
 
 /// Loss and accuracy over the validation split.
