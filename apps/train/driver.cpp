@@ -260,6 +260,7 @@ private:
     std::vector<int> failed;
     std::string why;
     bool aborted = false;
+    std::vector<object_ref<bool>> aborts;
     for (std::size_t left = refs.size(); left > 0;) {
       std::vector<object_ref<R>> waiting;
       for (std::size_t r = 0; r < refs.size(); ++r)
@@ -284,9 +285,16 @@ private:
             failure_seen_ = clock_type::now();
             const std::string reason = "worker " + std::to_string(r) + " failed";
             for (std::size_t o = 0; o < refs.size(); ++o)
-              if (!ended[o]) (void)workers_[o].task(&trainer_worker::abort_collective).remote(reason);
+              if (!ended[o]) aborts.push_back(workers_[o].task(&trainer_worker::abort_collective).remote(reason));
           }
         }
+      }
+    }
+    // Every abort has run before the caller goes on (a late one must not meet the next group).
+    for (auto& a : aborts) {
+      try {
+        (void)celer::get(a);
+      } catch (const std::exception&) {  // that worker is dead: nothing to abort
       }
     }
     if (!why.empty()) throw call_failure(why, failed);
