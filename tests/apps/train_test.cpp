@@ -334,29 +334,30 @@ TEST_CASE("with straggler_timeout_ms a slow worker no longer holds every step, a
   };
   const auto held = run_train(s.dir, args({"--name", "held"}), slow);
   REQUIRE(held.code == 0);
-  const auto went_on = run_train(s.dir, args({"--name", "went-on", "--straggler-timeout-ms", "15"}), slow);
+  const auto went_on = run_train(s.dir, args({"--name", "went-on", "--straggler-timeout-ms", "20"}), slow);
   INFO(went_on.output);
   REQUIRE(went_on.code == 0);  // and the replicas are equal
   CHECK_THAT(went_on.output, Contains("stragglers: each step goes on") && Contains("skipped "));
   const auto a = json::parse(read(s.dir / "celer_results" / "held" / "summary.json"));
   const auto b = json::parse(read(s.dir / "celer_results" / "went-on" / "summary.json"));
-  // Held by the slow loader, a step takes ~50 ms; going on at 15 ms bounds it.
+  // Held by the slow loader, a step takes ~50 ms; going on at 20 ms bounds it.
   const double held_s = a.at("train_seconds").get<double>(), went_s = b.at("train_seconds").get<double>();
   CHECK(went_s < held_s / 2);
   CHECK(went_s < 60 * 0.040);
   CHECK(b.at("final_val_accuracy").get<double>() > 0.8);
-  // Each step's line says how many workers' gradients it went on without.
+  // Each step's line says how many workers' gradients it went on without: mostly the slow
+  // one's (on a loaded machine the fast one may miss a deadline too, and then no update).
   std::int64_t skipped = 0, lines = 0;
   for (const auto& l : jsonl_of(s.dir / "celer_results" / "went-on" / "metrics.jsonl")) {
     if (!l.contains("loss")) continue;
     ++lines;
     skipped += l.at("skipped").get<std::int64_t>();
-    CHECK(l.at("skipped").get<std::int64_t>() <= 1);
+    CHECK(l.at("skipped").get<std::int64_t>() <= 2);
   }
   CHECK(lines == 60);
   CHECK(skipped > 30);
   // It is built for the allreduce, without compression.
-  const auto bad = run_train(s.dir, {"--config", config, "--name", "bad", "--straggler-timeout-ms", "15",
+  const auto bad = run_train(s.dir, {"--config", config, "--name", "bad", "--straggler-timeout-ms", "20",
                                      "--compression", "sign"});
   CHECK(bad.code == 2);
   CHECK_THAT(bad.output, Contains("straggler_timeout_ms"));
