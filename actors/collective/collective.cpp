@@ -221,6 +221,13 @@ expected<void> group::allreduce_sign(std::span<float> data, sign_feedback& feedb
   return detail::sign_allreduce(g.state, data, feedback.internal(), block_size);
 }
 
+void group::abort(const std::string& reason) {
+  auto& g = impl_->state;
+  if (g.aborting.exchange(true)) return;
+  g.aborted_why = reason;
+  g.aborted.store(true, std::memory_order_release);
+}
+
 expected<void> group::barrier() {
   std::uint8_t token = 0;
   return allreduce(std::span<std::uint8_t>(&token, 1), op::max);

@@ -2,6 +2,7 @@
 #include "ring.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 namespace celer::collective::detail {
@@ -101,6 +102,7 @@ std::pair<std::size_t, std::size_t> part(std::size_t total, int n, int i) {
 
 
 expected<void> member_state::begin() {
+  if (broken.empty() && aborted.load(std::memory_order_acquire)) broken = "aborted: " + aborted_why;
   if (!broken.empty()) {
     return error(error_code::failed_precondition,
                  "collective group " + o.name + " is broken (" + broken + "): its members must join again");
@@ -108,6 +110,18 @@ expected<void> member_state::begin() {
   ++operations;
   ++counters.operations;
   return {};
+}
+
+expected<celer::bytes> member_state::receive(const std::string& box, std::uint64_t seq) {
+  constexpr std::chrono::nanoseconds slice = std::chrono::milliseconds(10);
+  const auto deadline = std::chrono::steady_clock::now() + o.timeout;
+  for (;;) {
+    if (aborted.load(std::memory_order_acquire)) return error(error_code::cancelled, "aborted: " + aborted_why);
+    const auto left = deadline - std::chrono::steady_clock::now();
+    auto got = peer::receive(box, seq, std::clamp(left, std::chrono::nanoseconds(0), slice));
+    // A slice that ends leaves the (box, seq) for the next one to take.
+    if (got || got.error().code() != error_code::deadline_exceeded || left <= slice) return got;
+  }
 }
 
 error member_state::fail(const error& e, const std::string& doing) {
@@ -145,7 +159,7 @@ expected<void> ring::send_right(const void* data, std::size_t bytes) {
 
 expected<celer::bytes> ring::take_left(std::size_t expected_bytes) {
   const int from = ranks_[static_cast<std::size_t>(left())];
-  auto got = peer::receive(box(position_, left()), (operation_ << 32) | taken_++, state_->o.timeout);
+  auto got = state_->receive(box(position_, left()), (operation_ << 32) | taken_++);
   if (!got) return state_->fail(got.error(), "waiting for rank " + std::to_string(from));
   if (got->size() != expected_bytes) {
     return state_->fail(error(error_code::invalid_argument,

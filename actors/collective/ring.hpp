@@ -6,6 +6,7 @@
 
 #include <celer/actors/collective.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -27,9 +28,17 @@ struct member_state {
   std::vector<std::string> inboxes;
   /// Whether the mailboxes of allreduce_sign (one from each other member) are in `inboxes`.
   bool sign_inboxes = false;
+  /// Set by group::abort (any thread); `aborted_why` is written once, before `aborted`.
+  std::atomic<bool> aborted{false};
+  std::atomic<bool> aborting{false};
+  std::string aborted_why;
 
-  /// Starts an operation, or says the group is broken.
+  /// Starts an operation, or says the group is broken (or was aborted).
   expected<void> begin();
+  /// Takes message `seq` of `box`, waiting up to the group's timeout or until an abort
+  /// (cancelled). The wait is cut in 10 ms slices: the mailbox wakes its taker only for a
+  /// message, and abort comes from another thread.
+  expected<celer::bytes> receive(const std::string& box, std::uint64_t seq);
   /// Marks the group broken by `e` while `doing`, and returns the error to give the caller.
   error fail(const error& e, const std::string& doing);
 };

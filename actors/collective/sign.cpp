@@ -70,7 +70,7 @@ expected<std::vector<std::byte>> take_from(member_state& s, int from, std::uint6
   std::uint64_t k = 0;
   do {
     const std::size_t piece = std::min(s.o.chunk_bytes, total - out.size());
-    auto got = peer::receive(box, sequence(s, phase, k++), s.o.timeout);
+    auto got = s.receive(box, sequence(s, phase, k++));
     if (!got) return s.fail(got.error(), "waiting for rank " + std::to_string(from));
     if (got->size() != piece) {
       return s.fail(error(error_code::invalid_argument, "rank " + std::to_string(from) + " sent " +

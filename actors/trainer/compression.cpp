@@ -76,7 +76,21 @@ expected<sign_compressor> sign_compressor::make(std::size_t size, sign_options o
   return sign_compressor(size, opts);
 }
 
+/// Copies a saved residual in, when its size fits.
+static expected<void> restore_residual(std::span<const float> from, std::vector<float>& into, const char* who) {
+  if (from.size() != into.size()) {
+    return error(error_code::invalid_argument, std::string(who) + ": a residual of " + std::to_string(from.size()) +
+                                                 " values for gradients of " + std::to_string(into.size()));
+  }
+  std::copy(from.begin(), from.end(), into.begin());
+  return {};
+}
+
 void sign_compressor::reset() noexcept { std::fill(residual_.begin(), residual_.end(), 0.0f); }
+
+expected<void> sign_compressor::restore(std::span<const float> residual) {
+  return restore_residual(residual, residual_, "sign_compressor");
+}
 
 expected<sign_packet> sign_compressor::compress(std::span<const float> gradient) {
   if (auto ok = check_gradient(gradient, residual_, "sign_compressor"); !ok) return ok.error();
@@ -123,6 +137,10 @@ expected<topk_compressor> topk_compressor::make(std::size_t size, topk_options o
 }
 
 void topk_compressor::reset() noexcept { std::fill(residual_.begin(), residual_.end(), 0.0f); }
+
+expected<void> topk_compressor::restore(std::span<const float> residual) {
+  return restore_residual(residual, residual_, "topk_compressor");
+}
 
 expected<topk_packet> topk_compressor::compress(std::span<const float> gradient) {
   if (auto ok = check_gradient(gradient, residual_, "topk_compressor"); !ok) return ok.error();

@@ -63,8 +63,9 @@ const std::vector<key_rule>& keys() {
     field("eval_every", &c::eval_every, "steps between validations (0: once an epoch); the last step always"),
     field("steps_per_call", &c::steps_per_call, "steps each actor call runs"),
     field("checkpoint_every", &c::checkpoint_every, "steps between checkpoints (0: none)"),
-    field("max_failures", &c::max_failures, "worker failures survived by replacing the workers from the newest checkpoint"),
+    field("max_failures", &c::max_failures, "worker failures survived: the failed worker is replaced from its peers' weights"),
     field("collective_timeout_s", &c::collective_timeout_s, "seconds a worker waits for a peer (allreduce, staleness bound)"),
+    field("straggler_timeout_ms", &c::straggler_timeout_ms, "sync: a step goes on without gradients not in this many ms after it began (0: off)"),
     field("loader_threads", &c::loader_threads, "each worker's data-loader threads"),
     field("prefetch", &c::prefetch, "batches each worker's loader assembles ahead"),
     field("loader_cost_ms", &c::loader_cost_ms, "busy ms added to each batch's assembly (a slow loader, to see data-wait)"),
@@ -187,6 +188,13 @@ expected<void> validate(const train_config& cfg) {
   if (cfg.checkpoint_every < 0) return bad("checkpoint_every", "must be at least 0");
   if (cfg.max_failures < 0) return bad("max_failures", "must be at least 0");
   if (!(cfg.collective_timeout_s > 0)) return bad("collective_timeout_s", "must be above 0");
+  if (cfg.straggler_timeout_ms < 0 || cfg.straggler_timeout_ms > 3'600'000)
+    return bad("straggler_timeout_ms", "must be 0 to 3600000");
+  if (cfg.straggler_timeout_ms > 0 && cfg.mode != "sync")
+    return bad("straggler_timeout_ms", "must be 0 with mode " + cfg.mode + ": it is built for the allreduce (mode: sync)");
+  if (cfg.straggler_timeout_ms > 0 && cfg.compression != "none")
+    return bad("straggler_timeout_ms", "must be 0 with compression " + cfg.compression +
+                                         ": a worker left out has no packet to send (use compression: none)");
   if (cfg.loader_threads < 1) return bad("loader_threads", "must be at least 1");
   if (cfg.prefetch < 1) return bad("prefetch", "must be at least 1");
   if (!(cfg.loader_cost_ms >= 0 && cfg.loader_cost_ms < 60'000)) return bad("loader_cost_ms", "must be 0 to 60000");

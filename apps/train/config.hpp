@@ -61,14 +61,18 @@ struct train_config {
   std::int64_t steps_per_call = 10;
   /// Steps between checkpoints (0: none; the last step is saved when checkpoints are on).
   std::int64_t checkpoint_every = 0;
-  /// Times the workers are replaced after one fails (an exception, a dead process): every
-  /// worker is stopped and a new group resumes from the newest checkpoint (step 0 without
-  /// one), and the run goes on. 0: a failure ends the run.
+  /// Worker failures survived (an exception, a dead process): the failed worker is replaced
+  /// alone and takes its peers' weights and optimiser state; when none survived, every
+  /// worker is, from the newest checkpoint (step 0 without one). 0: a failure ends the run.
   int max_failures = 0;
   /// Seconds a worker waits for a peer in a collective before the group is broken (or, in
-  /// async mode, at the staleness bound for the slowest worker): how long the others take
-  /// to notice a worker that died.
+  /// async mode, at the staleness bound for the slowest worker). A worker that died is
+  /// noticed at once, from its failed call; this bounds a peer that hangs.
   double collective_timeout_s = 120;
+  /// The straggler option (mode sync, no compression; 0: off): a step goes on with the
+  /// gradients in hand this many ms after it began; a worker whose gradients are not in is
+  /// left out of that step's mean, and its late gradients are dropped.
+  std::int64_t straggler_timeout_ms = 0;
   /// The loader's threads and prefetch window, per worker.
   int loader_threads = 1;
   int prefetch = 4;

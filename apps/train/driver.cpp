@@ -62,6 +62,8 @@ struct step_total {
   double bound_wait = 0;
   std::int64_t ahead = 0;
   double rate = 0;
+  /// The straggler option: workers whose gradients the step went on without.
+  std::int64_t skipped = 0;
 };
 
 /// One async step's figures over the workers that took it (all of them unless the run
@@ -108,6 +110,7 @@ step_total combine(const std::vector<std::vector<step_figures>>& by_worker, std:
     t.compute += f.compute_seconds / n;
     t.allreduce += f.allreduce_seconds / n;
     t.grad_norm = f.grad_norm;  // the averaged gradient: the same on every worker
+    t.skipped = f.skipped;      // the group's count: the same on every worker
   }
   if (t.samples > 0) {
     t.loss = loss_sum / static_cast<double>(t.samples);
@@ -129,7 +132,9 @@ struct window {
   double grad_norm = 0;
   double bound_wait = 0;
   std::int64_t ahead = 0;
+  std::int64_t skipped = 0;
   void add(const step_total& t, double step_seconds) {
+    skipped += t.skipped;
     bound_wait += t.bound_wait;
     ahead = std::max(ahead, t.ahead);
     ++steps;
@@ -236,14 +241,133 @@ private:
     return out;
   }
 
+  /// A call of every worker that failed: who failed for a reason of its own (died, threw:
+  /// to replace) and who only because its collective broke (the survivors).
+  struct call_failure : std::runtime_error {
+    call_failure(const std::string& why, std::vector<int> failed_ranks)
+      : std::runtime_error(why), failed(std::move(failed_ranks)) {}
+    std::vector<int> failed;
+  };
+
+  /// Every worker's result of one call each, in rank order, as get_all; but the first
+  /// failure (a dead worker's call fails at once) makes the driver abort the others'
+  /// collectives (trainer_worker::abort_collective), so they end now rather than at
+  /// collective_timeout_s. Throws a call_failure once every call has ended.
+  template <class R>
+  std::vector<R> get_all_or_abort(std::vector<object_ref<R>>& refs) {
+    std::vector<std::optional<R>> got(refs.size());
+    std::vector<bool> ended(refs.size(), false);
+    std::vector<int> failed;
+    std::string why;
+    bool aborted = false;
+    std::vector<object_ref<bool>> aborts;
+    for (std::size_t left = refs.size(); left > 0;) {
+      std::vector<object_ref<R>> waiting;
+      for (std::size_t r = 0; r < refs.size(); ++r)
+        if (!ended[r]) waiting.push_back(refs[r]);
+      const auto ready = celer::wait(waiting, 1);
+      for (const auto& ref : ready.ready) {
+        const auto r = static_cast<std::size_t>(std::find(refs.begin(), refs.end(), ref) - refs.begin());
+        ended[r] = true;
+        --left;
+        try {
+          got[r] = celer::get(refs[r]);
+        } catch (const std::exception& e) {
+          const std::string what = e.what();
+          why += (why.empty() ? "" : "; ") + ("worker " + std::to_string(r) + ": ") + what;
+          // A call that failed in its collective (broken by a peer, or aborted here) is a
+          // survivor's; any other failure (its process died, it threw) is its own.
+          const bool collective_only = what.find("collective group") != std::string::npos &&
+                                       dynamic_cast<const actor_died_error*>(&e) == nullptr;
+          if (!collective_only) failed.push_back(static_cast<int>(r));
+          if (!aborted) {
+            aborted = true;
+            failure_seen_ = clock_type::now();
+            const std::string reason = "worker " + std::to_string(r) + " failed";
+            for (std::size_t o = 0; o < refs.size(); ++o)
+              if (!ended[o]) aborts.push_back(workers_[o].task(&trainer_worker::abort_collective).remote(reason));
+          }
+        }
+      }
+    }
+    // Every abort has run before the caller goes on (a late one must not meet the next group).
+    for (auto& a : aborts) {
+      try {
+        (void)celer::get(a);
+      } catch (const std::exception&) {  // that worker is dead: nothing to abort
+      }
+    }
+    if (!why.empty()) throw call_failure(why, failed);
+    std::vector<R> out;
+    out.reserve(got.size());
+    for (auto& g : got) out.push_back(std::move(*g));
+    return out;
+  }
+
   /// Creates the workers (set `attempt`, 0 first) and has them join their group and take
   /// rank 0's weights.
   start_info start_workers(int attempt) {
     // The workers: each holds cpus_per_worker CPUs and runs that many LibTorch threads.
-    const std::string group =
-      "celer-train." + cfg_.name + "." + std::to_string(::getpid()) + "." + std::to_string(attempt);
+    const std::string group = next_group();
     for (int r = 0; r < cfg_.num_workers; ++r) {
-      worker_spec spec{.rank = r, .world = cfg_.num_workers, .group = group, .data = cfg_.data,
+      const worker_spec spec = make_spec(r, group, attempt == 0 && r == options_.fail_rank ? options_.fail_step : 0);
+      // Two calls at once: abort_collective comes while run_steps runs (recovery).
+      workers_.push_back(
+        actor(make_trainer_worker).options({.num_cpus = cfg_.cpus_per_worker, .max_concurrency = 2}).remote(spec));
+    }
+    std::vector<object_ref<start_info>> starts;
+    for (auto& w : workers_) starts.push_back(w.task(&trainer_worker::start).remote());
+    return get_all(starts).front();
+  }
+
+  /// A new group's name: one per set of members (a failure makes a new one).
+  std::string next_group() {
+    return "celer-train." + cfg_.name + "." + std::to_string(::getpid()) + "." + std::to_string(groups_++);
+  }
+
+  /// After a failure whose survivors' collectives were aborted: kills the failed workers,
+  /// starts one replacement each (same rank, no injected failure), and has every worker
+  /// join a new group and take the state of the survivor with the most steps applied
+  /// (trainer_worker::rejoin). The step to go on from, or nothing when that did not work.
+  std::optional<std::int64_t> replace_failed(int failure, const std::vector<int>& failed, const std::string& why) {
+    std::string ranks;
+    for (int r : failed) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    out_ << "celer-train: a worker failed (" << why << "); replacing worker " << ranks
+         << " alone, from its peers' weights (failure " << failure << " of " << cfg_.max_failures << " allowed)\n";
+    const std::string group = next_group();
+    try {
+      for (int r : failed) {
+        auto& w = workers_[static_cast<std::size_t>(r)];
+        try {
+          celer::kill(w);
+        } catch (const std::exception&) {  // gone already
+        }
+        w = actor(make_trainer_worker)
+              .options({.num_cpus = cfg_.cpus_per_worker, .max_concurrency = 2})
+              .remote(make_spec(r, group, /*fail_at_step=*/0));
+      }
+      std::vector<object_ref<std::int64_t>> joins;
+      for (auto& w : workers_) joins.push_back(w.task(&trainer_worker::rejoin).remote(group));
+      const std::int64_t step = get_all(joins).front();
+      const double lost = seconds_since(failure_seen_);
+      // How long the failed call had run when its failure was seen: a bound on the time
+      // from the death to the driver knowing (the death came during that call).
+      const double seen = std::chrono::duration<double>(failure_seen_ - call_began_).count();
+      recoveries_.push_back({{"failure", failure}, {"how", "peers"}, {"replaced", failed}, {"step", step},
+                             {"seconds", lost}, {"seen_after_call_began_s", seen}});
+      out_ << "celer-train: the run goes on at step " << step << " with the survivors' weights and optimiser state ("
+           << fixed(lost, 2) << " s from the failure seen to the run going on, the failure seen " << fixed(seen, 2)
+           << " s into its call; the failed step is run again)" << std::endl;
+      return step;
+    } catch (const std::exception& e) {
+      out_ << "celer-train: replacing worker " << ranks << " alone did not work (" << e.what()
+           << "); replacing every worker\n";
+      return std::nullopt;
+    }
+  }
+
+  worker_spec make_spec(int r, const std::string& group, std::int64_t fail_at_step) const {
+      return worker_spec{.rank = r, .world = cfg_.num_workers, .group = group, .data = cfg_.data,
                        .limit = cfg_.limit, .model = cfg_.model, .width = cfg_.width, .depth = cfg_.depth,
                        .dropout = cfg_.dropout, .optimizer = cfg_.optimizer, .lr = cfg_.lr,
                        .weight_decay = cfg_.weight_decay, .momentum = cfg_.momentum,
@@ -251,18 +375,14 @@ private:
                        .compression = cfg_.compression, .topk_fraction = cfg_.topk_fraction,
                        .clip_grad_norm = cfg_.clip_grad_norm,
                        .loader_threads = cfg_.loader_threads, .prefetch = cfg_.prefetch,
-                       .loader_cost_ms = cfg_.loader_cost_ms,
+                       .loader_cost_ms = r == options_.slow_rank ? options_.slow_ms : cfg_.loader_cost_ms,
                        .threads = std::max(1, static_cast<int>(std::lround(cfg_.cpus_per_worker))),
                        .seed = cfg_.seed,
                        .timeout_ms = std::llround(cfg_.collective_timeout_s * 1e3),
-                       .fail_at_step = attempt == 0 && r == options_.fail_rank ? options_.fail_step : 0,
+                       .fail_at_step = fail_at_step,
                        .fail_by_exit = options_.fail_by_exit,
-                       .driver_pid = ::getpid()};
-      workers_.push_back(actor(make_trainer_worker).options({.num_cpus = cfg_.cpus_per_worker}).remote(spec));
-    }
-    std::vector<object_ref<start_info>> starts;
-    for (auto& w : workers_) starts.push_back(w.task(&trainer_worker::start).remote());
-    return get_all(starts).front();
+                       .driver_pid = ::getpid(),
+                       .straggler_timeout_ms = cfg_.straggler_timeout_ms};
   }
 
   /// Loads the newest checkpoint into every worker; its step, and its id (0 for none).
@@ -297,6 +417,10 @@ private:
            << "\n";
     }
 
+    if (cfg_.straggler_timeout_ms > 0) {
+      out_ << "celer-train: stragglers: each step goes on with the gradients in hand " << cfg_.straggler_timeout_ms
+           << " ms after it began; a worker's that are not in are left out of the mean and dropped (\"skipped\")\n";
+    }
     if (cfg_.checkpoint_every > 0 || options_.resume) {
       auto ck = checkpoint::checkpointer::open(checkpoint_options());
       if (!ck) return say_failed("cannot open the checkpoints in " + dir_ + "/checkpoints: " + ck.error().message());
@@ -345,17 +469,24 @@ private:
       if (cfg_.checkpoint_every > 0) k = std::min(k, cfg_.checkpoint_every - p.step % cfg_.checkpoint_every);
       if (hybrid && p.step < cfg_.hybrid_sync_steps) k = std::min(k, cfg_.hybrid_sync_steps - p.step);
       const auto call_began = clock_type::now();
+      call_began_ = call_began;
       std::vector<object_ref<std::vector<step_figures>>> calls;
       for (auto& w : workers_) calls.push_back(w.task(&trainer_worker::run_steps).remote(k));
       std::vector<std::vector<step_figures>> by_worker;
       try {
-        by_worker = get_all(calls);
-      } catch (const std::exception& e) {
-        // A worker failed (and its peers, waiting for it in the allreduce, after the
-        // collective's timeout). Replace them all and go on from the newest checkpoint.
+        by_worker = get_all_or_abort(calls);
+      } catch (const call_failure& e) {
+        // A worker failed; its peers' collectives were aborted at once. Replace the failed
+        // one alone from the survivors' state; failing that (none survived, or a survivor
+        // too failed to rejoin), every worker from the newest checkpoint.
         if (++failures > cfg_.max_failures) throw;
-        auto from = replace_workers(failures, e.what());
-        if (!from) return say_failed(from.error().message());
+        std::optional<std::int64_t> from;
+        if (!e.failed.empty() && e.failed.size() < workers_.size()) from = replace_failed(failures, e.failed, e.what());
+        if (!from) {
+          auto all = replace_workers(failures, e.what());
+          if (!all) return say_failed(all.error().message());
+          from = *all;
+        }
         p.step = *from;
         p.since_line = {};
         continue;
@@ -378,7 +509,15 @@ private:
           {"allreduce_s", t.allreduce},
           {"grad_norm", t.grad_norm},
         };
-        if (auto ok = write(t.step, "sync", figures); !ok) return say_failed(ok.error().message());
+        expected<void> ok;
+        if (cfg_.straggler_timeout_ms > 0) {
+          std::vector<trainer::scalar> more(std::begin(figures), std::end(figures));
+          more.push_back({"skipped", static_cast<double>(t.skipped)});
+          ok = write(t.step, "sync", more);
+        } else {
+          ok = write(t.step, "sync", figures);
+        }
+        if (!ok) return say_failed(ok.error().message());
       }
       p.trained_seconds += call_seconds;
       p.step += k;
@@ -581,6 +720,7 @@ private:
                                    {"seconds", seconds_since(began)},
                                    {"parameters_digests", digest},
                                    {"replicas_equal", equal}};
+    if (!recoveries_.empty()) summary["recoveries"] = recoveries_;
     if (cfg_.mode != "sync") {
       summary["staleness"] = cfg_.staleness;
       summary["num_servers"] = cfg_.num_servers;
@@ -705,6 +845,8 @@ private:
         return error(back.error().code(), "cannot restore the replacement workers: " + back.error().message());
       }
     }
+    recoveries_.push_back({{"failure", failure}, {"how", "checkpoint"}, {"step", step},
+                           {"seconds", seconds_since(failure_seen_)}});
     out_ << "celer-train: the workers go on from " << from << " (replaced in " << fixed(seconds_since(began), 2)
          << " s; the steps after it are run and logged again)\n";
     return step;
@@ -716,6 +858,11 @@ private:
 
   expected<void> save(std::int64_t step) {
     auto state = celer::get(workers_.front().task(&trainer_worker::save_state).remote());
+    // And what differs between the replicas: each one's residual and generator.
+    std::vector<object_ref<checkpoint::snapshot>> locals;
+    for (auto& w : workers_) locals.push_back(w.task(&trainer_worker::save_local_state).remote());
+    for (const auto& local : get_all(locals))
+      for (const auto& e : local.entries()) state.add(e);
     state.set_metadata("run", cfg_.name);
     if (auto id = ckpt_->save(state); !id) return error(id.error().code(), "checkpoint at step " + std::to_string(step) + ": " + id.error().message());
     return {};
@@ -741,6 +888,7 @@ private:
            << ")  |g| " << fixed(w.grad_norm / n, 3);
     } else {
       out_ << "  allreduce " << ms(w.allreduce) << "  |g| " << fixed(w.grad_norm / n, 3);
+      if (cfg_.straggler_timeout_ms > 0) out_ << "  skipped " << w.skipped;
     }
     if (val != nullptr) out_ << "  val_acc " << fixed(val->accuracy, 4) << "  val_loss " << fixed(val->loss, 4);
     out_ << std::endl;
@@ -758,6 +906,12 @@ private:
   std::optional<parameter_server::sharded> servers_;
   /// hybrid: why the switch came (for its console line).
   std::string switch_reason_;
+  /// Groups made so far (each set of members joins a new one), when the last failure was
+  /// seen, and each recovery (summary.json's `recoveries`).
+  int groups_ = 0;
+  clock_type::time_point failure_seen_ = clock_type::now();
+  clock_type::time_point call_began_ = clock_type::now();
+  nlohmann::json recoveries_ = nlohmann::json::array();
 };
 
 } // namespace

@@ -26,6 +26,9 @@ struct driver_options {
   std::int64_t fail_step = 0;
   /// ...RANK:STEP:exit: its worker process exits instead (on a cluster).
   bool fail_by_exit = false;
+  /// For tests (CELER_TRAIN_SLOW_WORKER=RANK:MS): that worker's loader takes MS per batch.
+  int slow_rank = -1;
+  double slow_ms = 0;
   /// How the runtime runs, for the first line ("embedded celer", or the cluster's address).
   std::string where = "embedded celer";
 };

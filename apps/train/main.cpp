@@ -49,7 +49,11 @@ HOW IT TRAINS
   checks it at the end). Rank 0 evaluates on the validation split (20% of each class).
   With compression: sign or topk, each worker sends a compressed gradient (error
   feedback) by allgather instead. With max_failures > 0, a worker that fails is replaced
-  (all workers are, from the newest checkpoint) and the run goes on.
+  alone, from its peers' weights and optimiser state (the survivors' allreduce is aborted
+  at once), and the run goes on; if none survived, every worker is, from the newest
+  checkpoint.
+  With straggler_timeout_ms > 0, a step goes on with the gradients in hand that many ms
+  after it began: a late worker's are left out of the mean and dropped ("skipped").
 
   mode: async trains through num_servers parameter-server actors instead, each holding a
   shard of the parameters and the optimiser state: every step, each worker pushes its own
@@ -118,6 +122,18 @@ void read_injection(app::driver_options& o) {
   o.fail_step = step;
 }
 
+/// CELER_TRAIN_SLOW_WORKER=RANK:MS: that worker's loader takes MS more per batch (the
+/// others keep loader_cost_ms), for tests of the straggler option.
+void read_slow_worker(app::driver_options& o) {
+  const char* spec = std::getenv("CELER_TRAIN_SLOW_WORKER");
+  if (spec == nullptr) return;
+  int rank = -1;
+  double ms = 0;
+  if (std::sscanf(spec, "%d:%lf", &rank, &ms) != 2) return;
+  o.slow_rank = rank;
+  o.slow_ms = ms;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -155,7 +171,9 @@ int main(int argc, char** argv) {
   cli.add_option("--compression", flags.compression, "none | sign | topk")->check(CLI::IsMember({"none", "sign", "topk"}));
   cli.add_option("--checkpoint-every", flags.checkpoint_every, "Steps between checkpoints (0: none)");
   cli.add_option("--loader-cost-ms", flags.loader_cost_ms, "Busy ms added to each batch (a slow loader)");
-  cli.add_option("--max-failures", flags.max_failures, "Worker failures survived (the workers are replaced from the newest checkpoint)");
+  cli.add_option("--straggler-timeout-ms", flags.straggler_timeout_ms,
+                 "Go on with the gradients in hand this many ms into a step (0: off)");
+  cli.add_option("--max-failures", flags.max_failures, "Worker failures survived (the failed worker is replaced from its peers' weights)");
   cli.add_option("--mode", flags.mode, "sync | async | hybrid")->check(CLI::IsMember({"sync", "async", "hybrid"}));
   cli.add_option("--staleness", flags.staleness, "async: steps a worker may run ahead of the slowest");
   cli.add_option("--num-servers", flags.num_servers, "async: parameter-server actors (shards)");
@@ -228,6 +246,7 @@ int main(int argc, char** argv) {
   if (given("--compression")) loaded->compression = flags.compression;
   if (given("--checkpoint-every")) loaded->checkpoint_every = flags.checkpoint_every;
   if (given("--loader-cost-ms")) loaded->loader_cost_ms = flags.loader_cost_ms;
+  if (given("--straggler-timeout-ms")) loaded->straggler_timeout_ms = flags.straggler_timeout_ms;
   if (given("--max-failures")) loaded->max_failures = flags.max_failures;
   if (given("--mode")) loaded->mode = flags.mode;
   if (given("--staleness")) loaded->staleness = flags.staleness;
@@ -271,6 +290,7 @@ int main(int argc, char** argv) {
   options.resume = resume;
   options.stop_requested = &stop_requested;
   read_injection(options);
+  read_slow_worker(options);
   try {
     celer::init(celer::init_options{.address = address, .num_cpus = num_cpus});
   } catch (const celer::exception& e) {

@@ -1,6 +1,8 @@
 // The trainer-worker actor (worker.hpp): the one file of celer-train that includes LibTorch.
 #include "worker.hpp"
 
+#include "straggler.hpp"
+
 #include <celer/actors/collective.hpp>
 #include <celer/actors/data.hpp>
 #include <celer/actors/loader.hpp>
@@ -76,6 +78,21 @@ struct trainer_worker::impl {
   /// Declared after `train`, which it reads: destroyed first.
   std::optional<actors::data_loader> loader;
   std::optional<collective::group> group;
+  /// Guards `group` between the actor's calls and abort_collective, which runs while
+  /// run_steps does (on another thread): held to replace the group and to abort it, not
+  /// while run_steps uses it (only this worker's call thread replaces it).
+  std::mutex group_mutex;
+  /// The last step whose update this replica applied (step runs ahead of it while a step
+  /// is in progress), and the error-feedback residual as it was before that step's
+  /// compression (for a survivor to put back when the step is cut short).
+  std::int64_t applied = 0;
+  std::vector<float> residual_before;
+  /// Set by start or rejoin: false in a replacement until it has taken its peers' state.
+  bool started = false;
+  /// The straggler option: the compute thread (on a second replica), and the allreduce's
+  /// buffer: the gradient sum, then the count of workers whose gradient is in it.
+  std::unique_ptr<step_thread> stepper;
+  std::vector<float> contribution;
   /// With compression: this worker's compressor (it keeps the error-feedback residual), the
   /// packet as fixed-size bytes, and every worker's packets after the allgather.
   std::optional<trainer::sign_compressor> sign;
@@ -90,6 +107,8 @@ struct trainer_worker::impl {
   /// same order everywhere, so every worker gets the same bits).
   expected<void> average(collective::group& g) {
     if (!sign && !topk) return g.allreduce(std::span(flat), collective::op::mean);
+    const auto kept = sign ? sign->residual() : topk->residual();
+    residual_before.assign(kept.begin(), kept.end());
     const std::size_t n = flat.size();
     std::size_t first = 0;  // bytes of the packet's first part (signs, or indices)
     if (sign) {
@@ -173,6 +192,9 @@ struct trainer_worker::impl {
   }
 
   std::vector<step_figures> run_steps(std::int64_t steps);
+  /// A synchronous step with the straggler option: the gradients computed by `stepper`
+  /// until the deadline, or none; the allreduce of those in; the update.
+  void straggler_step(collective::group& g, step_figures& f, clock_type::time_point began);
   /// The rest of an async step, once the gradients are in `flat`: clipping, push_pull,
   /// the pulled weights into the model.
   void async_step(step_figures& f);
@@ -270,6 +292,21 @@ trainer_worker::trainer_worker(const worker_spec& spec) : impl_(std::make_unique
     fail("unknown compression '" + spec.compression + "': none, sign or topk");
   }
   w.open_loader();
+  if (spec.straggler_timeout_ms > 0) {
+    torch::nn::Sequential replica{nullptr};
+    {
+      std::lock_guard lock(model_building());
+      auto made = actors::make_model({.kind = spec.model, .width = spec.width, .depth = spec.depth,
+                                      .dropout = spec.dropout, .seed = spec.seed},
+                                     w.train.sample_shape, w.train.classes);
+      if (!made) fail("the config does not make a model: " + made.error().message());
+      replica = std::move(*made);
+    }
+    w.stepper = std::make_unique<step_thread>(std::move(replica), &w.loader,
+                                              std::vector<std::int64_t>(w.train.sample_shape.begin(), w.train.sample_shape.end()),
+                                              spec.accumulate_steps, std::max(1, spec.threads));
+    w.contribution.resize(total + 1);
+  }
 }
 
 trainer_worker::~trainer_worker() = default;
@@ -280,6 +317,7 @@ start_info trainer_worker::start() {
     auto g = collective::group::join({.name = w.spec.group, .world_size = w.spec.world, .rank = w.spec.rank,
                                       .timeout = std::chrono::milliseconds(w.spec.timeout_ms)});
     if (!g) fail("worker " + std::to_string(w.spec.rank) + " cannot join group '" + w.spec.group + "': " + g.error().message());
+    std::lock_guard lock(w.group_mutex);
     w.group.emplace(std::move(*g));
   }
   // Every replica starts from rank 0's weights, whatever each built.
@@ -287,6 +325,7 @@ start_info trainer_worker::start() {
   if (auto ok = w.joined().broadcast(std::span(w.flat), /*root=*/0); !ok)
     fail("broadcasting the initial weights: " + ok.error().message());
   w.scatter(/*grads=*/false);
+  w.started = true;
   return {.train_samples = static_cast<std::int64_t>(w.train.size()),
           .valid_samples = static_cast<std::int64_t>(w.valid.size()),
           .parameters = static_cast<std::int64_t>(w.flat.size()),
@@ -313,6 +352,12 @@ std::vector<step_figures> trainer_worker::impl::run_steps(std::int64_t steps) {
     if (f.step == w.spec.fail_at_step)
       fail("worker " + std::to_string(w.spec.rank) + ": injected failure at step " + std::to_string(f.step) +
            " (CELER_TRAIN_INJECT_FAILURE)");
+    if (w.stepper && !w.servers) {
+      w.straggler_step(group, f, step_began);
+      f.step_seconds = seconds_since(step_began);
+      out.push_back(f);
+      continue;
+    }
     w.optimizer->zero_grad();
     double loss_sum = 0;
     for (std::int64_t micro = 0; micro < w.spec.accumulate_steps; ++micro) {
@@ -362,12 +407,65 @@ std::vector<step_figures> trainer_worker::impl::run_steps(std::int64_t steps) {
     }
     w.scatter(/*grads=*/true);
     w.optimizer->step();
+    w.applied = f.step;
     f.compute_seconds += seconds_since(t);
     f.loss = f.samples > 0 ? loss_sum / static_cast<double>(f.samples) : 0;
     f.step_seconds = seconds_since(step_began);
     out.push_back(f);
   }
   return out;
+}
+
+void trainer_worker::impl::straggler_step(collective::group& g, step_figures& f, clock_type::time_point began) {
+  // This step's gradients, if the compute thread has them by the deadline (it starts
+  // nothing while a dropped step of its still runs).
+  gather(/*grads=*/false);
+  step_gradients got;
+  const bool started = stepper->start(flat);
+  const bool in = started && stepper->wait_until(began + std::chrono::milliseconds(spec.straggler_timeout_ms), got);
+  const std::size_t n = flat.size();
+  if (in) {
+    std::copy(got.grads.begin(), got.grads.end(), contribution.begin());
+    contribution[n] = 1.0f;
+    f.loss = got.samples > 0 ? got.loss_sum / static_cast<double>(got.samples) : 0;
+    f.correct = got.correct;
+    f.samples = got.samples;
+    f.data_wait_seconds = got.data_wait_seconds;
+    f.compute_seconds = got.compute_seconds;
+  } else {
+    std::fill(contribution.begin(), contribution.end(), 0.0f);
+  }
+  f.contributed = in;
+  // The sum of the gradients in, and their count, in one allreduce: every worker divides
+  // the same sum by the same count, so the replicas stay equal.
+  auto t = clock_type::now();
+  const auto sent_before = g.counters().bytes_sent;
+  if (auto ok = g.allreduce(std::span(contribution), collective::op::sum); !ok)
+    fail("averaging the gradients at step " + std::to_string(f.step) + ": " + ok.error().message());
+  f.bytes_sent = g.counters().bytes_sent - sent_before;
+  f.allreduce_seconds = seconds_since(t);
+  const auto count = static_cast<std::int64_t>(std::lround(contribution[n]));
+  f.skipped = g.size() - count;
+  if (count == 0) {  // no gradient in: no update this step
+    applied = f.step;
+    return;
+  }
+  t = clock_type::now();
+  const float inv = 1.0f / static_cast<float>(count);
+  double norm2 = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    flat[i] = contribution[i] * inv;
+    norm2 += static_cast<double>(flat[i]) * flat[i];
+  }
+  f.grad_norm = std::sqrt(norm2);
+  if (spec.clip_grad_norm > 0 && f.grad_norm > spec.clip_grad_norm) {
+    const auto scale = static_cast<float>(spec.clip_grad_norm / f.grad_norm);
+    for (float& v : flat) v *= scale;
+  }
+  scatter(/*grads=*/true);
+  optimizer->step();
+  applied = f.step;
+  f.compute_seconds += seconds_since(t);
 }
 
 void trainer_worker::impl::async_step(step_figures& f) {
@@ -461,15 +559,110 @@ std::int64_t trainer_worker::load_state(checkpoint::snapshot state) {
   check(checkpoint::load_optimizer(state, "optimizer", *w.optimizer));
   auto step = state.get_int("step");
   if (!step) fail("the checkpoint has no step: " + step.error().message());
-  w.step = *step;
-  // The error-feedback residual is not in the checkpoint: it starts again empty.
+  w.step = w.applied = *step;
+  // This worker's error-feedback residual and LibTorch generator, when the checkpoint has
+  // them (save_local_state); else the residual starts again empty.
+  const std::string mine = "residual/" + std::to_string(w.spec.rank);
   if (w.sign) w.sign->reset();
   if (w.topk) w.topk->reset();
+  if ((w.sign || w.topk) && state.find(mine) != nullptr) {
+    std::vector<float> residual(w.flat.size());
+    auto t = torch::from_blob(residual.data(), {static_cast<std::int64_t>(residual.size())}, torch::kFloat);
+    check(checkpoint::load_tensor(state, mine, t));
+    check(w.sign ? w.sign->restore(residual) : w.topk->restore(residual));
+  }
+  if (const std::string rng = "rng/torch/" + std::to_string(w.spec.rank); state.find(rng) != nullptr)
+    check(checkpoint::load_torch_rng(state, rng));
   // The loader has no seek: a fresh one, and the batches the run had taken are drawn again
   // and dropped (the same seed gives the same batches in the same order).
+  if (w.stepper) w.stepper->drain();
   w.open_loader();
   for (std::int64_t i = 0; i < w.step * w.spec.accumulate_steps; ++i) (void)w.loader->next();
   return w.step;
+}
+
+checkpoint::snapshot trainer_worker::save_local_state() {
+  auto& w = *impl_;
+  checkpoint::snapshot s;
+  if (w.sign || w.topk) {
+    const auto r = w.sign ? w.sign->residual() : w.topk->residual();
+    std::vector<float> copy(r.begin(), r.end());
+    const auto t = torch::from_blob(copy.data(), {static_cast<std::int64_t>(copy.size())}, torch::kFloat);
+    checkpoint::add_tensor(s, "residual/" + std::to_string(w.spec.rank), t, checkpoint::tensor_bytes::copy);
+  }
+  checkpoint::add_torch_rng(s, "rng/torch/" + std::to_string(w.spec.rank));
+  return s;
+}
+
+bool trainer_worker::abort_collective(std::string reason) {
+  auto& w = *impl_;
+  std::lock_guard lock(w.group_mutex);
+  if (!w.group) return false;
+  w.group->abort(reason);
+  return true;
+}
+
+std::int64_t trainer_worker::rejoin(std::string group) {
+  return torch_edge("rejoining the survivors", [&] {
+    auto& w = *impl_;
+    {
+      std::lock_guard lock(w.group_mutex);
+      w.group.reset();  // the broken one
+    }
+    w.spec.group = std::move(group);
+    auto g = collective::group::join({.name = w.spec.group, .world_size = w.spec.world, .rank = w.spec.rank,
+                                      .timeout = std::chrono::milliseconds(w.spec.timeout_ms)});
+    if (!g) fail("worker " + std::to_string(w.spec.rank) + " cannot join group '" + w.spec.group + "': " + g.error().message());
+    {
+      std::lock_guard lock(w.group_mutex);
+      w.group.emplace(std::move(*g));
+    }
+    auto& grp = *w.group;
+    auto must = [&](expected<void> ok, const char* what) {
+      if (!ok) fail(std::string("rejoining: ") + what + ": " + ok.error().message());
+    };
+    // The root: the most steps applied, the lowest rank of those (a replacement has -1).
+    const std::int64_t mine = w.started ? w.applied : -1;
+    std::int64_t most[1] = {mine};
+    must(grp.allreduce(std::span<std::int64_t>(most), collective::op::max), "finding the most steps applied");
+    std::int64_t root[1] = {most[0] == mine ? w.spec.rank : w.spec.world};
+    must(grp.allreduce(std::span<std::int64_t>(root), collective::op::min), "choosing the root");
+    const int from = static_cast<int>(root[0]);
+    // A survivor cut short in a step puts its residual back (what it sent is void now).
+    if (w.started && w.step != w.applied && !w.residual_before.empty()) {
+      if (w.sign) must(w.sign->restore(w.residual_before), "the residual");
+      if (w.topk) must(w.topk->restore(w.residual_before), "the residual");
+    }
+    // The root's step and optimiser state's size, its weights, then the state's bytes.
+    std::vector<std::uint8_t> state;
+    if (w.spec.rank == from) {
+      checkpoint::snapshot s;
+      if (auto ok = checkpoint::add_optimizer(s, "optimizer", *w.optimizer); !ok) fail(ok.error().message());
+      const auto& data = s.find("optimizer")->data;
+      state.assign(reinterpret_cast<const std::uint8_t*>(data.data()), reinterpret_cast<const std::uint8_t*>(data.data()) + data.size());
+    }
+    std::int64_t header[2] = {w.applied, static_cast<std::int64_t>(state.size())};
+    must(grp.broadcast(std::span<std::int64_t>(header), from), "the root's step");
+    w.gather(/*grads=*/false);
+    must(grp.broadcast(std::span(w.flat), from), "the root's weights");
+    state.resize(static_cast<std::size_t>(header[1]));
+    must(grp.broadcast(std::span(state), from), "the root's optimiser state");
+    if (w.spec.rank != from) {
+      w.scatter(/*grads=*/false);
+      checkpoint::snapshot s;
+      s.add_bytes("optimizer", celer::bytes(std::move(state)), {{"format", "torch.serialize"}});
+      if (auto ok = checkpoint::load_optimizer(s, "optimizer", *w.optimizer); !ok) fail(ok.error().message());
+    }
+    if (!w.started && w.sign) w.sign->reset();
+    if (!w.started && w.topk) w.topk->reset();
+    w.started = true;
+    w.step = w.applied = header[0];
+    // Every loader to that step (no seek: a fresh one, the batches taken drawn and dropped).
+    if (w.stepper) w.stepper->drain();
+    w.open_loader();
+    for (std::int64_t i = 0; i < w.step * w.spec.accumulate_steps; ++i) (void)w.loader->next();
+    return w.step;
+  });
 }
 
 std::unique_ptr<trainer_worker> make_trainer_worker(worker_spec spec) { return std::make_unique<trainer_worker>(spec); }
@@ -480,4 +673,5 @@ CELER_REMOTE(celer::train_app::make_trainer_worker, &celer::train_app::trainer_w
              &celer::train_app::trainer_worker::run_steps, &celer::train_app::trainer_worker::evaluate,
              &celer::train_app::trainer_worker::parameters_digest, &celer::train_app::trainer_worker::save_state,
              &celer::train_app::trainer_worker::load_state, &celer::train_app::trainer_worker::enter_async,
-             &celer::train_app::trainer_worker::finish_async);
+             &celer::train_app::trainer_worker::finish_async, &celer::train_app::trainer_worker::save_local_state,
+             &celer::train_app::trainer_worker::abort_collective, &celer::train_app::trainer_worker::rejoin);

@@ -64,8 +64,11 @@ struct worker_spec {
   /// cluster): a trainer killed mid-run.
   bool fail_by_exit = false;
   std::int64_t driver_pid = 0;
+  /// The straggler option (0: off): a step's gradients not computed this many ms after the
+  /// step began are left out of its allreduce (straggler.hpp).
+  std::int64_t straggler_timeout_ms = 0;
   MSGPACK_DEFINE(rank, world, group, data, limit, model, width, depth, dropout, optimizer, lr, weight_decay,
-                 momentum, batch_size, accumulate_steps, compression, topk_fraction, clip_grad_norm, loader_threads, prefetch, loader_cost_ms, threads, seed, timeout_ms, fail_at_step, fail_by_exit, driver_pid)
+                 momentum, batch_size, accumulate_steps, compression, topk_fraction, clip_grad_norm, loader_threads, prefetch, loader_cost_ms, threads, seed, timeout_ms, fail_at_step, fail_by_exit, driver_pid, straggler_timeout_ms)
 };
 
 /// One step's figures on one worker.
@@ -92,8 +95,12 @@ struct step_figures {
   std::int64_t ahead = 0;
   /// The step's wall time on this worker.
   double step_seconds = 0;
+  /// The straggler option: the workers whose gradients the step went on without (the same
+  /// on every worker), and whether this worker's was in.
+  std::int64_t skipped = 0;
+  bool contributed = true;
   MSGPACK_DEFINE(step, loss, correct, samples, data_wait_seconds, compute_seconds, allreduce_seconds, bytes_sent,
-                 grad_norm, bound_wait_seconds, ahead, step_seconds)
+                 grad_norm, bound_wait_seconds, ahead, step_seconds, skipped, contributed)
 };
 
 /// Loss and accuracy over the validation split.
@@ -153,6 +160,25 @@ public:
   /// Takes a state save_state made (any rank's: the replicas are equal) and moves the data
   /// loader to that step. Returns the step.
   std::int64_t load_state(checkpoint::snapshot state);
+  /// This worker's own state, which differs between replicas: the error-feedback residual
+  /// (`residual/<rank>`, with compression) and LibTorch's CPU generator (`rng/torch/<rank>`,
+  /// dropout's). The driver adds every worker's to rank 0's save_state; load_state takes
+  /// this worker's back when the checkpoint has them.
+  checkpoint::snapshot save_local_state();
+
+  // Recovery (apps/train/README.md, "A worker that fails"): the driver learned a peer died.
+  /// Makes this worker's collective in progress fail at once (collective::group::abort),
+  /// so its run_steps returns instead of waiting for the timeout. Runs while run_steps
+  /// does: the actor takes 2 calls at once (max_concurrency 2); every other call comes
+  /// alone. True when there was a group to abort.
+  bool abort_collective(std::string reason);
+  /// Leaves the broken group and joins `group` (the survivors and one replacement, each
+  /// with its old rank); then the member with the most steps applied (the lowest rank of
+  /// them) broadcasts its weights, optimiser state and step, every member takes them and
+  /// moves its loader to that step. A survivor whose step was cut short puts its
+  /// error-feedback residual back as it was before that step; a replacement starts with an
+  /// empty one. Returns the step the group goes on from.
+  std::int64_t rejoin(std::string group);
 
 private:
   struct impl;

@@ -80,6 +80,11 @@ struct member {
     out.insert(out.end(), last.begin(), last.end());
     return out;
   }
+  /// Runs while barrier() waits (the member takes 2 calls at once).
+  bool abort(std::string reason) {
+    group->abort(reason);
+    return true;
+  }
   col::group_options options;
   std::optional<col::group> group;
 };
@@ -134,7 +139,8 @@ std::vector<std::vector<float>> allreduce_all(std::vector<celer::actor_handle<me
 } // namespace
 
 CELER_REMOTE(make_member, &member::join, &member::allreduce, &member::allreduce_int, &member::broadcast,
-             &member::allgather, &member::barrier, &member::bytes_sent, make_local_member, &member::local_size, &member::sign_steps);
+             &member::allgather, &member::barrier, &member::bytes_sent, make_local_member, &member::local_size, &member::sign_steps,
+             &member::abort);
 
 TEST_CASE("allreduce gives every member the sum, mean, min and max of all", "[collective]") {
   scoped_runtime rt;
@@ -206,6 +212,31 @@ TEST_CASE("a member that does not come breaks the group, naming the rank waited 
   CHECK_THAT(e0 + e1, Contains("missing"));
   // Broken: the next call says so at once, and how to mend it.
   CHECK_THAT(celer::get(m[0].task(&member::barrier).remote()), Contains("broken") && Contains("join again"));
+}
+
+TEST_CASE("abort from another thread ends a member's wait at once, long before the timeout", "[collective]") {
+  scoped_runtime rt;
+  // Ranks 0 and 1 wait in a barrier for rank 2, which never comes; their timeout is 60 s.
+  const int n = 3;
+  std::vector<celer::actor_handle<member>> m;
+  for (int r = 0; r < n; ++r)
+    m.push_back(celer::actor(make_member).options({.max_concurrency = 2}).remote(std::string("aborted"), n, r, 60'000, 4 << 20));
+  std::vector<celer::object_ref<std::string>> joins;
+  for (auto& x : m) joins.push_back(x.task(&member::join).remote());
+  for (auto& j : joins) REQUIRE(celer::get(j).empty());
+  const auto began = std::chrono::steady_clock::now();
+  auto r0 = m[0].task(&member::barrier).remote();
+  auto r1 = m[1].task(&member::barrier).remote();
+  // The supervisor learned that rank 2 died: it aborts the survivors (rank 1 is still in
+  // its barrier, or has not begun it: either way the barrier fails).
+  CHECK(celer::get(m[0].task(&member::abort).remote(std::string("rank 2 died"))));
+  CHECK(celer::get(m[1].task(&member::abort).remote(std::string("rank 2 died"))));
+  const auto e0 = celer::get(r0), e1 = celer::get(r1);
+  CHECK(std::chrono::steady_clock::now() - began < 10s);
+  CHECK_THAT(e0, Contains("aborted: rank 2 died"));
+  CHECK_THAT(e1, Contains("aborted: rank 2 died"));
+  // The group is broken now: the next call says so at once.
+  CHECK_THAT(celer::get(m[0].task(&member::barrier).remote()), Contains("broken") && Contains("aborted"));
 }
 
 TEST_CASE("joining says what is wrong: bad options, a rank taken twice, too few members", "[collective]") {

@@ -378,3 +378,30 @@ TEST_CASE("bad sizes, bad values and malformed packets give clear errors", "[tra
   CHECK_THAT(message_of(validate(uneven)), Catch::Contains("2 indices but 1 values"));
   CHECK_THAT(message_of(validate(topk_packet{})), Catch::Contains("no values"));
 }
+
+TEST_CASE("a residual restored from a copy makes the next packet the same as the original's",
+          "[trainer][compression]") {
+  // What a checkpoint does: the residual after some steps, copied out and put back into a
+  // fresh compressor, must give the same packets from then on.
+  const std::vector<float> g1{0.5f, -2.0f, 0.25f, 1.0f, -0.125f, 3.0f}, g2{1.0f, 1.0f, -1.0f, 0.5f, 2.0f, -3.0f};
+  auto sign = sign_compressor::make(g1.size(), {.block_size = 2});
+  REQUIRE(sign);
+  REQUIRE(sign->compress(g1));
+  const std::vector<float> kept(sign->residual().begin(), sign->residual().end());
+  CHECK(std::any_of(kept.begin(), kept.end(), [](float v) { return v != 0.0f; }));
+  auto fresh = sign_compressor::make(g1.size(), {.block_size = 2});
+  REQUIRE(fresh);
+  REQUIRE(fresh->restore(kept));
+  const auto a = sign->compress(g2), b = fresh->compress(g2);
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(std::vector<std::uint8_t>(a->signs.begin(), a->signs.end()) == std::vector<std::uint8_t>(b->signs.begin(), b->signs.end()));
+  CHECK(std::equal(sign->residual().begin(), sign->residual().end(), fresh->residual().begin()));
+  // A residual of another size is refused, and the residual is left as it was.
+  CHECK(fresh->restore(std::vector<float>(3, 1.0f)).error().code() == celer::error_code::invalid_argument);
+  CHECK(std::equal(sign->residual().begin(), sign->residual().end(), fresh->residual().begin()));
+  auto topk = topk_compressor::make(g1.size(), {.k = 2});
+  REQUIRE(topk);
+  REQUIRE(topk->restore(kept));
+  CHECK(std::equal(kept.begin(), kept.end(), topk->residual().begin()));
+}

@@ -30,6 +30,8 @@
 /// is fixed, and every member ends with the same bits (not always the flat ring's bits for
 /// floats, whose sums depend on their order). Broadcast, allgather and barrier use the ring
 /// of all members.
+/// A supervisor that learns a member died need not wait for the timeout: `abort` (from any
+/// thread of a member's process) makes that member's call in progress fail at once.
 
 #include <celer/error.hpp>
 #include <celer/peer.hpp>
@@ -163,6 +165,12 @@ public:
   /// block_size other than `feedback` was first used with, or a value that is not finite.
   [[nodiscard]] expected<void> allreduce_sign(std::span<float> data, sign_feedback& feedback,
                                               std::size_t block_size = 1024);
+  /// Gives up: the collective this member is in (waiting for a peer) fails within a few
+  /// milliseconds with `cancelled`, naming `reason`, instead of at `timeout`, and the group
+  /// is broken (every later call fails; its members must join a new group). Thread-safe:
+  /// for another thread of this member's process (an actor call handled concurrently, when
+  /// the driver learned that a peer died). Aborting twice keeps the first reason.
+  void abort(const std::string& reason);
 
   /// The element types allreduce adds (internal).
   enum class element : std::uint8_t { f32, f64, i32, i64, u8 };

@@ -100,6 +100,9 @@ public:
   [[nodiscard]] std::span<const float> residual() const noexcept { return residual_; }
   /// Forgets the residual (e.g. after loading weights from a checkpoint or a peer).
   void reset() noexcept;
+  /// Sets the residual to one residual() gave (a checkpoint's): invalid_argument, with the
+  /// residual unchanged, when the size differs from size().
+  [[nodiscard]] expected<void> restore(std::span<const float> residual);
   [[nodiscard]] std::size_t size() const noexcept { return residual_.size(); }
   [[nodiscard]] const sign_options& options() const noexcept { return opts_; }
 
@@ -135,6 +138,8 @@ public:
 
   [[nodiscard]] std::span<const float> residual() const noexcept { return residual_; }
   void reset() noexcept;
+  /// As sign_compressor::restore.
+  [[nodiscard]] expected<void> restore(std::span<const float> residual);
   [[nodiscard]] std::size_t size() const noexcept { return residual_.size(); }
   [[nodiscard]] const topk_options& options() const noexcept { return opts_; }
 
