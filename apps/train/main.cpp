@@ -10,6 +10,7 @@
 #include "report.hpp"
 
 #include <celer/actors/data.hpp>
+#include <celer/actors/text.hpp>
 #include <celer/celer.hpp>
 
 #include <CLI/CLI.hpp>
@@ -141,7 +142,15 @@ int main(int argc, char** argv) {
   cli.add_option("--output", flags.output, "Output directory (default ./celer_results/<name>)");
   cli.add_flag("--resume", resume, "Continue the run in the output directory from its newest checkpoint");
   cli.add_flag("--report-only", report_only, "Rebuild report.html from the run in the output directory, train nothing");
-  cli.add_option("--data", flags.data, "digits | fashion-mnist")->check(CLI::IsMember({"digits", "fashion-mnist"}));
+  cli.add_option("--data", flags.data, "digits | fashion-mnist | fortunes (text: --model transformer)")
+    ->check(CLI::IsMember({"digits", "fashion-mnist", "fortunes"}));
+  cli.add_option("--model", flags.model, "mlp | cnn | transformer")->check(CLI::IsMember({"mlp", "cnn", "transformer"}));
+  cli.add_option("--context", flags.context, "transformer: characters a window holds");
+  cli.add_option("--precision", flags.precision, "fp32 | bf16 (forward pass under CPU autocast; fp32 weights and allreduce)")
+    ->check(CLI::IsMember({"fp32", "bf16"}));
+  cli.add_option("--batch-size-policy", flags.batch_size_policy, "fixed | noise_scale (grow the batch by the gradient noise scale)")
+    ->check(CLI::IsMember({"fixed", "noise_scale"}));
+  cli.add_option("--max-batch-size", flags.max_batch_size, "noise_scale: the largest batch, samples a step over all workers");
   cli.add_option("--limit", flags.limit, "Use only the first N samples (0: all)");
   cli.add_option("--num-workers", flags.num_workers, "Trainer-worker actors (model replicas)");
   cli.add_option("--cpus-per-worker", flags.cpus_per_worker, "CPUs each worker holds");
@@ -216,6 +225,11 @@ int main(int argc, char** argv) {
   // Flags win over the file (and, for those that can change, over run.json on --resume).
   if (given("--data")) loaded->data = flags.data;
   if (given("--limit")) loaded->limit = flags.limit;
+  if (given("--model")) loaded->model = flags.model;
+  if (given("--context")) loaded->context = flags.context;
+  if (given("--precision")) loaded->precision = flags.precision;
+  if (given("--batch-size-policy")) loaded->batch_size_policy = flags.batch_size_policy;
+  if (given("--max-batch-size")) loaded->max_batch_size = flags.max_batch_size;
   if (given("--num-workers")) loaded->num_workers = flags.num_workers;
   if (given("--cpus-per-worker")) loaded->cpus_per_worker = flags.cpus_per_worker;
   if (given("--batch-size")) loaded->batch_size = flags.batch_size;
@@ -260,9 +274,17 @@ int main(int argc, char** argv) {
   // than through every worker's failure.
   const char* cluster = std::getenv("CELER_ADDRESS");
   if (address.empty() && (cluster == nullptr || *cluster == '\0')) {
-    auto data = cfg.data == "digits" ? celer::actors::load_digits() : celer::actors::load_fashion_mnist(true, 1);
-    if (!data) {
-      std::cerr << "celer-train: the " << cfg.data << " data cannot be read: " << data.error().message() << "\n";
+    const auto readable = [&]() -> celer::expected<void> {
+      if (cfg.data == "fortunes") {
+        if (auto t = celer::actors::load_fortunes(); !t) return t.error();
+        return {};
+      }
+      auto data = cfg.data == "digits" ? celer::actors::load_digits() : celer::actors::load_fashion_mnist(true, 1);
+      if (!data) return data.error();
+      return {};
+    }();
+    if (!readable) {
+      std::cerr << "celer-train: the " << cfg.data << " data cannot be read: " << readable.error().message() << "\n";
       return 2;
     }
   }
