@@ -64,6 +64,21 @@ HOW IT TRAINS
   checkpoints, no --resume, no max_failures and no compression (apps/train/README.md).
   target_accuracy > 0 stops the run once a validation reaches it (time to accuracy).
 
+MODELS, PRECISION AND BATCH SIZE
+  model: mlp or cnn on data: digits or fashion-mnist; model: transformer (a small
+  character-level GPT-style decoder: context, width, heads, depth = decoder blocks) on
+  data: fortunes (Debian's fortunes-min), where a sample is a window of `context`
+  characters, the loss is per character, accuracy is next-character accuracy, and each
+  validation also reports bits per character (val_bits_per_char).
+  precision: bf16 runs each forward pass under LibTorch's CPU autocast to bfloat16; the
+  weights (the master copy), the gradients, the allreduce and the optimiser stay float32.
+  batch_size_policy: noise_scale (sync mode, 2+ workers, no compression) estimates the
+  gradient noise scale B_simple each step from each worker's gradient norm against the
+  averaged one (both allreduced, so every worker decides alike) and doubles the batch
+  (more micro-batches a step, all workers at the same step) while B_simple exceeds it, up
+  to max_batch_size samples a step, at most once per batch_size_cooldown steps; the
+  learning rate is not rescaled.
+
 CONFIGURATION (YAML)
   A config is a YAML mapping of these keys; flags win over the file. With no --config,
   the built-in config/train/digits-mlp.yaml is used (--print-config prints it).
@@ -73,8 +88,9 @@ CONFIGURATION (YAML)
 OUTPUT (--output, default ./celer_results/<name>)
   metrics.jsonl        a line per step: mode (sync or async), loss, accuracy, samples_per_s,
                        bytes_sent (per worker), data_wait_s, compute_s, allreduce_s (async:
-                       push_pull_s, bound_wait_s, ahead), grad_norm; and val_loss,
-                       val_accuracy at each validation
+                       push_pull_s, bound_wait_s, ahead), grad_norm, and with noise_scale
+                       batch_size and noise_scale; and val_loss, val_accuracy (fortunes:
+                       val_bits_per_char) at each validation
   tensorboard/         the same as a TensorBoard event file: tensorboard --logdir <output>
   summary.json         final validation accuracy, samples/s, each replica's parameter digest
   report.html          one page to open in a browser: the outcome, the config, and plots
@@ -95,6 +111,9 @@ EXAMPLES
   celer-train --mode async --staleness 2 --name async   # parameter servers, bounded staleness
   celer-train --mode hybrid --hybrid-sync-steps 40 --name hy   # sync for 40 steps, then async
   celer-train --target-accuracy 0.95 --eval-every 5     # stop at 95% (time to accuracy)
+  celer-train --config config/train/fortunes-transformer.yaml  # a char transformer, ~1 min
+  celer-train --precision bf16 --name bf                # bf16 autocast, fp32 master weights
+  celer-train --batch-size-policy noise_scale --max-batch-size 512 --name ns  # growing batch
   celer-train --loader-cost-ms 5 --name slow            # a slow loader shows as data-wait
   celer-train --checkpoint-every 50 --name ck           # then Ctrl-C, and:
   celer-train --resume --name ck                        # on from the newest checkpoint
@@ -126,9 +145,10 @@ int main(int argc, char** argv) {
   celer::serve_if_worker();
 
   CLI::App cli{"celer-train: distributed training on celer. Trainer workers are actors, each with a\n"
-               "replica of a LibTorch model (an MLP or a small CNN) and a shard of the data; their\n"
-               "gradients are averaged by allreduce each step (synchronous data parallel), or pushed\n"
-               "to parameter servers with bounded staleness (--mode async or hybrid).",
+               "replica of a LibTorch model (an MLP, a small CNN or a character-level transformer) and\n"
+               "a shard of the data; their gradients are averaged by allreduce each step (synchronous\n"
+               "data parallel), or pushed to parameter servers with bounded staleness (--mode async\n"
+               "or hybrid).",
                "celer-train"};
   cli.footer(help_footer());
   cli.get_formatter()->column_width(34);
