@@ -2,6 +2,7 @@
 #include "adaptive_batch.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -18,7 +19,16 @@ adaptive_batch adaptive_batch::make(const worker_spec& spec) {
                                                   .cooldown_steps = spec.batch_size_cooldown});
   if (!noise) throw std::runtime_error("the noise scale estimator: " + noise.error().message());
   if (!policy) throw std::runtime_error("batch_size_policy noise_scale: " + policy.error().message());
-  return adaptive_batch(std::move(*noise), std::move(*policy), start, spec.world);
+  if (spec.batch_size_lr_scaling != "none" && spec.batch_size_lr_scaling != "sqrt" && spec.batch_size_lr_scaling != "linear")
+    throw std::runtime_error("unknown batch_size_lr_scaling '" + spec.batch_size_lr_scaling + "': none, sqrt or linear");
+  return adaptive_batch(std::move(*noise), std::move(*policy), start, spec.world, spec.batch_size_lr_scaling);
+}
+
+double adaptive_batch::lr(double base, std::int64_t multiplier) const noexcept {
+  const auto m = static_cast<double>(multiplier);
+  if (lr_scaling_ == "linear") return base * m;
+  if (lr_scaling_ == "sqrt") return base * std::sqrt(m);
+  return base;
 }
 
 std::int64_t adaptive_batch::observe(std::int64_t step, std::int64_t per_worker, double mean_local_norm_sq,

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace celer::train_app {
 
@@ -33,17 +34,22 @@ public:
                        double averaged_norm_sq);
   /// Micro-batch rounds a step draws: 1 at the start, then 2, 4, ...
   [[nodiscard]] std::int64_t multiplier() const noexcept { return policy_.current() / start_; }
+  /// The learning rate for a step drawn at `multiplier` x the starting batch: `base`
+  /// scaled by batch_size_lr_scaling (none, sqrt or linear in the multiplier).
+  [[nodiscard]] double lr(double base, std::int64_t multiplier) const noexcept;
   /// B_simple so far (nothing before the first estimate).
   [[nodiscard]] std::optional<double> noise_scale() const noexcept { return noise_.b_simple(); }
 
 private:
   adaptive_batch(trainer::noise_scale_estimator noise, trainer::batch_size_policy policy, std::int64_t start,
-                 int world)
-    : noise_(std::move(noise)), policy_(std::move(policy)), start_(start), world_(world) {}
+                 int world, std::string lr_scaling)
+    : noise_(std::move(noise)), policy_(std::move(policy)), start_(start), world_(world),
+      lr_scaling_(std::move(lr_scaling)) {}
   trainer::noise_scale_estimator noise_;
   trainer::batch_size_policy policy_;
   std::int64_t start_;
   int world_;
+  std::string lr_scaling_;
 };
 
 } // namespace celer::train_app

@@ -63,6 +63,7 @@ const std::vector<key_rule>& keys() {
     field("batch_size_policy", &c::batch_size_policy, "fixed | noise_scale (the batch doubles while the gradient noise scale exceeds it)"),
     field("max_batch_size", &c::max_batch_size, "noise_scale: the largest batch, samples a step over all workers"),
     field("batch_size_cooldown", &c::batch_size_cooldown, "noise_scale: steps between two growths of the batch"),
+    field("batch_size_lr_scaling", &c::batch_size_lr_scaling, "noise_scale: none | sqrt | linear (the lr follows batch / starting batch)"),
     field("clip_grad_norm", &c::clip_grad_norm, "clip the averaged gradient to this L2 norm (0: off)"),
     field("epochs", &c::epochs, "passes over the training split, all workers together"),
     field("max_steps", &c::max_steps, "stop after this many steps (0: epochs decide)"),
@@ -208,6 +209,8 @@ expected<void> validate(const train_config& cfg) {
       return bad("max_batch_size", "is " + std::to_string(cfg.max_batch_size) + ": below the starting batch " +
                                      std::to_string(start) + " (batch_size x accumulate_steps x num_workers)");
     if (cfg.batch_size_cooldown < 1) return bad("batch_size_cooldown", "must be at least 1");
+    if (!one_of<std::string>(cfg.batch_size_lr_scaling, {"none", "sqrt", "linear"}))
+      return bad("batch_size_lr_scaling", "is '" + cfg.batch_size_lr_scaling + "': use none, sqrt or linear");
     if (cfg.mode != "sync") return bad("mode", "is '" + cfg.mode + "'" + why + "it is built for mode: sync");
     if (cfg.compression != "none")
       return bad("compression", "is '" + cfg.compression + "'" + why +

@@ -67,6 +67,10 @@ struct train_config {
   std::string batch_size_policy = "fixed";
   std::int64_t max_batch_size = 1024;
   std::int64_t batch_size_cooldown = 50;
+  /// noise_scale: how the learning rate follows the batch: "none" (lr stays), "sqrt" (lr x
+  /// sqrt(batch / starting batch), the usual rule for Adam) or "linear" (lr x batch / start,
+  /// Goyal et al.'s rule for SGD).
+  std::string batch_size_lr_scaling = "none";
   /// Scale the averaged gradient down to this L2 norm when it is larger (0: no clipping).
   double clip_grad_norm = 0;
   /// Steps between evaluations on the validation split (0: every epoch), and the last step

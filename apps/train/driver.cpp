@@ -61,6 +61,8 @@ struct step_total {
   /// at an epoch's short last batch) and B_simple after the step (-1: none yet).
   std::int64_t batch_size = 0;
   double noise_scale = -1;
+  /// The learning rate of the step's optimiser step (the same on every worker).
+  double lr = 0;
   /// async: time held at the staleness bound (per worker, averaged), the most steps any
   /// worker was ahead of the slowest, and samples/s (each worker's over its step time, summed).
   double bound_wait = 0;
@@ -116,6 +118,7 @@ step_total combine(const std::vector<std::vector<step_figures>>& by_worker, std:
     t.grad_norm = f.grad_norm;  // the averaged gradient: the same on every worker
     t.noise_scale = f.noise_scale;  // from allreduced norms: the same on every worker
     t.batch_size += f.batch_size;
+    t.lr = f.lr;
   }
   if (predictions > 0) {
     t.loss = loss_sum / static_cast<double>(predictions);
@@ -260,6 +263,7 @@ private:
                        .clip_grad_norm = cfg_.clip_grad_norm, .precision = cfg_.precision,
                        .batch_size_policy = cfg_.batch_size_policy, .max_batch_size = cfg_.max_batch_size,
                        .batch_size_cooldown = cfg_.batch_size_cooldown,
+                       .batch_size_lr_scaling = cfg_.batch_size_lr_scaling,
                        .loader_threads = cfg_.loader_threads, .prefetch = cfg_.prefetch,
                        .loader_cost_ms = cfg_.loader_cost_ms,
                        .threads = std::max(1, static_cast<int>(std::lround(cfg_.cpus_per_worker))),
@@ -697,9 +701,11 @@ private:
   void note_batch(const step_total& t, std::vector<trainer::scalar>& figures) {
     figures.push_back({"batch_size", static_cast<double>(t.batch_size)});
     if (t.noise_scale >= 0) figures.push_back({"noise_scale", t.noise_scale});
+    figures.push_back({"lr", t.lr});
     if (last_batch_ > 0 && t.batch_size != last_batch_) {
       out_ << "celer-train: step " << t.step << ": the batch grows from " << last_batch_ << " to " << t.batch_size
-           << " samples a step (noise scale " << fixed(last_noise_scale_, 0) << " > " << last_batch_ << ")\n";
+           << " samples a step (noise scale " << fixed(last_noise_scale_, 0) << " > " << last_batch_ << ")"
+           << (cfg_.batch_size_lr_scaling != "none" ? ", lr " + fixed(t.lr, 5) : std::string()) << "\n";
     }
     last_batch_ = t.batch_size;
     last_noise_scale_ = t.noise_scale;

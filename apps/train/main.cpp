@@ -76,8 +76,8 @@ MODELS, PRECISION AND BATCH SIZE
   gradient noise scale B_simple each step from each worker's gradient norm against the
   averaged one (both allreduced, so every worker decides alike) and doubles the batch
   (more micro-batches a step, all workers at the same step) while B_simple exceeds it, up
-  to max_batch_size samples a step, at most once per batch_size_cooldown steps; the
-  learning rate is not rescaled.
+  to max_batch_size samples a step, at most once per batch_size_cooldown steps; with
+  batch_size_lr_scaling sqrt or linear the learning rate follows batch / starting batch.
 
 CONFIGURATION (YAML)
   A config is a YAML mapping of these keys; flags win over the file. With no --config,
@@ -171,6 +171,8 @@ int main(int argc, char** argv) {
   cli.add_option("--batch-size-policy", flags.batch_size_policy, "fixed | noise_scale (grow the batch by the gradient noise scale)")
     ->check(CLI::IsMember({"fixed", "noise_scale"}));
   cli.add_option("--max-batch-size", flags.max_batch_size, "noise_scale: the largest batch, samples a step over all workers");
+  cli.add_option("--batch-size-lr-scaling", flags.batch_size_lr_scaling, "noise_scale: none | sqrt | linear (lr follows the batch)")
+    ->check(CLI::IsMember({"none", "sqrt", "linear"}));
   cli.add_option("--limit", flags.limit, "Use only the first N samples (0: all)");
   cli.add_option("--num-workers", flags.num_workers, "Trainer-worker actors (model replicas)");
   cli.add_option("--cpus-per-worker", flags.cpus_per_worker, "CPUs each worker holds");
@@ -250,6 +252,7 @@ int main(int argc, char** argv) {
   if (given("--precision")) loaded->precision = flags.precision;
   if (given("--batch-size-policy")) loaded->batch_size_policy = flags.batch_size_policy;
   if (given("--max-batch-size")) loaded->max_batch_size = flags.max_batch_size;
+  if (given("--batch-size-lr-scaling")) loaded->batch_size_lr_scaling = flags.batch_size_lr_scaling;
   if (given("--num-workers")) loaded->num_workers = flags.num_workers;
   if (given("--cpus-per-worker")) loaded->cpus_per_worker = flags.cpus_per_worker;
   if (given("--batch-size")) loaded->batch_size = flags.batch_size;

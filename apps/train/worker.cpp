@@ -361,6 +361,12 @@ std::vector<step_figures> trainer_worker::impl::run_steps(std::int64_t steps) {
       for (float& g : w.flat) g *= scale;
     }
     w.scatter(/*grads=*/true);
+    if (w.adaptive) {
+      // The batch this step was drawn at sets its learning rate (the same on every worker).
+      const double lr = w.adaptive->lr(w.spec.lr, micros / w.spec.accumulate_steps);
+      for (auto& group : w.optimizer->param_groups()) group.options().set_lr(lr);
+    }
+    f.lr = w.optimizer->param_groups().front().options().get_lr();
     w.optimizer->step();
     f.compute_seconds += seconds_since(t);
     f.loss = f.predictions > 0 ? loss_sum / static_cast<double>(f.predictions) : 0;

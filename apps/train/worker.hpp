@@ -58,6 +58,7 @@ struct worker_spec {
   std::string batch_size_policy = "fixed";
   std::int64_t max_batch_size = 1024;
   std::int64_t batch_size_cooldown = 50;
+  std::string batch_size_lr_scaling = "none";
   int loader_threads = 1;
   int prefetch = 4;
   double loader_cost_ms = 0;
@@ -75,7 +76,7 @@ struct worker_spec {
   std::int64_t driver_pid = 0;
   MSGPACK_DEFINE(rank, world, group, data, limit, model, width, depth, context, heads, dropout, optimizer, lr,
                  weight_decay, momentum, batch_size, accumulate_steps, compression, topk_fraction, clip_grad_norm,
-                 precision, batch_size_policy, max_batch_size, batch_size_cooldown, loader_threads, prefetch,
+                 precision, batch_size_policy, max_batch_size, batch_size_cooldown, batch_size_lr_scaling, loader_threads, prefetch,
                  loader_cost_ms, threads, seed, timeout_ms, fail_at_step, fail_by_exit, driver_pid)
 };
 
@@ -112,8 +113,10 @@ struct step_figures {
   /// batch_size_policy noise_scale: the estimate B_simple after this step (the same on every
   /// worker: it comes from allreduced norms); -1 while there is none, or with the fixed policy.
   double noise_scale = -1;
+  /// The learning rate this step's optimiser step used (batch_size_lr_scaling moves it).
+  double lr = 0;
   MSGPACK_DEFINE(step, loss, correct, predictions, samples, batch_size, data_wait_seconds, compute_seconds, allreduce_seconds,
-                 bytes_sent, grad_norm, bound_wait_seconds, ahead, step_seconds, noise_scale)
+                 bytes_sent, grad_norm, bound_wait_seconds, ahead, step_seconds, noise_scale, lr)
 };
 
 /// Loss and accuracy over the validation split (text: per character, next-character accuracy

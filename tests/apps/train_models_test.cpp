@@ -82,12 +82,13 @@ TEST_CASE("bf16 mixed precision trains the digits MLP past 0.85 with equal repli
   CHECK(summary32.at("parameters_digests")[0] != summary.at("parameters_digests")[0]);
 }
 
-TEST_CASE("with the noise_scale policy the batch grows during a run that still learns, replicas equal", "[train]") {
+TEST_CASE("with the noise_scale policy the batch grows during a run that still learns, replicas equal, lr following", "[train]") {
   models_scratch s;
   std::string out;
   REQUIRE(run_celer_train(s.dir,
                           "--config " + digits_config +
-                            " --name ns --batch-size-policy noise_scale --max-batch-size 512 --max-steps 150",
+                            " --name ns --batch-size-policy noise_scale --max-batch-size 512 --max-steps 150"
+                            " --batch-size-lr-scaling sqrt",
                           out) == 0);
   INFO(out);
   CHECK_THAT(out, Contains("the batch grows from 64 to 128 samples a step"));
@@ -96,6 +97,8 @@ TEST_CASE("with the noise_scale policy the batch grows during a run that still l
   for (const auto& l : jsonl(s.dir / "celer_results/ns/metrics.jsonl")) {
     if (!l.contains("loss")) continue;
     batches.push_back(l.at("batch_size").get<std::int64_t>());
+    // sqrt scaling from the shipped lr, 0.002, at the starting batch of 64.
+    CHECK(l.at("lr").get<double>() == Approx(0.002 * std::sqrt(static_cast<double>(batches.back()) / 64)));
     if (l.contains("noise_scale")) {
       ++estimates;
       CHECK(std::isfinite(l.at("noise_scale").get<double>()));
