@@ -114,6 +114,8 @@ TEST_CASE("with the noise_scale policy the batch grows during a run that still l
   CHECK(summary.at("final_val_accuracy").get<double>() > 0.9);
   CHECK(summary.at("replicas_equal") == true);
   CHECK(summary.at("final_batch_size") == batches.back());
+  // report.html draws the batch and the estimate (a plot only this policy has).
+  CHECK_THAT(slurp(s.dir / "celer_results/ns/report.html"), Contains("Batch size and gradient noise scale"));
 }
 
 TEST_CASE("the character transformer learns the fortunes data-parallel: loss falls, replicas equal", "[train]") {
@@ -143,9 +145,12 @@ TEST_CASE("the character transformer learns the fortunes data-parallel: loss fal
   CHECK(summary.at("replicas_equal") == true);
 }
 
-TEST_CASE("the model options refuse what does not fit, naming the key", "[train]") {
+TEST_CASE("the model options refuse what does not fit, naming the key, and --help explains them", "[train]") {
   models_scratch s;
   std::string out;
+  CHECK(run_celer_train(s.dir, "--help", out) == 0);
+  CHECK_THAT(out, Contains("--precision") && Contains("--batch-size-policy") && Contains("MODELS, PRECISION AND BATCH SIZE") &&
+                    Contains("batch_size_lr_scaling") && Contains("val_bits_per_char") && Contains("transformer"));
   CHECK(run_celer_train(s.dir, "--config " + digits_config + " --model transformer", out) == 2);
   CHECK_THAT(out, Contains("key 'model'") && Contains("data: fortunes"));
   CHECK(run_celer_train(s.dir, "--config " + fortunes_config + " --name w --max-steps 1 --data digits", out) == 2);
