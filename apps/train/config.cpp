@@ -41,13 +41,15 @@ const std::vector<key_rule>& keys() {
   static const std::vector<key_rule> all = {
     field("name", &c::name, "the run's name: the output directory is ./celer_results/<name>"),
     field("output", &c::output, "the output directory (default ./celer_results/<name>)"),
-    field("data", &c::data, "digits | fashion-mnist"),
+    field("data", &c::data, "digits | fashion-mnist | fortunes (text, with model transformer)"),
     field("limit", &c::limit, "use only the first N samples (0: all)"),
     field("num_workers", &c::num_workers, "trainer-worker actors, one model replica each"),
     field("cpus_per_worker", &c::cpus_per_worker, "CPUs each worker holds (its LibTorch threads)"),
-    field("model", &c::model, "mlp | cnn"),
-    field("width", &c::width, "hidden units (mlp) or channels (cnn)"),
-    field("depth", &c::depth, "hidden layers (mlp) or conv blocks (cnn)"),
+    field("model", &c::model, "mlp | cnn (digits, fashion-mnist) | transformer (fortunes)"),
+    field("width", &c::width, "hidden units (mlp), channels (cnn) or embedding width (transformer)"),
+    field("depth", &c::depth, "hidden layers (mlp), conv blocks (cnn) or decoder blocks (transformer)"),
+    field("context", &c::context, "transformer: characters a window (a sample) holds"),
+    field("heads", &c::heads, "transformer: attention heads (they divide width)"),
     field("dropout", &c::dropout, "dropout probability in [0, 1)"),
     field("optimizer", &c::optimizer, "adam | adamw | sgd"),
     field("lr", &c::lr, "learning rate"),
@@ -57,6 +59,11 @@ const std::vector<key_rule>& keys() {
     field("accumulate_steps", &c::accumulate_steps, "micro-batches summed before each allreduce and step"),
     field("compression", &c::compression, "none | sign (1-bit, error feedback) | topk (error feedback)"),
     field("topk_fraction", &c::topk_fraction, "topk: the fraction of the gradient's entries sent a step"),
+    field("precision", &c::precision, "fp32 | bf16 (forward pass under CPU autocast; fp32 weights, gradients, allreduce)"),
+    field("batch_size_policy", &c::batch_size_policy, "fixed | noise_scale (the batch doubles while the gradient noise scale exceeds it)"),
+    field("max_batch_size", &c::max_batch_size, "noise_scale: the largest batch, samples a step over all workers"),
+    field("batch_size_cooldown", &c::batch_size_cooldown, "noise_scale: steps between two growths of the batch"),
+    field("batch_size_lr_scaling", &c::batch_size_lr_scaling, "noise_scale: none | sqrt | linear (the lr follows batch / starting batch)"),
     field("clip_grad_norm", &c::clip_grad_norm, "clip the averaged gradient to this L2 norm (0: off)"),
     field("epochs", &c::epochs, "passes over the training split, all workers together"),
     field("max_steps", &c::max_steps, "stop after this many steps (0: epochs decide)"),
@@ -162,11 +169,20 @@ expected<void> validate(const train_config& cfg) {
   };
   if (cfg.name.empty() || cfg.name.find('/') != std::string::npos)
     return bad("name", "must be a non-empty name without '/' (use output for a path)");
-  if (!one_of<std::string>(cfg.data, {"digits", "fashion-mnist"}))
-    return bad("data", "is '" + cfg.data + "': use digits or fashion-mnist");
+  if (!one_of<std::string>(cfg.data, {"digits", "fashion-mnist", "fortunes"}))
+    return bad("data", "is '" + cfg.data + "': use digits, fashion-mnist or fortunes");
   if (cfg.num_workers < 1 || cfg.num_workers > 256) return bad("num_workers", "must be 1 to 256");
   if (cfg.cpus_per_worker < 0) return bad("cpus_per_worker", "must be at least 0");
-  if (!one_of<std::string>(cfg.model, {"mlp", "cnn"})) return bad("model", "is '" + cfg.model + "': use mlp or cnn");
+  if (!one_of<std::string>(cfg.model, {"mlp", "cnn", "transformer"}))
+    return bad("model", "is '" + cfg.model + "': use mlp, cnn or transformer");
+  if ((cfg.data == "fortunes") != (cfg.model == "transformer"))
+    return bad("model", "is '" + cfg.model + "' with data " + cfg.data +
+                          ": the transformer reads text (data: fortunes), mlp and cnn read images (digits, fashion-mnist)");
+  if (cfg.context < 1 || cfg.context > 4096) return bad("context", "must be 1 to 4096");
+  if (cfg.heads < 1) return bad("heads", "must be at least 1");
+  if (cfg.model == "transformer" && cfg.width % cfg.heads != 0)
+    return bad("width", "is " + std::to_string(cfg.width) + ": the transformer needs a multiple of heads (" +
+                          std::to_string(cfg.heads) + ")");
   if (cfg.width < 1) return bad("width", "must be at least 1");
   if (cfg.depth < 1) return bad("depth", "must be at least 1");
   if (cfg.dropout < 0 || cfg.dropout >= 1) return bad("dropout", "must be in [0, 1)");
@@ -180,6 +196,30 @@ expected<void> validate(const train_config& cfg) {
   if (!one_of<std::string>(cfg.compression, {"none", "sign", "topk"}))
     return bad("compression", "is '" + cfg.compression + "': use none, sign or topk");
   if (!(cfg.topk_fraction > 0 && cfg.topk_fraction <= 1)) return bad("topk_fraction", "must be in (0, 1]");
+  if (!one_of<std::string>(cfg.precision, {"fp32", "bf16"}))
+    return bad("precision", "is '" + cfg.precision + "': use fp32 or bf16 (fp16 is for GPUs; this build trains on CPUs)");
+  if (!one_of<std::string>(cfg.batch_size_policy, {"fixed", "noise_scale"}))
+    return bad("batch_size_policy", "is '" + cfg.batch_size_policy + "': use fixed or noise_scale");
+  if (cfg.batch_size_policy == "noise_scale") {
+    const std::int64_t start = cfg.batch_size * cfg.accumulate_steps * cfg.num_workers;
+    const std::string why = " with batch_size_policy noise_scale: ";
+    if (cfg.num_workers < 2)
+      return bad("num_workers", "must be at least 2" + why +
+                                  "the noise scale is estimated from each worker's gradient against the averaged one");
+    if (cfg.max_batch_size < start)
+      return bad("max_batch_size", "is " + std::to_string(cfg.max_batch_size) + ": below the starting batch " +
+                                     std::to_string(start) + " (batch_size x accumulate_steps x num_workers)");
+    if (cfg.batch_size_cooldown < 1) return bad("batch_size_cooldown", "must be at least 1");
+    if (!one_of<std::string>(cfg.batch_size_lr_scaling, {"none", "sqrt", "linear"}))
+      return bad("batch_size_lr_scaling", "is '" + cfg.batch_size_lr_scaling + "': use none, sqrt or linear");
+    if (cfg.mode != "sync") return bad("mode", "is '" + cfg.mode + "'" + why + "it is built for mode: sync");
+    if (cfg.compression != "none")
+      return bad("compression", "is '" + cfg.compression + "'" + why +
+                                  "the estimate needs the exact averaged gradient (use compression: none)");
+    if (cfg.checkpoint_every > 0 || cfg.max_failures > 0)
+      return bad(cfg.checkpoint_every > 0 ? "checkpoint_every" : "max_failures",
+                 "must be 0" + why + "the estimator's state is not in the checkpoints yet");
+  }
   if (!(cfg.clip_grad_norm >= 0)) return bad("clip_grad_norm", "must be at least 0 (0: no clipping)");
   if (cfg.epochs < 1 && cfg.max_steps < 1) return bad("epochs", "must be at least 1 (or set max_steps)");
   if (cfg.max_steps < 0) return bad("max_steps", "must be at least 0");
@@ -195,6 +235,11 @@ expected<void> validate(const train_config& cfg) {
   if (cfg.straggler_timeout_ms > 0 && cfg.compression != "none")
     return bad("straggler_timeout_ms", "must be 0 with compression " + cfg.compression +
                                          ": a worker left out has no packet to send (use compression: none)");
+  if (cfg.straggler_timeout_ms > 0 && (cfg.model == "transformer" || cfg.precision != "fp32" ||
+                                       cfg.batch_size_policy != "fixed"))
+    return bad("straggler_timeout_ms", "must be 0 with model " + cfg.model + ", precision " + cfg.precision +
+                                         " and batch_size_policy " + cfg.batch_size_policy +
+                                         ": its step thread runs the plain fp32 step of the MLP or CNN at a fixed batch");
   if (cfg.loader_threads < 1) return bad("loader_threads", "must be at least 1");
   if (cfg.prefetch < 1) return bad("prefetch", "must be at least 1");
   if (!(cfg.loader_cost_ms >= 0 && cfg.loader_cost_ms < 60'000)) return bad("loader_cost_ms", "must be 0 to 60000");

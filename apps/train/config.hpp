@@ -21,17 +21,23 @@ namespace celer::train_app {
 /// flag (`--num-workers` for num_workers).
 struct train_config {
   std::string name = "digits-mlp";
-  /// "digits" or "fashion-mnist".
+  /// "digits", "fashion-mnist" or "fortunes" (text: model transformer).
   std::string data = "digits";
   /// Use only the first `limit` samples (0: all).
   std::uint64_t limit = 0;
   /// Trainer-worker actors, one model replica each (synchronous data parallel).
   int num_workers = 2;
   double cpus_per_worker = 1;
-  /// The model (<celer/actors/torch/model.hpp>): "mlp" or "cnn".
+  /// The model (<celer/actors/torch/model.hpp>): "mlp" or "cnn" (digits, fashion-mnist), or
+  /// "transformer" (<celer/actors/torch/transformer.hpp>, data fortunes).
   std::string model = "mlp";
+  /// mlp: hidden units, cnn: channels, transformer: the embedding width (a multiple of heads).
   int width = 128;
+  /// mlp: hidden layers, cnn: conv blocks, transformer: decoder blocks.
   int depth = 2;
+  /// transformer: characters a window holds (a sample is one window), and attention heads.
+  std::int64_t context = 64;
+  std::int64_t heads = 4;
   double dropout = 0.0;
   /// The optimiser: "adam", "adamw" or "sgd".
   std::string optimizer = "adam";
@@ -52,6 +58,19 @@ struct train_config {
   /// by allgather and every worker averages them alike (<celer/actors/trainer/compression.hpp>).
   std::string compression = "none";
   double topk_fraction = 0.01;
+  /// "fp32", or "bf16": the forward pass under LibTorch's CPU autocast to bfloat16 (matrix
+  /// products in bf16), the weights, gradients, allreduce and optimiser in float32.
+  std::string precision = "fp32";
+  /// "fixed", or "noise_scale": the batch grows (doubles) while the gradient noise scale
+  /// (<celer/actors/trainer/noise_scale.hpp>) says a larger one is efficient, up to
+  /// max_batch_size samples a step (all workers), at most once per batch_size_cooldown steps.
+  std::string batch_size_policy = "fixed";
+  std::int64_t max_batch_size = 1024;
+  std::int64_t batch_size_cooldown = 50;
+  /// noise_scale: how the learning rate follows the batch: "none" (lr stays), "sqrt" (lr x
+  /// sqrt(batch / starting batch), the usual rule for Adam) or "linear" (lr x batch / start,
+  /// Goyal et al.'s rule for SGD).
+  std::string batch_size_lr_scaling = "none";
   /// Scale the averaged gradient down to this L2 norm when it is larger (0: no clipping).
   double clip_grad_norm = 0;
   /// Steps between evaluations on the validation split (0: every epoch), and the last step

@@ -57,6 +57,12 @@ struct step_total {
   double compute = 0;
   double allreduce = 0;
   double grad_norm = 0;
+  /// batch_size_policy noise_scale: the step's global batch (full batches: samples is less
+  /// at an epoch's short last batch) and B_simple after the step (-1: none yet).
+  std::int64_t batch_size = 0;
+  double noise_scale = -1;
+  /// The learning rate of the step's optimiser step (the same on every worker).
+  double lr = 0;
   /// async: time held at the staleness bound (per worker, averaged), the most steps any
   /// worker was ahead of the slowest, and samples/s (each worker's over its step time, summed).
   double bound_wait = 0;
@@ -71,12 +77,13 @@ struct step_total {
 step_total combine_async(const std::vector<step_figures>& figures) {
   step_total t;
   double loss_sum = 0;
-  std::int64_t correct = 0;
+  std::int64_t correct = 0, predictions = 0;
   const auto n = static_cast<double>(figures.size());
   for (const auto& f : figures) {
     t.step = f.step;
-    loss_sum += f.loss * static_cast<double>(f.samples);
+    loss_sum += f.loss * static_cast<double>(f.predictions);
     correct += f.correct;
+    predictions += f.predictions;
     t.samples += f.samples;
     t.bytes_sent += static_cast<double>(f.bytes_sent) / n;
     t.data_wait += f.data_wait_seconds / n;
@@ -87,9 +94,9 @@ step_total combine_async(const std::vector<step_figures>& figures) {
     t.ahead = std::max(t.ahead, f.ahead);
     if (f.step_seconds > 0) t.rate += static_cast<double>(f.samples) / f.step_seconds;
   }
-  if (t.samples > 0) {
-    t.loss = loss_sum / static_cast<double>(t.samples);
-    t.accuracy = static_cast<double>(correct) / static_cast<double>(t.samples);
+  if (predictions > 0) {
+    t.loss = loss_sum / static_cast<double>(predictions);
+    t.accuracy = static_cast<double>(correct) / static_cast<double>(predictions);
   }
   return t;
 }
@@ -97,13 +104,14 @@ step_total combine_async(const std::vector<step_figures>& figures) {
 step_total combine(const std::vector<std::vector<step_figures>>& by_worker, std::size_t i) {
   step_total t;
   double loss_sum = 0;
-  std::int64_t correct = 0;
+  std::int64_t correct = 0, predictions = 0;
   const auto n = static_cast<double>(by_worker.size());
   for (const auto& w : by_worker) {
     const auto& f = w[i];
     t.step = f.step;
-    loss_sum += f.loss * static_cast<double>(f.samples);
+    loss_sum += f.loss * static_cast<double>(f.predictions);
     correct += f.correct;
+    predictions += f.predictions;
     t.samples += f.samples;
     t.bytes_sent += static_cast<double>(f.bytes_sent) / n;
     t.data_wait += f.data_wait_seconds / n;
@@ -111,10 +119,13 @@ step_total combine(const std::vector<std::vector<step_figures>>& by_worker, std:
     t.allreduce += f.allreduce_seconds / n;
     t.grad_norm = f.grad_norm;  // the averaged gradient: the same on every worker
     t.skipped = f.skipped;      // the group's count: the same on every worker
+    t.noise_scale = f.noise_scale;  // from allreduced norms: the same on every worker
+    t.batch_size += f.batch_size;
+    t.lr = f.lr;
   }
-  if (t.samples > 0) {
-    t.loss = loss_sum / static_cast<double>(t.samples);
-    t.accuracy = static_cast<double>(correct) / static_cast<double>(t.samples);
+  if (predictions > 0) {
+    t.loss = loss_sum / static_cast<double>(predictions);
+    t.accuracy = static_cast<double>(correct) / static_cast<double>(predictions);
   }
   return t;
 }
@@ -369,11 +380,14 @@ private:
   worker_spec make_spec(int r, const std::string& group, std::int64_t fail_at_step) const {
       return worker_spec{.rank = r, .world = cfg_.num_workers, .group = group, .data = cfg_.data,
                        .limit = cfg_.limit, .model = cfg_.model, .width = cfg_.width, .depth = cfg_.depth,
-                       .dropout = cfg_.dropout, .optimizer = cfg_.optimizer, .lr = cfg_.lr,
+                       .context = cfg_.context, .heads = cfg_.heads, .dropout = cfg_.dropout, .optimizer = cfg_.optimizer, .lr = cfg_.lr,
                        .weight_decay = cfg_.weight_decay, .momentum = cfg_.momentum,
                        .batch_size = cfg_.batch_size, .accumulate_steps = cfg_.accumulate_steps,
                        .compression = cfg_.compression, .topk_fraction = cfg_.topk_fraction,
-                       .clip_grad_norm = cfg_.clip_grad_norm,
+                       .clip_grad_norm = cfg_.clip_grad_norm, .precision = cfg_.precision,
+                       .batch_size_policy = cfg_.batch_size_policy, .max_batch_size = cfg_.max_batch_size,
+                       .batch_size_cooldown = cfg_.batch_size_cooldown,
+                       .batch_size_lr_scaling = cfg_.batch_size_lr_scaling,
                        .loader_threads = cfg_.loader_threads, .prefetch = cfg_.prefetch,
                        .loader_cost_ms = r == options_.slow_rank ? options_.slow_ms : cfg_.loader_cost_ms,
                        .threads = std::max(1, static_cast<int>(std::lround(cfg_.cpus_per_worker))),
@@ -499,7 +513,7 @@ private:
         p.trained_samples += t.samples;
         p.seen_samples += t.samples;
         if (hybrid) p.losses.push_back(t.loss);
-        const trainer::scalar figures[] = {
+        std::vector<trainer::scalar> figures = {
           {"loss", t.loss},
           {"accuracy", t.accuracy},
           {"samples_per_s", static_cast<double>(t.samples) / step_seconds},
@@ -509,15 +523,9 @@ private:
           {"allreduce_s", t.allreduce},
           {"grad_norm", t.grad_norm},
         };
-        expected<void> ok;
-        if (cfg_.straggler_timeout_ms > 0) {
-          std::vector<trainer::scalar> more(std::begin(figures), std::end(figures));
-          more.push_back({"skipped", static_cast<double>(t.skipped)});
-          ok = write(t.step, "sync", more);
-        } else {
-          ok = write(t.step, "sync", figures);
-        }
-        if (!ok) return say_failed(ok.error().message());
+        if (cfg_.batch_size_policy == "noise_scale") note_batch(t, figures);
+        if (cfg_.straggler_timeout_ms > 0) figures.push_back({"skipped", static_cast<double>(t.skipped)});
+        if (auto ok = write(t.step, "sync", figures); !ok) return say_failed(ok.error().message());
       }
       p.trained_seconds += call_seconds;
       p.step += k;
@@ -725,6 +733,11 @@ private:
       summary["staleness"] = cfg_.staleness;
       summary["num_servers"] = cfg_.num_servers;
     }
+    if (cfg_.data == "fortunes") summary["final_val_bits_per_char"] = p.val.bits_per_char;
+    if (cfg_.batch_size_policy == "noise_scale") {
+      summary["final_batch_size"] = last_batch_;
+      summary["final_noise_scale"] = last_noise_scale_ >= 0 ? nlohmann::json(last_noise_scale_) : nullptr;
+    }
     if (cfg_.mode == "hybrid") summary["switched_at_step"] = p.switched_at >= 0 ? nlohmann::json(p.switched_at) : nullptr;
     if (cfg_.target_accuracy > 0) {
       summary["target_accuracy"] = cfg_.target_accuracy;
@@ -744,7 +757,9 @@ private:
              << p.step << " steps\n";
       }
     }
-    out_ << "celer-train: final validation accuracy " << fixed(p.val.accuracy, 4) << " (loss " << fixed(p.val.loss, 4)
+    out_ << "celer-train: final validation " << (cfg_.data == "fortunes" ? "next-character " : "") << "accuracy "
+         << fixed(p.val.accuracy, 4) << " (loss " << fixed(p.val.loss, 4)
+         << (cfg_.data == "fortunes" ? ", " + fixed(p.val.bits_per_char, 3) + " bits per character" : std::string())
          << ") after " << p.step << " steps, " << fixed(rate, 0) << " samples/s, " << fixed(seconds_since(began), 1)
          << " s in all\n";
     if (!equal) {
@@ -808,8 +823,25 @@ private:
 
   expected<void> write_validation(progress& p, const char* mode) {
     reached_target(p, p.val, p.step);  // async: recorded when rank 0 evaluated already
-    const trainer::scalar figures[] = {{"val_loss", p.val.loss}, {"val_accuracy", p.val.accuracy}};
+    std::vector<trainer::scalar> figures = {{"val_loss", p.val.loss}, {"val_accuracy", p.val.accuracy}};
+    if (cfg_.data == "fortunes") figures.push_back({"val_bits_per_char", p.val.bits_per_char});
     return write(p.step, mode, figures);
+  }
+
+  /// batch_size_policy noise_scale: the step's global batch and noise scale into its
+  /// metrics, and a console line when the batch has grown (at the same step on every
+  /// worker: the figures the workers grow by are allreduced).
+  void note_batch(const step_total& t, std::vector<trainer::scalar>& figures) {
+    figures.push_back({"batch_size", static_cast<double>(t.batch_size)});
+    if (t.noise_scale >= 0) figures.push_back({"noise_scale", t.noise_scale});
+    figures.push_back({"lr", t.lr});
+    if (last_batch_ > 0 && t.batch_size != last_batch_) {
+      out_ << "celer-train: step " << t.step << ": the batch grows from " << last_batch_ << " to " << t.batch_size
+           << " samples a step (noise scale " << fixed(last_noise_scale_, 0) << " > " << last_batch_ << ")"
+           << (cfg_.batch_size_lr_scaling != "none" ? ", lr " + fixed(t.lr, 5) : std::string()) << "\n";
+    }
+    last_batch_ = t.batch_size;
+    last_noise_scale_ = t.noise_scale;
   }
 
   void print_async_line(progress& p, bool with_validation) {
@@ -891,6 +923,7 @@ private:
       if (cfg_.straggler_timeout_ms > 0) out_ << "  skipped " << w.skipped;
     }
     if (val != nullptr) out_ << "  val_acc " << fixed(val->accuracy, 4) << "  val_loss " << fixed(val->loss, 4);
+    if (val != nullptr && cfg_.data == "fortunes") out_ << "  val_bpc " << fixed(val->bits_per_char, 3);
     out_ << std::endl;
   }
 
@@ -912,6 +945,9 @@ private:
   clock_type::time_point failure_seen_ = clock_type::now();
   clock_type::time_point call_began_ = clock_type::now();
   nlohmann::json recoveries_ = nlohmann::json::array();
+  /// noise_scale: the last step's global batch and noise scale (note_batch).
+  std::int64_t last_batch_ = 0;
+  double last_noise_scale_ = -1;
 };
 
 } // namespace

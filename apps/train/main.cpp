@@ -10,6 +10,7 @@
 #include "report.hpp"
 
 #include <celer/actors/data.hpp>
+#include <celer/actors/text.hpp>
 #include <celer/celer.hpp>
 
 #include <CLI/CLI.hpp>
@@ -67,6 +68,21 @@ HOW IT TRAINS
   checkpoints, no --resume, no max_failures and no compression (apps/train/README.md).
   target_accuracy > 0 stops the run once a validation reaches it (time to accuracy).
 
+MODELS, PRECISION AND BATCH SIZE
+  model: mlp or cnn on data: digits or fashion-mnist; model: transformer (a small
+  character-level GPT-style decoder: context, width, heads, depth = decoder blocks) on
+  data: fortunes (Debian's fortunes-min), where a sample is a window of `context`
+  characters, the loss is per character, accuracy is next-character accuracy, and each
+  validation also reports bits per character (val_bits_per_char).
+  precision: bf16 runs each forward pass under LibTorch's CPU autocast to bfloat16; the
+  weights (the master copy), the gradients, the allreduce and the optimiser stay float32.
+  batch_size_policy: noise_scale (sync mode, 2+ workers, no compression) estimates the
+  gradient noise scale B_simple each step from each worker's gradient norm against the
+  averaged one (both allreduced, so every worker decides alike) and doubles the batch
+  (more micro-batches a step, all workers at the same step) while B_simple exceeds it, up
+  to max_batch_size samples a step, at most once per batch_size_cooldown steps; with
+  batch_size_lr_scaling sqrt or linear the learning rate follows batch / starting batch.
+
 CONFIGURATION (YAML)
   A config is a YAML mapping of these keys; flags win over the file. With no --config,
   the built-in config/train/digits-mlp.yaml is used (--print-config prints it).
@@ -76,8 +92,9 @@ CONFIGURATION (YAML)
 OUTPUT (--output, default ./celer_results/<name>)
   metrics.jsonl        a line per step: mode (sync or async), loss, accuracy, samples_per_s,
                        bytes_sent (per worker), data_wait_s, compute_s, allreduce_s (async:
-                       push_pull_s, bound_wait_s, ahead), grad_norm; and val_loss,
-                       val_accuracy at each validation
+                       push_pull_s, bound_wait_s, ahead), grad_norm, and with noise_scale
+                       batch_size and noise_scale; and val_loss, val_accuracy (fortunes:
+                       val_bits_per_char) at each validation
   tensorboard/         the same as a TensorBoard event file: tensorboard --logdir <output>
   summary.json         final validation accuracy, samples/s, each replica's parameter digest
   report.html          one page to open in a browser: the outcome, the config, and plots
@@ -98,6 +115,9 @@ EXAMPLES
   celer-train --mode async --staleness 2 --name async   # parameter servers, bounded staleness
   celer-train --mode hybrid --hybrid-sync-steps 40 --name hy   # sync for 40 steps, then async
   celer-train --target-accuracy 0.95 --eval-every 5     # stop at 95% (time to accuracy)
+  celer-train --config config/train/fortunes-transformer.yaml  # a char transformer, ~1 min
+  celer-train --precision bf16 --name bf                # bf16 autocast, fp32 master weights
+  celer-train --batch-size-policy noise_scale --max-batch-size 512 --name ns  # growing batch
   celer-train --loader-cost-ms 5 --name slow            # a slow loader shows as data-wait
   celer-train --checkpoint-every 50 --name ck           # then Ctrl-C, and:
   celer-train --resume --name ck                        # on from the newest checkpoint
@@ -141,9 +161,10 @@ int main(int argc, char** argv) {
   celer::serve_if_worker();
 
   CLI::App cli{"celer-train: distributed training on celer. Trainer workers are actors, each with a\n"
-               "replica of a LibTorch model (an MLP or a small CNN) and a shard of the data; their\n"
-               "gradients are averaged by allreduce each step (synchronous data parallel), or pushed\n"
-               "to parameter servers with bounded staleness (--mode async or hybrid).",
+               "replica of a LibTorch model (an MLP, a small CNN or a character-level transformer) and\n"
+               "a shard of the data; their gradients are averaged by allreduce each step (synchronous\n"
+               "data parallel), or pushed to parameter servers with bounded staleness (--mode async\n"
+               "or hybrid).",
                "celer-train"};
   cli.footer(help_footer());
   cli.get_formatter()->column_width(34);
@@ -157,7 +178,17 @@ int main(int argc, char** argv) {
   cli.add_option("--output", flags.output, "Output directory (default ./celer_results/<name>)");
   cli.add_flag("--resume", resume, "Continue the run in the output directory from its newest checkpoint");
   cli.add_flag("--report-only", report_only, "Rebuild report.html from the run in the output directory, train nothing");
-  cli.add_option("--data", flags.data, "digits | fashion-mnist")->check(CLI::IsMember({"digits", "fashion-mnist"}));
+  cli.add_option("--data", flags.data, "digits | fashion-mnist | fortunes (text: --model transformer)")
+    ->check(CLI::IsMember({"digits", "fashion-mnist", "fortunes"}));
+  cli.add_option("--model", flags.model, "mlp | cnn | transformer")->check(CLI::IsMember({"mlp", "cnn", "transformer"}));
+  cli.add_option("--context", flags.context, "transformer: characters a window holds");
+  cli.add_option("--precision", flags.precision, "fp32 | bf16 (forward pass under CPU autocast; fp32 weights and allreduce)")
+    ->check(CLI::IsMember({"fp32", "bf16"}));
+  cli.add_option("--batch-size-policy", flags.batch_size_policy, "fixed | noise_scale (grow the batch by the gradient noise scale)")
+    ->check(CLI::IsMember({"fixed", "noise_scale"}));
+  cli.add_option("--max-batch-size", flags.max_batch_size, "noise_scale: the largest batch, samples a step over all workers");
+  cli.add_option("--batch-size-lr-scaling", flags.batch_size_lr_scaling, "noise_scale: none | sqrt | linear (lr follows the batch)")
+    ->check(CLI::IsMember({"none", "sqrt", "linear"}));
   cli.add_option("--limit", flags.limit, "Use only the first N samples (0: all)");
   cli.add_option("--num-workers", flags.num_workers, "Trainer-worker actors (model replicas)");
   cli.add_option("--cpus-per-worker", flags.cpus_per_worker, "CPUs each worker holds");
@@ -234,6 +265,12 @@ int main(int argc, char** argv) {
   // Flags win over the file (and, for those that can change, over run.json on --resume).
   if (given("--data")) loaded->data = flags.data;
   if (given("--limit")) loaded->limit = flags.limit;
+  if (given("--model")) loaded->model = flags.model;
+  if (given("--context")) loaded->context = flags.context;
+  if (given("--precision")) loaded->precision = flags.precision;
+  if (given("--batch-size-policy")) loaded->batch_size_policy = flags.batch_size_policy;
+  if (given("--max-batch-size")) loaded->max_batch_size = flags.max_batch_size;
+  if (given("--batch-size-lr-scaling")) loaded->batch_size_lr_scaling = flags.batch_size_lr_scaling;
   if (given("--num-workers")) loaded->num_workers = flags.num_workers;
   if (given("--cpus-per-worker")) loaded->cpus_per_worker = flags.cpus_per_worker;
   if (given("--batch-size")) loaded->batch_size = flags.batch_size;
@@ -279,9 +316,17 @@ int main(int argc, char** argv) {
   // than through every worker's failure.
   const char* cluster = std::getenv("CELER_ADDRESS");
   if (address.empty() && (cluster == nullptr || *cluster == '\0')) {
-    auto data = cfg.data == "digits" ? celer::actors::load_digits() : celer::actors::load_fashion_mnist(true, 1);
-    if (!data) {
-      std::cerr << "celer-train: the " << cfg.data << " data cannot be read: " << data.error().message() << "\n";
+    const auto readable = [&]() -> celer::expected<void> {
+      if (cfg.data == "fortunes") {
+        if (auto t = celer::actors::load_fortunes(); !t) return t.error();
+        return {};
+      }
+      auto data = cfg.data == "digits" ? celer::actors::load_digits() : celer::actors::load_fashion_mnist(true, 1);
+      if (!data) return data.error();
+      return {};
+    }();
+    if (!readable) {
+      std::cerr << "celer-train: the " << cfg.data << " data cannot be read: " << readable.error().message() << "\n";
       return 2;
     }
   }

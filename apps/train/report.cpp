@@ -154,7 +154,8 @@ std::vector<plot_page> plots_of(const run_record& run) {
   accuracy.y_ceiling = 1.0;
   accuracy.series = {steps([](const step_record& r) { return r.accuracy; }, "training accuracy (each step's batches)", 0),
                      validations([](const validation_record& r) { return r.accuracy; }, "validation accuracy", 1)};
-  pages.push_back({std::move(accuracy), "Accuracy", "The share of samples classified right." + per_point});
+  pages.push_back({std::move(accuracy), "Accuracy",
+                   "The share of predictions right: a sample's class, or for text each next character." + per_point});
 
   auto rate = plot("samples-per-s", "samples/s", "%.0f");
   rate.y_floor = 0.0;
@@ -184,6 +185,25 @@ std::vector<plot_page> plots_of(const run_record& run) {
   norm.series = {steps([](const step_record& r) { return r.grad_norm; }, "", 6)};
   pages.push_back({std::move(norm), "Gradient norm",
                    "The L2 norm of the averaged gradient, before clipping." + per_point});
+
+  // batch_size_policy noise_scale only: the batch and the estimate that grew it.
+  if (std::any_of(run.steps.begin(), run.steps.end(), [](const step_record& r) { return !std::isnan(r.batch_size); })) {
+    double largest = 0;
+    for (const auto& r : run.steps)
+      if (!std::isnan(r.batch_size)) largest = std::max(largest, r.batch_size);
+    // An estimate whose |G|^2 is near 0 runs off to huge values: drawn, it would flatten
+    // the batch's line, so estimates above 4x the largest batch are left out.
+    const double cap = 4 * largest;
+    auto batch = plot("batch-size", "samples per step", "%.0f");
+    batch.y_floor = 0.0;
+    batch.series = {steps([](const step_record& r) { return r.batch_size; }, "batch size (all workers)", 0),
+                    steps([cap](const step_record& r) { return r.noise_scale > cap ? nan : r.noise_scale; },
+                          "noise scale B_simple", 1)};
+    pages.push_back({std::move(batch), "Batch size and gradient noise scale",
+                     "batch_size_policy noise_scale: the batch doubles while the noise scale (averaged over recent "
+                     "steps) exceeds it, up to max_batch_size. Estimates above 4x the largest batch are left out." +
+                       per_point});
+  }
   return pages;
 }
 
@@ -270,7 +290,9 @@ expected<run_record> read_run(const std::string& dir) {
                              .data_wait_s = figure(line, "data_wait_s"),
                              .compute_s = figure(line, "compute_s"),
                              .allreduce_s = figure(line, "allreduce_s"),
-                             .grad_norm = figure(line, "grad_norm")});
+                             .grad_norm = figure(line, "grad_norm"),
+                             .batch_size = figure(line, "batch_size"),
+                             .noise_scale = figure(line, "noise_scale")});
       }
     }
     if (bad > 0)

@@ -32,6 +32,10 @@ struct step_record {
   double compute_s = 0;
   double allreduce_s = 0;
   double grad_norm = 0;
+  /// batch_size_policy noise_scale: the step's samples over all workers and the noise
+  /// scale estimate (NaN where the line has none).
+  double batch_size = 0;
+  double noise_scale = 0;
 };
 
 /// One validation's line of metrics.jsonl.

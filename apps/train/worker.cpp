@@ -1,6 +1,8 @@
 // The trainer-worker actor (worker.hpp): the one file of celer-train that includes LibTorch.
 #include "worker.hpp"
 
+#include "adaptive_batch.hpp"
+#include "replica.hpp"
 #include "straggler.hpp"
 
 #include <celer/actors/collective.hpp>
@@ -10,6 +12,7 @@
 #include <celer/actors/torch/checkpoint.hpp>
 #include <celer/actors/torch/model.hpp>
 #include <celer/actors/trainer/compression.hpp>
+#include <celer/actors/trainer/noise_scale.hpp>
 
 #include <torch/torch.h>
 
@@ -27,10 +30,6 @@
 
 namespace celer::train_app {
 namespace {
-
-/// The validation split: 20% of each class, the same split on every worker of every run.
-constexpr double validation_fraction = 0.2;
-constexpr std::uint64_t split_seed = 20240601;
 
 using clock_type = std::chrono::steady_clock;
 
@@ -58,24 +57,20 @@ std::mutex& model_building() {
   return m;
 }
 
-actors::dataset load_data(const worker_spec& spec) {
-  auto all = actors::load_dataset(spec.data, spec.limit);
-  if (!all) fail("cannot load the " + spec.data + " data: " + all.error().message());
-  return std::move(*all);
-}
-
 } // namespace
 
 struct trainer_worker::impl {
   worker_spec spec;
-  actors::dataset train;
-  actors::dataset valid;
-  torch::nn::Sequential net{nullptr};
+  training_data data;
+  /// The model replica (replica.hpp).
+  std::optional<replica> net;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::vector<torch::Tensor> params;
   /// Every parameter's gradient (or weights, for the broadcast), flattened in params' order.
   std::vector<float> flat;
-  /// Declared after `train`, which it reads: destroyed first.
+  /// With batch_size_policy noise_scale: the estimate and the batch it gives.
+  std::optional<adaptive_batch> adaptive;
+  /// Declared after `data`, which it reads: destroyed first.
   std::optional<actors::data_loader> loader;
   std::optional<collective::group> group;
   /// Guards `group` between the actor's calls and abort_collective, which runs while
@@ -152,7 +147,7 @@ struct trainer_worker::impl {
 
   void open_loader() {
     loader.reset();
-    auto l = actors::make_data_loader(actors::dataset_source(train),
+    auto l = actors::make_data_loader(data.source(),
                                       {.batch_size = static_cast<std::size_t>(spec.batch_size),
                                        .threads = static_cast<std::size_t>(std::max(1, spec.loader_threads)),
                                        .prefetch = static_cast<std::size_t>(std::max(1, spec.prefetch)),
@@ -257,22 +252,16 @@ trainer_worker::trainer_worker(const worker_spec& spec) : impl_(std::make_unique
   auto& w = *impl_;
   w.spec = spec;
   torch::set_num_threads(std::max(1, spec.threads));
-  auto [train, valid] = actors::split(load_data(spec), validation_fraction, split_seed);
-  w.train = std::move(train);
-  w.valid = std::move(valid);
+  w.data = training_data::load(spec);
   {
     std::lock_guard lock(model_building());
-    const actors::model_spec model{.kind = spec.model, .width = spec.width, .depth = spec.depth,
-                                   .dropout = spec.dropout, .seed = spec.seed};
-    auto made = actors::make_model(model, w.train.sample_shape, w.train.classes);
-    if (!made) fail("the config does not make a model: " + made.error().message());
-    w.net = std::move(*made);
+    w.net.emplace(spec, w.data);
   }
-  auto opt = actors::make_optimizer(w.net, {.name = spec.optimizer, .lr = spec.lr,
-                                            .weight_decay = spec.weight_decay, .momentum = spec.momentum});
+  w.params = w.net->parameters();
+  auto opt = actors::make_optimizer(w.params, {.name = spec.optimizer, .lr = spec.lr,
+                                               .weight_decay = spec.weight_decay, .momentum = spec.momentum});
   if (!opt) fail("the config does not make an optimiser: " + opt.error().message());
   w.optimizer = std::move(*opt);
-  w.params = w.net->parameters();
   std::size_t total = 0;
   for (const auto& p : w.params) {
     if (p.scalar_type() != torch::kFloat) fail("only float32 parameters are trained here");
@@ -291,19 +280,22 @@ trainer_worker::trainer_worker(const worker_spec& spec) : impl_(std::make_unique
   } else if (spec.compression != "none") {
     fail("unknown compression '" + spec.compression + "': none, sign or topk");
   }
+  if (spec.batch_size_policy == "noise_scale") w.adaptive.emplace(adaptive_batch::make(spec));
   w.open_loader();
   if (spec.straggler_timeout_ms > 0) {
-    torch::nn::Sequential replica{nullptr};
+    // The step thread's copy of the classifier (the config refuses the straggler option
+    // with the transformer, bf16 or the noise_scale policy: it runs the plain fp32 step).
+    torch::nn::Sequential copy{nullptr};
     {
       std::lock_guard lock(model_building());
       auto made = actors::make_model({.kind = spec.model, .width = spec.width, .depth = spec.depth,
                                       .dropout = spec.dropout, .seed = spec.seed},
-                                     w.train.sample_shape, w.train.classes);
+                                     w.data.train.sample_shape, w.data.train.classes);
       if (!made) fail("the config does not make a model: " + made.error().message());
-      replica = std::move(*made);
+      copy = std::move(*made);
     }
-    w.stepper = std::make_unique<step_thread>(std::move(replica), &w.loader,
-                                              std::vector<std::int64_t>(w.train.sample_shape.begin(), w.train.sample_shape.end()),
+    w.stepper = std::make_unique<step_thread>(std::move(copy), &w.loader,
+                                              std::vector<std::int64_t>(w.data.train.sample_shape.begin(), w.data.train.sample_shape.end()),
                                               spec.accumulate_steps, std::max(1, spec.threads));
     w.contribution.resize(total + 1);
   }
@@ -326,8 +318,8 @@ start_info trainer_worker::start() {
     fail("broadcasting the initial weights: " + ok.error().message());
   w.scatter(/*grads=*/false);
   w.started = true;
-  return {.train_samples = static_cast<std::int64_t>(w.train.size()),
-          .valid_samples = static_cast<std::int64_t>(w.valid.size()),
+  return {.train_samples = w.data.train_samples(),
+          .valid_samples = w.data.valid_samples(),
           .parameters = static_cast<std::int64_t>(w.flat.size()),
           .batches_per_epoch = static_cast<std::int64_t>(w.loader->batches_per_epoch())};
 }
@@ -340,7 +332,7 @@ std::vector<step_figures> trainer_worker::impl::run_steps(std::int64_t steps) {
   auto& w = *this;
   auto& group = w.joined();
   torch::set_num_threads(std::max(1, w.spec.threads));
-  w.net->train();
+  w.net->train_mode();
   std::vector<step_figures> out;
   out.reserve(static_cast<std::size_t>(std::max<std::int64_t>(steps, 0)));
   for (std::int64_t s = 0; s < steps; ++s) {
@@ -360,32 +352,30 @@ std::vector<step_figures> trainer_worker::impl::run_steps(std::int64_t steps) {
     }
     w.optimizer->zero_grad();
     double loss_sum = 0;
-    for (std::int64_t micro = 0; micro < w.spec.accumulate_steps; ++micro) {
+    // noise_scale: a larger batch is more micro-batches (the same loader, the same memory).
+    const std::int64_t micros = w.spec.accumulate_steps * (w.adaptive ? w.adaptive->multiplier() : 1);
+    f.batch_size = micros * w.spec.batch_size;
+    for (std::int64_t micro = 0; micro < micros; ++micro) {
       const auto asked = clock_type::now();
       auto b = w.loader->next();
       if (!b) fail("the data loader ended");  // epochs = 0: it never does
       const auto got = clock_type::now();
       f.data_wait_seconds += std::chrono::duration<double>(got - asked).count();
-      const auto n = static_cast<std::int64_t>(b->y.size());
-      std::vector<std::int64_t> sizes{n};
-      // {N, sample...}: a cnn's model reads flat square samples as one channel itself.
-      sizes.insert(sizes.end(), w.train.sample_shape.begin(), w.train.sample_shape.end());
-      const auto x = torch::from_blob(b->x.data(), sizes, torch::kFloat);
-      const auto y = torch::from_blob(b->y.data(), {n}, torch::kLong);
-      const auto logits = w.net->forward(x);
-      const auto loss = torch::nn::functional::cross_entropy(logits, y);
       // The mean over micro-batches: accumulated gradients equal one batch's of all of them.
-      (loss / static_cast<double>(w.spec.accumulate_steps)).backward();
-      loss_sum += loss.item<double>() * static_cast<double>(n);
-      f.correct += logits.argmax(1).eq(y).sum().item<std::int64_t>();
-      f.samples += n;
+      const auto m = w.net->forward_backward(*b, 1.0 / static_cast<double>(micros));
+      loss_sum += m.loss_sum;
+      f.correct += m.correct;
+      f.predictions += m.predictions;
+      f.samples += m.samples;
       f.compute_seconds += seconds_since(got);
     }
     auto t = clock_type::now();
     w.gather(/*grads=*/true);
+    // noise_scale: this worker's squared norm, a gradient of f.samples examples.
+    const double local_norm_sq = w.adaptive ? trainer::squared_norm(w.flat) : 0.0;
     f.compute_seconds += seconds_since(t);
     if (w.servers) {
-      f.loss = f.samples > 0 ? loss_sum / static_cast<double>(f.samples) : 0;
+      f.loss = f.predictions > 0 ? loss_sum / static_cast<double>(f.predictions) : 0;
       w.async_step(f);
       f.step_seconds = seconds_since(step_began);
       out.push_back(f);
@@ -395,21 +385,38 @@ std::vector<step_figures> trainer_worker::impl::run_steps(std::int64_t steps) {
     const auto sent_before = group.counters().bytes_sent;
     if (auto ok = w.average(group); !ok)
       fail("averaging the gradients at step " + std::to_string(f.step) + ": " + ok.error().message());
+    float local_mean = static_cast<float>(local_norm_sq);
+    if (w.adaptive) {
+      // The workers' mean local squared norm: every worker gets the same bits, so every
+      // worker's estimator, and the batch it gives, stays the same.
+      if (auto ok = group.allreduce(std::span(&local_mean, 1), collective::op::mean); !ok)
+        fail("averaging the gradient norms at step " + std::to_string(f.step) + ": " + ok.error().message());
+    }
     f.bytes_sent = group.counters().bytes_sent - sent_before;
     f.allreduce_seconds = seconds_since(t);
     t = clock_type::now();
     double norm2 = 0;
     for (float g : w.flat) norm2 += static_cast<double>(g) * g;
     f.grad_norm = std::sqrt(norm2);
+    if (w.adaptive) {
+      (void)w.adaptive->observe(f.step, f.samples, static_cast<double>(local_mean), norm2);
+      f.noise_scale = w.adaptive->noise_scale().value_or(-1.0);
+    }
     if (w.spec.clip_grad_norm > 0 && f.grad_norm > w.spec.clip_grad_norm) {
       const auto scale = static_cast<float>(w.spec.clip_grad_norm / f.grad_norm);
       for (float& g : w.flat) g *= scale;
     }
     w.scatter(/*grads=*/true);
+    if (w.adaptive) {
+      // The batch this step was drawn at sets its learning rate (the same on every worker).
+      const double lr = w.adaptive->lr(w.spec.lr, micros / w.spec.accumulate_steps);
+      for (auto& group : w.optimizer->param_groups()) group.options().set_lr(lr);
+    }
+    f.lr = w.optimizer->param_groups().front().options().get_lr();
     w.optimizer->step();
     w.applied = f.step;
     f.compute_seconds += seconds_since(t);
-    f.loss = f.samples > 0 ? loss_sum / static_cast<double>(f.samples) : 0;
+    f.loss = f.predictions > 0 ? loss_sum / static_cast<double>(f.predictions) : 0;
     f.step_seconds = seconds_since(step_began);
     out.push_back(f);
   }
@@ -521,8 +528,7 @@ std::int64_t trainer_worker::finish_async() {
 validation trainer_worker::evaluate() {
   auto& w = *impl_;
   torch::set_num_threads(std::max(1, w.spec.threads));
-  const auto v = torch_edge("the validation", [&] { return actors::evaluate(w.net, w.valid); });
-  return {.loss = v.loss, .accuracy = v.accuracy, .samples = v.samples, .seconds = v.seconds};
+  return torch_edge("the validation", [&] { return w.net->evaluate(w.data); });
 }
 
 std::string trainer_worker::parameters_digest() {
@@ -543,7 +549,7 @@ checkpoint::snapshot trainer_worker::save_state() {
   auto& w = *impl_;
   checkpoint::snapshot s;
   // Copies: the snapshot is this call's result, packed after the call returns.
-  checkpoint::add_module(s, "model", *w.net, checkpoint::tensor_bytes::copy);
+  checkpoint::add_module(s, "model", w.net->module(), checkpoint::tensor_bytes::copy);
   if (auto ok = checkpoint::add_optimizer(s, "optimizer", *w.optimizer); !ok) fail(ok.error().message());
   s.add_int("step", w.step);
   s.set_step(w.step);
@@ -555,7 +561,7 @@ std::int64_t trainer_worker::load_state(checkpoint::snapshot state) {
   auto check = [](expected<void> ok) {
     if (!ok) fail("the checkpoint does not fit this run's model: " + ok.error().message());
   };
-  check(checkpoint::load_module(state, "model", *w.net));
+  check(checkpoint::load_module(state, "model", w.net->module()));
   check(checkpoint::load_optimizer(state, "optimizer", *w.optimizer));
   auto step = state.get_int("step");
   if (!step) fail("the checkpoint has no step: " + step.error().message());

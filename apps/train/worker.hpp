@@ -38,6 +38,9 @@ struct worker_spec {
   std::string model = "mlp";
   int width = 128;
   int depth = 2;
+  /// transformer: window length and attention heads.
+  std::int64_t context = 64;
+  std::int64_t heads = 4;
   double dropout = 0;
   std::string optimizer = "adam";
   double lr = 1e-3;
@@ -49,6 +52,13 @@ struct worker_spec {
   std::string compression = "none";
   double topk_fraction = 0.01;
   double clip_grad_norm = 0;
+  /// "fp32" or "bf16" (replica.hpp), and the batch-size policy ("fixed" or "noise_scale",
+  /// adaptive_batch.hpp) with its cap (samples a step, all workers) and cooldown.
+  std::string precision = "fp32";
+  std::string batch_size_policy = "fixed";
+  std::int64_t max_batch_size = 1024;
+  std::int64_t batch_size_cooldown = 50;
+  std::string batch_size_lr_scaling = "none";
   int loader_threads = 1;
   int prefetch = 4;
   double loader_cost_ms = 0;
@@ -67,17 +77,26 @@ struct worker_spec {
   /// The straggler option (0: off): a step's gradients not computed this many ms after the
   /// step began are left out of its allreduce (straggler.hpp).
   std::int64_t straggler_timeout_ms = 0;
-  MSGPACK_DEFINE(rank, world, group, data, limit, model, width, depth, dropout, optimizer, lr, weight_decay,
-                 momentum, batch_size, accumulate_steps, compression, topk_fraction, clip_grad_norm, loader_threads, prefetch, loader_cost_ms, threads, seed, timeout_ms, fail_at_step, fail_by_exit, driver_pid, straggler_timeout_ms)
+  MSGPACK_DEFINE(rank, world, group, data, limit, model, width, depth, context, heads, dropout, optimizer, lr,
+                 weight_decay, momentum, batch_size, accumulate_steps, compression, topk_fraction, clip_grad_norm,
+                 precision, batch_size_policy, max_batch_size, batch_size_cooldown, batch_size_lr_scaling, loader_threads, prefetch,
+                 loader_cost_ms, threads, seed, timeout_ms, fail_at_step, fail_by_exit, driver_pid,
+                 straggler_timeout_ms)
 };
 
 /// One step's figures on one worker.
 struct step_figures {
   std::int64_t step = 0;
-  /// Mean cross-entropy over this worker's samples of the step, before the update.
+  /// Mean cross-entropy over this worker's predictions of the step, before the update (a
+  /// classifier predicts once a sample, the transformer once a character of its windows).
   double loss = 0;
+  /// Predictions right, and predictions made (samples, or samples x context for text).
   std::int64_t correct = 0;
+  std::int64_t predictions = 0;
   std::int64_t samples = 0;
+  /// The samples a full step of this worker draws: batch_size x accumulate_steps (x the
+  /// noise_scale policy's multiplier); `samples` is less when an epoch's last batch is short.
+  std::int64_t batch_size = 0;
   /// Blocked waiting for the loader's next batch.
   double data_wait_seconds = 0;
   /// Forward, backward, flattening and the optimiser step.
@@ -95,21 +114,29 @@ struct step_figures {
   std::int64_t ahead = 0;
   /// The step's wall time on this worker.
   double step_seconds = 0;
+  /// batch_size_policy noise_scale: the estimate B_simple after this step (the same on every
+  /// worker: it comes from allreduced norms); -1 while there is none, or with the fixed policy.
+  double noise_scale = -1;
+  /// The learning rate this step's optimiser step used (batch_size_lr_scaling moves it).
+  double lr = 0;
   /// The straggler option: the workers whose gradients the step went on without (the same
   /// on every worker), and whether this worker's was in.
   std::int64_t skipped = 0;
   bool contributed = true;
-  MSGPACK_DEFINE(step, loss, correct, samples, data_wait_seconds, compute_seconds, allreduce_seconds, bytes_sent,
-                 grad_norm, bound_wait_seconds, ahead, step_seconds, skipped, contributed)
+  MSGPACK_DEFINE(step, loss, correct, predictions, samples, batch_size, data_wait_seconds, compute_seconds, allreduce_seconds,
+                 bytes_sent, grad_norm, bound_wait_seconds, ahead, step_seconds, noise_scale, lr,
+                 skipped, contributed)
 };
 
-/// Loss and accuracy over the validation split.
+/// Loss and accuracy over the validation split (text: per character, next-character accuracy
+/// and bits per character; 0 for a classifier).
 struct validation {
   double loss = 0;
   double accuracy = 0;
   std::int64_t samples = 0;
   double seconds = 0;
-  MSGPACK_DEFINE(loss, accuracy, samples, seconds)
+  double bits_per_char = 0;
+  MSGPACK_DEFINE(loss, accuracy, samples, seconds, bits_per_char)
 };
 
 /// What start() found.

@@ -361,6 +361,11 @@ TEST_CASE("with straggler_timeout_ms a slow worker no longer holds every step, a
                                      "--compression", "sign"});
   CHECK(bad.code == 2);
   CHECK_THAT(bad.output, Contains("straggler_timeout_ms"));
+  // And for the plain fp32 step of a classifier: its step thread runs no other.
+  const auto bf16 = run_train(s.dir, {"--config", config, "--name", "bad-bf16", "--straggler-timeout-ms", "20",
+                                      "--precision", "bf16"});
+  CHECK(bf16.code == 2);
+  CHECK_THAT(bf16.output, Contains("straggler_timeout_ms") && Contains("plain fp32 step"));
 }
 
 TEST_CASE("an asynchronous run through two parameter servers learns within its staleness bound", "[train]") {
