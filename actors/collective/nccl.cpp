@@ -3,7 +3,7 @@
 // of nccl.h (NCCL 2) and cuda.h, so that neither header is needed to build.
 #include <celer/actors/nccl.hpp>
 
-#include "shared_library.hpp"
+#include <celer/shared_library.hpp>
 
 #include <celer/celer.hpp>
 
@@ -15,7 +15,7 @@ namespace celer::collective {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-using detail::shared_library;
+using celer::detail::shared_library;
 
 // nccl.h
 using nccl_result = int;  // ncclResult_t; 0 is ncclSuccess

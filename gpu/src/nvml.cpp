@@ -2,7 +2,7 @@
 // neither needs nvml.h to build nor the driver to run. The few NVML types used are declared
 // here from NVML's documented C ABI.
 
-#include "shared_library.hpp"
+#include <celer/shared_library.hpp>
 
 #include <celer/gpu.hpp>
 
@@ -51,7 +51,7 @@ constexpr unsigned long long not_throttling = 0x1 | 0x2 | 0x100;
 /// An initialised NVML: the library and its entry points. `init` through `handle_by_index`
 /// are always set; the others may be null when this NVML lacks them.
 struct nvml_api {
-  detail::shared_library library;
+  celer::detail::shared_library library;
   nvml_return (*init)() = nullptr;  // nvmlInit_v2
   nvml_return (*count)(unsigned int*) = nullptr;
   nvml_return (*handle_by_index)(unsigned int, nvml_device*) = nullptr;
@@ -90,7 +90,7 @@ std::string library_path(const std::string& library) {
 nvml_api* open_nvml(const std::string& path) {
   auto& opened = registry().opened;
   if (auto it = opened.find(path); it != opened.end()) return it->second.get();
-  auto library = detail::shared_library::open(path);
+  auto library = celer::detail::shared_library::open(path);
   if (!library) return nullptr;
   auto api = std::make_unique<nvml_api>(nvml_api{std::move(*library)});
   auto& l = api->library;

@@ -3,7 +3,7 @@
 // driver to run. The few driver types used are declared here from the driver's C ABI.
 
 #include "probe_kernel_ptx.hpp"
-#include "shared_library.hpp"
+#include <celer/shared_library.hpp>
 
 #include <celer/gpu.hpp>
 
@@ -31,7 +31,7 @@ using cu_stream = cu_opaque*;
 
 /// The driver's entry points; resolved all or none.
 struct cuda_api {
-  detail::shared_library library;
+  celer::detail::shared_library library;
   cu_result (*init)(unsigned int) = nullptr;
   cu_result (*device_count)(int*) = nullptr;
   cu_result (*device_get)(cu_device*, int) = nullptr;
@@ -68,7 +68,7 @@ const cuda_api* cuda() {
   static std::once_flag once;
   static cuda_api* api = nullptr;  // never freed: contexts may outlive static destruction
   std::call_once(once, [] {
-    auto library = detail::shared_library::open("libcuda.so.1");
+    auto library = celer::detail::shared_library::open("libcuda.so.1");
     if (!library) return;
     auto* a = new cuda_api{std::move(*library)};
     auto& l = a->library;

@@ -4,6 +4,8 @@
 // directory; each run is a few seconds on 2 cores.
 #include <catch2/catch.hpp>
 
+#include "train_harness.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -19,55 +21,15 @@
 
 namespace {
 
+using namespace celer_train_test;
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 using json = nlohmann::json;
 
-/// A fresh directory to run in, removed afterwards.
-struct models_scratch {
-  fs::path dir;
-  models_scratch() {
-    char tmpl[] = "/tmp/celer-train-models.XXXXXX";
-    dir = ::mkdtemp(tmpl);
-  }
-  ~models_scratch() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-/// Runs celer-train in `cwd` with `args` (shell words); its exit code, and its stdout and
-/// stderr together in `output`. ctest's timeout bounds it.
-int run_celer_train(const fs::path& cwd, const std::string& args, std::string& output) {
-  const std::string command =
-    "cd '" + cwd.string() + "' && '" + std::string(CELER_TRAIN) + "' " + args + " > out.txt 2>&1";
-  const int status = std::system(command.c_str());
-  output = slurp(cwd / "out.txt");
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-std::vector<json> jsonl(const fs::path& p) {
-  std::vector<json> out;
-  std::istringstream in(slurp(p));
-  for (std::string l; std::getline(in, l);)
-    if (!l.empty()) out.push_back(json::parse(l));
-  return out;
-}
-
-const std::string digits_config = std::string(CELER_SOURCE_DIR) + "/config/train/digits-mlp.yaml";
-const std::string fortunes_config = std::string(CELER_SOURCE_DIR) + "/config/train/fortunes-transformer.yaml";
-
 } // namespace
 
 TEST_CASE("bf16 mixed precision trains the digits MLP past 0.85 with equal replicas", "[train]") {
-  models_scratch s;
+  scratch_dir s;
   std::string out;
   REQUIRE(run_celer_train(s.dir, "--config " + digits_config + " --name bf --precision bf16 --max-steps 120", out) == 0);
   INFO(out);
@@ -83,7 +45,7 @@ TEST_CASE("bf16 mixed precision trains the digits MLP past 0.85 with equal repli
 }
 
 TEST_CASE("with the noise_scale policy the batch grows during a run that still learns, replicas equal, lr following", "[train]") {
-  models_scratch s;
+  scratch_dir s;
   std::string out;
   REQUIRE(run_celer_train(s.dir,
                           "--config " + digits_config +
@@ -119,7 +81,7 @@ TEST_CASE("with the noise_scale policy the batch grows during a run that still l
 }
 
 TEST_CASE("the character transformer learns the fortunes data-parallel: loss falls, replicas equal", "[train]") {
-  models_scratch s;
+  scratch_dir s;
   std::string out;
   REQUIRE(run_celer_train(s.dir, "--config " + fortunes_config + " --name tf --max-steps 60 --eval-every 30", out) == 0);
   INFO(out);
@@ -146,7 +108,7 @@ TEST_CASE("the character transformer learns the fortunes data-parallel: loss fal
 }
 
 TEST_CASE("the model options refuse what does not fit, naming the key, and --help explains them", "[train]") {
-  models_scratch s;
+  scratch_dir s;
   std::string out;
   CHECK(run_celer_train(s.dir, "--help", out) == 0);
   CHECK_THAT(out, Contains("--precision") && Contains("--batch-size-policy") && Contains("MODELS, PRECISION AND BATCH SIZE") &&
@@ -159,7 +121,7 @@ TEST_CASE("the model options refuse what does not fit, naming the key, and --hel
   CHECK_THAT(out, Contains("key 'compression'") && Contains("noise_scale"));
   CHECK(run_celer_train(s.dir, "--config " + digits_config + " --batch-size-policy noise_scale --max-batch-size 32", out) == 2);
   CHECK_THAT(out, Contains("key 'max_batch_size'") && Contains("starting batch 64"));
-  models_scratch t;
+  scratch_dir t;
   std::ofstream(t.dir / "fp16.yaml") << "precision: fp16\n";
   CHECK(run_celer_train(t.dir, "--config fp16.yaml", out) == 2);
   CHECK_THAT(out, Contains("key 'precision'") && Contains("fp32 or bf16"));

@@ -3,6 +3,8 @@
 // (train_test.cpp holds Catch's main).
 #include <catch2/catch.hpp>
 
+#include "train_harness.hpp"
+
 #include "report.hpp"
 
 #include <nlohmann/json.hpp>
@@ -19,29 +21,10 @@
 
 namespace {
 
+using namespace celer_train_test;
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 namespace app = celer::train_app;
-
-/// A fresh directory, removed afterwards.
-struct report_scratch {
-  fs::path dir;
-  report_scratch() {
-    char tmpl[] = "/tmp/celer-train-report-test.XXXXXX";
-    dir = ::mkdtemp(tmpl);
-  }
-  ~report_scratch() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::size_t count_of(const std::string& text, const std::string& what) {
   std::size_t n = 0;
@@ -49,30 +32,13 @@ std::size_t count_of(const std::string& text, const std::string& what) {
   return n;
 }
 
-/// Runs `script` with bash in `cwd`, where $CELER_TRAIN is the binary and $LOG the file its
-/// output should go to; the exit code, and that file in `output`.
-int run_script(const fs::path& cwd, const std::string& script, std::string& output) {
-  const std::string log = (cwd / "celer-train.out").string();
-  const std::string command = "cd '" + cwd.string() + "' && CELER_TRAIN='" CELER_TRAIN "' LOG='" + log +
-                              "' bash -c '" + script + "'";
-  const int status = std::system(command.c_str());
-  output = slurp(log);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-/// Runs celer-train with `args` (shell words in double quotes, none holding a single quote)
-/// in `cwd`; its exit code, its stdout and stderr in `output`.
-int run_celer_train(const fs::path& cwd, const std::string& args, std::string& output) {
-  return run_script(cwd, "timeout 90 \"$CELER_TRAIN\" " + args + " > \"$LOG\" 2>&1", output);
-}
-
-const std::string shipped_config = std::string(CELER_SOURCE_DIR) + "/config/train/digits-mlp.yaml";
+const std::string& shipped_config = celer_train_test::digits_config;
 
 } // namespace
 
 TEST_CASE("a finished run writes report.html: a plot for each curve, the final accuracy, nothing fetched, its name escaped",
           "[train][report]") {
-  report_scratch s;
+  celer_train_test::scratch_dir s;
   std::string output;
   // A name with each character HTML must escape (and a quote for attributes).
   const int code = run_celer_train(s.dir, "--config \"" + shipped_config + "\" --name \"r<&>\\\"1\" --output run --max-steps 40 "
@@ -109,7 +75,7 @@ TEST_CASE("a finished run writes report.html: a plot for each curve, the final a
 }
 
 TEST_CASE("celer-train --report-only rebuilds the report from a run's files, and an unfinished run's report says so", "[train][report]") {
-  report_scratch s;
+  celer_train_test::scratch_dir s;
   const fs::path run = s.dir / "cut";
   fs::create_directories(run);
   std::ofstream(run / "run.json") << R"({"name": "cut", "num_workers": 2, "lr": 0.002})";
@@ -170,7 +136,7 @@ TEST_CASE("the report escapes every text from the run's files and marks replicas
 
 TEST_CASE("a run stopped by SIGINT writes a report that says so, and the report of its resumed run covers every step",
           "[train][report]") {
-  report_scratch s;
+  celer_train_test::scratch_dir s;
   std::string output;
   // Many epochs, checkpoints every 20 steps; SIGINT once the first progress line is out.
   const int stopped = run_script(s.dir, "\"$CELER_TRAIN\" --config \"" + shipped_config + "\" --output run --epochs 1000 "

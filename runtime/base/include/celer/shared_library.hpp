@@ -1,7 +1,12 @@
 #pragma once
-// A shared library opened with dlopen: NCCL and the CUDA driver, which the collective loads
-// at run time so that celer builds and runs where they are absent. The shape of the gpu
-// module's gpu/src/shared_library.hpp (internal there, so not shared across modules).
+/// A shared library opened with dlopen, for the vendor libraries loaded at run time so that
+/// celer builds and runs where they are absent: NVML and the CUDA driver (gpu/), NCCL and the
+/// CUDA driver (the collective's nccl_group).
+///
+///   auto lib = celer::detail::shared_library::open("libnccl.so.2");
+///   if (!lib) ...;                                    // not installed here
+///   int (*get_version)(int*) = nullptr;
+///   if (!lib->resolve(get_version, "ncclGetVersion")) ...
 
 #include <dlfcn.h>
 
@@ -9,7 +14,7 @@
 #include <string>
 #include <utility>
 
-namespace celer::collective::detail {
+namespace celer::detail {
 
 /// An open library; closes it (dlclose) when destroyed. Move-only.
 class shared_library {
@@ -44,4 +49,4 @@ private:
   void* handle_ = nullptr;
 };
 
-} // namespace celer::collective::detail
+} // namespace celer::detail
