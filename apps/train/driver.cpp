@@ -1,6 +1,7 @@
 // The training loop (driver.hpp).
 #include "driver.hpp"
 
+#include "step_totals.hpp"
 #include "worker.hpp"
 
 #include <celer/actors/checkpoint.hpp>
@@ -27,166 +28,10 @@ namespace celer::train_app {
 namespace {
 
 namespace fs = std::filesystem;
-using clock_type = std::chrono::steady_clock;
 
 double seconds_since(clock_type::time_point t) {
   return std::chrono::duration<double>(clock_type::now() - t).count();
 }
-
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-
-std::string bytes_text(double b) {
-  if (b >= 1e6) return fixed(b / 1e6, 2) + " MB";
-  if (b >= 1e3) return fixed(b / 1e3, 1) + " KB";
-  return fixed(b, 0) + " B";
-}
-
-/// One step's figures over all workers.
-struct step_total {
-  std::int64_t step = 0;
-  double loss = 0;  // over all samples of the step
-  double accuracy = 0;
-  std::int64_t samples = 0;
-  /// Per worker, averaged over the workers.
-  double bytes_sent = 0;
-  double data_wait = 0;
-  double compute = 0;
-  double allreduce = 0;
-  double grad_norm = 0;
-  /// batch_size_policy noise_scale: the step's global batch (full batches: samples is less
-  /// at an epoch's short last batch) and B_simple after the step (-1: none yet).
-  std::int64_t batch_size = 0;
-  double noise_scale = -1;
-  /// The learning rate of the step's optimiser step (the same on every worker).
-  double lr = 0;
-  /// async: time held at the staleness bound (per worker, averaged), the most steps any
-  /// worker was ahead of the slowest, and samples/s (each worker's over its step time, summed).
-  double bound_wait = 0;
-  std::int64_t ahead = 0;
-  double rate = 0;
-  /// The straggler option: workers whose gradients the step went on without.
-  std::int64_t skipped = 0;
-};
-
-/// Adds what every mode sums or averages over `n` workers (`f` is one worker's figures of
-/// the step); `finish` turns the sums of predictions into the step's loss and accuracy.
-struct step_sums {
-  step_total t;
-  double loss_sum = 0;
-  std::int64_t correct = 0, predictions = 0;
-
-  void add(const step_figures& f, double n) {
-    t.step = f.step;
-    loss_sum += f.loss * static_cast<double>(f.predictions);
-    correct += f.correct;
-    predictions += f.predictions;
-    t.samples += f.samples;
-    t.bytes_sent += static_cast<double>(f.bytes_sent) / n;
-    t.data_wait += f.data_wait_seconds / n;
-    t.compute += f.compute_seconds / n;
-    t.allreduce += f.allreduce_seconds / n;
-  }
-  step_total finish() {
-    if (predictions > 0) {
-      t.loss = loss_sum / static_cast<double>(predictions);
-      t.accuracy = static_cast<double>(correct) / static_cast<double>(predictions);
-    }
-    return t;
-  }
-};
-
-/// One async step's figures over the workers that took it (all of them unless the run
-/// stopped early or one failed).
-step_total combine_async(const std::vector<step_figures>& figures) {
-  step_sums s;
-  const auto n = static_cast<double>(figures.size());
-  for (const auto& f : figures) {
-    s.add(f, n);
-    s.t.grad_norm += f.grad_norm / n;  // each worker's own gradient
-    s.t.bound_wait += f.bound_wait_seconds / n;
-    s.t.ahead = std::max(s.t.ahead, f.ahead);
-    if (f.step_seconds > 0) s.t.rate += static_cast<double>(f.samples) / f.step_seconds;
-  }
-  return s.finish();
-}
-
-/// Step `i` of every worker's figures (a synchronous step: every worker took it).
-step_total combine(const std::vector<std::vector<step_figures>>& by_worker, std::size_t i) {
-  step_sums s;
-  const auto n = static_cast<double>(by_worker.size());
-  for (const auto& w : by_worker) {
-    const auto& f = w[i];
-    s.add(f, n);
-    s.t.grad_norm = f.grad_norm;      // the averaged gradient: the same on every worker
-    s.t.skipped = f.skipped;          // the group's count: the same on every worker
-    s.t.noise_scale = f.noise_scale;  // from allreduced norms: the same on every worker
-    s.t.batch_size += f.batch_size;
-    s.t.lr = f.lr;
-  }
-  return s.finish();
-}
-
-/// What the progress line averages, since the last line.
-struct window {
-  std::int64_t steps = 0;
-  std::int64_t samples = 0;
-  double seconds = 0;
-  double loss = 0;
-  double bytes = 0;
-  double data_wait = 0;
-  double compute = 0;
-  double allreduce = 0;
-  double grad_norm = 0;
-  double bound_wait = 0;
-  std::int64_t ahead = 0;
-  std::int64_t skipped = 0;
-  void add(const step_total& t, double step_seconds) {
-    skipped += t.skipped;
-    bound_wait += t.bound_wait;
-    ahead = std::max(ahead, t.ahead);
-    ++steps;
-    samples += t.samples;
-    seconds += step_seconds;
-    loss += t.loss;
-    bytes += t.bytes_sent;
-    data_wait += t.data_wait;
-    compute += t.compute;
-    allreduce += t.allreduce;
-    grad_norm += t.grad_norm;
-  }
-};
-
-/// Where the run is: shared by the synchronous steps and the asynchronous ones.
-struct progress {
-  /// Steps taken: by every worker (sync), or the last step written (async).
-  std::int64_t step = 0;
-  std::int64_t last = 0;
-  std::int64_t steps_per_epoch = 1;
-  std::int64_t eval_every = 1;
-  window since_line;
-  clock_type::time_point last_line;
-  clock_type::time_point train_began;
-  std::int64_t trained_samples = 0;
-  double trained_seconds = 0;
-  validation val;
-  bool evaluated = false;
-  /// Training samples in every step reported so far, all workers (async: ahead of the
-  /// lines written).
-  std::int64_t seen_samples = 0;
-  /// target_accuracy: when a validation first reached it (the step: rank 0's in async).
-  bool reached = false;
-  std::int64_t reached_step = 0;
-  double reached_seconds = 0;
-  std::int64_t reached_samples = 0;
-  /// hybrid: the step of the switch (-1: none yet), and each synchronous step's loss (the
-  /// plateau rule's).
-  std::int64_t switched_at = -1;
-  std::vector<double> losses;
-};
 
 class driver {
 public:

@@ -1,0 +1,82 @@
+// celer-train's driver, its figures (step_totals.hpp).
+#include "step_totals.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace celer::train_app {
+namespace {
+
+/// Adds what every mode sums or averages over `n` workers (`f` is one worker's figures of
+/// the step); `finish` turns the sums of predictions into the step's loss and accuracy.
+struct step_sums {
+  step_total t;
+  double loss_sum = 0;
+  std::int64_t correct = 0, predictions = 0;
+
+  void add(const step_figures& f, double n) {
+    t.step = f.step;
+    loss_sum += f.loss * static_cast<double>(f.predictions);
+    correct += f.correct;
+    predictions += f.predictions;
+    t.samples += f.samples;
+    t.bytes_sent += static_cast<double>(f.bytes_sent) / n;
+    t.data_wait += f.data_wait_seconds / n;
+    t.compute += f.compute_seconds / n;
+    t.allreduce += f.allreduce_seconds / n;
+  }
+  step_total finish() {
+    if (predictions > 0) {
+      t.loss = loss_sum / static_cast<double>(predictions);
+      t.accuracy = static_cast<double>(correct) / static_cast<double>(predictions);
+    }
+    return t;
+  }
+};
+
+} // namespace
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string bytes_text(double b) {
+  if (b >= 1e6) return fixed(b / 1e6, 2) + " MB";
+  if (b >= 1e3) return fixed(b / 1e3, 1) + " KB";
+  return fixed(b, 0) + " B";
+}
+
+/// One async step's figures over the workers that took it (all of them unless the run
+/// stopped early or one failed).
+step_total combine_async(const std::vector<step_figures>& figures) {
+  step_sums s;
+  const auto n = static_cast<double>(figures.size());
+  for (const auto& f : figures) {
+    s.add(f, n);
+    s.t.grad_norm += f.grad_norm / n;  // each worker's own gradient
+    s.t.bound_wait += f.bound_wait_seconds / n;
+    s.t.ahead = std::max(s.t.ahead, f.ahead);
+    if (f.step_seconds > 0) s.t.rate += static_cast<double>(f.samples) / f.step_seconds;
+  }
+  return s.finish();
+}
+
+/// Step `i` of every worker's figures (a synchronous step: every worker took it).
+step_total combine(const std::vector<std::vector<step_figures>>& by_worker, std::size_t i) {
+  step_sums s;
+  const auto n = static_cast<double>(by_worker.size());
+  for (const auto& w : by_worker) {
+    const auto& f = w[i];
+    s.add(f, n);
+    s.t.grad_norm = f.grad_norm;      // the averaged gradient: the same on every worker
+    s.t.skipped = f.skipped;          // the group's count: the same on every worker
+    s.t.noise_scale = f.noise_scale;  // from allreduced norms: the same on every worker
+    s.t.batch_size += f.batch_size;
+    s.t.lr = f.lr;
+  }
+  return s.finish();
+}
+
+} // namespace celer::train_app
