@@ -64,6 +64,9 @@ const std::vector<key_rule>& keys() {
     field("max_batch_size", &c::max_batch_size, "noise_scale: the largest batch, samples a step over all workers"),
     field("batch_size_cooldown", &c::batch_size_cooldown, "noise_scale: steps between two growths of the batch"),
     field("batch_size_lr_scaling", &c::batch_size_lr_scaling, "noise_scale: none | sqrt | linear (the lr follows batch / starting batch)"),
+    field("loss_scale", &c::loss_scale, "none | dynamic (loss x scale; a step whose gradient overflows is skipped and the scale halves)"),
+    field("loss_scale_init", &c::loss_scale_init, "dynamic: the first scale (65536)"),
+    field("loss_scale_growth_interval", &c::loss_scale_growth_interval, "dynamic: clean steps in a row before the scale doubles"),
     field("clip_grad_norm", &c::clip_grad_norm, "clip the averaged gradient to this L2 norm (0: off)"),
     field("epochs", &c::epochs, "passes over the training split, all workers together"),
     field("max_steps", &c::max_steps, "stop after this many steps (0: epochs decide)"),
@@ -219,6 +222,20 @@ expected<void> validate(const train_config& cfg) {
     if (cfg.checkpoint_every > 0 || cfg.max_failures > 0)
       return bad(cfg.checkpoint_every > 0 ? "checkpoint_every" : "max_failures",
                  "must be 0" + why + "the estimator's state is not in the checkpoints yet");
+  }
+  if (!one_of<std::string>(cfg.loss_scale, {"none", "dynamic"}))
+    return bad("loss_scale", "is '" + cfg.loss_scale + "': use none or dynamic");
+  if (cfg.loss_scale == "dynamic") {
+    if (!(cfg.loss_scale_init >= 1.0 / 16777216.0 && cfg.loss_scale_init <= 1.7014118346046923e38))
+      return bad("loss_scale_init", "must be 2^-24 to 2^127");
+    if (cfg.loss_scale_growth_interval < 1) return bad("loss_scale_growth_interval", "must be at least 1");
+    if (cfg.mode != "sync")
+      return bad("loss_scale", "is 'dynamic' with mode " + cfg.mode +
+                                 ": the parameter servers refuse a non-finite gradient and have no skipped push "
+                                 "(use mode: sync)");
+    if (cfg.straggler_timeout_ms > 0)
+      return bad("loss_scale", "is 'dynamic' with straggler_timeout_ms: the straggler step does not scale its loss "
+                               "(set one of them off)");
   }
   if (!(cfg.clip_grad_norm >= 0)) return bad("clip_grad_norm", "must be at least 0 (0: no clipping)");
   if (cfg.epochs < 1 && cfg.max_steps < 1) return bad("epochs", "must be at least 1 (or set max_steps)");

@@ -71,6 +71,16 @@ struct train_config {
   /// sqrt(batch / starting batch), the usual rule for Adam) or "linear" (lr x batch / start,
   /// Goyal et al.'s rule for SGD).
   std::string batch_size_lr_scaling = "none";
+  /// "none", or "dynamic" loss scaling (<celer/actors/trainer/loss_scale.hpp>, mode sync):
+  /// each micro-batch's loss is multiplied by a scale before backward and the gradients
+  /// divided by it after; when the averaged gradient holds an inf or a nan the step is
+  /// skipped on every replica and the scale halves, and after loss_scale_growth_interval
+  /// clean steps in a row it doubles. What half-precision training on GPUs needs (fp16
+  /// gradients underflow without it); in float32 or bf16 it guards the weights from a
+  /// step that overflowed.
+  std::string loss_scale = "none";
+  double loss_scale_init = 65536;
+  std::int64_t loss_scale_growth_interval = 2000;
   /// Scale the averaged gradient down to this L2 norm when it is larger (0: no clipping).
   double clip_grad_norm = 0;
   /// Steps between evaluations on the validation split (0: every epoch), and the last step

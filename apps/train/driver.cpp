@@ -233,6 +233,9 @@ private:
                        .batch_size_policy = cfg_.batch_size_policy, .max_batch_size = cfg_.max_batch_size,
                        .batch_size_cooldown = cfg_.batch_size_cooldown,
                        .batch_size_lr_scaling = cfg_.batch_size_lr_scaling,
+                       .loss_scale = cfg_.loss_scale, .loss_scale_init = cfg_.loss_scale_init,
+                       .loss_scale_growth_interval = cfg_.loss_scale_growth_interval,
+                       .overflow_at_step = r == options_.overflow_rank ? options_.overflow_step : 0,
                        .loader_threads = cfg_.loader_threads, .prefetch = cfg_.prefetch,
                        .loader_cost_ms = r == options_.slow_rank ? options_.slow_ms : cfg_.loader_cost_ms,
                        .threads = std::max(1, static_cast<int>(std::lround(cfg_.cpus_per_worker))),
@@ -370,6 +373,12 @@ private:
         };
         if (cfg_.batch_size_policy == "noise_scale") note_batch(t, figures);
         if (cfg_.straggler_timeout_ms > 0) figures.push_back({"skipped", static_cast<double>(t.skipped)});
+        if (cfg_.loss_scale == "dynamic") {
+          figures.push_back({"loss_scale", t.loss_scale});
+          figures.push_back({"overflow", t.overflow ? 1.0 : 0.0});
+          overflows_ += t.overflow ? 1 : 0;
+          last_loss_scale_ = t.loss_scale;
+        }
         if (auto ok = write(t.step, "sync", figures); !ok) return say_failed(ok.error().message());
       }
       p.trained_seconds += call_seconds;
@@ -583,6 +592,10 @@ private:
       summary["final_batch_size"] = last_batch_;
       summary["final_noise_scale"] = last_noise_scale_ >= 0 ? nlohmann::json(last_noise_scale_) : nullptr;
     }
+    if (cfg_.loss_scale == "dynamic") {
+      summary["loss_scale_overflows"] = overflows_;
+      summary["final_loss_scale"] = last_loss_scale_;
+    }
     if (cfg_.mode == "hybrid") summary["switched_at_step"] = p.switched_at >= 0 ? nlohmann::json(p.switched_at) : nullptr;
     if (cfg_.target_accuracy > 0) {
       summary["target_accuracy"] = cfg_.target_accuracy;
@@ -766,6 +779,7 @@ private:
     } else {
       out_ << "  allreduce " << ms(w.allreduce) << "  |g| " << fixed(w.grad_norm / n, 3);
       if (cfg_.straggler_timeout_ms > 0) out_ << "  skipped " << w.skipped;
+      if (cfg_.loss_scale == "dynamic") out_ << "  scale " << scale_text(w.loss_scale) << " (overflows " << w.overflows << ")";
     }
     if (val != nullptr) out_ << "  val_acc " << fixed(val->accuracy, 4) << "  val_loss " << fixed(val->loss, 4);
     if (val != nullptr && cfg_.data == "fortunes") out_ << "  val_bpc " << fixed(val->bits_per_char, 3);
@@ -793,6 +807,10 @@ private:
   /// noise_scale: the last step's global batch and noise scale (note_batch).
   std::int64_t last_batch_ = 0;
   double last_noise_scale_ = -1;
+  /// loss_scale dynamic: steps skipped for overflow so far (this call of the program), and
+  /// the last step's scale.
+  std::int64_t overflows_ = 0;
+  double last_loss_scale_ = 0;
 };
 
 } // namespace

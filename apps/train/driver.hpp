@@ -29,6 +29,10 @@ struct driver_options {
   /// For tests (CELER_TRAIN_SLOW_WORKER=RANK:MS): that worker's loader takes MS per batch.
   int slow_rank = -1;
   double slow_ms = 0;
+  /// For tests (CELER_TRAIN_INJECT_OVERFLOW=RANK:STEP): that worker's gradient holds an inf
+  /// at that step, as an fp16 gradient that overflowed would (loss_scale dynamic skips it).
+  int overflow_rank = -1;
+  std::int64_t overflow_step = 0;
   /// How the runtime runs, for the first line ("embedded celer", or the cluster's address).
   std::string where = "embedded celer";
 };

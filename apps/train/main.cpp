@@ -76,6 +76,13 @@ MODELS, PRECISION AND BATCH SIZE
   validation also reports bits per character (val_bits_per_char).
   precision: bf16 runs each forward pass under LibTorch's CPU autocast to bfloat16; the
   weights (the master copy), the gradients, the allreduce and the optimiser stay float32.
+  loss_scale: dynamic (sync mode) multiplies each loss by a scale (loss_scale_init) before
+  the backward pass and divides the gradients by it after; a step whose averaged gradient
+  holds an inf or a nan is skipped on every replica and the scale halves, and the scale
+  doubles after loss_scale_growth_interval clean steps (PyTorch's GradScaler rules). It is
+  what fp16 on GPUs needs; on CPUs it keeps an overflowed step off the weights. The
+  progress line shows the scale and the overflows; metrics.jsonl has loss_scale and
+  overflow a step, and checkpoints keep the scaler's state.
   batch_size_policy: noise_scale (sync mode, 2+ workers, no compression) estimates the
   gradient noise scale B_simple each step from each worker's gradient norm against the
   averaged one (both allreduced, so every worker decides alike) and doubles the batch
@@ -93,7 +100,8 @@ OUTPUT (--output, default ./celer_results/<name>)
   metrics.jsonl        a line per step: mode (sync or async), loss, accuracy, samples_per_s,
                        bytes_sent (per worker), data_wait_s, compute_s, allreduce_s (async:
                        push_pull_s, bound_wait_s, ahead), grad_norm, and with noise_scale
-                       batch_size and noise_scale; and val_loss, val_accuracy (fortunes:
+                       batch_size and noise_scale, with loss_scale dynamic loss_scale
+                       and overflow (1: skipped); and val_loss, val_accuracy (fortunes:
                        val_bits_per_char) at each validation
   tensorboard/         the same as a TensorBoard event file: tensorboard --logdir <output>
   summary.json         final validation accuracy, samples/s, each replica's parameter digest
@@ -118,6 +126,7 @@ EXAMPLES
   celer-train --config config/train/fortunes-transformer.yaml  # a char transformer, ~1 min
   celer-train --precision bf16 --name bf                # bf16 autocast, fp32 master weights
   celer-train --batch-size-policy noise_scale --max-batch-size 512 --name ns  # growing batch
+  celer-train --loss-scale dynamic --precision bf16 --name ls  # skip steps that overflow
   celer-train --loader-cost-ms 5 --name slow            # a slow loader shows as data-wait
   celer-train --checkpoint-every 50 --name ck           # then Ctrl-C, and:
   celer-train --resume --name ck                        # on from the newest checkpoint
@@ -154,6 +163,18 @@ void read_slow_worker(app::driver_options& o) {
   o.slow_ms = ms;
 }
 
+/// CELER_TRAIN_INJECT_OVERFLOW=RANK:STEP: that worker's gradient holds an inf at that step
+/// (what an fp16 gradient that overflowed holds), for tests of loss_scale dynamic.
+void read_overflow(app::driver_options& o) {
+  const char* spec = std::getenv("CELER_TRAIN_INJECT_OVERFLOW");
+  if (spec == nullptr) return;
+  int rank = -1;
+  long long step = 0;
+  if (std::sscanf(spec, "%d:%lld", &rank, &step) != 2) return;
+  o.overflow_rank = rank;
+  o.overflow_step = step;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -184,6 +205,9 @@ int main(int argc, char** argv) {
   cli.add_option("--context", flags.context, "transformer: characters a window holds");
   cli.add_option("--precision", flags.precision, "fp32 | bf16 (forward pass under CPU autocast; fp32 weights and allreduce)")
     ->check(CLI::IsMember({"fp32", "bf16"}));
+  cli.add_option("--loss-scale", flags.loss_scale, "none | dynamic (skip a step that overflows; the scale halves)")
+    ->check(CLI::IsMember({"none", "dynamic"}));
+  cli.add_option("--loss-scale-init", flags.loss_scale_init, "dynamic: the first scale");
   cli.add_option("--batch-size-policy", flags.batch_size_policy, "fixed | noise_scale (grow the batch by the gradient noise scale)")
     ->check(CLI::IsMember({"fixed", "noise_scale"}));
   cli.add_option("--max-batch-size", flags.max_batch_size, "noise_scale: the largest batch, samples a step over all workers");
@@ -268,6 +292,8 @@ int main(int argc, char** argv) {
   if (given("--model")) loaded->model = flags.model;
   if (given("--context")) loaded->context = flags.context;
   if (given("--precision")) loaded->precision = flags.precision;
+  if (given("--loss-scale")) loaded->loss_scale = flags.loss_scale;
+  if (given("--loss-scale-init")) loaded->loss_scale_init = flags.loss_scale_init;
   if (given("--batch-size-policy")) loaded->batch_size_policy = flags.batch_size_policy;
   if (given("--max-batch-size")) loaded->max_batch_size = flags.max_batch_size;
   if (given("--batch-size-lr-scaling")) loaded->batch_size_lr_scaling = flags.batch_size_lr_scaling;
@@ -336,6 +362,7 @@ int main(int argc, char** argv) {
   options.stop_requested = &stop_requested;
   read_injection(options);
   read_slow_worker(options);
+  read_overflow(options);
   try {
     celer::init(celer::init_options{.address = address, .num_cpus = num_cpus});
   } catch (const celer::exception& e) {

@@ -2,6 +2,7 @@
 #include "step_totals.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 namespace celer::train_app {
@@ -42,6 +43,14 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
+std::string scale_text(double s) {
+  int e = 0;
+  if (s > 0 && std::frexp(s, &e) == 0.5) return "2^" + std::to_string(e - 1);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3g", s);
+  return buf;
+}
+
 std::string bytes_text(double b) {
   if (b >= 1e6) return fixed(b / 1e6, 2) + " MB";
   if (b >= 1e3) return fixed(b / 1e3, 1) + " KB";
@@ -73,6 +82,8 @@ step_total combine(const std::vector<std::vector<step_figures>>& by_worker, std:
     s.t.grad_norm = f.grad_norm;      // the averaged gradient: the same on every worker
     s.t.skipped = f.skipped;          // the group's count: the same on every worker
     s.t.noise_scale = f.noise_scale;  // from allreduced norms: the same on every worker
+    s.t.loss_scale = f.loss_scale;    // decided from the averaged gradient: the same too
+    s.t.overflow = f.overflow;
     s.t.batch_size += f.batch_size;
     s.t.lr = f.lr;
   }

@@ -17,6 +17,8 @@ using clock_type = std::chrono::steady_clock;
 /// `v` with `digits` decimals; a byte count as B, KB or MB.
 std::string fixed(double v, int digits);
 std::string bytes_text(double b);
+/// A loss scale: "2^16" for a power of two, else 3 significant digits.
+std::string scale_text(double s);
 
 /// One step's figures over all workers.
 struct step_total {
@@ -43,6 +45,9 @@ struct step_total {
   double rate = 0;
   /// The straggler option: workers whose gradients the step went on without.
   std::int64_t skipped = 0;
+  /// loss_scale dynamic: the step's scale, and whether it overflowed (and was skipped).
+  double loss_scale = 0;
+  bool overflow = false;
 };
 
 /// One async step's figures over the workers that took it (all of them unless the run
@@ -66,8 +71,13 @@ struct window {
   double bound_wait = 0;
   std::int64_t ahead = 0;
   std::int64_t skipped = 0;
+  /// loss_scale dynamic: steps skipped for overflow, and the last step's scale.
+  std::int64_t overflows = 0;
+  double loss_scale = 0;
   void add(const step_total& t, double step_seconds) {
     skipped += t.skipped;
+    overflows += t.overflow ? 1 : 0;
+    loss_scale = t.loss_scale;
     bound_wait += t.bound_wait;
     ahead = std::max(ahead, t.ahead);
     ++steps;

@@ -12,16 +12,19 @@
 #include <celer/actors/torch/checkpoint.hpp>
 #include <celer/actors/torch/model.hpp>
 #include <celer/actors/trainer/compression.hpp>
+#include <celer/actors/trainer/loss_scale.hpp>
 #include <celer/actors/trainer/noise_scale.hpp>
 
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -70,6 +73,9 @@ struct trainer_worker::impl {
   std::vector<float> flat;
   /// With batch_size_policy noise_scale: the estimate and the batch it gives.
   std::optional<adaptive_batch> adaptive;
+  /// With loss_scale dynamic: the scale and its rules (the same decisions on every worker:
+  /// they come from the averaged gradient).
+  std::optional<trainer::loss_scaler> scaler;
   /// Declared after `data`, which it reads: destroyed first.
   std::optional<actors::data_loader> loader;
   std::optional<collective::group> group;
@@ -281,6 +287,13 @@ trainer_worker::trainer_worker(const worker_spec& spec) : impl_(std::make_unique
     fail("unknown compression '" + spec.compression + "': none, sign or topk");
   }
   if (spec.batch_size_policy == "noise_scale") w.adaptive.emplace(adaptive_batch::make(spec));
+  if (spec.loss_scale == "dynamic") {
+    auto s = trainer::loss_scaler::make({.initial = spec.loss_scale_init, .growth_interval = spec.loss_scale_growth_interval});
+    if (!s) fail("loss scaling: " + s.error().message());
+    w.scaler.emplace(std::move(*s));
+  } else if (spec.loss_scale != "none") {
+    fail("unknown loss_scale '" + spec.loss_scale + "': none or dynamic");
+  }
   w.open_loader();
   if (spec.straggler_timeout_ms > 0) {
     // The step thread's copy of the classifier (the config refuses the straggler option
@@ -362,7 +375,8 @@ std::vector<step_figures> trainer_worker::impl::run_steps(std::int64_t steps) {
       const auto got = clock_type::now();
       f.data_wait_seconds += std::chrono::duration<double>(got - asked).count();
       // The mean over micro-batches: accumulated gradients equal one batch's of all of them.
-      const auto m = w.net->forward_backward(*b, 1.0 / static_cast<double>(micros));
+      // With loss scaling, times the scale (divided out of the gradients below).
+      const auto m = w.net->forward_backward(*b, (w.scaler ? w.scaler->scale() : 1.0) / static_cast<double>(micros));
       loss_sum += m.loss_sum;
       f.correct += m.correct;
       f.predictions += m.predictions;
@@ -371,8 +385,15 @@ std::vector<step_figures> trainer_worker::impl::run_steps(std::int64_t steps) {
     }
     auto t = clock_type::now();
     w.gather(/*grads=*/true);
+    bool finite = true;
+    if (f.step == w.spec.overflow_at_step && !w.flat.empty())
+      w.flat[0] = w.flat[0] * 0.0f + std::numeric_limits<float>::infinity();  // the test hook
+    if (w.scaler) {
+      f.loss_scale = w.scaler->scale();
+      finite = w.scaler->unscale(w.flat);
+    }
     // noise_scale: this worker's squared norm, a gradient of f.samples examples.
-    const double local_norm_sq = w.adaptive ? trainer::squared_norm(w.flat) : 0.0;
+    const double local_norm_sq = w.adaptive && finite ? trainer::squared_norm(w.flat) : 0.0;
     f.compute_seconds += seconds_since(t);
     if (w.servers) {
       f.loss = f.predictions > 0 ? loss_sum / static_cast<double>(f.predictions) : 0;
@@ -383,8 +404,32 @@ std::vector<step_figures> trainer_worker::impl::run_steps(std::int64_t steps) {
     }
     t = clock_type::now();
     const auto sent_before = group.counters().bytes_sent;
-    if (auto ok = w.average(group); !ok)
-      fail("averaging the gradients at step " + std::to_string(f.step) + ": " + ok.error().message());
+    if (w.scaler && (w.sign || w.topk)) {
+      // A compressor would fold an inf into its residual: the workers agree first, and
+      // skip the exchange together.
+      float overflowed = finite ? 0.0f : 1.0f;
+      if (auto ok = group.allreduce(std::span(&overflowed, 1), collective::op::max); !ok)
+        fail("checking the gradients for overflow at step " + std::to_string(f.step) + ": " + ok.error().message());
+      finite = overflowed == 0.0f;
+    }
+    if (finite || !(w.sign || w.topk)) {
+      if (auto ok = w.average(group); !ok)
+        fail("averaging the gradients at step " + std::to_string(f.step) + ": " + ok.error().message());
+    }
+    // An inf or nan of any worker survives the sum into every worker's mean, so every
+    // worker sees the same verdict.
+    if (w.scaler && finite) finite = trainer::all_finite(w.flat);
+    if (w.scaler && !w.scaler->update(finite)) {
+      f.overflow = true;
+      f.bytes_sent = group.counters().bytes_sent - sent_before;
+      f.allreduce_seconds = seconds_since(t);
+      f.lr = w.optimizer->param_groups().front().options().get_lr();
+      f.loss = f.predictions > 0 ? loss_sum / static_cast<double>(f.predictions) : 0;
+      w.applied = f.step;  // nothing to apply: the step is skipped on every replica
+      f.step_seconds = seconds_since(step_began);
+      out.push_back(f);
+      continue;
+    }
     float local_mean = static_cast<float>(local_norm_sq);
     if (w.adaptive) {
       // The workers' mean local squared norm: every worker gets the same bits, so every
@@ -552,6 +597,13 @@ checkpoint::snapshot trainer_worker::save_state() {
   checkpoint::add_module(s, "model", w.net->module(), checkpoint::tensor_bytes::copy);
   if (auto ok = checkpoint::add_optimizer(s, "optimizer", *w.optimizer); !ok) fail(ok.error().message());
   s.add_int("step", w.step);
+  if (w.scaler) {
+    const auto& st = w.scaler->state();
+    s.add_float("loss_scale/scale", st.scale);
+    s.add_int("loss_scale/clean_steps", st.clean_steps);
+    s.add_int("loss_scale/overflows", st.overflows);
+    s.add_int("loss_scale/growths", st.growths);
+  }
   s.set_step(w.step);
   return s;
 }
@@ -566,6 +618,14 @@ std::int64_t trainer_worker::load_state(checkpoint::snapshot state) {
   auto step = state.get_int("step");
   if (!step) fail("the checkpoint has no step: " + step.error().message());
   w.step = w.applied = *step;
+  if (w.scaler && state.find("loss_scale/scale") != nullptr) {
+    auto scale = state.get_float("loss_scale/scale");
+    auto clean = state.get_int("loss_scale/clean_steps");
+    auto overflows = state.get_int("loss_scale/overflows");
+    auto growths = state.get_int("loss_scale/growths");
+    if (!scale || !clean || !overflows || !growths) fail("the checkpoint's loss scale is incomplete");
+    check(w.scaler->restore({.scale = *scale, .clean_steps = *clean, .overflows = *overflows, .growths = *growths}));
+  }
   // This worker's error-feedback residual and LibTorch generator, when the checkpoint has
   // them (save_local_state); else the residual starts again empty.
   const std::string mine = "residual/" + std::to_string(w.spec.rank);
@@ -647,8 +707,20 @@ std::int64_t trainer_worker::rejoin(std::string group) {
       const auto& data = s.find("optimizer")->data;
       state.assign(reinterpret_cast<const std::uint8_t*>(data.data()), reinterpret_cast<const std::uint8_t*>(data.data()) + data.size());
     }
-    std::int64_t header[2] = {w.applied, static_cast<std::int64_t>(state.size())};
+    // The step, the state's size, and the loss scaler's state (the scale's bits).
+    std::int64_t header[6] = {w.applied, static_cast<std::int64_t>(state.size())};
+    if (w.scaler) {
+      const auto& st = w.scaler->state();
+      header[2] = std::bit_cast<std::int64_t>(st.scale);
+      header[3] = st.clean_steps;
+      header[4] = st.overflows;
+      header[5] = st.growths;
+    }
     must(grp.broadcast(std::span<std::int64_t>(header), from), "the root's step");
+    if (w.scaler && w.spec.rank != from)
+      must(w.scaler->restore({.scale = std::bit_cast<double>(header[2]), .clean_steps = header[3],
+                              .overflows = header[4], .growths = header[5]}),
+           "the root's loss scale");
     w.gather(/*grads=*/false);
     must(grp.broadcast(std::span(w.flat), from), "the root's weights");
     state.resize(static_cast<std::size_t>(header[1]));

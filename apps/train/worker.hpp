@@ -59,6 +59,16 @@ struct worker_spec {
   std::int64_t max_batch_size = 1024;
   std::int64_t batch_size_cooldown = 50;
   std::string batch_size_lr_scaling = "none";
+  /// "none", or "dynamic": the loss times a scale before backward, the gradients divided
+  /// by it after; a step whose averaged gradient is not finite is skipped and the scale
+  /// halves, and it doubles after loss_scale_growth_interval clean steps
+  /// (<celer/actors/trainer/loss_scale.hpp>).
+  std::string loss_scale = "none";
+  double loss_scale_init = 65536;
+  std::int64_t loss_scale_growth_interval = 2000;
+  /// For tests (CELER_TRAIN_INJECT_OVERFLOW=RANK:STEP): this worker's gradient holds an inf
+  /// at this step (0: never).
+  std::int64_t overflow_at_step = 0;
   int loader_threads = 1;
   int prefetch = 4;
   double loader_cost_ms = 0;
@@ -79,8 +89,8 @@ struct worker_spec {
   std::int64_t straggler_timeout_ms = 0;
   MSGPACK_DEFINE(rank, world, group, data, limit, model, width, depth, context, heads, dropout, optimizer, lr,
                  weight_decay, momentum, batch_size, accumulate_steps, compression, topk_fraction, clip_grad_norm,
-                 precision, batch_size_policy, max_batch_size, batch_size_cooldown, batch_size_lr_scaling, loader_threads, prefetch,
-                 loader_cost_ms, threads, seed, timeout_ms, fail_at_step, fail_by_exit, driver_pid,
+                 precision, batch_size_policy, max_batch_size, batch_size_cooldown, batch_size_lr_scaling, loss_scale,
+                 loss_scale_init, loss_scale_growth_interval, overflow_at_step, loader_threads, prefetch, loader_cost_ms, threads, seed, timeout_ms, fail_at_step, fail_by_exit, driver_pid,
                  straggler_timeout_ms)
 };
 
@@ -123,9 +133,14 @@ struct step_figures {
   /// on every worker), and whether this worker's was in.
   std::int64_t skipped = 0;
   bool contributed = true;
+  /// loss_scale dynamic: the scale this step's loss was multiplied by (0 when off), and
+  /// whether its averaged gradient overflowed, so that no replica took the step (the same
+  /// on every worker).
+  double loss_scale = 0;
+  bool overflow = false;
   MSGPACK_DEFINE(step, loss, correct, predictions, samples, batch_size, data_wait_seconds, compute_seconds, allreduce_seconds,
                  bytes_sent, grad_norm, bound_wait_seconds, ahead, step_seconds, noise_scale, lr,
-                 skipped, contributed)
+                 skipped, contributed, loss_scale, overflow)
 };
 
 /// Loss and accuracy over the validation split (text: per character, next-character accuracy
@@ -182,7 +197,8 @@ public:
   /// A digest (FNV-1a 64) of every parameter's bytes, as 16 hex digits: equal on every
   /// worker when the replicas are equal, bit for bit.
   std::string parameters_digest();
-  /// Model, optimiser and step as checkpoint entries (copies).
+  /// Model, optimiser and step as checkpoint entries (copies), and with loss_scale dynamic
+  /// the scaler's state (`loss_scale/*`, the same on every worker).
   checkpoint::snapshot save_state();
   /// Takes a state save_state made (any rank's: the replicas are equal) and moves the data
   /// loader to that step. Returns the step.

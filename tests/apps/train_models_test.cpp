@@ -1,5 +1,5 @@
-// celer-train's model side, as a user runs it: bf16 mixed precision, the noise-scale batch
-// size policy and the character-level transformer on the fortunes (apps/train/README.md,
+// celer-train's model side, as a user runs it: bf16 mixed precision, dynamic loss scaling,
+// the noise-scale batch size policy and the character-level transformer on the fortunes (apps/train/README.md,
 // "Precision", "Adaptive batch size", "Text"). The real binary (CELER_TRAIN) in a fresh
 // directory; each run is a few seconds on 2 cores.
 #include <catch2/catch.hpp>
@@ -107,6 +107,56 @@ TEST_CASE("the character transformer learns the fortunes data-parallel: loss fal
   CHECK(summary.at("replicas_equal") == true);
 }
 
+TEST_CASE("dynamic loss scaling changes no bit at a power of two, and a step that overflows is skipped everywhere", "[train]") {
+  scratch_dir s;
+  std::string out;
+  const std::string base = "--config " + digits_config + " --progress-interval 0";
+  REQUIRE(run_celer_train(s.dir, base + " --max-steps 60 --name plain", out) == 0);
+  REQUIRE(run_celer_train(s.dir, base + " --max-steps 60 --name scaled --loss-scale dynamic", out) == 0);
+  const auto plain = json::parse(slurp(s.dir / "celer_results/plain/summary.json"));
+  const auto scaled = json::parse(slurp(s.dir / "celer_results/scaled/summary.json"));
+  // x 2^16 before backward and / 2^16 after are exact in float32: the same weights.
+  CHECK(scaled.at("parameters_digests") == plain.at("parameters_digests"));
+  CHECK(scaled.at("loss_scale_overflows") == 0);
+  CHECK(scaled.at("final_loss_scale") == 65536.0);
+
+  // Worker 1's gradient overflows at step 5 (CELER_TRAIN_INJECT_OVERFLOW, what an fp16
+  // gradient would do): every replica skips that step and the scale halves; checkpoints
+  // keep the scale, so the run resumed at step 40 goes on at 2^15.
+  const std::string hook = "CELER_TRAIN_INJECT_OVERFLOW=1:5 timeout 90 \"$CELER_TRAIN\" " + base +
+                           " --name over --loss-scale dynamic --checkpoint-every 20";
+  REQUIRE(run_script(s.dir, hook + " --max-steps 40 > \"$LOG\" 2>&1", out) == 0);
+  REQUIRE(run_script(s.dir, hook + " --max-steps 60 --resume > \"$LOG\" 2>&1", out) == 0);
+  INFO(out);
+  CHECK_THAT(out, Contains("scale 2^15"));
+  std::vector<double> scales;
+  std::vector<std::int64_t> overflowed;
+  for (const auto& l : jsonl(s.dir / "celer_results/over/metrics.jsonl")) {
+    if (!l.contains("loss")) continue;
+    scales.push_back(l.at("loss_scale").get<double>());
+    if (l.at("overflow") == 1) overflowed.push_back(l.at("step").get<std::int64_t>());
+  }
+  REQUIRE(scales.size() == 60);
+  CHECK(overflowed == std::vector<std::int64_t>{5});
+  CHECK(scales[4] == 65536.0);  // step 5 ran at 2^16 and overflowed...
+  CHECK(scales[5] == 32768.0);  // ...so step 6 ran at 2^15,
+  CHECK(scales[40] == 32768.0);  // and so did step 41, after the resume
+  const auto over = json::parse(slurp(s.dir / "celer_results/over/summary.json"));
+  CHECK(over.at("replicas_equal") == true);
+  CHECK(over.at("final_loss_scale") == 32768.0);
+  CHECK(over.at("final_val_accuracy").get<double>() > 0.85);
+
+  // With 1-bit compression the workers agree on the overflow before compressing (one float
+  // each), so no inf reaches a residual: the run learns and the replicas stay equal.
+  REQUIRE(run_script(s.dir, "CELER_TRAIN_INJECT_OVERFLOW=0:7 timeout 90 \"$CELER_TRAIN\" " + base +
+                              " --name sign --compression sign --loss-scale dynamic --max-steps 120 > \"$LOG\" 2>&1",
+                     out) == 0);
+  const auto sign = json::parse(slurp(s.dir / "celer_results/sign/summary.json"));
+  CHECK(sign.at("loss_scale_overflows") == 1);
+  CHECK(sign.at("replicas_equal") == true);
+  CHECK(sign.at("final_val_accuracy").get<double>() > 0.85);
+}
+
 TEST_CASE("the model options refuse what does not fit, naming the key, and --help explains them", "[train]") {
   scratch_dir s;
   std::string out;
@@ -125,4 +175,10 @@ TEST_CASE("the model options refuse what does not fit, naming the key, and --hel
   std::ofstream(t.dir / "fp16.yaml") << "precision: fp16\n";
   CHECK(run_celer_train(t.dir, "--config fp16.yaml", out) == 2);
   CHECK_THAT(out, Contains("key 'precision'") && Contains("fp32 or bf16"));
+  CHECK(run_celer_train(s.dir, "--config " + digits_config + " --loss-scale dynamic --mode async", out) == 2);
+  CHECK_THAT(out, Contains("key 'loss_scale'") && Contains("mode: sync"));
+  CHECK(run_celer_train(s.dir, "--config " + digits_config + " --loss-scale dynamic --loss-scale-init 0", out) == 2);
+  CHECK_THAT(out, Contains("key 'loss_scale_init'"));
+  CHECK(run_celer_train(s.dir, "--help", out) == 0);
+  CHECK_THAT(out, Contains("--loss-scale") && Contains("loss_scale_growth_interval"));
 }
