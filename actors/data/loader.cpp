@@ -5,6 +5,7 @@
 #include "draw.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <limits>
 #include <map>
@@ -81,9 +82,10 @@ std::unique_ptr<batch_source> text_source(const std::vector<std::int64_t>& token
   return std::make_unique<text_batch_source>(tokens, context);
 }
 
-std::vector<std::size_t> shard_order(std::size_t samples, std::size_t rank, std::size_t world,
-                                     std::uint64_t seed, std::uint64_t epoch) {
-  if (world == 0 || rank >= world) return {};
+namespace {
+
+/// The epoch's permutation of 0 .. samples-1: the same on every worker.
+std::vector<std::size_t> permutation(std::size_t samples, std::uint64_t seed, std::uint64_t epoch) {
   std::vector<std::size_t> all(samples);
   for (std::size_t i = 0; i < samples; ++i) all[i] = i;
   // seed_seq's mixing is specified by the standard, so (seed, epoch) seeds the same engine
@@ -92,9 +94,50 @@ std::vector<std::size_t> shard_order(std::size_t samples, std::size_t rank, std:
                     static_cast<std::uint32_t>(epoch), static_cast<std::uint32_t>(epoch >> 32)};
   std::mt19937_64 rng(seq);
   detail::shuffle(all, rng);
+  return all;
+}
+
+/// The positions smooth weighted round robin deals to `rank` (the same every epoch).
+std::vector<std::size_t> weighted_positions(std::size_t samples, std::size_t rank, std::span<const double> weights) {
+  if (rank >= weights.size()) return {};
+  double total = 0;
+  for (double w : weights) {
+    if (!(w > 0) || !std::isfinite(w)) return {};
+    total += w;
+  }
+  std::vector<double> credit(weights.size(), 0.0);
+  std::vector<std::size_t> mine;
+  mine.reserve(static_cast<std::size_t>(static_cast<double>(samples) * weights[rank] / total) + 1);
+  for (std::size_t i = 0; i < samples; ++i) {
+    std::size_t best = 0;
+    for (std::size_t r = 0; r < weights.size(); ++r) {
+      credit[r] += weights[r];
+      if (credit[r] > credit[best]) best = r;
+    }
+    credit[best] -= total;
+    if (best == rank) mine.push_back(i);
+  }
+  return mine;
+}
+
+} // namespace
+
+std::vector<std::size_t> shard_order(std::size_t samples, std::size_t rank, std::size_t world,
+                                     std::uint64_t seed, std::uint64_t epoch) {
+  if (world == 0 || rank >= world) return {};
+  const auto all = permutation(samples, seed, epoch);
   std::vector<std::size_t> mine;
   mine.reserve(samples / world + 1);
   for (std::size_t i = rank; i < samples; i += world) mine.push_back(all[i]);
+  return mine;
+}
+
+std::vector<std::size_t> shard_order(std::size_t samples, std::size_t rank, std::span<const double> weights,
+                                     std::uint64_t seed, std::uint64_t epoch) {
+  auto mine = weighted_positions(samples, rank, weights);
+  if (mine.empty()) return {};
+  const auto all = permutation(samples, seed, epoch);
+  for (auto& i : mine) i = all[i];
   return mine;
 }
 
@@ -143,7 +186,9 @@ struct data_loader::state {
       b.number = next_claim++;
       b.epoch = b.number / per_epoch;
       if (order_epoch != b.epoch) {
-        order = shard_order(samples, options.rank, options.world, options.seed, b.epoch);
+        order = options.shard_weights.empty()
+                  ? shard_order(samples, options.rank, options.world, options.seed, b.epoch)
+                  : shard_order(samples, options.rank, options.shard_weights, options.seed, b.epoch);
         order_epoch = b.epoch;
       }
       const std::size_t first = static_cast<std::size_t>(b.number % per_epoch) * options.batch_size;
@@ -206,9 +251,20 @@ expected<data_loader> make_data_loader(std::unique_ptr<batch_source> source, loa
                  "rank " + std::to_string(options.rank) + " is not one of world " +
                    std::to_string(options.world) + " workers");
   }
+  if (!options.shard_weights.empty()) {
+    if (options.shard_weights.size() != options.world)
+      return error(error_code::invalid_argument, std::to_string(options.shard_weights.size()) + " shard weights for " +
+                                                   std::to_string(options.world) + " workers: give one each");
+    for (double w : options.shard_weights)
+      if (!(w > 0) || !std::isfinite(w))
+        return error(error_code::invalid_argument, "a shard weight is " + std::to_string(w) + ": each must be above 0");
+  }
   auto s = std::make_unique<data_loader::state>();
   s->samples = source->size();
-  const std::size_t shard = s->samples / options.world + (options.rank < s->samples % options.world ? 1 : 0);
+  const std::size_t shard =
+    options.shard_weights.empty()
+      ? s->samples / options.world + (options.rank < s->samples % options.world ? 1 : 0)
+      : weighted_positions(s->samples, options.rank, options.shard_weights).size();
   s->per_epoch = options.drop_last ? shard / options.batch_size
                                    : (shard + options.batch_size - 1) / options.batch_size;
   if (s->per_epoch == 0) {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -32,6 +33,23 @@ key_rule field(std::string_view name, T train_config::*member, std::string_view 
           [member](const YAML::Node& n, train_config& c) {
             if (!n.IsScalar()) return false;
             return YAML::convert<T>::decode(n, c.*member);
+          },
+          [member, name](const train_config& c, nlohmann::ordered_json& j) { j[std::string(name)] = c.*member; }};
+}
+
+/// A key whose value is a YAML list of numbers ([3, 1]); JSON writes it as an array.
+key_rule list_field(std::string_view name, std::vector<double> train_config::*member, std::string_view what) {
+  return {name, what,
+          [member](const YAML::Node& n, train_config& c) {
+            if (!n.IsSequence()) return false;
+            std::vector<double> v;
+            for (const auto& item : n) {
+              double x = 0;
+              if (!item.IsScalar() || !YAML::convert<double>::decode(item, x)) return false;
+              v.push_back(x);
+            }
+            c.*member = std::move(v);
+            return true;
           },
           [member, name](const train_config& c, nlohmann::ordered_json& j) { j[std::string(name)] = c.*member; }};
 }
@@ -76,6 +94,9 @@ const std::vector<key_rule>& keys() {
     field("max_failures", &c::max_failures, "worker failures survived: the failed worker is replaced from its peers' weights"),
     field("collective_timeout_s", &c::collective_timeout_s, "seconds a worker waits for a peer (allreduce, staleness bound)"),
     field("straggler_timeout_ms", &c::straggler_timeout_ms, "sync: a step goes on without gradients not in this many ms after it began (0: off)"),
+    field("sharding", &c::sharding, "equal | speed (each worker's batch and shard in proportion to its speed)"),
+    list_field("worker_speeds", &c::worker_speeds, "speed: each worker's speed, e.g. [3, 1] (empty: measured at the start)"),
+    field("sharding_interval", &c::sharding_interval, "speed, measured: steps between re-measurements from compute times (0: at the start only)"),
     field("loader_threads", &c::loader_threads, "each worker's data-loader threads"),
     field("prefetch", &c::prefetch, "batches each worker's loader assembles ahead"),
     field("loader_cost_ms", &c::loader_cost_ms, "busy ms added to each batch's assembly (a slow loader, to see data-wait)"),
@@ -236,6 +257,31 @@ expected<void> validate(const train_config& cfg) {
     if (cfg.straggler_timeout_ms > 0)
       return bad("loss_scale", "is 'dynamic' with straggler_timeout_ms: the straggler step does not scale its loss "
                                "(set one of them off)");
+  }
+  if (!one_of<std::string>(cfg.sharding, {"equal", "speed"}))
+    return bad("sharding", "is '" + cfg.sharding + "': use equal or speed");
+  if (!cfg.worker_speeds.empty() && cfg.sharding != "speed")
+    return bad("worker_speeds", "is given with sharding " + cfg.sharding + ": set sharding: speed, or remove it");
+  if (cfg.sharding_interval < 0) return bad("sharding_interval", "must be at least 0");
+  if (cfg.sharding == "speed") {
+    const std::string why = " with sharding speed: ";
+    if (cfg.num_workers < 2) return bad("num_workers", "must be at least 2" + why + "one worker has nothing to share");
+    if (!cfg.worker_speeds.empty()) {
+      if (static_cast<int>(cfg.worker_speeds.size()) != cfg.num_workers)
+        return bad("worker_speeds", "has " + std::to_string(cfg.worker_speeds.size()) + " speeds for " +
+                                      std::to_string(cfg.num_workers) + " workers: give one each, or none to measure them");
+      for (double v : cfg.worker_speeds)
+        if (!(v > 0) || !std::isfinite(v)) return bad("worker_speeds", "holds " + std::to_string(v) + ": each must be above 0");
+    }
+    if (cfg.mode != "sync")
+      return bad("sharding", "is 'speed' with mode " + cfg.mode +
+                               ": in asynchronous training a fast worker already takes more steps (use mode: sync)");
+    if (cfg.batch_size_policy != "fixed")
+      return bad("sharding", "is 'speed' with batch_size_policy " + cfg.batch_size_policy +
+                               ": the noise scale assumes equal batches (use batch_size_policy: fixed)");
+    if (cfg.straggler_timeout_ms > 0)
+      return bad("sharding", "is 'speed' with straggler_timeout_ms: set one of them off (speed shares make "
+                             "stragglers rarer; the straggler step takes equal batches)");
   }
   if (!(cfg.clip_grad_norm >= 0)) return bad("clip_grad_norm", "must be at least 0 (0: no clipping)");
   if (cfg.epochs < 1 && cfg.max_steps < 1) return bad("epochs", "must be at least 1 (or set max_steps)");

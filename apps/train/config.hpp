@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace celer::train_app {
 
@@ -102,6 +103,19 @@ struct train_config {
   /// gradients in hand this many ms after it began; a worker whose gradients are not in is
   /// left out of that step's mean, and its late gradients are dropped.
   std::int64_t straggler_timeout_ms = 0;
+  /// "equal", or "speed": each worker's micro-batch and data shard in proportion to its
+  /// speed (celer::gpu::shares of batch_size x num_workers), and the allreduce's mean
+  /// weighed to match, so a slower device stops holding every step. The speeds are
+  /// worker_speeds when given (one per worker, e.g. the devices' TFLOPS), else each
+  /// worker's samples/s measured at the start (one worker at a time; within 10% of each
+  /// other they count as equal) and again every sharding_interval steps. Mode sync, fixed
+  /// batch size.
+  std::string sharding = "equal";
+  std::vector<double> worker_speeds;
+  /// sharding speed with measured speeds: steps between re-measurements from the workers'
+  /// own compute times during the run; the batch is split again when that saves at least
+  /// 10% of a step's compute, two windows in a row (0: the start's measurement only).
+  std::int64_t sharding_interval = 25;
   /// The loader's threads and prefetch window, per worker.
   int loader_threads = 1;
   int prefetch = 4;

@@ -1,6 +1,7 @@
 // The training loop (driver.hpp).
 #include "driver.hpp"
 
+#include "speed_shares.hpp"
 #include "step_totals.hpp"
 #include "worker.hpp"
 
@@ -236,6 +237,9 @@ private:
                        .loss_scale = cfg_.loss_scale, .loss_scale_init = cfg_.loss_scale_init,
                        .loss_scale_growth_interval = cfg_.loss_scale_growth_interval,
                        .overflow_at_step = r == options_.overflow_rank ? options_.overflow_step : 0,
+                       .batch_split = shares_.split(),
+                       .speed_fraction = r == options_.speed_rank ? options_.speed_fraction : 1.0,
+                       .speed_from_step = options_.speed_from_step,
                        .loader_threads = cfg_.loader_threads, .prefetch = cfg_.prefetch,
                        .loader_cost_ms = r == options_.slow_rank ? options_.slow_ms : cfg_.loader_cost_ms,
                        .threads = std::max(1, static_cast<int>(std::lround(cfg_.cpus_per_worker))),
@@ -247,13 +251,18 @@ private:
                        .straggler_timeout_ms = cfg_.straggler_timeout_ms};
   }
 
+  /// Loads `back` (a restored checkpoint) into every worker; its step, and its id.
+  std::pair<std::int64_t, std::uint64_t> load_workers(const checkpoint::restored& back) {
+    std::vector<object_ref<std::int64_t>> loads;
+    for (auto& w : workers_) loads.push_back(w.task(&trainer_worker::load_state).remote(back.data));
+    return std::pair{get_all(loads).front(), back.info.id};
+  }
+
   /// Loads the newest checkpoint into every worker; its step, and its id (0 for none).
   expected<std::pair<std::int64_t, std::uint64_t>> restore_workers() {
     auto back = checkpoint::restore(checkpoint_options());
     if (!back) return back.error();
-    std::vector<object_ref<std::int64_t>> loads;
-    for (auto& w : workers_) loads.push_back(w.task(&trainer_worker::load_state).remote(back->data));
-    return std::pair{get_all(loads).front(), back->info.id};
+    return load_workers(*back);
   }
 
   int train(clock_type::time_point began) {
@@ -288,14 +297,25 @@ private:
       if (!ck) return say_failed("cannot open the checkpoints in " + dir_ + "/checkpoints: " + ck.error().message());
       ckpt_.emplace(std::move(*ck));
     }
+    std::optional<checkpoint::restored> back;
     if (options_.resume) {
-      auto back = restore_workers();
-      if (!back) {
-        return say_failed("nothing to resume from in " + dir_ + "/checkpoints: " + back.error().message() +
+      auto got = checkpoint::restore(checkpoint_options());
+      if (!got) {
+        return say_failed("nothing to resume from in " + dir_ + "/checkpoints: " + got.error().message() +
                           " (a run saves checkpoints when checkpoint_every > 0)");
       }
-      p.step = back->first;
-      out_ << "celer-train: resumed from checkpoint " << back->second << " at step " << p.step << "\n";
+      back.emplace(std::move(*got));
+    }
+    if (cfg_.sharding == "speed") {
+      // A resumed run keeps the split its checkpoint was made with (its loaders' positions
+      // depend on it).
+      auto saved = back ? back->data.get_text("batch_split") : expected<std::string>(std::string());
+      if (auto ok = shares_.choose(workers_, saved ? *saved : std::string(), out_); !ok) return say_failed(ok.error().message());
+    }
+    if (back) {
+      const auto [step, id] = load_workers(*back);
+      p.step = step;
+      out_ << "celer-train: resumed from checkpoint " << id << " at step " << p.step << "\n";
     }
 
     p.last_line = clock_type::now();
@@ -383,6 +403,7 @@ private:
       }
       p.trained_seconds += call_seconds;
       p.step += k;
+      if (cfg_.sharding == "speed" && p.step < p.last) shares_.after_call(workers_, by_worker, k, p.step, out_);
       const bool eval_now = p.step % p.eval_every == 0 || p.step == p.last;
       if (eval_now) {
         p.val = celer::get(workers_.front().task(&trainer_worker::evaluate).remote());
@@ -592,6 +613,7 @@ private:
       summary["final_batch_size"] = last_batch_;
       summary["final_noise_scale"] = last_noise_scale_ >= 0 ? nlohmann::json(last_noise_scale_) : nullptr;
     }
+    shares_.summarise(summary);
     if (cfg_.loss_scale == "dynamic") {
       summary["loss_scale_overflows"] = overflows_;
       summary["final_loss_scale"] = last_loss_scale_;
@@ -811,6 +833,8 @@ private:
   /// the last step's scale.
   std::int64_t overflows_ = 0;
   double last_loss_scale_ = 0;
+  /// sharding speed: the batch split and its changes (empty split: equal shards).
+  speed_shares shares_{cfg_};
 };
 
 } // namespace

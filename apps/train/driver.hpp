@@ -33,6 +33,12 @@ struct driver_options {
   /// at that step, as an fp16 gradient that overflowed would (loss_scale dynamic skips it).
   int overflow_rank = -1;
   std::int64_t overflow_step = 0;
+  /// For tests and benchmarks (CELER_TRAIN_WORKER_SPEED=RANK:FRACTION): that worker computes
+  /// at FRACTION of its speed, as a slower device would (worker_spec::speed_fraction).
+  int speed_rank = -1;
+  double speed_fraction = 1;
+  /// ...:STEP: from that step on (0: from the start, the speed probe included).
+  std::int64_t speed_from_step = 0;
   /// How the runtime runs, for the first line ("embedded celer", or the cluster's address).
   std::string where = "embedded celer";
 };

@@ -76,6 +76,14 @@ MODELS, PRECISION AND BATCH SIZE
   validation also reports bits per character (val_bits_per_char).
   precision: bf16 runs each forward pass under LibTorch's CPU autocast to bfloat16; the
   weights (the master copy), the gradients, the allreduce and the optimiser stay float32.
+  sharding: speed (sync mode) gives each worker a micro-batch and a data shard in
+  proportion to its speed (celer::gpu::shares of batch_size x num_workers): the speeds in
+  worker_speeds (e.g. [3, 1], a mixed set of devices), or each worker's samples/s measured
+  on a few batches at the start (within 10% of each other: equal) and again every
+  sharding_interval steps from their compute times during the run (re-sharded when that
+  saves 10% of a step's compute, two windows in a row). The allreduce's mean is weighed
+  by the batches, so it is the mean over every sample of the step; a slower worker stops
+  holding every step.
   loss_scale: dynamic (sync mode) multiplies each loss by a scale (loss_scale_init) before
   the backward pass and divides the gradients by it after; a step whose averaged gradient
   holds an inf or a nan is skipped on every replica and the scale halves, and the scale
@@ -127,6 +135,7 @@ EXAMPLES
   celer-train --precision bf16 --name bf                # bf16 autocast, fp32 master weights
   celer-train --batch-size-policy noise_scale --max-batch-size 512 --name ns  # growing batch
   celer-train --loss-scale dynamic --precision bf16 --name ls  # skip steps that overflow
+  celer-train --sharding speed --name sp                # batches by each worker's measured speed
   celer-train --loader-cost-ms 5 --name slow            # a slow loader shows as data-wait
   celer-train --checkpoint-every 50 --name ck           # then Ctrl-C, and:
   celer-train --resume --name ck                        # on from the newest checkpoint
@@ -175,6 +184,22 @@ void read_overflow(app::driver_options& o) {
   o.overflow_step = step;
 }
 
+/// CELER_TRAIN_WORKER_SPEED=RANK:FRACTION[:STEP]: that worker computes at FRACTION
+/// (0 < F <= 1) of its speed, as a slower device would, from STEP on (a device that
+/// throttles mid-run; default: from the start): for tests and benchmarks of sharding: speed.
+void read_worker_speed(app::driver_options& o) {
+  const char* spec = std::getenv("CELER_TRAIN_WORKER_SPEED");
+  if (spec == nullptr) return;
+  int rank = -1;
+  double fraction = 1;
+  long long from = 0;
+  const int got = std::sscanf(spec, "%d:%lf:%lld", &rank, &fraction, &from);
+  if (got < 2 || !(fraction > 0 && fraction <= 1)) return;
+  o.speed_rank = rank;
+  o.speed_fraction = fraction;
+  o.speed_from_step = got == 3 ? from : 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -205,6 +230,10 @@ int main(int argc, char** argv) {
   cli.add_option("--context", flags.context, "transformer: characters a window holds");
   cli.add_option("--precision", flags.precision, "fp32 | bf16 (forward pass under CPU autocast; fp32 weights and allreduce)")
     ->check(CLI::IsMember({"fp32", "bf16"}));
+  cli.add_option("--sharding", flags.sharding, "equal | speed (batches and shards in proportion to each worker's speed)")
+    ->check(CLI::IsMember({"equal", "speed"}));
+  cli.add_option("--worker-speeds", flags.worker_speeds, "speed: each worker's speed, e.g. --worker-speeds 3 1 (default: measured)");
+  cli.add_option("--sharding-interval", flags.sharding_interval, "speed, measured: steps between re-measurements (0: at the start only)");
   cli.add_option("--loss-scale", flags.loss_scale, "none | dynamic (skip a step that overflows; the scale halves)")
     ->check(CLI::IsMember({"none", "dynamic"}));
   cli.add_option("--loss-scale-init", flags.loss_scale_init, "dynamic: the first scale");
@@ -292,6 +321,9 @@ int main(int argc, char** argv) {
   if (given("--model")) loaded->model = flags.model;
   if (given("--context")) loaded->context = flags.context;
   if (given("--precision")) loaded->precision = flags.precision;
+  if (given("--sharding")) loaded->sharding = flags.sharding;
+  if (given("--worker-speeds")) loaded->worker_speeds = flags.worker_speeds;
+  if (given("--sharding-interval")) loaded->sharding_interval = flags.sharding_interval;
   if (given("--loss-scale")) loaded->loss_scale = flags.loss_scale;
   if (given("--loss-scale-init")) loaded->loss_scale_init = flags.loss_scale_init;
   if (given("--batch-size-policy")) loaded->batch_size_policy = flags.batch_size_policy;
@@ -363,6 +395,7 @@ int main(int argc, char** argv) {
   read_injection(options);
   read_slow_worker(options);
   read_overflow(options);
+  read_worker_speed(options);
   try {
     celer::init(celer::init_options{.address = address, .num_cpus = num_cpus});
   } catch (const celer::exception& e) {

@@ -151,15 +151,42 @@ struct trainer_worker::impl {
     return {};
   }
 
+  /// This worker's micro-batch (batch_split's share, or batch_size).
+  std::int64_t micro_batch() const {
+    return spec.batch_split.empty() ? spec.batch_size : spec.batch_split[static_cast<std::size_t>(spec.rank)];
+  }
+  /// What this worker's gradient is weighed by before the allreduce's mean: world x its
+  /// share of the step's samples (1 with equal batches).
+  double gradient_weight() const {
+    if (spec.batch_split.empty()) return 1.0;
+    std::int64_t total = 0;
+    for (auto b : spec.batch_split) total += b;
+    return static_cast<double>(spec.world) * static_cast<double>(micro_batch()) / static_cast<double>(total);
+  }
+  /// One forward and backward pass, slowed to spec.speed_fraction (the test hook).
+  micro_figures pass(actors::batch& b, double loss_scale) {
+    const auto began = clock_type::now();
+    auto m = net->forward_backward(b, loss_scale);
+    if (spec.speed_fraction < 1.0 && step >= spec.speed_from_step) {
+      const auto took = clock_type::now() - began;
+      const auto until = clock_type::now() + std::chrono::duration_cast<clock_type::duration>(took * (1.0 / spec.speed_fraction - 1.0));
+      while (clock_type::now() < until) {
+      }
+    }
+    return m;
+  }
+
   void open_loader() {
     loader.reset();
+    std::vector<double> weights(spec.batch_split.begin(), spec.batch_split.end());
     auto l = actors::make_data_loader(data.source(),
-                                      {.batch_size = static_cast<std::size_t>(spec.batch_size),
+                                      {.batch_size = static_cast<std::size_t>(micro_batch()),
                                        .threads = static_cast<std::size_t>(std::max(1, spec.loader_threads)),
                                        .prefetch = static_cast<std::size_t>(std::max(1, spec.prefetch)),
                                        .seed = spec.seed,
                                        .rank = static_cast<std::size_t>(spec.rank),
                                        .world = static_cast<std::size_t>(spec.world),
+                                       .shard_weights = std::move(weights),
                                        .injected_cost = std::chrono::nanoseconds(std::llround(spec.loader_cost_ms * 1e6))});
     if (!l) fail("worker " + std::to_string(spec.rank) + "'s data loader: " + l.error().message());
     loader.emplace(std::move(*l));
@@ -337,6 +364,50 @@ start_info trainer_worker::start() {
           .batches_per_epoch = static_cast<std::int64_t>(w.loader->batches_per_epoch())};
 }
 
+double trainer_worker::measure_speed() {
+  return torch_edge("measuring the worker's speed", [&] {
+    auto& w = *impl_;
+    torch::set_num_threads(std::max(1, w.spec.threads));
+    w.net->train_mode();
+    // Two passes to warm up, then at least 16 and 0.3 s of them (at most 256). The median
+    // pass: a pass that lost its core to another process for a while does not count.
+    constexpr int warm = 2, timed = 16, most = 256;
+    std::vector<double> per_sample;
+    double seconds = 0;
+    for (int i = 0; i < warm + most && (i < warm + timed || seconds < 0.3); ++i) {
+      auto b = w.loader->next();
+      if (!b) fail("the data loader ended");
+      w.optimizer->zero_grad();
+      const auto t = clock_type::now();
+      const auto m = w.pass(*b, 1.0);
+      const double took = seconds_since(t);
+      if (i >= warm && m.samples > 0) {
+        seconds += took;
+        per_sample.push_back(took / static_cast<double>(m.samples));
+      }
+    }
+    w.optimizer->zero_grad();
+    w.open_loader();  // the run draws its batches from the start
+    if (per_sample.empty()) return 0.0;
+    std::nth_element(per_sample.begin(), per_sample.begin() + static_cast<std::ptrdiff_t>(per_sample.size() / 2), per_sample.end());
+    const double median = per_sample[per_sample.size() / 2];
+    return median > 0 ? 1.0 / median : 0.0;
+  });
+}
+
+std::int64_t trainer_worker::set_batch_split(std::vector<std::int64_t> split, std::int64_t step) {
+  auto& w = *impl_;
+  if (static_cast<int>(split.size()) != w.spec.world)
+    fail("a batch split of " + std::to_string(split.size()) + " for " + std::to_string(w.spec.world) + " workers");
+  for (auto b : split)
+    if (b < 1) fail("a batch split holds " + std::to_string(b) + ": every worker needs at least 1 sample a micro-batch");
+  w.spec.batch_split = std::move(split);
+  if (w.stepper) w.stepper->drain();
+  w.open_loader();
+  for (std::int64_t i = 0; i < step * w.spec.accumulate_steps; ++i) (void)w.loader->next();
+  return static_cast<std::int64_t>(w.loader->batches_per_epoch());
+}
+
 std::vector<step_figures> trainer_worker::run_steps(std::int64_t steps) {
   return torch_edge("a training step", [&] { return impl_->run_steps(steps); });
 }
@@ -367,7 +438,9 @@ std::vector<step_figures> trainer_worker::impl::run_steps(std::int64_t steps) {
     double loss_sum = 0;
     // noise_scale: a larger batch is more micro-batches (the same loader, the same memory).
     const std::int64_t micros = w.spec.accumulate_steps * (w.adaptive ? w.adaptive->multiplier() : 1);
-    f.batch_size = micros * w.spec.batch_size;
+    f.batch_size = micros * w.micro_batch();
+    // sharding speed: a worker of a larger share counts for more in the mean.
+    const double weight = w.gradient_weight() / static_cast<double>(micros);
     for (std::int64_t micro = 0; micro < micros; ++micro) {
       const auto asked = clock_type::now();
       auto b = w.loader->next();
@@ -376,7 +449,7 @@ std::vector<step_figures> trainer_worker::impl::run_steps(std::int64_t steps) {
       f.data_wait_seconds += std::chrono::duration<double>(got - asked).count();
       // The mean over micro-batches: accumulated gradients equal one batch's of all of them.
       // With loss scaling, times the scale (divided out of the gradients below).
-      const auto m = w.net->forward_backward(*b, (w.scaler ? w.scaler->scale() : 1.0) / static_cast<double>(micros));
+      const auto m = w.pass(*b, (w.scaler ? w.scaler->scale() : 1.0) * weight);
       loss_sum += m.loss_sum;
       f.correct += m.correct;
       f.predictions += m.predictions;
@@ -597,6 +670,11 @@ checkpoint::snapshot trainer_worker::save_state() {
   checkpoint::add_module(s, "model", w.net->module(), checkpoint::tensor_bytes::copy);
   if (auto ok = checkpoint::add_optimizer(s, "optimizer", *w.optimizer); !ok) fail(ok.error().message());
   s.add_int("step", w.step);
+  if (!w.spec.batch_split.empty()) {
+    std::string split;
+    for (auto b : w.spec.batch_split) split += (split.empty() ? "" : ",") + std::to_string(b);
+    s.add_text("batch_split", split);  // the driver reads it back on --resume
+  }
   if (w.scaler) {
     const auto& st = w.scaler->state();
     s.add_float("loss_scale/scale", st.scale);
@@ -752,4 +830,5 @@ CELER_REMOTE(celer::train_app::make_trainer_worker, &celer::train_app::trainer_w
              &celer::train_app::trainer_worker::parameters_digest, &celer::train_app::trainer_worker::save_state,
              &celer::train_app::trainer_worker::load_state, &celer::train_app::trainer_worker::enter_async,
              &celer::train_app::trainer_worker::finish_async, &celer::train_app::trainer_worker::save_local_state,
-             &celer::train_app::trainer_worker::abort_collective, &celer::train_app::trainer_worker::rejoin);
+             &celer::train_app::trainer_worker::abort_collective, &celer::train_app::trainer_worker::rejoin,
+             &celer::train_app::trainer_worker::measure_speed, &celer::train_app::trainer_worker::set_batch_split);

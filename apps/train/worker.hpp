@@ -69,6 +69,17 @@ struct worker_spec {
   /// For tests (CELER_TRAIN_INJECT_OVERFLOW=RANK:STEP): this worker's gradient holds an inf
   /// at this step (0: never).
   std::int64_t overflow_at_step = 0;
+  /// sharding speed: every worker's micro-batch, in rank order (empty: batch_size each).
+  /// Worker r draws batch_split[r] samples a micro-batch from a shard in proportion to it
+  /// (the weighted shard_order), and weighs its gradient by world x batch_split[r] / sum,
+  /// so the allreduce's mean is the mean over every sample of the step.
+  std::vector<std::int64_t> batch_split;
+  /// For tests and benchmarks (CELER_TRAIN_WORKER_SPEED=RANK:FRACTION): this worker computes
+  /// at this fraction of its speed (after each forward and backward pass it spins for the
+  /// time the pass took x (1 / fraction - 1)), as a slower device would. 1: full speed.
+  double speed_fraction = 1;
+  /// ...from this step on (0: from the start, measure_speed included).
+  std::int64_t speed_from_step = 0;
   int loader_threads = 1;
   int prefetch = 4;
   double loader_cost_ms = 0;
@@ -90,7 +101,8 @@ struct worker_spec {
   MSGPACK_DEFINE(rank, world, group, data, limit, model, width, depth, context, heads, dropout, optimizer, lr,
                  weight_decay, momentum, batch_size, accumulate_steps, compression, topk_fraction, clip_grad_norm,
                  precision, batch_size_policy, max_batch_size, batch_size_cooldown, batch_size_lr_scaling, loss_scale,
-                 loss_scale_init, loss_scale_growth_interval, overflow_at_step, loader_threads, prefetch, loader_cost_ms, threads, seed, timeout_ms, fail_at_step, fail_by_exit, driver_pid,
+                 loss_scale_init, loss_scale_growth_interval, overflow_at_step, batch_split, speed_fraction, speed_from_step,
+                 loader_threads, prefetch, loader_cost_ms, threads, seed, timeout_ms, fail_at_step, fail_by_exit, driver_pid,
                  straggler_timeout_ms)
 };
 
@@ -181,6 +193,16 @@ public:
   /// Joins the group (every worker must call it at about the same time) and takes rank 0's
   /// initial weights by broadcast, so that every replica starts equal.
   start_info start();
+  /// sharding speed: this worker's training speed in samples/s, measured on a few of its
+  /// own micro-batches at batch_size (forward and backward; the gradients are dropped and
+  /// the loader starts again, so the run's batches are unchanged). Call after start().
+  double measure_speed();
+  /// Takes every worker's micro-batch (spec.batch_split; every worker must get the same
+  /// vector) and opens the loader on its weighted shard, moved to `step` (the batches of
+  /// that many steps drawn and dropped). Returns this worker's batches per epoch (about the
+  /// same on every worker). Fails, naming the cause, for a vector of the wrong size or a
+  /// batch below 1.
+  std::int64_t set_batch_split(std::vector<std::int64_t> split, std::int64_t step);
   /// Runs `steps` steps (synchronous, or through the servers after enter_async); the
   /// figures of each.
   std::vector<step_figures> run_steps(std::int64_t steps);

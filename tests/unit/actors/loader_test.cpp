@@ -5,7 +5,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <set>
@@ -108,6 +110,46 @@ TEST_CASE("the loader returns the same batches in the same order with 1 or 4 thr
   auto other = make_data_loader(dataset_source(data), {.batch_size = 32, .seed = 12});
   REQUIRE(other.has_value());
   CHECK(other->next()->samples != one[0].samples);
+}
+
+TEST_CASE("weighted shards cover every sample once, in proportion, and equal weights split as before", "[actors][loader]") {
+  const std::vector<double> weights{3.0, 1.0, 2.0};
+  for (std::uint64_t epoch : {0, 3}) {
+    std::vector<int> seen(1003, 0);
+    std::vector<std::size_t> sizes;
+    for (std::size_t rank = 0; rank < weights.size(); ++rank) {
+      const auto mine = shard_order(1003, rank, weights, /*seed=*/4, epoch);
+      sizes.push_back(mine.size());
+      for (auto s : mine) ++seen[s];
+    }
+    CHECK(std::count(seen.begin(), seen.end(), 1) == 1003);
+    // 3/6, 1/6 and 2/6 of 1,003, to within one sample.
+    CHECK(std::abs(static_cast<double>(sizes[0]) - 1003.0 / 2) <= 1);
+    CHECK(std::abs(static_cast<double>(sizes[1]) - 1003.0 / 6) <= 1);
+    CHECK(std::abs(static_cast<double>(sizes[2]) - 1003.0 / 3) <= 1);
+  }
+  const std::vector<double> equal{1.0, 1.0, 1.0, 1.0};
+  for (std::size_t rank = 0; rank < 4; ++rank)
+    CHECK(shard_order(1003, rank, equal, 7, 2) == shard_order(1003, rank, 4, 7, 2));
+  CHECK(shard_order(10, 3, weights, 0, 0).empty());
+  CHECK(shard_order(10, 0, std::vector<double>{1.0, 0.0}, 0, 0).empty());
+
+  // Through loaders: batches of 12 and 4 over shards of 3 to 1 take as many batches an epoch.
+  const auto data = numbered(160);
+  std::vector<std::size_t> per_epoch;
+  for (std::size_t rank = 0; rank < 2; ++rank) {
+    auto loader = make_data_loader(dataset_source(data), {.batch_size = rank == 0 ? 12u : 4u, .threads = 1, .seed = 9,
+                                                          .rank = rank, .world = 2, .shard_weights = {3.0, 1.0}, .epochs = 1});
+    REQUIRE(loader.has_value());
+    per_epoch.push_back(loader->batches_per_epoch());
+  }
+  CHECK(per_epoch == std::vector<std::size_t>{10, 10});
+  auto bad = make_data_loader(dataset_source(data), {.rank = 0, .world = 2, .shard_weights = {1.0}});
+  REQUIRE_FALSE(bad.has_value());
+  CHECK_THAT(bad.error().message(), Catch::Contains("1 shard weights for 2 workers"));
+  bad = make_data_loader(dataset_source(data), {.rank = 0, .world = 2, .shard_weights = {1.0, -2.0}});
+  REQUIRE_FALSE(bad.has_value());
+  CHECK_THAT(bad.error().message(), Catch::Contains("above 0"));
 }
 
 TEST_CASE("a shard split covers every sample exactly once across workers", "[actors][loader]") {

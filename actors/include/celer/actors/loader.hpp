@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 namespace celer::actors {
@@ -75,6 +76,16 @@ public:
                                                    std::size_t world, std::uint64_t seed,
                                                    std::uint64_t epoch);
 
+/// As above, with shards in proportion to `weights` (one per worker, each > 0; the world is
+/// their count): the positions of the permutation are dealt by smooth weighted round robin
+/// (each position goes to the worker whose running credit is highest, ties to the lower
+/// rank), so worker r holds about weights[r] / Σ weights of every epoch, spread over it.
+/// Equal weights deal r, r + world, ... exactly as the overload above. Empty when rank is
+/// out of range or a weight is not above 0.
+[[nodiscard]] std::vector<std::size_t> shard_order(std::size_t samples, std::size_t rank,
+                                                   std::span<const double> weights, std::uint64_t seed,
+                                                   std::uint64_t epoch);
+
 struct loader_options {
   std::size_t batch_size = 32;
   /// Threads assembling batches (at least 1). Threads beyond `prefetch` stay idle.
@@ -86,6 +97,10 @@ struct loader_options {
   std::uint64_t seed = 0;
   std::size_t rank = 0;
   std::size_t world = 1;
+  /// Empty: shards of equal size. Otherwise `world` weights, each > 0: shards in
+  /// proportion (the weighted shard_order), for workers of different speeds that draw
+  /// batches of different sizes.
+  std::vector<double> shard_weights;
   /// Epochs to deliver; 0 for no end.
   std::uint64_t epochs = 0;
   /// Drop each epoch's last batch when it is short.
