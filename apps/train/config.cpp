@@ -37,15 +37,16 @@ key_rule field(std::string_view name, T train_config::*member, std::string_view 
           [member, name](const train_config& c, nlohmann::ordered_json& j) { j[std::string(name)] = c.*member; }};
 }
 
-/// A key whose value is a YAML list of numbers ([3, 1]); JSON writes it as an array.
-key_rule list_field(std::string_view name, std::vector<double> train_config::*member, std::string_view what) {
+/// A key whose value is a YAML list of scalars ([3, 1]); JSON writes it as an array.
+template <class T>
+key_rule list_field(std::string_view name, std::vector<T> train_config::*member, std::string_view what) {
   return {name, what,
           [member](const YAML::Node& n, train_config& c) {
             if (!n.IsSequence()) return false;
-            std::vector<double> v;
+            std::vector<T> v;
             for (const auto& item : n) {
-              double x = 0;
-              if (!item.IsScalar() || !YAML::convert<double>::decode(item, x)) return false;
+              T x{};
+              if (!item.IsScalar() || !YAML::convert<T>::decode(item, x)) return false;
               v.push_back(x);
             }
             c.*member = std::move(v);
@@ -94,6 +95,8 @@ const std::vector<key_rule>& keys() {
     field("max_failures", &c::max_failures, "worker failures survived: the failed worker is replaced from its peers' weights"),
     field("collective_timeout_s", &c::collective_timeout_s, "seconds a worker waits for a peer (allreduce, staleness bound)"),
     field("straggler_timeout_ms", &c::straggler_timeout_ms, "sync: a step goes on without gradients not in this many ms after it began (0: off)"),
+    field("hierarchy", &c::hierarchy, "none | by_node | by_label: the allreduce in local groups, then across them"),
+    list_field("local_groups", &c::local_groups, "by_label: each worker's local group, e.g. [rack1, rack1, rack2, rack2]"),
     field("sharding", &c::sharding, "equal | speed (each worker's batch and shard in proportion to its speed)"),
     list_field("worker_speeds", &c::worker_speeds, "speed: each worker's speed, e.g. [3, 1] (empty: measured at the start)"),
     field("sharding_interval", &c::sharding_interval, "speed, measured: steps between re-measurements from compute times (0: at the start only)"),
@@ -262,6 +265,17 @@ expected<void> validate(const train_config& cfg) {
     return bad("sharding", "is '" + cfg.sharding + "': use equal or speed");
   if (!cfg.worker_speeds.empty() && cfg.sharding != "speed")
     return bad("worker_speeds", "is given with sharding " + cfg.sharding + ": set sharding: speed, or remove it");
+  if (!one_of<std::string>(cfg.hierarchy, {"none", "by_node", "by_label"}))
+    return bad("hierarchy", "is '" + cfg.hierarchy + "': use none, by_node or by_label");
+  if (cfg.hierarchy == "by_label") {
+    if (static_cast<int>(cfg.local_groups.size()) != cfg.num_workers)
+      return bad("local_groups", "has " + std::to_string(cfg.local_groups.size()) + " labels for " +
+                                   std::to_string(cfg.num_workers) + " workers: hierarchy by_label needs one each");
+    for (const auto& g : cfg.local_groups)
+      if (g.empty()) return bad("local_groups", "holds an empty label: give each worker's group a name");
+  } else if (!cfg.local_groups.empty()) {
+    return bad("local_groups", "is given with hierarchy " + cfg.hierarchy + ": set hierarchy: by_label, or remove it");
+  }
   if (cfg.sharding_interval < 0) return bad("sharding_interval", "must be at least 0");
   if (cfg.sharding == "speed") {
     const std::string why = " with sharding speed: ";

@@ -103,6 +103,12 @@ struct train_config {
   /// gradients in hand this many ms after it began; a worker whose gradients are not in is
   /// left out of that step's mean, and its late gradients are dropped.
   std::int64_t straggler_timeout_ms = 0;
+  /// How the allreduce groups the workers (<celer/actors/collective.hpp>): "none" (one
+  /// ring), "by_node" (a ring on each node, one among the nodes' leaders, a broadcast back:
+  /// only the leaders send across nodes), or "by_label" (local groups by local_groups, one
+  /// label per worker, e.g. a rack). Compressed gradients go by allgather, not grouped.
+  std::string hierarchy = "none";
+  std::vector<std::string> local_groups;
   /// "equal", or "speed": each worker's micro-batch and data shard in proportion to its
   /// speed (celer::gpu::shares of batch_size x num_workers), and the allreduce's mean
   /// weighed to match, so a slower device stops holding every step. The speeds are

@@ -237,6 +237,8 @@ private:
                        .loss_scale = cfg_.loss_scale, .loss_scale_init = cfg_.loss_scale_init,
                        .loss_scale_growth_interval = cfg_.loss_scale_growth_interval,
                        .overflow_at_step = r == options_.overflow_rank ? options_.overflow_step : 0,
+                       .hierarchy = cfg_.hierarchy,
+                       .local_group = cfg_.hierarchy == "by_label" ? cfg_.local_groups[static_cast<std::size_t>(r)] : std::string(),
                        .batch_split = shares_.split(),
                        .speed_fraction = r == options_.speed_rank ? options_.speed_fraction : 1.0,
                        .speed_from_step = options_.speed_from_step,

@@ -76,6 +76,9 @@ MODELS, PRECISION AND BATCH SIZE
   validation also reports bits per character (val_bits_per_char).
   precision: bf16 runs each forward pass under LibTorch's CPU autocast to bfloat16; the
   weights (the master copy), the gradients, the allreduce and the optimiser stay float32.
+  hierarchy: by_node runs the allreduce as a ring on each node, a ring among the nodes'
+  leaders and a broadcast back, so only the leaders send across nodes; by_label groups by
+  local_groups (one label per worker, e.g. racks) instead.
   sharding: speed (sync mode) gives each worker a micro-batch and a data shard in
   proportion to its speed (celer::gpu::shares of batch_size x num_workers): the speeds in
   worker_speeds (e.g. [3, 1], a mixed set of devices), or each worker's samples/s measured
@@ -230,6 +233,9 @@ int main(int argc, char** argv) {
   cli.add_option("--context", flags.context, "transformer: characters a window holds");
   cli.add_option("--precision", flags.precision, "fp32 | bf16 (forward pass under CPU autocast; fp32 weights and allreduce)")
     ->check(CLI::IsMember({"fp32", "bf16"}));
+  cli.add_option("--hierarchy", flags.hierarchy, "none | by_node | by_label (the allreduce in local groups, then across)")
+    ->check(CLI::IsMember({"none", "by_node", "by_label"}));
+  cli.add_option("--local-groups", flags.local_groups, "by_label: each worker's local group, e.g. --local-groups a a b b");
   cli.add_option("--sharding", flags.sharding, "equal | speed (batches and shards in proportion to each worker's speed)")
     ->check(CLI::IsMember({"equal", "speed"}));
   cli.add_option("--worker-speeds", flags.worker_speeds, "speed: each worker's speed, e.g. --worker-speeds 3 1 (default: measured)");
@@ -321,6 +327,8 @@ int main(int argc, char** argv) {
   if (given("--model")) loaded->model = flags.model;
   if (given("--context")) loaded->context = flags.context;
   if (given("--precision")) loaded->precision = flags.precision;
+  if (given("--hierarchy")) loaded->hierarchy = flags.hierarchy;
+  if (given("--local-groups")) loaded->local_groups = flags.local_groups;
   if (given("--sharding")) loaded->sharding = flags.sharding;
   if (given("--worker-speeds")) loaded->worker_speeds = flags.worker_speeds;
   if (given("--sharding-interval")) loaded->sharding_interval = flags.sharding_interval;

@@ -151,6 +151,15 @@ struct trainer_worker::impl {
     return {};
   }
 
+  /// What joining the run's group takes (start, and rejoin after a failure).
+  collective::group_options group_options() const {
+    const auto hierarchy = spec.hierarchy == "by_node"    ? collective::grouping::by_node
+                           : spec.hierarchy == "by_label" ? collective::grouping::by_label
+                                                          : collective::grouping::none;
+    return {.name = spec.group, .world_size = spec.world, .rank = spec.rank,
+            .timeout = std::chrono::milliseconds(spec.timeout_ms), .hierarchy = hierarchy, .local_group = spec.local_group};
+  }
+
   /// This worker's micro-batch (batch_split's share, or batch_size).
   std::int64_t micro_batch() const {
     return spec.batch_split.empty() ? spec.batch_size : spec.batch_split[static_cast<std::size_t>(spec.rank)];
@@ -346,8 +355,7 @@ trainer_worker::~trainer_worker() = default;
 start_info trainer_worker::start() {
   auto& w = *impl_;
   if (!w.group) {
-    auto g = collective::group::join({.name = w.spec.group, .world_size = w.spec.world, .rank = w.spec.rank,
-                                      .timeout = std::chrono::milliseconds(w.spec.timeout_ms)});
+    auto g = collective::group::join(w.group_options());
     if (!g) fail("worker " + std::to_string(w.spec.rank) + " cannot join group '" + w.spec.group + "': " + g.error().message());
     std::lock_guard lock(w.group_mutex);
     w.group.emplace(std::move(*g));
@@ -754,8 +762,7 @@ std::int64_t trainer_worker::rejoin(std::string group) {
       w.group.reset();  // the broken one
     }
     w.spec.group = std::move(group);
-    auto g = collective::group::join({.name = w.spec.group, .world_size = w.spec.world, .rank = w.spec.rank,
-                                      .timeout = std::chrono::milliseconds(w.spec.timeout_ms)});
+    auto g = collective::group::join(w.group_options());
     if (!g) fail("worker " + std::to_string(w.spec.rank) + " cannot join group '" + w.spec.group + "': " + g.error().message());
     {
       std::lock_guard lock(w.group_mutex);

@@ -69,6 +69,10 @@ struct worker_spec {
   /// For tests (CELER_TRAIN_INJECT_OVERFLOW=RANK:STEP): this worker's gradient holds an inf
   /// at this step (0: never).
   std::int64_t overflow_at_step = 0;
+  /// The group's hierarchy ("none", "by_node" or "by_label") and this worker's local
+  /// group (by_label).
+  std::string hierarchy = "none";
+  std::string local_group;
   /// sharding speed: every worker's micro-batch, in rank order (empty: batch_size each).
   /// Worker r draws batch_split[r] samples a micro-batch from a shard in proportion to it
   /// (the weighted shard_order), and weighs its gradient by world x batch_split[r] / sum,
@@ -101,8 +105,8 @@ struct worker_spec {
   MSGPACK_DEFINE(rank, world, group, data, limit, model, width, depth, context, heads, dropout, optimizer, lr,
                  weight_decay, momentum, batch_size, accumulate_steps, compression, topk_fraction, clip_grad_norm,
                  precision, batch_size_policy, max_batch_size, batch_size_cooldown, batch_size_lr_scaling, loss_scale,
-                 loss_scale_init, loss_scale_growth_interval, overflow_at_step, batch_split, speed_fraction, speed_from_step,
-                 loader_threads, prefetch, loader_cost_ms, threads, seed, timeout_ms, fail_at_step, fail_by_exit, driver_pid,
+                 loss_scale_init, loss_scale_growth_interval, overflow_at_step, hierarchy, local_group, batch_split, speed_fraction,
+                 speed_from_step, loader_threads, prefetch, loader_cost_ms, threads, seed, timeout_ms, fail_at_step, fail_by_exit, driver_pid,
                  straggler_timeout_ms)
 };
 

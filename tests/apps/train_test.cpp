@@ -181,6 +181,43 @@ TEST_CASE("three workers accumulating two micro-batches each stay equal and lear
   CHECK(summary.at("final_val_accuracy").get<double>() > 0.85);
 }
 
+TEST_CASE("a hierarchical allreduce by label runs in local groups: the bytes a step show it, and the replicas stay equal", "[train]") {
+  scratch s;
+  const double raw = 4.0 * 26122;  // the digits MLP's float32 gradient
+  auto bytes_per_step = [&](const std::string& name) {
+    std::vector<double> sent;
+    for (const auto& l : jsonl_of(s.dir / "celer_results" / name / "metrics.jsonl"))
+      if (l.contains("bytes_sent")) sent.push_back(l.at("bytes_sent").get<double>());
+    return sent;
+  };
+  const std::vector<std::string> four{"--config", config, "--num-workers", "4", "--cpus-per-worker", "0.5", "--max-steps", "40"};
+  auto args = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), four.begin(), four.end());
+    return more;
+  };
+  const auto flat = run_train(s.dir, args({"--name", "flat"}));
+  REQUIRE(flat.code == 0);
+  const auto grouped = run_train(s.dir, args({"--name", "racks", "--hierarchy", "by_label", "--local-groups", "a", "a", "b", "b"}));
+  INFO(grouped.output);
+  REQUIRE(grouped.code == 0);
+  // A flat ring of 4: each worker sends 2 x 3/4 of the gradient. Two racks of 2: each sends
+  // 2 x 1/2 in its rack's ring, and each rack's leader 2 x 1/2 more in the leaders' ring and
+  // the whole of it in the broadcast to its rack: (1 + 1 + 3 + 3) / 4 = 2 on average.
+  for (double b : bytes_per_step("flat")) CHECK(b == Approx(1.5 * raw).epsilon(0.01));
+  const auto racks = bytes_per_step("racks");
+  REQUIRE(racks.size() == 40);
+  for (double b : racks) CHECK(b == Approx(2.0 * raw).epsilon(0.01));
+  const auto summary = json::parse(read(s.dir / "celer_results" / "racks" / "summary.json"));
+  CHECK(summary.at("replicas_equal") == true);
+  CHECK(summary.at("final_val_accuracy").get<double>() > 0.85);
+  CHECK(json::parse(read(s.dir / "celer_results" / "racks" / "run.json")).at("local_groups") ==
+        json::array({"a", "a", "b", "b"}));
+  // A label per worker, or refused naming the key.
+  const auto bad = run_train(s.dir, args({"--name", "bad", "--hierarchy", "by_label", "--local-groups", "a", "b"}));
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.output, Contains("key 'local_groups'") && Contains("2 labels for 4 workers"));
+}
+
 TEST_CASE("1-bit sign compression sends over 30x fewer bytes a step, learns, and keeps the replicas equal", "[train]") {
   scratch s;
   const auto cfg = s.write("sign.yaml", read(config) + "\ncompression: sign\nclip_grad_norm: 5\n");
