@@ -92,7 +92,7 @@ const std::vector<key_rule>& keys() {
     field("eval_every", &c::eval_every, "steps between validations (0: once an epoch); the last step always"),
     field("steps_per_call", &c::steps_per_call, "steps each actor call runs"),
     field("checkpoint_every", &c::checkpoint_every, "steps between checkpoints (0: none)"),
-    field("max_failures", &c::max_failures, "worker failures survived: the failed worker is replaced from its peers' weights"),
+    field("max_failures", &c::max_failures, "worker failures survived: the failed worker is replaced from its peers' weights (async: from the servers)"),
     field("collective_timeout_s", &c::collective_timeout_s, "seconds a worker waits for a peer (allreduce, staleness bound)"),
     field("straggler_timeout_ms", &c::straggler_timeout_ms, "sync: a step goes on without gradients not in this many ms after it began (0: off)"),
     field("hierarchy", &c::hierarchy, "none | by_node | by_label: the allreduce in local groups, then across them"),
@@ -339,13 +339,6 @@ expected<void> validate(const train_config& cfg) {
       return bad("compression", "is '" + cfg.compression + "'" + why +
                                   "compression works on the allreduce; the parameter servers take float32 gradients "
                                   "(use compression: none, or mode: sync)");
-    if (cfg.checkpoint_every > 0)
-      return bad("checkpoint_every", "must be 0" + why +
-                                       "checkpoints are not built for the parameter servers' state (use mode: sync "
-                                       "to checkpoint)");
-    if (cfg.max_failures > 0)
-      return bad("max_failures", "must be 0" + why +
-                                   "replacing a failed worker is built for synchronous training only (use mode: sync)");
   }
   return {};
 }

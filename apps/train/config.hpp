@@ -93,7 +93,8 @@ struct train_config {
   std::int64_t checkpoint_every = 0;
   /// Worker failures survived (an exception, a dead process): the failed worker is replaced
   /// alone and takes its peers' weights and optimiser state; when none survived, every
-  /// worker is, from the newest checkpoint (step 0 without one). 0: a failure ends the run.
+  /// worker is, from the newest checkpoint (step 0 without one); in asynchronous steps the
+  /// replacement joins the parameter servers at its clock. 0: a failure ends the run.
   int max_failures = 0;
   /// Seconds a worker waits for a peer in a collective before the group is broken (or, in
   /// async mode, at the staleness bound for the slowest worker). A worker that died is

@@ -1,6 +1,8 @@
 // The training loop (driver.hpp).
 #include "driver.hpp"
 
+#include "async_state.hpp"
+#include "hybrid_rule.hpp"
 #include "speed_shares.hpp"
 #include "step_totals.hpp"
 #include "worker.hpp"
@@ -16,8 +18,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <ostream>
@@ -284,7 +288,7 @@ private:
          << p.last << " steps; output in " << dir_ << "/\n";
     if (cfg_.mode != "sync") {
       out_ << "celer-train: " << (cfg_.mode == "async" ? "asynchronous" : "hybrid") << ": "
-           << (cfg_.mode == "hybrid" ? "synchronous " + switch_rule() + ", then " : std::string())
+           << (cfg_.mode == "hybrid" ? "synchronous " + hybrid_rule(cfg_) + ", then " : std::string())
            << "each worker pushes its gradient to " << servers_text() << " and pulls fresh weights, at most "
            << cfg_.staleness << " steps ahead of the slowest" << (cfg_.staleness == 0 ? " (the servers average each step)" : "")
            << "\n";
@@ -314,19 +318,30 @@ private:
       auto saved = back ? back->data.get_text("batch_split") : expected<std::string>(std::string());
       if (auto ok = shares_.choose(workers_, saved ? *saved : std::string(), out_); !ok) return say_failed(ok.error().message());
     }
+    // An asynchronous checkpoint holds the servers' state, not a replica's: the servers
+    // start from it and every worker joins them at its clock.
+    std::optional<parameter_server::shard_state> async_from;
     if (back) {
-      const auto [step, id] = load_workers(*back);
-      p.step = step;
-      out_ << "celer-train: resumed from checkpoint " << id << " at step " << p.step << "\n";
+      if (is_servers_checkpoint(back->data)) {
+        auto st = servers_state(back->data);
+        if (!st) return say_failed("checkpoint " + std::to_string(back->info.id) + ": " + st.error().message());
+        async_from = std::move(*st);
+        p.step = async_from->clock;
+        if (auto at = back->data.get_int("switched_at"); at) p.switched_at = *at;
+      } else {
+        p.step = load_workers(*back).first;
+      }
+      out_ << "celer-train: resumed from checkpoint " << back->info.id << " at step " << p.step
+           << (async_from ? " (asynchronous: the parameter servers' weights and optimiser state)" : "") << "\n";
     }
 
     p.last_line = clock_type::now();
     p.train_began = clock_type::now();
-    if (cfg_.mode != "async")
+    if (cfg_.mode != "async" && !async_from)
       if (auto code = run_sync(p)) return *code;
     if (cfg_.mode != "sync" && p.step < p.last && !p.reached) {
-      if (cfg_.mode == "hybrid") p.switched_at = p.step;
-      if (auto code = run_async(p, info)) return *code;
+      if (cfg_.mode == "hybrid" && p.switched_at < 0) p.switched_at = p.step;
+      if (auto code = run_async(p, info, std::move(async_from))) return *code;
     }
     if (ckpt_) {
       if (auto ok = ckpt_->wait(); !ok) return say_failed("a checkpoint failed: " + ok.error().message());
@@ -383,16 +398,7 @@ private:
         p.trained_samples += t.samples;
         p.seen_samples += t.samples;
         if (hybrid) p.losses.push_back(t.loss);
-        std::vector<trainer::scalar> figures = {
-          {"loss", t.loss},
-          {"accuracy", t.accuracy},
-          {"samples_per_s", static_cast<double>(t.samples) / step_seconds},
-          {"bytes_sent", t.bytes_sent},
-          {"data_wait_s", t.data_wait},
-          {"compute_s", t.compute},
-          {"allreduce_s", t.allreduce},
-          {"grad_norm", t.grad_norm},
-        };
+        auto figures = sync_figures(t, step_seconds);
         if (cfg_.batch_size_policy == "noise_scale") note_batch(t, figures);
         if (cfg_.straggler_timeout_ms > 0) figures.push_back({"skipped", static_cast<double>(t.skipped)});
         if (cfg_.loss_scale == "dynamic") {
@@ -430,7 +436,7 @@ private:
   /// it (a call to a worker goes out as soon as its last one returns), rank 0 evaluates
   /// between its calls, and a step's line is written once every worker has reported it. An
   /// exit code to end the run with, or nothing to go on.
-  std::optional<int> run_async(progress& p, const start_info& info) {
+  std::optional<int> run_async(progress& p, const start_info& info, std::optional<parameter_server::shard_state> from) {
     auto began = clock_type::now();
     const bool sgd = cfg_.optimizer == "sgd";
     auto made = parameter_server::sharded::create(
@@ -443,12 +449,18 @@ private:
        .timeout = std::chrono::milliseconds(std::llround(cfg_.collective_timeout_s * 1e3))});
     if (!made) return say_failed("cannot make the parameter servers: " + made.error().message());
     servers_.emplace(std::move(*made));
-    {
+    if (from) {
+      // Resumed: the servers from the checkpoint, every worker at its clock.
+      if (auto ok = servers_->init(*from); !ok) return say_failed("cannot give the parameter servers the checkpoint: " + ok.error().message());
+      std::vector<object_ref<std::int64_t>> joins;
+      for (auto& w : workers_) joins.push_back(w.task(&trainer_worker::join_async).remote(*servers_, from->clock));
+      (void)get_all(joins);
+    } else {
       std::vector<object_ref<std::int64_t>> enters;
       for (auto& w : workers_) enters.push_back(w.task(&trainer_worker::enter_async).remote(*servers_));
       (void)get_all(enters);  // throws, naming the worker: run() reports it
     }
-    if (cfg_.mode == "hybrid") {
+    if (cfg_.mode == "hybrid" && !from) {
       // The switch is part of the training time (and of the next progress line's).
       out_ << "celer-train: hybrid: switched to asynchronous training at step " << p.step << " (" << switch_reason_
            << ") in " << fixed(seconds_since(began), 2) << " s: staleness " << cfg_.staleness << ", " << servers_text()
@@ -466,6 +478,7 @@ private:
     std::map<std::int64_t, validation> validations;
     std::string failed;
     bool stopping = false, interrupted = false;
+    int failures = 0;
 
     auto complete = [&](std::int64_t step) {
       for (std::size_t w = 0; w < n; ++w)
@@ -480,19 +493,7 @@ private:
         p.since_line.add(t, 0);
         p.trained_samples += t.samples;
         p.step = t.step;
-        const trainer::scalar figures[] = {
-          {"loss", t.loss},
-          {"accuracy", t.accuracy},
-          {"samples_per_s", t.rate},
-          {"bytes_sent", t.bytes_sent},
-          {"data_wait_s", t.data_wait},
-          {"compute_s", t.compute},
-          {"push_pull_s", t.allreduce},
-          {"bound_wait_s", t.bound_wait},
-          {"ahead", static_cast<double>(t.ahead)},
-          {"grad_norm", t.grad_norm},
-        };
-        if (auto ok = write(t.step, "async", figures); !ok) return ok;
+        if (auto ok = write(t.step, "async", async_figures(t)); !ok) return ok;
         const auto v = validations.find(t.step);
         const bool validated = v != validations.end();
         if (validated) {
@@ -501,6 +502,8 @@ private:
           if (auto ok = write_validation(p, "async"); !ok) return ok;
         }
         if (validated || seconds_since(p.last_line) >= cfg_.progress_interval) print_async_line(p, validated);
+        if (ckpt_ && cfg_.checkpoint_every > 0 && t.step % cfg_.checkpoint_every == 0)
+          if (auto ok = save_async(p); !ok) return ok;
       }
       return {};
     };
@@ -536,7 +539,15 @@ private:
         try {
           figures = celer::get(r);
         } catch (const std::exception& e) {
-          failed += (failed.empty() ? "" : "; ") + ("worker " + std::to_string(w) + ": ") + e.what();
+          const std::string why = "worker " + std::to_string(w) + ": " + e.what();
+          if (!stopping && failed.empty() && failures < cfg_.max_failures) {
+            ++failures;
+            if (auto at = replace_async(static_cast<int>(w), failures, why)) {
+              done[w] = std::max(done[w], *at);  // steps it pushed but never reported count as done
+              continue;
+            }
+          }
+          failed += (failed.empty() ? "" : "; ") + why;
           stopping = true;
           continue;
         }
@@ -564,9 +575,15 @@ private:
     p.trained_seconds += seconds_since(began);
     if (!failed.empty()) return say_failed("a trainer worker failed: " + failed);
     if (interrupted) {
-      out_ << "celer-train: stopped at step " << p.step << " (asynchronous: no checkpoint to resume from)\n";
+      if (ckpt_) {
+        if (auto ok = save_async(p); !ok) out_ << "celer-train: " << ok.error().message() << "\n";
+        else if (auto done_saving = ckpt_->wait(); !done_saving) out_ << "celer-train: " << done_saving.error().message() << "\n";
+      }
+      out_ << "celer-train: stopped at step " << p.step << (ckpt_ ? "; --resume continues from here" : " (no checkpoints: checkpoint_every is 0)") << "\n";
       return 130;
     }
+    if (ckpt_ && cfg_.checkpoint_every > 0 && p.step % cfg_.checkpoint_every != 0)
+      if (auto ok = save_async(p); !ok) return say_failed(ok.error().message());  // the last step's
     // Every worker has retired: each takes the servers' final weights, and rank 0 evaluates them.
     std::vector<object_ref<std::int64_t>> finals;
     for (auto& w : workers_) finals.push_back(w.task(&trainer_worker::finish_async).remote());
@@ -658,36 +675,11 @@ private:
 
   /// hybrid: whether the synchronous part is over, by hybrid_sync_steps or by the loss
   /// plateau rule; sets switch_reason_.
+  /// hybrid: whether to switch now (and why, for the console line).
   bool switch_due(const progress& p) {
-    if (cfg_.hybrid_sync_steps > 0 && p.step >= cfg_.hybrid_sync_steps) {
-      switch_reason_ = "hybrid_sync_steps " + std::to_string(cfg_.hybrid_sync_steps);
-      return true;
-    }
-    const auto w = static_cast<std::size_t>(cfg_.hybrid_plateau_window);
-    if (w == 0 || p.losses.size() < 2 * w) return false;
-    double recent = 0, before = 0;
-    for (std::size_t i = 0; i < w; ++i) {
-      recent += p.losses[p.losses.size() - 1 - i];
-      before += p.losses[p.losses.size() - 1 - w - i];
-    }
-    recent /= static_cast<double>(w);
-    before /= static_cast<double>(w);
-    if (before - recent >= cfg_.hybrid_plateau_tolerance * before) return false;
-    switch_reason_ = "the loss plateaued: mean " + fixed(recent, 4) + " over the last " + std::to_string(w) +
-                     " steps against " + fixed(before, 4) + " over the " + std::to_string(w) + " before, less than " +
-                     fixed(100 * cfg_.hybrid_plateau_tolerance, 1) + "% lower";
-    return true;
-  }
-
-  /// "synchronous for 50 steps", "... until the loss plateaus", or both.
-  std::string switch_rule() const {
-    std::string rule;
-    if (cfg_.hybrid_sync_steps > 0) rule = "for " + std::to_string(cfg_.hybrid_sync_steps) + " steps";
-    if (cfg_.hybrid_plateau_window > 0) {
-      rule += (rule.empty() ? "" : " or ") + std::string("until the loss plateaus (window ") +
-              std::to_string(cfg_.hybrid_plateau_window) + ", tolerance " + fixed(cfg_.hybrid_plateau_tolerance, 3) + ")";
-    }
-    return rule;
+    auto why = hybrid_switch_reason(cfg_, p.step, p.losses);
+    if (why) switch_reason_ = std::move(*why);
+    return why.has_value();
   }
 
   std::string servers_text() const {
@@ -764,6 +756,52 @@ private:
     out_ << "celer-train: the workers go on from " << from << " (replaced in " << fixed(seconds_since(began), 2)
          << " s; the steps after it are run and logged again)\n";
     return step;
+  }
+
+  /// Asynchronous: replaces worker `rank`, whose call failed, by a new actor that joins
+  /// the running servers at the clock they hold for it (the others go on meanwhile, held
+  /// at the staleness bound at most collective_timeout_s). That step, or nothing when the
+  /// replacement failed too.
+  std::optional<std::int64_t> replace_async(int rank, int failure, const std::string& why) {
+    out_ << "celer-train: a worker failed (" << why << "); replacing worker " << rank
+         << " alone, from the parameter servers (failure " << failure << " of " << cfg_.max_failures << " allowed)\n";
+    const auto began = clock_type::now();
+    try {
+      auto& w = workers_[static_cast<std::size_t>(rank)];
+      try {
+        celer::kill(w);
+      } catch (const std::exception&) {  // gone already
+      }
+      // Its clock: the last step it pushed (the least over the shards).
+      auto stats = servers_->stats();
+      if (!stats) throw std::runtime_error("the servers' clocks: " + stats.error().message());
+      std::int64_t clock = std::numeric_limits<std::int64_t>::max();
+      for (const auto& st : *stats) clock = std::min(clock, st.clocks.at(static_cast<std::size_t>(rank)));
+      w = actor(make_trainer_worker)
+            .options({.num_cpus = cfg_.cpus_per_worker, .max_concurrency = 2})
+            .remote(make_spec(rank, next_group(), /*fail_at_step=*/0));
+      const auto step = celer::get(w.task(&trainer_worker::join_async).remote(*servers_, clock));
+      const double lost = seconds_since(began);
+      recoveries_.push_back({{"failure", failure}, {"how", "servers"}, {"replaced", {rank}}, {"step", step}, {"seconds", lost}});
+      out_ << "celer-train: worker " << rank << " goes on at step " << step << " with the servers' weights ("
+           << fixed(lost, 2) << " s; the steps it had pushed stay applied)" << std::endl;
+      return step;
+    } catch (const std::exception& e) {
+      out_ << "celer-train: replacing worker " << rank << " did not work (" << e.what() << ")\n";
+      return std::nullopt;
+    }
+  }
+
+  /// Asynchronous checkpoint: the servers' weights and optimiser state, at the slowest
+  /// worker's clock (the step a resumed run starts every worker from).
+  expected<void> save_async(const progress& p) {
+    auto st = servers_->state();
+    if (!st) return error(st.error().code(), "checkpoint: the servers' state: " + st.error().message());
+    auto s = servers_checkpoint(*st, p.switched_at);  // views of *st, copied by save
+    s.set_metadata("run", cfg_.name);
+    if (auto id = ckpt_->save(s); !id)
+      return error(id.error().code(), "checkpoint at step " + std::to_string(st->clock) + ": " + id.error().message());
+    return {};
   }
 
   checkpoint::options checkpoint_options() const {

@@ -64,8 +64,10 @@ HOW IT TRAINS
   mode: hybrid is synchronous for hybrid_sync_steps (or until the training loss
   plateaus: its mean over the last hybrid_plateau_window steps less than
   hybrid_plateau_tolerance below the window before), then asynchronous; the console says
-  when it switches and metrics.jsonl carries each line's mode. Asynchronous runs take no
-  checkpoints, no --resume, no max_failures and no compression (apps/train/README.md).
+  when it switches and metrics.jsonl carries each line's mode. Asynchronous steps take no
+  compression; their checkpoints hold the servers' weights and optimiser state (--resume
+  starts every worker at the slowest one's step), and with max_failures a failed worker
+  is replaced alone, joining the servers at its clock (apps/train/README.md).
   target_accuracy > 0 stops the run once a validation reaches it (time to accuracy).
 
 MODELS, PRECISION AND BATCH SIZE
@@ -364,12 +366,6 @@ int main(int argc, char** argv) {
   if (auto ok = app::validate(cfg); !ok) {
     const std::string source = resume ? dir + "/run.json" : config_path;
     std::cerr << "celer-train: " << (source.empty() ? "" : source + ": ") << ok.error().message() << usage_hint;
-    return 2;
-  }
-  if (resume && cfg.mode != "sync") {
-    std::cerr << "celer-train: --resume: " << dir << " holds a run of mode " << cfg.mode
-              << ", which takes no checkpoints (its weights and optimiser state live on the parameter servers); "
-              << "only mode: sync runs resume\n";
     return 2;
   }
   if (!resume && std::filesystem::exists(dir + "/run.json")) {

@@ -1,6 +1,8 @@
 // report.html for a celer-train run (report.hpp).
 #include "report.hpp"
 
+#include "text.hpp"
+
 #include <celer/apps/html.hpp>
 #include <celer/apps/line_plot.hpp>
 
@@ -19,7 +21,6 @@ namespace celer::train_app {
 namespace {
 
 namespace fs = std::filesystem;
-using apps::format_number;
 using apps::html_escape;
 using json = nlohmann::json;
 
@@ -46,16 +47,6 @@ double figure(const json& line, const char* key) {
 
 double zero_if_nan(double v) { return std::isnan(v) ? 0 : v; }
 
-std::string fixed(double v, int digits) {
-  return std::isnan(v) ? "-" : format_number(v, ("%." + std::to_string(digits) + "f").c_str());
-}
-
-std::string bytes_text(double b) {
-  if (std::isnan(b)) return "-";
-  if (b >= 1e6) return fixed(b / 1e6, 2) + " MB";
-  if (b >= 1e3) return fixed(b / 1e3, 1) + " KB";
-  return fixed(b, 0) + " B";
-}
 
 std::string seconds_text(double s) {
   if (std::isnan(s)) return "-";

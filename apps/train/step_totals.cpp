@@ -37,24 +37,32 @@ struct step_sums {
 
 } // namespace
 
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
+std::vector<trainer::scalar> sync_figures(const step_total& t, double step_seconds) {
+  return {
+    {"loss", t.loss},
+    {"accuracy", t.accuracy},
+    {"samples_per_s", static_cast<double>(t.samples) / step_seconds},
+    {"bytes_sent", t.bytes_sent},
+    {"data_wait_s", t.data_wait},
+    {"compute_s", t.compute},
+    {"allreduce_s", t.allreduce},
+    {"grad_norm", t.grad_norm},
+  };
 }
 
-std::string scale_text(double s) {
-  int e = 0;
-  if (s > 0 && std::frexp(s, &e) == 0.5) return "2^" + std::to_string(e - 1);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.3g", s);
-  return buf;
-}
-
-std::string bytes_text(double b) {
-  if (b >= 1e6) return fixed(b / 1e6, 2) + " MB";
-  if (b >= 1e3) return fixed(b / 1e3, 1) + " KB";
-  return fixed(b, 0) + " B";
+std::vector<trainer::scalar> async_figures(const step_total& t) {
+  return {
+    {"loss", t.loss},
+    {"accuracy", t.accuracy},
+    {"samples_per_s", t.rate},
+    {"bytes_sent", t.bytes_sent},
+    {"data_wait_s", t.data_wait},
+    {"compute_s", t.compute},
+    {"push_pull_s", t.allreduce},
+    {"bound_wait_s", t.bound_wait},
+    {"ahead", static_cast<double>(t.ahead)},
+    {"grad_norm", t.grad_norm},
+  };
 }
 
 /// One async step's figures over the workers that took it (all of them unless the run

@@ -2,7 +2,10 @@
 // celer-train's driver, its figures: one step's totals over the workers (from each worker's
 // step_figures), what the progress line averages, and where the run is. Internal to
 // apps/train (driver.cpp); no LibTorch.
+#include "text.hpp"
 #include "worker.hpp"
+
+#include <celer/actors/trainer/metrics_log.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -14,11 +17,6 @@ namespace celer::train_app {
 
 using clock_type = std::chrono::steady_clock;
 
-/// `v` with `digits` decimals; a byte count as B, KB or MB.
-std::string fixed(double v, int digits);
-std::string bytes_text(double b);
-/// A loss scale: "2^16" for a power of two, else 3 significant digits.
-std::string scale_text(double s);
 
 /// One step's figures over all workers.
 struct step_total {
@@ -49,6 +47,13 @@ struct step_total {
   double loss_scale = 0;
   bool overflow = false;
 };
+
+/// A synchronous step's line of metrics (metrics.jsonl and the event file): loss,
+/// accuracy, samples/s over `step_seconds`, bytes sent, data-wait, compute, allreduce and
+/// gradient norm; the options' own figures are added by the driver.
+std::vector<trainer::scalar> sync_figures(const step_total& t, double step_seconds);
+/// An asynchronous step's: the same, with push_pull_s, bound_wait_s and ahead.
+std::vector<trainer::scalar> async_figures(const step_total& t);
 
 /// One async step's figures over the workers that took it (all of them unless the run
 /// stopped early or one failed).

@@ -422,7 +422,6 @@ std::vector<step_figures> trainer_worker::run_steps(std::int64_t steps) {
 
 std::vector<step_figures> trainer_worker::impl::run_steps(std::int64_t steps) {
   auto& w = *this;
-  auto& group = w.joined();
   torch::set_num_threads(std::max(1, w.spec.threads));
   w.net->train_mode();
   std::vector<step_figures> out;
@@ -437,7 +436,7 @@ std::vector<step_figures> trainer_worker::impl::run_steps(std::int64_t steps) {
       fail("worker " + std::to_string(w.spec.rank) + ": injected failure at step " + std::to_string(f.step) +
            " (CELER_TRAIN_INJECT_FAILURE)");
     if (w.stepper && !w.servers) {
-      w.straggler_step(group, f, step_began);
+      w.straggler_step(w.joined(), f, step_began);
       f.step_seconds = seconds_since(step_began);
       out.push_back(f);
       continue;
@@ -483,6 +482,8 @@ std::vector<step_figures> trainer_worker::impl::run_steps(std::int64_t steps) {
       out.push_back(f);
       continue;
     }
+    // Synchronous from here: the group (a worker that joined the servers needs none).
+    auto& group = w.joined();
     t = clock_type::now();
     const auto sent_before = group.counters().bytes_sent;
     if (w.scaler && (w.sign || w.topk)) {
@@ -637,6 +638,21 @@ std::int64_t trainer_worker::enter_async(parameter_server::sharded servers) {
     if (!got) fail("worker " + std::to_string(w.spec.rank) + " cannot pull the weights: " + got.error().message());
     w.scatter(/*grads=*/false);
     return got->version;
+  });
+}
+
+std::int64_t trainer_worker::join_async(parameter_server::sharded servers, std::int64_t step) {
+  return torch_edge("joining the parameter servers", [&] {
+    auto& w = *impl_;
+    w.servers.emplace(std::move(servers));
+    w.step = w.applied = step;
+    // The loader has no seek: a fresh one, the batches of the steps taken drawn and dropped.
+    w.open_loader();
+    for (std::int64_t i = 0; i < step * w.spec.accumulate_steps; ++i) (void)w.loader->next();
+    auto got = w.servers->pull(w.spec.rank, step + 1, w.flat);
+    if (!got) fail("worker " + std::to_string(w.spec.rank) + " cannot pull the weights: " + got.error().message());
+    w.scatter(/*grads=*/false);
+    return step;
   });
 }
 
@@ -838,4 +854,5 @@ CELER_REMOTE(celer::train_app::make_trainer_worker, &celer::train_app::trainer_w
              &celer::train_app::trainer_worker::load_state, &celer::train_app::trainer_worker::enter_async,
              &celer::train_app::trainer_worker::finish_async, &celer::train_app::trainer_worker::save_local_state,
              &celer::train_app::trainer_worker::abort_collective, &celer::train_app::trainer_worker::rejoin,
-             &celer::train_app::trainer_worker::measure_speed, &celer::train_app::trainer_worker::set_batch_split);
+             &celer::train_app::trainer_worker::measure_speed, &celer::train_app::trainer_worker::set_batch_split,
+             &celer::train_app::trainer_worker::join_async);

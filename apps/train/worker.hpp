@@ -215,6 +215,11 @@ public:
   /// step as every worker's clock, and every worker pulls the weights back. Every worker
   /// must be called. Returns the servers' version.
   std::int64_t enter_async(parameter_server::sharded servers);
+  /// Asynchronous recovery and resume: goes on through `servers` (initialised already: by
+  /// the driver from a checkpoint, or running while this worker replaces a dead one) as
+  /// this worker from `step`, its clock there: the loader moved to that step and the
+  /// weights for step + 1 pulled. Needs no group. Returns the step.
+  std::int64_t join_async(parameter_server::sharded servers, std::int64_t step);
   /// Once every worker has retired from the servers: pulls their final weights, so every
   /// replica ends with them. Returns this worker's step.
   std::int64_t finish_async();

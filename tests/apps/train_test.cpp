@@ -505,15 +505,9 @@ TEST_CASE("asynchronous modes refuse what they do not support, naming the key", 
   const auto mode = run_train(s.dir, {"--config", s.write("m.yaml", "mode: asynchronous\n").string()});
   CHECK(mode.code == 2);
   CHECK_THAT(mode.output, Contains("key 'mode' is 'asynchronous': use sync, async or hybrid"));
-  const auto ck = run_train(s.dir, {"--mode", "async", "--checkpoint-every", "10", "--name", "ck"});
-  CHECK(ck.code == 2);
-  CHECK_THAT(ck.output, Contains("key 'checkpoint_every' must be 0 with mode async"));
   const auto comp = run_train(s.dir, {"--mode", "hybrid", "--compression", "sign", "--name", "comp"});
   CHECK(comp.code == 2);
   CHECK_THAT(comp.output, Contains("key 'compression'") && Contains("with mode hybrid"));
-  const auto fail = run_train(s.dir, {"--mode", "async", "--max-failures", "1", "--name", "fail"});
-  CHECK(fail.code == 2);
-  CHECK_THAT(fail.output, Contains("key 'max_failures' must be 0 with mode async"));
   const auto rule = run_train(s.dir, {"--mode", "hybrid", "--hybrid-sync-steps", "0", "--name", "rule"});
   CHECK(rule.code == 2);
   CHECK_THAT(rule.output, Contains("hybrid needs a rule to switch by"));
@@ -521,11 +515,49 @@ TEST_CASE("asynchronous modes refuse what they do not support, naming the key", 
   CHECK(stale.code == 2);
   CHECK_THAT(stale.output, Contains("key 'staleness'"));
   CHECK(!fs::exists(s.dir / "celer_results"));  // a refused run writes nothing
-  // An asynchronous run took no checkpoint: --resume says so.
+  // An asynchronous run that took no checkpoint: --resume says what to set.
   REQUIRE(run_train(s.dir, {"--mode", "async", "--name", "done", "--max-steps", "10"}).code == 0);
   const auto resume = run_train(s.dir, {"--resume", "--name", "done"});
-  CHECK(resume.code == 2);
-  CHECK_THAT(resume.output, Contains("holds a run of mode async") && Contains("only mode: sync runs resume"));
+  CHECK(resume.code == 1);
+  CHECK_THAT(resume.output, Contains("nothing to resume from") && Contains("checkpoint_every > 0"));
+}
+
+TEST_CASE("an asynchronous run replaces a failed worker from the servers, and resumes from the servers' checkpoint", "[train]") {
+  scratch s;
+  // Worker 1 throws at step 30: its replacement joins the servers at the clock they hold
+  // for it (29) while worker 0 goes on; every step is logged once, and the run learns.
+  const auto o = run_train(s.dir, {"--config", config, "--name", "af", "--mode", "async", "--max-failures", "1",
+                                   "--max-steps", "80", "--progress-interval", "100"},
+                           "1:30");
+  INFO(o.output);
+  REQUIRE(o.code == 0);
+  CHECK_THAT(o.output, Contains("replacing worker 1 alone, from the parameter servers") && Contains("worker 1 goes on at step 29"));
+  std::vector<std::int64_t> steps;
+  for (const auto& l : jsonl_of(s.dir / "celer_results" / "af" / "metrics.jsonl"))
+    if (l.contains("loss")) steps.push_back(l.at("step").get<std::int64_t>());
+  REQUIRE(steps.size() == 80);
+  for (std::size_t i = 0; i < steps.size(); ++i) CHECK(steps[i] == static_cast<std::int64_t>(i) + 1);
+  const auto af = json::parse(read(s.dir / "celer_results" / "af" / "summary.json"));
+  CHECK(af.at("recoveries")[0].at("how") == "servers");
+  CHECK(af.at("replicas_equal") == true);
+  CHECK(af.at("final_val_accuracy").get<double>() > 0.85);
+
+  // Checkpoints every 20 steps hold the servers' weights and Adam state; a run stopped at
+  // 40 resumes there, every worker from step 40, and finishes.
+  const std::vector<std::string> common{"--config", config, "--mode", "async", "--checkpoint-every", "20", "--progress-interval", "100"};
+  auto args = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), common.begin(), common.end());
+    return more;
+  };
+  REQUIRE(run_train(s.dir, args({"--name", "ack", "--max-steps", "40"})).code == 0);
+  const auto again = run_train(s.dir, {"--name", "ack", "--resume", "--max-steps", "80", "--progress-interval", "100"});
+  INFO(again.output);
+  REQUIRE(again.code == 0);
+  CHECK_THAT(again.output, Contains("resumed from checkpoint") && Contains("at step 40 (asynchronous: the parameter servers'"));
+  const auto ack = json::parse(read(s.dir / "celer_results" / "ack" / "summary.json"));
+  CHECK(ack.at("steps") == 80);
+  CHECK(ack.at("replicas_equal") == true);
+  CHECK(ack.at("final_val_accuracy").get<double>() > 0.85);
 }
 
 TEST_CASE("a bad config exits 2 naming the key and what to write instead", "[train]") {
