@@ -381,7 +381,9 @@ private:
         if (++failures > cfg_.max_failures) throw;
         std::optional<std::int64_t> from;
         if (!e.failed.empty() && e.failed.size() < workers_.size()) from = replace_failed(failures, e.failed, e.what());
-        if (!from) {
+        if (from) {
+          if (auto ok = log_survivors_steps(p, *from, e.failed); !ok) return say_failed(ok.error().message());
+        } else {
           auto all = replace_workers(failures, e.what());
           if (!all) return say_failed(all.error().message());
           from = *all;
@@ -756,6 +758,30 @@ private:
     out_ << "celer-train: the workers go on from " << from << " (replaced in " << fixed(seconds_since(began), 2)
          << " s; the steps after it are run and logged again)\n";
     return step;
+  }
+
+  /// After a worker was replaced from its peers at step `to`: the steps after `p.step` up to
+  /// `to` were taken by the survivors in the failed call, whose result was lost. They are
+  /// logged from the survivors' figures (trainer_worker::last_call_figures), marked
+  /// `survivors_only`: the failed worker's share of them is gone with it.
+  expected<void> log_survivors_steps(progress& p, std::int64_t to, const std::vector<int>& failed) {
+    std::map<std::int64_t, std::vector<step_figures>> by_step;
+    for (std::size_t r = 0; r < workers_.size(); ++r) {
+      if (std::find(failed.begin(), failed.end(), static_cast<int>(r)) != failed.end()) continue;
+      for (const auto& f : celer::get(workers_[r].task(&trainer_worker::last_call_figures).remote()))
+        if (f.step > p.step && f.step <= to) by_step[f.step].push_back(f);
+    }
+    for (const auto& [step, figures] : by_step) {
+      const auto t = combine_async(figures);
+      double seconds = 0;
+      for (const auto& f : figures) seconds = std::max(seconds, f.step_seconds);
+      p.trained_samples += t.samples;
+      p.seen_samples += t.samples;
+      auto line = sync_figures(t, seconds > 0 ? seconds : 1.0);
+      line.push_back({"survivors_only", 1.0});
+      if (auto ok = write(step, "sync", line); !ok) return ok;
+    }
+    return {};
   }
 
   /// Asynchronous: replaces worker `rank`, whose call failed, by a new actor that joins

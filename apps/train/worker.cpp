@@ -88,6 +88,8 @@ struct trainer_worker::impl {
   /// compression (for a survivor to put back when the step is cut short).
   std::int64_t applied = 0;
   std::vector<float> residual_before;
+  /// The figures of the steps the current (or last) run_steps call took.
+  std::vector<step_figures> call_figures;
   /// Set by start or rejoin: false in a replacement until it has taken its peers' state.
   bool started = false;
   /// The straggler option: the compute thread (on a second replica), and the allreduce's
@@ -424,7 +426,10 @@ std::vector<step_figures> trainer_worker::impl::run_steps(std::int64_t steps) {
   auto& w = *this;
   torch::set_num_threads(std::max(1, w.spec.threads));
   w.net->train_mode();
-  std::vector<step_figures> out;
+  // Kept in the worker, so that a call cut short by a peer's failure still has the figures
+  // of the steps it took (last_call_figures).
+  auto& out = w.call_figures;
+  out.clear();
   out.reserve(static_cast<std::size_t>(std::max<std::int64_t>(steps, 0)));
   for (std::int64_t s = 0; s < steps; ++s) {
     const auto step_began = clock_type::now();
@@ -641,6 +646,8 @@ std::int64_t trainer_worker::enter_async(parameter_server::sharded servers) {
   });
 }
 
+std::vector<step_figures> trainer_worker::last_call_figures() { return impl_->call_figures; }
+
 std::int64_t trainer_worker::join_async(parameter_server::sharded servers, std::int64_t step) {
   return torch_edge("joining the parameter servers", [&] {
     auto& w = *impl_;
@@ -855,4 +862,4 @@ CELER_REMOTE(celer::train_app::make_trainer_worker, &celer::train_app::trainer_w
              &celer::train_app::trainer_worker::finish_async, &celer::train_app::trainer_worker::save_local_state,
              &celer::train_app::trainer_worker::abort_collective, &celer::train_app::trainer_worker::rejoin,
              &celer::train_app::trainer_worker::measure_speed, &celer::train_app::trainer_worker::set_batch_split,
-             &celer::train_app::trainer_worker::join_async);
+             &celer::train_app::trainer_worker::join_async, &celer::train_app::trainer_worker::last_call_figures);

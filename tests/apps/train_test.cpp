@@ -335,6 +335,17 @@ TEST_CASE("a worker that fails is replaced alone from its peers' weights, at onc
   CHECK(b.at("recoveries")[0].at("how") == "peers");
   CHECK(b.at("recoveries")[0].at("step") == 29);
   CHECK(b.at("recoveries")[0].at("seconds").get<double>() < 30);
+  // Every step is logged once: 24-29, taken in the call that failed, from the survivor's
+  // figures (marked survivors_only), 30 on as usual.
+  std::vector<std::int64_t> steps, survivors_only;
+  for (const auto& l : jsonl_of(s.dir / "celer_results" / "failed" / "metrics.jsonl")) {
+    if (!l.contains("loss")) continue;
+    steps.push_back(l.at("step").get<std::int64_t>());
+    if (l.contains("survivors_only")) survivors_only.push_back(steps.back());
+  }
+  REQUIRE(steps.size() == 60);
+  for (std::size_t i = 0; i < steps.size(); ++i) CHECK(steps[i] == static_cast<std::int64_t>(i) + 1);
+  CHECK(survivors_only == std::vector<std::int64_t>{24, 25, 26, 27, 28, 29});
 
   // Without max_failures the run ends, exit 1, saying which worker failed.
   const auto ended = run_train(s.dir, {"--config", cfg.string(), "--name", "ended", "--max-steps", "60"}, "0:5");
