@@ -352,7 +352,6 @@ private:
   /// The synchronous steps: the whole run in mode sync, the first part of hybrid (until
   /// switch_due). An exit code to end the run with, or nothing to go on.
   std::optional<int> run_sync(progress& p) {
-    int failures = 0;
     const bool hybrid = cfg_.mode == "hybrid";
     while (p.step < p.last) {
       if (options_.stop_requested != nullptr && options_.stop_requested->load()) {
@@ -378,13 +377,13 @@ private:
         // A worker failed; its peers' collectives were aborted at once. Replace the failed
         // one alone from the survivors' state; failing that (none survived, or a survivor
         // too failed to rejoin), every worker from the newest checkpoint.
-        if (++failures > cfg_.max_failures) throw;
+        if (++failures_ > cfg_.max_failures) throw;
         std::optional<std::int64_t> from;
-        if (!e.failed.empty() && e.failed.size() < workers_.size()) from = replace_failed(failures, e.failed, e.what());
+        if (!e.failed.empty() && e.failed.size() < workers_.size()) from = replace_failed(failures_, e.failed, e.what());
         if (from) {
           if (auto ok = log_survivors_steps(p, *from, e.failed); !ok) return say_failed(ok.error().message());
         } else {
-          auto all = replace_workers(failures, e.what());
+          auto all = replace_workers(failures_, e.what());
           if (!all) return say_failed(all.error().message());
           from = *all;
         }
@@ -480,7 +479,6 @@ private:
     std::map<std::int64_t, validation> validations;
     std::string failed;
     bool stopping = false, interrupted = false;
-    int failures = 0;
 
     auto complete = [&](std::int64_t step) {
       for (std::size_t w = 0; w < n; ++w)
@@ -542,9 +540,9 @@ private:
           figures = celer::get(r);
         } catch (const std::exception& e) {
           const std::string why = "worker " + std::to_string(w) + ": " + e.what();
-          if (!stopping && failed.empty() && failures < cfg_.max_failures) {
-            ++failures;
-            if (auto at = replace_async(static_cast<int>(w), failures, why)) {
+          if (!stopping && failed.empty() && failures_ < cfg_.max_failures) {
+            ++failures_;
+            if (auto at = replace_async(static_cast<int>(w), failures_, why)) {
               done[w] = std::max(done[w], *at);  // steps it pushed but never reported count as done
               continue;
             }
@@ -889,6 +887,8 @@ private:
   /// Groups made so far (each set of members joins a new one), when the last failure was
   /// seen, and each recovery (summary.json's `recoveries`).
   int groups_ = 0;
+  /// Worker failures survived so far, synchronous and asynchronous steps together.
+  int failures_ = 0;
   clock_type::time_point failure_seen_ = clock_type::now();
   clock_type::time_point call_began_ = clock_type::now();
   nlohmann::json recoveries_ = nlohmann::json::array();

@@ -216,7 +216,8 @@ public:
   /// must be called. Returns the servers' version.
   std::int64_t enter_async(parameter_server::sharded servers);
   /// The figures of the steps the last run_steps call took, also when it failed (a peer
-  /// died): the driver logs a recovered run's steps from the survivors' figures.
+  /// died): the driver logs a recovered run's steps from the survivors' figures. Call it
+  /// when no run_steps runs (it reads what run_steps writes).
   std::vector<step_figures> last_call_figures();
   /// Asynchronous recovery and resume: goes on through `servers` (initialised already: by
   /// the driver from a checkpoint, or running while this worker replaces a dead one) as
