@@ -17,6 +17,9 @@ packages=(
   libcli11-dev                    # the celer command line
   nlohmann-json3-dev              # JSON output of CLI and benchmarks
   libsodium-dev                   # cluster tokens
+  libcpp-httplib-dev libssl-dev   # the head's HTTP server (REST API, /metrics, dashboard), TLS
+  prometheus curl openssl         # tests: promtool checks /metrics, a real Prometheus scrapes it,
+                                  # curl asks the HTTP API, openssl makes a TLS certificate
   iproute2 procps                 # network-namespace tests, process checks
   clang libclang-rt-14-dev llvm   # libFuzzer targets (scripts/fuzz.sh): clang 14, its fuzzer
                                   # and sanitizer runtimes, llvm-symbolizer for their reports

@@ -49,6 +49,12 @@ struct start_args {
   bool resume = false;
   double object_store_memory = 0;
   std::string object_store_dir;
+  /// Head: the HTTP server (-1: none; 0: any free port).
+  int dashboard_port = 8266;
+  bool dashboard_port_given = false;
+  std::string dashboard_host = "127.0.0.1";
+  std::string tls_cert;
+  std::string tls_key;
 };
 
 std::map<std::string, double> parse_resources(const std::string& json) {
@@ -187,6 +193,11 @@ int start(const start_args& a) {
   o.labels = parse_labels(a.labels);
   o.node_ip = a.node_ip.empty() ? k.node_ip : a.node_ip;
   o.resume = a.resume;
+  o.http_port = a.dashboard_port;
+  o.http_port_fallback = !a.dashboard_port_given;
+  o.http_host = a.dashboard_host;
+  o.tls_cert = a.tls_cert;
+  o.tls_key = a.tls_key;
   o.with_node = !(a.head && a.num_cpus == 0 && a.num_gpus <= 0 && a.gpus.empty() &&
                   o.resources.empty());
 
@@ -261,13 +272,17 @@ int start(const start_args& a) {
     return 1;
   }
   std::istringstream in(reply.substr(3));
-  std::string addr, dir, log;
-  in >> addr >> dir >> log;
+  std::string addr, dir, log, http_url;
+  in >> addr >> dir >> log >> http_url;
   if (a.head) {
     std::cout << "celer head " << (a.resume ? "resumed" : "started") << " at " << addr
               << " (pid " << pid << ")\n"
               << "  session directory: " << dir << "\n"
-              << "  log: " << log << "\n\n"
+              << "  log: " << log << "\n";
+    if (!http_url.empty() && http_url != "-")
+      std::cout << "  REST API and metrics: " << http_url
+                << " (every request needs 'Authorization: Bearer' and the token in " << dir << "/token)\n";
+    std::cout << "\n"
               << "To add a node on this machine:\n"
               << "  celer start --address " << addr << "\n"
               << "On another machine, with the token from " << dir << "/token copied to\n"
@@ -564,6 +579,16 @@ int main(int argc, char** argv) {
   start_cmd
     ->add_flag("--token-stdin", sa.token_stdin, "read the cluster token from standard input")
     ->excludes(token_file_opt);
+  auto* dashboard_port_opt = start_cmd->add_option(
+    "--dashboard-port", sa.dashboard_port,
+    "head: the HTTP server's port: REST API and /metrics (default 8266, or a free one when "
+    "8266 is taken; 0: a free one; -1: no HTTP server)");
+  start_cmd->add_option("--dashboard-host", sa.dashboard_host,
+                        "head: the address the HTTP server binds (default 127.0.0.1: this machine "
+                        "only; every request needs a credential wherever it binds)")
+    ->capture_default_str();
+  start_cmd->add_option("--tls-cert", sa.tls_cert, "head: serve HTTPS with this PEM certificate (with --tls-key)");
+  start_cmd->add_option("--tls-key", sa.tls_key, "head: the PEM private key of --tls-cert");
   start_cmd->add_flag("--block", sa.block, "run in the foreground until SIGTERM/SIGINT");
   start_cmd->add_flag("--resume", sa.resume,
                       "head: restart the head that last served at --port on this machine (after "
@@ -601,6 +626,7 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   sa.token_on_command_line = token_opt->count() > 0;
+  sa.dashboard_port_given = dashboard_port_opt->count() > 0;
   refused_token.assign(refused_token.size(), '\0');  // not kept around
   try {
     if (*start_cmd) return start(sa);

@@ -6,6 +6,9 @@
 #include "head/head.hpp"
 #include "head/head_tables.hpp"
 #include "host.hpp"
+#include "http/api.hpp"
+#include "http/gateway.hpp"
+#include "http/server.hpp"
 #include "log.hpp"
 #include "node/node_agent.hpp"
 #include "node/node_config.hpp"
@@ -18,8 +21,10 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -215,11 +220,59 @@ int run_daemon(const knob_values& k, const daemon_options& o,
   }
   host.start_ticks(tick_targets, std::chrono::milliseconds(std::max(10, k.heartbeat_ms)));
   net->start();
+  // The head's HTTP server: its routes ask the head through a gateway component, as `celer
+  // status` asks over the network; credentials are the token and the running jobs'.
+  std::unique_ptr<http::server> web;
+  std::optional<address> gateway_at;
+  if (o.head && o.http_port >= 0) {
+    const address gateway_addr{unique_id::random(), net->endpoint()};
+    gateway_at = gateway_addr;
+    auto gateway = std::make_shared<http::head_gateway>(*net, gateway_addr, head_addr);
+    host.spawn(gateway_addr.id, as_component(gateway), "http-gateway");
+    constexpr auto ask_within = std::chrono::seconds(3);
+    // A job's credential counts while the transport accepts the job's key: its driver
+    // registered it and it has not ended.
+    auto* transport = net.get();
+    http::authenticator auth(*creds, [transport] { return transport->accepted_jobs(); });
+    auto server_slot = std::make_shared<http::server*>(nullptr);
+    auto routes = http::state_routes({.status = [gateway, ask_within] { return gateway->status(ask_within); },
+                                      .responses = [server_slot] {
+                                        return *server_slot ? (*server_slot)->responses_by_code() : std::map<int, std::uint64_t>{};
+                                      },
+                                      .jobs = [transport] { return transport->accepted_jobs(); }});
+    const http::server_options ho{.host = o.http_host, .port = o.http_port, .tls_cert = o.tls_cert, .tls_key = o.tls_key};
+    auto started = http::server::start(ho, auth, routes);
+    if (!started && o.http_port_fallback && started.error().code() == error_code::unavailable) {
+      CELER_LOG(warn, "head", "HTTP port " + std::to_string(o.http_port) + " is taken: serving on a free port (the URL is in " +
+                                (session_dir / "http_url").string() + ")");
+      auto any = ho;
+      any.port = 0;
+      started = http::server::start(any, std::move(auth), std::move(routes));
+    }
+    if (!started) {
+      ready(error(started.error().code(), "the HTTP server: " + started.error().message() +
+                                            " (--dashboard-port -1 starts the head without it)"));
+      const protocol::shutdown_component bye{"the HTTP server did not start"};
+      (void)host.local().send(gateway_addr, bye);
+      (void)host.local().send(head_addr, bye);
+      if (agent) (void)host.local().send(address{nid, {}}, bye);
+      if (launcher) launcher->stop(std::chrono::seconds(5));
+      host.stop();
+      net->stop();
+      return 1;
+    }
+    web = std::move(*started);
+    *server_slot = web.get();
+    if (http::exposed(o.http_host))
+      CELER_LOG(warn, "head", "the HTTP server listens on " + o.http_host + ", beyond this machine: every request still needs "
+                              "the token or a job's credential" + std::string(web->tls() ? "" : ", but it crosses the network unencrypted (--tls-cert, --tls-key)"));
+    std::ofstream(session_dir / "http_url") << web->url() << "\n";
+  }
   const auto pid_file =
     write_pid_file(session_dir, o.head ? "head" : "node-" + nid.short_hex());
   const auto log_file =
     session_dir / "logs" / (o.head ? std::string("head.log") : "node-" + nid.short_hex() + ".log");
-  ready(cluster_address + " " + session_dir.string() + " " + log_file.string());
+  ready(cluster_address + " " + session_dir.string() + " " + log_file.string() + " " + (web ? web->url() : std::string("-")));
   CELER_LOG(warn, o.head ? "head" : "node",
             std::string(o.head ? "head" : "node") + " serving at " + net->endpoint() +
               (nid.nil() ? "" : ", node " + nid.hex()) + ", session " + session_dir.string());
@@ -238,6 +291,8 @@ int run_daemon(const knob_values& k, const daemon_options& o,
   const protocol::shutdown_component bye{"the daemon is stopping"};
   if (agent) (void)host.local().send(address{nid, {}}, bye);  // tells its workers to stop
   if (o.head) (void)host.local().send(head_addr, bye);
+  if (web) web->stop();
+  if (gateway_at) (void)host.local().send(*gateway_at, bye);
   if (launcher) launcher->stop(std::chrono::seconds(5));
   host.stop();
   net->stop();

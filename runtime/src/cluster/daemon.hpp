@@ -38,10 +38,21 @@ struct daemon_options {
   /// machine (its token, logs and tables) and recover the cluster from its tables, instead
   /// of starting a new session. For a head restarted after a crash.
   bool resume = false;
+  /// Head: the HTTP server (REST API, /metrics; docs/dashboard.md). Port 0: any free port;
+  /// negative: no HTTP server. It binds to loopback unless `http_host` says otherwise.
+  int http_port = 8266;
+  /// When http_port is taken: serve on a free port instead (the default port) rather than
+  /// fail (a port the operator chose).
+  bool http_port_fallback = false;
+  std::string http_host = "127.0.0.1";
+  /// Both or neither: PEM certificate and key for HTTPS.
+  std::string tls_cert;
+  std::string tls_key;
 };
 
 /// Runs a head and/or node agent until SIGTERM or SIGINT. `ready` is called once it serves
-/// (with the address to print), or with an error; returns the process exit code.
+/// (with "ADDRESS SESSION_DIR LOG_FILE HTTP_URL", HTTP_URL "-" without an HTTP server), or
+/// with an error; returns the process exit code.
 int run_daemon(const knob_values& k, const daemon_options& o,
                const std::function<void(const expected<std::string>&)>& ready);
 

@@ -192,6 +192,14 @@ void zmq_transport::job_ended(const job_id& job) {
   job_keys_.erase(key_bytes(*key));
 }
 
+std::vector<job_id> zmq_transport::accepted_jobs() const {
+  std::lock_guard lock(jobs_mutex_);
+  std::vector<job_id> out;
+  out.reserve(job_keys_.size());
+  for (const auto& [_, job] : job_keys_) out.push_back(job);
+  return out;
+}
+
 void zmq_transport::connect_options(zmq::socket_t& s, const std::string& endpoint,
                                     bool as_cluster) {
   auto parts = split_endpoint(endpoint);

@@ -130,6 +130,9 @@ public:
   void register_job(const job_id& job);
   /// Forgets job `job`'s key: the head refuses it, and answers a node that asks "no job".
   void job_ended(const job_id& job) override;
+  /// The jobs whose keys this process accepts now (the head's: registered and not ended).
+  /// Any thread.
+  [[nodiscard]] std::vector<job_id> accepted_jobs() const;
 
   [[nodiscard]] counters stats() const;
 
@@ -176,7 +179,7 @@ private:
   std::unordered_map<std::string, std::vector<zap_request>> pending_keys_;
   rate_limited_log refusals_{"transport"};
 
-  std::mutex jobs_mutex_;  // guards job_keys_ (register_job runs on components' threads)
+  mutable std::mutex jobs_mutex_;  // guards job_keys_ (register_job runs on components' threads)
   /// Job keys this process accepts (public key bytes -> job), bounded.
   std::unordered_map<std::string, job_id> job_keys_;
 

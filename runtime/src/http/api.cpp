@@ -1,0 +1,136 @@
+// celer's HTTP endpoints on the head (api.hpp).
+#include "http/api.hpp"
+
+#include "http/prometheus.hpp"
+
+#include <celer/version.hpp>
+
+namespace celer::http {
+namespace {
+
+response json_response(const nlohmann::json& j, int status = 200) { return {.status = status, .body = j.dump()}; }
+
+response admin_only(const request& r) {
+  return json_response({{"error", "this endpoint needs the cluster's token; " + r.who.describe() + "'s credential sees only its own job"}},
+                       403);
+}
+
+nlohmann::json resources_json(const protocol::resource_set& s) {
+  auto j = nlohmann::json::object();
+  for (const auto& [name, _] : s.amounts) j[name] = s.get(name);
+  return j;
+}
+
+} // namespace
+
+nlohmann::json nodes_json(const protocol::status_reply& s) {
+  auto nodes = nlohmann::json::array();
+  for (const auto& n : s.nodes) {
+    nlohmann::json node{{"node_id", n.node.hex()},
+                        {"address", n.addr.endpoint},
+                        {"state", n.alive ? "ALIVE" : "DEAD"},
+                        {"total", resources_json(n.total)},
+                        {"available", resources_json(n.available)},
+                        {"labels", n.labels},
+                        {"workers", n.workers},
+                        {"queued", n.queued},
+                        {"object_store", {{"capacity_bytes", n.store.capacity},
+                                          {"memory_bytes", n.store.bytes_in_memory},
+                                          {"spilled_bytes", n.store.spilled_bytes},
+                                          {"restored_bytes", n.store.restored_bytes}}}};
+    if (!n.alive) node["dead_reason"] = n.dead_reason;
+    auto gpus = nlohmann::json::array();
+    for (std::size_t i = 0; i < n.gpus.size(); ++i) {
+      const auto& d = n.gpus[i];
+      nlohmann::json g{{"index", d.index}, {"model", d.model}, {"memory_bytes", d.memory_bytes}, {"declared", d.declared}};
+      for (const auto& sample : n.gpu_samples)
+        if (sample.index == d.index) {
+          g["utilisation"] = sample.utilisation;
+          g["memory_used_bytes"] = sample.memory_used_bytes;
+          g["temperature_c"] = sample.temperature_c;
+        }
+      gpus.push_back(std::move(g));
+    }
+    node["gpus"] = std::move(gpus);
+    nodes.push_back(std::move(node));
+  }
+  return nodes;
+}
+
+std::string metrics_text(const protocol::status_reply& s, const std::map<int, std::uint64_t>& responses,
+                         std::size_t jobs_running) {
+  prometheus::exposition e;
+  double alive = 0, dead = 0;
+  for (const auto& n : s.nodes) (n.alive ? alive : dead) += 1;
+  e.gauge("celer_nodes", "Nodes the head knows, by state", {{{{"state", "alive"}}, alive}, {{{"state", "dead"}}, dead}});
+  std::vector<prometheus::sample> up, total, available, workers, queued, memory, spilled, restored, capacity;
+  std::vector<prometheus::sample> util, gpu_mem, temp;
+  for (const auto& n : s.nodes) {
+    const std::string id = n.node.short_hex();
+    up.push_back({{{"node", id}}, n.alive ? 1.0 : 0.0});
+    if (!n.alive) continue;
+    for (const auto& [name, _] : n.total.amounts) total.push_back({{{"node", id}, {"resource", name}}, n.total.get(name)});
+    for (const auto& [name, _] : n.available.amounts) available.push_back({{{"node", id}, {"resource", name}}, n.available.get(name)});
+    workers.push_back({{{"node", id}}, static_cast<double>(n.workers)});
+    queued.push_back({{{"node", id}}, static_cast<double>(n.queued)});
+    capacity.push_back({{{"node", id}}, static_cast<double>(n.store.capacity)});
+    memory.push_back({{{"node", id}}, static_cast<double>(n.store.bytes_in_memory)});
+    spilled.push_back({{{"node", id}}, static_cast<double>(n.store.spilled_bytes)});
+    restored.push_back({{{"node", id}}, static_cast<double>(n.store.restored_bytes)});
+    for (const auto& g : n.gpu_samples) {
+      const std::map<std::string, std::string> labels{{"node", id}, {"gpu", std::to_string(g.index)}};
+      util.push_back({labels, g.utilisation});
+      gpu_mem.push_back({labels, static_cast<double>(g.memory_used_bytes)});
+      temp.push_back({labels, g.temperature_c});
+    }
+  }
+  e.gauge("celer_node_up", "1 while the node is alive", up);
+  e.gauge("celer_node_resource", "A live node's resources", total);
+  e.gauge("celer_node_resource_available", "A live node's resources not held by tasks or actors", available);
+  e.gauge("celer_node_workers", "Worker processes a node runs", workers);
+  e.gauge("celer_node_queued", "Tasks and actors waiting in a node's queue", queued);
+  e.gauge("celer_object_store_capacity_bytes", "A node's object store memory", capacity);
+  e.gauge("celer_object_store_memory_bytes", "Bytes of objects in a node's store memory", memory);
+  e.counter("celer_object_store_spilled_bytes_total", "Bytes a node's store spilled to disk", spilled);
+  e.counter("celer_object_store_restored_bytes_total", "Bytes a node's store restored from disk", restored);
+  e.gauge("celer_gpu_utilisation_ratio", "A GPU's busy fraction over the last sample period", util);
+  e.gauge("celer_gpu_memory_used_bytes", "A GPU's memory in use", gpu_mem);
+  e.gauge("celer_gpu_temperature_celsius", "A GPU's temperature", temp);
+  e.gauge("celer_actors", "Actors by state", {{{{"state", "alive"}}, static_cast<double>(s.actors_alive)},
+                                              {{{"state", "pending"}}, static_cast<double>(s.actors_pending)}});
+  e.gauge("celer_jobs_running", "Jobs whose driver is connected", {{{}, static_cast<double>(jobs_running)}});
+  std::vector<prometheus::sample> codes;
+  for (const auto& [code, count] : responses) codes.push_back({{{"code", std::to_string(code)}}, static_cast<double>(count)});
+  e.counter("celer_http_responses_total", "HTTP responses the head sent, by status code", codes);
+  return e.text();
+}
+
+std::vector<route> state_routes(api_sources sources) {
+  auto src = std::make_shared<api_sources>(std::move(sources));
+  std::vector<route> routes;
+  routes.push_back({"GET", "/api/version", [](const request& r) {
+                      return json_response({{"version", "1"},
+                                            {"celer_version", version_string},
+                                            {"protocol_version", protocol_version},
+                                            {"you", r.who.describe()}});
+                    }});
+  routes.push_back({"GET", "/api/nodes", [src](const request& r) {
+                      if (!r.who.admin) return admin_only(r);
+                      auto s = src->status();
+                      if (!s) return json_response({{"error", s.error().message()}}, 503);
+                      return json_response({{"nodes", nodes_json(*s)}});
+                    }});
+  routes.push_back({"GET", "/metrics", [src](const request& r) {
+                      if (!r.who.admin) return admin_only(r);
+                      auto s = src->status();
+                      if (!s) return json_response({{"error", s.error().message()}}, 503);
+                      return response{.status = 200,
+                                      .content_type = "text/plain; version=0.0.4; charset=utf-8",
+                                      .body = metrics_text(*s, src->responses ? src->responses() : std::map<int, std::uint64_t>{},
+                                                           src->jobs ? src->jobs().size() : 0),
+                                      .headers = {}};
+                    }});
+  return routes;
+}
+
+} // namespace celer::http

@@ -1,0 +1,43 @@
+#pragma once
+// celer's HTTP endpoints on the head (docs/dashboard.md), as routes for server.hpp. Built
+// so far: the version, the nodes and Prometheus metrics; jobs, the other state lists and
+// the dashboard page come next (issue 17).
+//
+//   auto routes = http::state_routes({.status = [&] { return gw->status(2s); },
+//                                     .responses = [&] { return srv->responses_by_code(); }});
+
+#include "http/server.hpp"
+#include "protocol/messages.hpp"
+
+#include <celer/error.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace celer::http {
+
+struct api_sources {
+  /// The cluster's state (the head's status_reply).
+  std::function<expected<protocol::status_reply>()> status;
+  /// The HTTP responses sent so far by code (for /metrics); may be empty.
+  std::function<std::map<int, std::uint64_t>()> responses;
+  /// The jobs running now (for /metrics); may be empty.
+  std::function<std::vector<job_id>()> jobs;
+};
+
+/// GET /api/version (anyone with a credential), GET /api/nodes and GET /metrics (the
+/// admin: a job's credential sees only its own job).
+[[nodiscard]] std::vector<route> state_routes(api_sources sources);
+
+/// The nodes as /api/nodes writes them.
+[[nodiscard]] nlohmann::json nodes_json(const protocol::status_reply& s);
+/// The Prometheus exposition /metrics serves.
+[[nodiscard]] std::string metrics_text(const protocol::status_reply& s, const std::map<int, std::uint64_t>& responses,
+                                       std::size_t jobs_running);
+
+} // namespace celer::http

@@ -1,0 +1,79 @@
+// Who an HTTP request speaks for (auth.hpp).
+#include "http/auth.hpp"
+
+#include <sodium.h>
+
+#include <cctype>
+
+namespace celer::http {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+bool same(const key32& a, const key32& b) { return sodium_memcmp(a.data(), b.data(), a.size()) == 0; }
+
+auth_verdict refused(int status, std::string message) { return {.status = status, .who = std::nullopt, .message = std::move(message)}; }
+
+} // namespace
+
+std::string principal::describe() const { return admin ? "the admin" : "job " + job.short_hex(); }
+
+authenticator::authenticator(credentials cluster, std::function<std::vector<job_id>()> jobs)
+  : cluster_(std::move(cluster)), jobs_(std::move(jobs)) {}
+
+auth_verdict authenticator::check(std::string_view authorization, std::string_view cookie) const {
+  authorization = trim(authorization);
+  if (!authorization.empty()) {
+    constexpr std::string_view bearer = "Bearer ";
+    if (authorization.size() <= bearer.size() || authorization.substr(0, bearer.size()) != bearer)
+      return refused(401, "the Authorization header must be 'Bearer <credential>'");
+    return check_credential(trim(authorization.substr(bearer.size())));
+  }
+  const auto from_cookie = cookie_value(cookie, session_cookie);
+  if (!from_cookie.empty()) return check_credential(from_cookie);
+  return refused(401, "a credential is needed: 'Authorization: Bearer <token>' (the cluster's token, or a job's "
+                      "credential), or log in to the dashboard");
+}
+
+auth_verdict authenticator::check_credential(std::string_view presented) const {
+  if (presented.empty()) return refused(403, "the credential is empty");
+  // Every comparison runs, matched or not, so the time says nothing about which (if any).
+  // The admin presents the cluster's token: it is compared as the transport keeps it, hashed
+  // (credentials::for_cluster), so the server needs no copy of the token itself.
+  bool admin = false;
+  if (cluster_.holds_cluster_secret()) {
+    key32 hashed{};
+    crypto_generichash(hashed.data(), hashed.size(), reinterpret_cast<const unsigned char*>(presented.data()),
+                       presented.size(), reinterpret_cast<const unsigned char*>("celer-token-v1"), 14);
+    if (auto secret = key_from_hex(cluster_.plain_password(/*as_cluster=*/true)); secret) admin = same(hashed, *secret);
+  }
+  // A job's credential is 64 hex digits (CELER_JOB_CREDENTIAL in its processes).
+  std::optional<job_id> job;
+  const auto key = key_from_hex(presented);
+  for (const auto& j : jobs_ ? jobs_() : std::vector<job_id>{}) {
+    auto secret = cluster_.job_secret_hex(j);
+    if (!secret) continue;
+    auto k = key_from_hex(*secret);
+    if (key && k && same(*key, *k) && !job) job = j;
+  }
+  if (admin) return {.status = 200, .who = principal{.admin = true, .job = {}}, .message = {}};
+  if (job) return {.status = 200, .who = principal{.admin = false, .job = *job}, .message = {}};
+  return refused(403, "the credential matches neither the cluster's token nor a running job's");
+}
+
+std::string cookie_value(std::string_view cookie_header, std::string_view name) {
+  while (!cookie_header.empty()) {
+    const auto end = cookie_header.find(';');
+    auto part = trim(cookie_header.substr(0, end));
+    cookie_header = end == std::string_view::npos ? std::string_view{} : cookie_header.substr(end + 1);
+    const auto eq = part.find('=');
+    if (eq != std::string_view::npos && trim(part.substr(0, eq)) == name) return std::string(trim(part.substr(eq + 1)));
+  }
+  return {};
+}
+
+} // namespace celer::http

@@ -1,0 +1,67 @@
+#pragma once
+// Who an HTTP request speaks for (docs/dashboard.md, "Credentials"). Every method of every
+// endpoint needs a credential: the cluster's token (the admin: it sees and does everything)
+// or one job's credential (it sees and stops only its own job), given as
+// `Authorization: Bearer <64 hex digits>` or in the dashboard's session cookie. Missing:
+// 401; present but matching nothing: 403. The comparison is in constant time, and nothing
+// else of the request (User-Agent, Origin, the client's address) counts.
+//
+//   http::authenticator a(creds, [&] { return known_jobs(); });
+//   auto v = a.check(req.get_header_value("Authorization"), req.get_header_value("Cookie"));
+//   if (v.status != 200) ...reply v.status with v.message...
+//   if (v.who->admin) ... else ... v.who->job ...
+
+#include "transport/credentials.hpp"
+
+#include <celer/ids.hpp>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace celer::http {
+
+struct principal {
+  /// The cluster's token: everything.
+  bool admin = false;
+  /// Otherwise the job whose credential it is.
+  job_id job;
+  /// "the admin", "job 5f0c1a2b".
+  [[nodiscard]] std::string describe() const;
+};
+
+struct auth_verdict {
+  /// 200, 401 (no credential) or 403 (a credential that matches nothing).
+  int status = 200;
+  std::optional<principal> who;
+  /// What a refusal says (never the credential).
+  std::string message;
+};
+
+/// The name of the dashboard's session cookie (HttpOnly, SameSite=Strict).
+inline constexpr std::string_view session_cookie = "celer_session";
+
+class authenticator {
+public:
+  /// `cluster`: credentials that hold the cluster secret (the head's). `jobs`: the jobs
+  /// whose credentials are accepted now (those the head knows and that have not ended);
+  /// called per request, from the server's threads.
+  authenticator(credentials cluster, std::function<std::vector<job_id>()> jobs);
+
+  /// The verdict for a request's Authorization header and Cookie header (either may be
+  /// empty). A Bearer credential wins over the cookie.
+  [[nodiscard]] auth_verdict check(std::string_view authorization, std::string_view cookie) const;
+  /// The credential in `presented` (64 hex digits), as check does for a Bearer one.
+  [[nodiscard]] auth_verdict check_credential(std::string_view presented) const;
+
+private:
+  credentials cluster_;
+  std::function<std::vector<job_id>()> jobs_;
+};
+
+/// The value of cookie `name` in a Cookie header ("a=1; celer_session=..."), or empty.
+[[nodiscard]] std::string cookie_value(std::string_view cookie_header, std::string_view name);
+
+} // namespace celer::http

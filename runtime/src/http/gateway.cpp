@@ -1,0 +1,45 @@
+// The HTTP server's way to the head (gateway.hpp).
+#include "http/gateway.hpp"
+
+#include <variant>
+
+namespace celer::http {
+
+head_gateway::head_gateway(transport& net, address self, address head)
+  : net_(net), self_(std::move(self)), head_(std::move(head)) {}
+
+void head_gateway::handle(protocol::message& m) {
+  auto* r = std::get_if<protocol::status_reply>(&m);
+  if (r == nullptr) return;
+  {
+    std::lock_guard lock(m_);
+    const auto it = waiting_.find(r->request_id);
+    if (it == waiting_.end()) return;  // asked too long ago: the asker gave up
+    it->second = std::move(*r);
+  }
+  cv_.notify_all();
+}
+
+expected<protocol::status_reply> head_gateway::status(std::chrono::milliseconds timeout) {
+  std::uint64_t id = 0;
+  {
+    std::lock_guard lock(m_);
+    id = next_++;
+    waiting_.emplace(id, std::nullopt);
+  }
+  protocol::message q = protocol::status_query{.request_id = id, .reply_to = self_};
+  std::unique_lock lock(m_);
+  bool sent = false;
+  {
+    lock.unlock();
+    sent = net_.send(head_, std::move(q));
+    lock.lock();
+  }
+  if (sent) cv_.wait_for(lock, timeout, [&] { return waiting_.at(id).has_value(); });
+  auto got = std::move(waiting_.at(id));
+  waiting_.erase(id);
+  if (!got) return error(error_code::unavailable, "the head did not answer within " + std::to_string(timeout.count()) + " ms");
+  return std::move(*got);
+}
+
+} // namespace celer::http

@@ -1,0 +1,179 @@
+// The head's HTTP server (server.hpp), on cpp-httplib (Debian's libcpp-httplib, built with
+// OpenSSL).
+#include "http/server.hpp"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <regex>
+#include <thread>
+
+#include <sys/socket.h>
+
+namespace celer::http {
+
+struct server::impl {
+  std::unique_ptr<httplib::Server> srv;
+  bool tls = false;
+  std::string host;
+  int port = 0;
+  authenticator auth;
+  std::vector<std::pair<route, std::regex>> routes;
+  std::thread thread;
+  mutable std::mutex m;
+  std::map<int, std::uint64_t> by_code;
+  std::atomic<bool> stopped{false};
+
+  explicit impl(authenticator a) : auth(std::move(a)) {}
+
+  static void reply(httplib::Response& res, const response& r) {
+    res.status = r.status;
+    for (const auto& [k, v] : r.headers) res.set_header(k, v);
+    res.set_header("Cache-Control", "no-store");
+    res.set_header("X-Content-Type-Options", "nosniff");
+    res.set_content(r.body, r.content_type.c_str());
+  }
+
+  static std::string error_body(const std::string& message) {
+    std::string escaped;
+    for (char c : message) {
+      if (c == '"' || c == '\\') escaped += '\\';
+      if (static_cast<unsigned char>(c) >= 0x20) escaped += c;
+    }
+    return "{\"error\":\"" + escaped + "\"}";
+  }
+
+  /// Every request, whatever its method and path: authenticate, then find the route.
+  void dispatch(const httplib::Request& req, httplib::Response& res) {
+    const auto verdict = auth.check(req.get_header_value("Authorization"), req.get_header_value("Cookie"));
+    if (verdict.status != 200) {
+      response r{.status = verdict.status, .body = error_body(verdict.message)};
+      if (verdict.status == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"celer\"");
+      reply(res, r);
+      return;
+    }
+    bool path_known = false;
+    for (const auto& [rt, re] : routes) {
+      std::smatch match;
+      if (!std::regex_match(req.path, match, re)) continue;
+      path_known = true;
+      if (rt.method != req.method) continue;
+      request r{.method = req.method, .path = req.path, .captures = {}, .query = {}, .body = req.body, .who = *verdict.who};
+      for (std::size_t i = 1; i < match.size(); ++i) r.captures.push_back(match[i].str());
+      for (const auto& [k, v] : req.params) r.query.emplace(k, v);
+      try {
+        reply(res, rt.run(r));
+      } catch (const std::exception& e) {
+        reply(res, {.status = 500, .body = error_body(e.what())});
+      }
+      return;
+    }
+    if (path_known) reply(res, {.status = 405, .body = error_body(req.method + " is not allowed on " + req.path)});
+    else reply(res, {.status = 404, .body = error_body("no such endpoint: " + req.path)});
+  }
+};
+
+server::server(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
+
+server::~server() { stop(); }
+
+expected<std::unique_ptr<server>> server::start(const server_options& options, authenticator auth, std::vector<route> routes) {
+  if (options.tls_cert.empty() != options.tls_key.empty())
+    return error(error_code::invalid_argument, "HTTPS needs both --tls-cert and --tls-key");
+  auto i = std::make_unique<impl>(std::move(auth));
+  for (auto& r : routes) {
+    try {
+      std::regex re(r.pattern);
+      i->routes.emplace_back(std::move(r), std::move(re));
+    } catch (const std::regex_error& e) {
+      return error(error_code::invalid_argument, "route pattern '" + r.pattern + "': " + e.what());
+    }
+  }
+  if (!options.tls_cert.empty()) {
+    auto ssl = std::make_unique<httplib::SSLServer>(options.tls_cert.c_str(), options.tls_key.c_str());
+    if (!ssl->is_valid())
+      return error(error_code::invalid_argument, "the TLS certificate " + options.tls_cert + " or key " + options.tls_key +
+                                                   " does not load (PEM files, the key matching the certificate)");
+    i->srv = std::move(ssl);
+    i->tls = true;
+  } else {
+    i->srv = std::make_unique<httplib::Server>();
+  }
+  auto* p = i.get();
+  const int threads = std::max(1, options.threads);
+  i->srv->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
+  auto all = [p](const httplib::Request& req, httplib::Response& res) { p->dispatch(req, res); };
+  // One handler for every method and path: authentication comes before any routing, so an
+  // unknown path or method without a credential is a 401 too.
+  const char* any = ".*";
+  i->srv->Get(any, all);
+  i->srv->Post(any, all);
+  i->srv->Put(any, all);
+  i->srv->Patch(any, all);
+  i->srv->Delete(any, all);
+  i->srv->Options(any, all);
+  i->srv->set_logger([p](const httplib::Request&, const httplib::Response& res) {
+    std::lock_guard lock(p->m);
+    ++p->by_code[res.status];
+  });
+  // SO_REUSEADDR only: cpp-httplib's default adds SO_REUSEPORT, which would let another
+  // process bind the same port and take a share of the connections (and let two heads
+  // think they both serve 8266).
+  i->srv->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  i->srv->set_payload_max_length(64u << 20);
+  i->host = options.host;
+  if (options.port == 0) {
+    i->port = i->srv->bind_to_any_port(options.host.c_str());
+  } else {
+    i->port = i->srv->bind_to_port(options.host.c_str(), options.port) ? options.port : -1;
+  }
+  if (i->port <= 0)
+    return error(error_code::unavailable, "cannot serve HTTP on " + options.host + ":" + std::to_string(options.port) +
+                                            " (in use, or not an address of this machine)");
+  i->thread = std::thread([p] { p->srv->listen_after_bind(); });
+  // Serving before returning: httplib's stop() does nothing until its loop runs, so a
+  // server stopped at once would otherwise leave the loop waiting in accept() for ever.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!i->srv->is_running() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (!i->srv->is_running()) {
+    // Its thread may yet start the loop and use `i`: both are left to it (a leak on a path
+    // that should not happen) rather than freed under it.
+    i->thread.detach();
+    (void)i.release();
+    return error(error_code::unavailable, "the HTTP server on " + options.host + ":" + std::to_string(i->port) +
+                                            " did not start serving within 10 s");
+  }
+  return std::unique_ptr<server>(new server(std::move(i)));
+}
+
+int server::port() const noexcept { return impl_->port; }
+bool server::tls() const noexcept { return impl_->tls; }
+
+std::string server::url() const {
+  const bool v6 = impl_->host.find(':') != std::string::npos;
+  return std::string(impl_->tls ? "https" : "http") + "://" + (v6 ? "[" + impl_->host + "]" : impl_->host) + ":" +
+         std::to_string(impl_->port);
+}
+
+std::map<int, std::uint64_t> server::responses_by_code() const {
+  std::lock_guard lock(impl_->m);
+  return impl_->by_code;
+}
+
+void server::stop() {
+  if (!impl_ || impl_->stopped.exchange(true)) return;
+  impl_->srv->stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+bool exposed(const std::string& host) {
+  return !(host == "localhost" || host == "::1" || host.starts_with("127."));
+}
+
+} // namespace celer::http

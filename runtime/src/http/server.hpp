@@ -1,0 +1,101 @@
+#pragma once
+// The head's HTTP server (docs/dashboard.md): cpp-httplib on threads of its own, every
+// request authenticated before any route runs (auth.hpp), bound to loopback unless told
+// otherwise, HTTPS with a certificate and key. The routes are injected: the server knows
+// nothing of the cluster (api.hpp has celer's).
+//
+//   std::vector<http::route> routes{{"GET", "/api/version", [](const http::request&) {
+//     return http::response{.body = R"({"version":"1"})"};
+//   }}};
+//   auto s = http::server::start({.host = "127.0.0.1", .port = 0}, std::move(auth), routes);
+//   if (!s) ...;                       // address in use, a bad certificate: the reason
+//   (*s)->port();                      // the port it got
+//   (*s)->stop();
+
+#include "http/auth.hpp"
+
+#include <celer/error.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace celer::http {
+
+/// A request as a route sees it: authenticated already.
+struct request {
+  std::string method;
+  std::string path;
+  /// The pattern's capture groups (for "/api/jobs/([^/]+)": the id).
+  std::vector<std::string> captures;
+  /// Query parameters (the first value of each).
+  std::map<std::string, std::string> query;
+  std::string body;
+  principal who;
+};
+
+struct response {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+using handler = std::function<response(const request&)>;
+
+struct route {
+  /// "GET", "POST", "DELETE", ...
+  std::string method;
+  /// A regular expression matched against the whole path.
+  std::string pattern;
+  handler run;
+};
+
+struct server_options {
+  /// Loopback by default; anything else serves the network (and the server says so).
+  std::string host = "127.0.0.1";
+  /// 0: any free port.
+  int port = 0;
+  /// Both or neither: PEM files for HTTPS.
+  std::string tls_cert;
+  std::string tls_key;
+  /// Server threads.
+  int threads = 4;
+};
+
+class server {
+public:
+  /// Binds and starts serving on threads of its own. invalid_argument for one of
+  /// tls_cert/tls_key without the other or a certificate that does not load; unavailable
+  /// when the address cannot be bound.
+  [[nodiscard]] static expected<std::unique_ptr<server>> start(const server_options& options, authenticator auth,
+                                                               std::vector<route> routes);
+  ~server();
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+
+  [[nodiscard]] int port() const noexcept;
+  [[nodiscard]] bool tls() const noexcept;
+  /// "http://127.0.0.1:8266" (https with TLS).
+  [[nodiscard]] std::string url() const;
+  /// Responses sent so far, by status code (what /metrics reports).
+  [[nodiscard]] std::map<int, std::uint64_t> responses_by_code() const;
+  /// Stops serving and joins the threads; idempotent.
+  void stop();
+
+  struct impl;
+
+private:
+  explicit server(std::unique_ptr<impl> i);
+  std::unique_ptr<impl> impl_;
+};
+
+/// Whether binding `host` serves beyond this machine (anything but 127.0.0.0/8, ::1 and
+/// localhost).
+[[nodiscard]] bool exposed(const std::string& host);
+
+} // namespace celer::http

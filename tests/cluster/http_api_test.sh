@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The head's HTTP server on a real head (docs/dashboard.md): every method and path needs a
+# credential (401 without, 403 with a wrong one, whatever the Origin or User-Agent); with
+# the token, /api/version, /api/nodes and /metrics answer; promtool accepts /metrics; a real
+# Prometheus scrapes it with the token and answers a query for a celer metric; the default
+# port falls back to a free one when taken; --dashboard-port -1 serves no HTTP.
+#
+#   tests/cluster/http_api_test.sh path/to/celer
+set -euo pipefail
+celer=$1
+work=$(mktemp -d /tmp/celer-http-test.XXXXXX)
+dirs=("$work"/{a,b,c})
+prom_pid=
+status=1
+cleanup() {
+  [[ -n $prom_pid ]] && kill "$prom_pid" 2>/dev/null || true
+  for d in "${dirs[@]}"; do CELER_TEMP_DIR=$d "$celer" stop >/dev/null 2>&1 || true; done
+  if [[ $status -ne 0 ]]; then
+    for f in "$work"/*/session_*/logs/*.log "$work"/prometheus.log; do
+      [[ -s $f ]] || continue
+      echo "---- $f (last 20 lines)"
+      tail -n 20 "$f"
+    done
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "FAILED: $*"; exit 1; }
+unset CELER_TOKEN CELER_ADDRESS
+code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
+
+mkdir -p "${dirs[@]}"
+out=$(CELER_TEMP_DIR=$work/a "$celer" start --head --port 0 --num-cpus 1 --dashboard-port 0)
+grep -q "REST API and metrics: http://127.0.0.1:" <<<"$out" || fail "no URL in: $out"
+url=$(cat "$work"/a/session_latest/http_url)
+token=$(cat "$work"/a/session_latest/token)
+auth=(-H "Authorization: Bearer $token")
+
+# Strangers: 401 on every method and path, known or not; a wrong credential: 403.
+# (A POST or PUT carries a body, if an empty one: without a Content-Length the request is
+# malformed and refused as 400 before anything reads it.)
+for path in /api/version /api/nodes /metrics /api/jobs/ /api/jobs/x /nowhere /; do
+  for method in GET DELETE; do
+    [[ $(code -X "$method" "$url$path") == 401 ]] || fail "$method $path without a credential was not 401"
+  done
+  for method in POST PUT; do
+    [[ $(code -X "$method" --data '{"entrypoint": "rm -rf /"}' "$url$path") == 401 ]] ||
+      fail "$method $path without a credential was not 401"
+  done
+done
+[[ $(code -H "Origin: $url" -A "Mozilla/5.0" "$url/api/nodes") == 401 ]] || fail "an Origin or User-Agent let a request in"
+[[ $(code -H "Authorization: Bearer $(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" "$url/api/nodes") == 403 ]] ||
+  fail "a wrong token was not 403"
+[[ $(code -H "Authorization: Basic $(printf 'celer:%s' "$token" | base64 -w0)" "$url/api/nodes") == 401 ]] ||
+  fail "Basic authentication was not refused"
+
+# The admin.
+version=$(curl -sf "${auth[@]}" "$url/api/version") || fail "GET /api/version"
+grep -q '"protocol_version":15' <<<"$version" || fail "version: $version"
+nodes=$(curl -sf "${auth[@]}" "$url/api/nodes") || fail "GET /api/nodes"
+python3 - "$nodes" <<'PY' || fail "nodes: $nodes"
+import json, sys
+nodes = json.loads(sys.argv[1])["nodes"]
+assert len(nodes) == 1 and nodes[0]["state"] == "ALIVE" and nodes[0]["total"]["CPU"] == 1.0, nodes
+PY
+[[ $(code "${auth[@]}" -X DELETE "$url/api/nodes") == 405 ]] || fail "DELETE /api/nodes was not 405"
+curl -sf "${auth[@]}" -D "$work/headers" "$url/metrics" -o "$work/metrics.txt" || fail "GET /metrics"
+grep -qi '^content-type: text/plain; version=0.0.4' "$work/headers" || fail "metrics content type: $(cat "$work/headers")"
+grep -q '^celer_nodes{state="alive"} 1$' "$work/metrics.txt" || fail "celer_nodes in: $(head -5 "$work/metrics.txt")"
+grep -q '^celer_http_responses_total{code="401"} ' "$work/metrics.txt" || fail "no 401s counted"
+promtool check metrics < "$work/metrics.txt" || fail "promtool check metrics"
+
+# A real Prometheus scrapes the head with the token and answers a query.
+prom_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+printf '%s' "$token" > "$work/token"
+cat > "$work/prometheus.yml" <<YML
+global: {scrape_interval: 1s}
+scrape_configs:
+  - job_name: celer
+    authorization: {credentials_file: $work/token}
+    static_configs: [{targets: ["${url#http://}"]}]
+YML
+promtool check config "$work/prometheus.yml" > /dev/null || fail "promtool check config"
+prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
+  --web.listen-address="127.0.0.1:$prom_port" > "$work/prometheus.log" 2>&1 &
+prom_pid=$!
+value=
+for _ in $(seq 1 60); do
+  value=$(curl -s "http://127.0.0.1:$prom_port/api/v1/query?query=celer_nodes%7Bstate%3D%22alive%22%7D" |
+          python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "")' \
+          2>/dev/null || true)
+  [[ $value == 1 ]] && break
+  sleep 0.5
+done
+[[ $value == 1 ]] || fail "Prometheus did not get celer_nodes{state=\"alive\"} 1 (got '$value')"
+kill "$prom_pid"; prom_pid=
+
+# The default port (8266) falls back to a free one when taken; -1 serves no HTTP.
+out_b=$(CELER_TEMP_DIR=$work/b "$celer" start --head --port 0 --num-cpus 0)
+url_b=$(cat "$work"/b/session_latest/http_url)
+[[ $(code "${auth[@]}" "$url_b/api/version") == 403 ]] || fail "another cluster's head took this token ($url_b)"
+out_c=$(CELER_TEMP_DIR=$work/c "$celer" start --head --port 0 --num-cpus 0 --dashboard-port -1)
+grep -q "REST API" <<<"$out_c" && fail "--dashboard-port -1 still served HTTP: $out_c"
+[[ ! -e $work/c/session_latest/http_url ]] || fail "--dashboard-port -1 wrote an http_url"
+status=0
+echo "http api: passed"

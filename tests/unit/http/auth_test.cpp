@@ -1,0 +1,71 @@
+// Who an HTTP request speaks for (runtime/src/http/auth.hpp): the cluster's token is the
+// admin, a running job's credential is that job, anything else is refused, 401 without a
+// credential and 403 with a wrong one.
+#include "http/auth.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+using namespace celer;
+
+namespace {
+
+const std::string token(64, 'a');
+
+credentials cluster() {
+  auto c = credentials::for_cluster(token);
+  REQUIRE(c.has_value());
+  return *c;
+}
+
+} // namespace
+
+TEST_CASE("the token is the admin; a running job's credential is that job; others are refused", "[http][auth]") {
+  const auto running = job_id::random();
+  const auto ended = job_id::random();
+  const auto c = cluster();
+  http::authenticator a(c, [&] { return std::vector<job_id>{running}; });
+
+  auto v = a.check("Bearer " + token, "");
+  REQUIRE(v.status == 200);
+  CHECK(v.who->admin);
+  CHECK(v.who->describe() == "the admin");
+
+  auto job_credential = c.job_secret_hex(running);
+  REQUIRE(job_credential.has_value());
+  v = a.check("Bearer " + *job_credential, "");
+  REQUIRE(v.status == 200);
+  CHECK_FALSE(v.who->admin);
+  CHECK(v.who->job == running);
+
+  // A job that ended (or that the head never knew) is not let in any more.
+  auto old_credential = c.job_secret_hex(ended);
+  REQUIRE(old_credential.has_value());
+  v = a.check("Bearer " + *old_credential, "");
+  CHECK(v.status == 403);
+  CHECK_FALSE(v.who.has_value());
+
+  // Another cluster's token, garbage, and a token one character off: 403, saying nothing more.
+  for (const std::string& wrong : {std::string(64, 'b'), std::string("hunter2"), token.substr(0, 63) + "b"}) {
+    v = a.check("Bearer " + wrong, "");
+    CHECK(v.status == 403);
+    CHECK(v.message.find(wrong) == std::string::npos);
+  }
+}
+
+TEST_CASE("no credential is 401; a header that is not Bearer is 401; the session cookie counts", "[http][auth]") {
+  http::authenticator a(cluster(), {});
+  CHECK(a.check("", "").status == 401);
+  CHECK(a.check("   ", "other=1").status == 401);
+  CHECK(a.check("Basic dXNlcjpwYXNz", "").status == 401);
+  CHECK(a.check("Bearer ", "").status == 401);
+  auto v = a.check("", "theme=dark; celer_session=" + token + "; x=y");
+  REQUIRE(v.status == 200);
+  CHECK(v.who->admin);
+  // A Bearer credential wins over the cookie.
+  CHECK(a.check("Bearer nope", "celer_session=" + token).status == 403);
+  CHECK(http::cookie_value("a=1; celer_session=abc ;b=2", "celer_session") == "abc");
+  CHECK(http::cookie_value("a=1", "celer_session").empty());
+}
