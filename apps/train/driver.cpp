@@ -852,24 +852,7 @@ private:
 
   void print_line(std::int64_t step, std::int64_t last, std::int64_t steps_per_epoch, const window& w,
                   const validation* val, bool async) {
-    if (w.steps == 0) return;
-    const double n = static_cast<double>(w.steps);
-    const auto ms = [&](double s) { return fixed(1e3 * s / n, 2) + " ms"; };
-    out_ << "step " << step << "/" << last << "  epoch " << fixed(static_cast<double>(step) / static_cast<double>(steps_per_epoch), 1)
-         << "  loss " << fixed(w.loss / n, 4) << "  " << fixed(static_cast<double>(w.samples) / w.seconds, 0)
-         << " samples/s  sent " << bytes_text(w.bytes / n) << "/step  data-wait " << ms(w.data_wait) << "  compute "
-         << ms(w.compute);
-    if (async) {
-      out_ << "  push/pull " << ms(w.allreduce) << " (at the bound " << ms(w.bound_wait) << ", ahead <= " << w.ahead
-           << ")  |g| " << fixed(w.grad_norm / n, 3);
-    } else {
-      out_ << "  allreduce " << ms(w.allreduce) << "  |g| " << fixed(w.grad_norm / n, 3);
-      if (cfg_.straggler_timeout_ms > 0) out_ << "  skipped " << w.skipped;
-      if (cfg_.loss_scale == "dynamic") out_ << "  scale " << scale_text(w.loss_scale) << " (overflows " << w.overflows << ")";
-    }
-    if (val != nullptr) out_ << "  val_acc " << fixed(val->accuracy, 4) << "  val_loss " << fixed(val->loss, 4);
-    if (val != nullptr && cfg_.data == "fortunes") out_ << "  val_bpc " << fixed(val->bits_per_char, 3);
-    out_ << std::endl;
+    if (w.steps > 0) out_ << progress_line(cfg_, step, last, steps_per_epoch, w, val, async) << std::endl;
   }
 
   train_config cfg_;

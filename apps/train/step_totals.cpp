@@ -65,6 +65,28 @@ std::vector<trainer::scalar> async_figures(const step_total& t) {
   };
 }
 
+std::string progress_line(const train_config& cfg, std::int64_t step, std::int64_t last, std::int64_t steps_per_epoch,
+                          const window& w, const validation* val, bool async) {
+  const double n = static_cast<double>(std::max<std::int64_t>(w.steps, 1));
+  const auto ms = [&](double s) { return fixed(1e3 * s / n, 2) + " ms"; };
+  std::string line = "step " + std::to_string(step) + "/" + std::to_string(last) + "  epoch " +
+                     fixed(static_cast<double>(step) / static_cast<double>(steps_per_epoch), 1) + "  loss " +
+                     fixed(w.loss / n, 4) + "  " + fixed(static_cast<double>(w.samples) / w.seconds, 0) +
+                     " samples/s  sent " + bytes_text(w.bytes / n) + "/step  data-wait " + ms(w.data_wait) + "  compute " +
+                     ms(w.compute);
+  if (async) {
+    line += "  push/pull " + ms(w.allreduce) + " (at the bound " + ms(w.bound_wait) + ", ahead <= " +
+            std::to_string(w.ahead) + ")  |g| " + fixed(w.grad_norm / n, 3);
+  } else {
+    line += "  allreduce " + ms(w.allreduce) + "  |g| " + fixed(w.grad_norm / n, 3);
+    if (cfg.straggler_timeout_ms > 0) line += "  skipped " + std::to_string(w.skipped);
+    if (cfg.loss_scale == "dynamic") line += "  scale " + scale_text(w.loss_scale) + " (overflows " + std::to_string(w.overflows) + ")";
+  }
+  if (val != nullptr) line += "  val_acc " + fixed(val->accuracy, 4) + "  val_loss " + fixed(val->loss, 4);
+  if (val != nullptr && cfg.data == "fortunes") line += "  val_bpc " + fixed(val->bits_per_char, 3);
+  return line;
+}
+
 /// One async step's figures over the workers that took it (all of them unless the run
 /// stopped early or one failed).
 step_total combine_async(const std::vector<step_figures>& figures) {

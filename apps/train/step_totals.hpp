@@ -2,6 +2,7 @@
 // celer-train's driver, its figures: one step's totals over the workers (from each worker's
 // step_figures), what the progress line averages, and where the run is. Internal to
 // apps/train (driver.cpp); no LibTorch.
+#include "config.hpp"
 #include "text.hpp"
 #include "worker.hpp"
 
@@ -96,6 +97,12 @@ struct window {
     grad_norm += t.grad_norm;
   }
 };
+
+/// The console's progress line for the steps in `w` (at least one), ending at `step` of
+/// `last`: loss, samples/s, bytes sent, the step's time split, gradient norm, and what the
+/// run's options add (skipped workers, the loss scale; `val` after a validation).
+std::string progress_line(const train_config& cfg, std::int64_t step, std::int64_t last, std::int64_t steps_per_epoch,
+                          const window& w, const validation* val, bool async);
 
 /// Where the run is: shared by the synchronous steps and the asynchronous ones.
 struct progress {
