@@ -2,8 +2,9 @@
 # The head's HTTP server on a real head (docs/dashboard.md): every method and path needs a
 # credential (401 without, 403 with a wrong one, whatever the Origin or User-Agent); with
 # the token, /api/version, /api/nodes and /metrics answer; promtool accepts /metrics; a real
-# Prometheus scrapes it with the token and answers a query for a celer metric; the default
-# port falls back to a free one when taken; --dashboard-port -1 serves no HTTP.
+# Prometheus scrapes it with the token and answers a query for a celer metric; the dashboard
+# page, its login form and session cookie; the default port falls back to a free one when
+# taken; --dashboard-port -1 serves no HTTP.
 #
 #   tests/cluster/http_api_test.sh path/to/celer
 set -euo pipefail
@@ -69,6 +70,20 @@ grep -qi '^content-type: text/plain; version=0.0.4' "$work/headers" || fail "met
 grep -q '^celer_nodes{state="alive"} 1$' "$work/metrics.txt" || fail "celer_nodes in: $(head -5 "$work/metrics.txt")"
 grep -q '^celer_http_responses_total{code="401"} ' "$work/metrics.txt" || fail "no 401s counted"
 promtool check metrics < "$work/metrics.txt" || fail "promtool check metrics"
+
+# The dashboard: the page and its script with a credential; a browser without one gets the
+# login form (with the 401); logging in sets a session cookie that then opens the API.
+page=$(curl -sf "${auth[@]}" "$url/") || fail "GET /"
+grep -q '<script src="/dashboard.js"></script>' <<<"$page" || fail "the page: $page"
+curl -sf "${auth[@]}" "$url/dashboard.js" | grep -q "fetch(path" || fail "GET /dashboard.js"
+[[ $(code -H 'Accept: text/html' "$url/") == 401 ]] || fail "a browser without a session was not 401"
+curl -s -H 'Accept: text/html' "$url/" | grep -q 'action="/api/login"' || fail "no login form for a browser"
+[[ $(code -c "$work/jar" --data-urlencode "token=$token" "$url/api/login") == 303 ]] || fail "login"
+grep -q 'celer_session' "$work/jar" || fail "no session cookie: $(cat "$work/jar")"
+grep -qF "$token" "$work/jar" && fail "the token itself went into the cookie"
+[[ $(code -b "$work/jar" "$url/api/nodes") == 200 ]] || fail "the session cookie did not open /api/nodes"
+[[ $(code -b "$work/jar" -X POST --data '' "$url/api/logout") == 204 ]] || fail "logout"
+[[ $(code -b "$work/jar" "$url/api/nodes") == 401 ]] || fail "the session outlived its logout"
 
 # A real Prometheus scrapes the head with the token and answers a query.
 prom_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

@@ -130,6 +130,20 @@ std::vector<route> state_routes(api_sources sources) {
                                                            src->jobs ? src->jobs().size() : 0),
                                       .headers = {}};
                     }});
+  // The dashboard: its own script only (no inline script, nothing from elsewhere).
+  const std::vector<std::pair<std::string, std::string>> page_headers{
+    {"Content-Security-Policy",
+     "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; form-action 'self'; "
+     "frame-ancestors 'none'"},
+    {"Referrer-Policy", "no-referrer"}};
+  routes.push_back({"GET", "/", [page_headers](const request&) {
+                      return response{.status = 200, .content_type = "text/html; charset=utf-8", .body = dashboard_html(),
+                                      .headers = page_headers};
+                    }});
+  routes.push_back({"GET", "/dashboard.js", [page_headers](const request&) {
+                      return response{.status = 200, .content_type = "text/javascript; charset=utf-8", .body = dashboard_js(),
+                                      .headers = page_headers};
+                    }});
   return routes;
 }
 

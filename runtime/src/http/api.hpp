@@ -1,7 +1,7 @@
 #pragma once
 // celer's HTTP endpoints on the head (docs/dashboard.md), as routes for server.hpp. Built
-// so far: the version, the nodes and Prometheus metrics; jobs, the other state lists and
-// the dashboard page come next (issue 17).
+// so far: the version, the nodes, Prometheus metrics and the dashboard page; jobs and the
+// other state lists come next (issue 17).
 //
 //   auto routes = http::state_routes({.status = [&] { return gw->status(2s); },
 //                                     .responses = [&] { return srv->responses_by_code(); }});
@@ -31,8 +31,13 @@ struct api_sources {
 };
 
 /// GET /api/version (anyone with a credential), GET /api/nodes and GET /metrics (the
-/// admin: a job's credential sees only its own job).
+/// admin: a job's credential sees only its own job), and the dashboard: GET / and
+/// GET /dashboard.js (anyone with a credential; the page shows what the credential may see).
 [[nodiscard]] std::vector<route> state_routes(api_sources sources);
+
+/// The dashboard page (GET /) and its script (GET /dashboard.js): dashboard.cpp.
+[[nodiscard]] const char* dashboard_html();
+[[nodiscard]] const char* dashboard_js();
 
 /// The nodes as /api/nodes writes them.
 [[nodiscard]] nlohmann::json nodes_json(const protocol::status_reply& s);

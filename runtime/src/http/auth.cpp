@@ -3,6 +3,7 @@
 
 #include <sodium.h>
 
+#include <algorithm>
 #include <cctype>
 
 namespace celer::http {
@@ -22,8 +23,38 @@ auth_verdict refused(int status, std::string message) { return {.status = status
 
 std::string principal::describe() const { return admin ? "the admin" : "job " + job.short_hex(); }
 
-authenticator::authenticator(credentials cluster, std::function<std::vector<job_id>()> jobs)
-  : cluster_(std::move(cluster)), jobs_(std::move(jobs)) {}
+authenticator::authenticator(credentials cluster, std::function<std::vector<job_id>()> jobs,
+                             std::shared_ptr<session_store> sessions)
+  : cluster_(std::move(cluster)), jobs_(std::move(jobs)), sessions_(std::move(sessions)) {}
+
+session_store::session_store(std::chrono::seconds ttl) : ttl_(ttl) {}
+
+std::string session_store::open(const principal& who) {
+  key32 id{};
+  randombytes_buf(id.data(), id.size());
+  auto hex = key_hex(id);
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(m_);
+  std::erase_if(sessions_, [&](const auto& e) { return e.second.expires <= now; });
+  sessions_[hex] = {who, now + ttl_};
+  return hex;
+}
+
+std::optional<principal> session_store::find(std::string_view id) {
+  std::lock_guard lock(m_);
+  const auto it = sessions_.find(id);
+  if (it == sessions_.end()) return std::nullopt;
+  if (it->second.expires <= std::chrono::steady_clock::now()) {
+    sessions_.erase(it);
+    return std::nullopt;
+  }
+  return it->second.who;
+}
+
+void session_store::close(std::string_view id) {
+  std::lock_guard lock(m_);
+  if (const auto it = sessions_.find(id); it != sessions_.end()) sessions_.erase(it);
+}
 
 auth_verdict authenticator::check(std::string_view authorization, std::string_view cookie) const {
   authorization = trim(authorization);
@@ -34,7 +65,16 @@ auth_verdict authenticator::check(std::string_view authorization, std::string_vi
     return check_credential(trim(authorization.substr(bearer.size())));
   }
   const auto from_cookie = cookie_value(cookie, session_cookie);
-  if (!from_cookie.empty()) return check_credential(from_cookie);
+  if (!from_cookie.empty()) {
+    auto who = sessions_->find(from_cookie);
+    if (!who) return refused(401, "the session has ended: log in again");
+    if (!who->admin) {
+      const auto running = jobs_ ? jobs_() : std::vector<job_id>{};
+      if (std::find(running.begin(), running.end(), who->job) == running.end())
+        return refused(403, "the session's job has ended");
+    }
+    return {.status = 200, .who = *who, .message = {}};
+  }
   return refused(401, "a credential is needed: 'Authorization: Bearer <token>' (the cluster's token, or a job's "
                       "credential), or log in to the dashboard");
 }

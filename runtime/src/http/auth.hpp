@@ -15,7 +15,11 @@
 
 #include <celer/ids.hpp>
 
+#include <chrono>
 #include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -43,22 +47,50 @@ struct auth_verdict {
 /// The name of the dashboard's session cookie (HttpOnly, SameSite=Strict).
 inline constexpr std::string_view session_cookie = "celer_session";
 
+/// The dashboard's logins: a random 256-bit session id (the cookie's value) for each, so
+/// that the token never sits in a browser's cookie jar. Sessions end at `ttl` or logout.
+/// Thread-safe.
+class session_store {
+public:
+  explicit session_store(std::chrono::seconds ttl = std::chrono::hours(12));
+  /// A new session for `who`: its id, 64 hex digits.
+  [[nodiscard]] std::string open(const principal& who);
+  /// The principal of a live session, or nothing (unknown or expired).
+  [[nodiscard]] std::optional<principal> find(std::string_view id);
+  void close(std::string_view id);
+  [[nodiscard]] std::chrono::seconds ttl() const noexcept { return ttl_; }
+
+private:
+  struct entry {
+    principal who;
+    std::chrono::steady_clock::time_point expires;
+  };
+  std::chrono::seconds ttl_;
+  std::mutex m_;
+  std::map<std::string, entry, std::less<>> sessions_;
+};
+
 class authenticator {
 public:
   /// `cluster`: credentials that hold the cluster secret (the head's). `jobs`: the jobs
   /// whose credentials are accepted now (those the head knows and that have not ended);
   /// called per request, from the server's threads.
-  authenticator(credentials cluster, std::function<std::vector<job_id>()> jobs);
+  authenticator(credentials cluster, std::function<std::vector<job_id>()> jobs,
+                std::shared_ptr<session_store> sessions = std::make_shared<session_store>());
 
   /// The verdict for a request's Authorization header and Cookie header (either may be
-  /// empty). A Bearer credential wins over the cookie.
+  /// empty). A Bearer credential wins over the cookie, whose value must be a live session
+  /// (a job's only while the job runs).
   [[nodiscard]] auth_verdict check(std::string_view authorization, std::string_view cookie) const;
   /// The credential in `presented` (64 hex digits), as check does for a Bearer one.
   [[nodiscard]] auth_verdict check_credential(std::string_view presented) const;
 
+  [[nodiscard]] session_store& sessions() const noexcept { return *sessions_; }
+
 private:
   credentials cluster_;
   std::function<std::vector<job_id>()> jobs_;
+  std::shared_ptr<session_store> sessions_;
 };
 
 /// The value of cookie `name` in a Cookie header ("a=1; celer_session=..."), or empty.

@@ -4,6 +4,8 @@
 
 #include <httplib.h>
 
+#include <nlohmann/json.hpp>
+
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -13,6 +15,40 @@
 #include <sys/socket.h>
 
 namespace celer::http {
+
+namespace {
+
+std::string html_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+/// What a browser without a session gets (with the 401 or 403): a form that posts the
+/// token to /api/login. Nothing fetched from elsewhere, no script.
+std::string login_page(const std::string& problem) {
+  return R"(<!doctype html><html lang="en"><head><meta charset="utf-8"><title>celer: log in</title>
+<style>body{font:15px system-ui,sans-serif;margin:4em auto;max-width:34em;color:#222}
+input{font:inherit;width:100%;padding:.4em;margin:.5em 0;box-sizing:border-box}
+button{font:inherit;padding:.4em 1.2em}.problem{color:#a00}code{background:#eee;padding:0 .2em}</style></head>
+<body><h1>celer</h1><p>Log in with the cluster's token (the file <code>token</code> in the head's session
+directory) or a job's credential.</p>)" +
+         (problem.empty() ? std::string() : "<p class=\"problem\">" + html_escape(problem) + "</p>") +
+         R"(<form method="post" action="/api/login"><input type="password" name="token" autocomplete="current-password"
+placeholder="token" autofocus required><button type="submit">Log in</button></form></body></html>
+)";
+}
+
+} // namespace
 
 struct server::impl {
   std::unique_ptr<httplib::Server> srv;
@@ -28,7 +64,13 @@ struct server::impl {
 
   explicit impl(authenticator a) : auth(std::move(a)) {}
 
-  static void reply(httplib::Response& res, const response& r) {
+  /// Every answer celer gives goes through here, counted before it is sent (so a client
+  /// that has its answer sees it counted).
+  void reply(httplib::Response& res, const response& r) {
+    {
+      std::lock_guard lock(m);
+      ++by_code[r.status];
+    }
     res.status = r.status;
     for (const auto& [k, v] : r.headers) res.set_header(k, v);
     res.set_header("Cache-Control", "no-store");
@@ -45,15 +87,67 @@ struct server::impl {
     return "{\"error\":\"" + escaped + "\"}";
   }
 
-  /// Every request, whatever its method and path: authenticate, then find the route.
-  void dispatch(const httplib::Request& req, httplib::Response& res) {
-    const auto verdict = auth.check(req.get_header_value("Authorization"), req.get_header_value("Cookie"));
-    if (verdict.status != 200) {
-      response r{.status = verdict.status, .body = error_body(verdict.message)};
-      if (verdict.status == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"celer\"");
-      reply(res, r);
-      return;
+  static bool wants_html(const httplib::Request& req) {
+    return req.get_header_value("Accept").find("text/html") != std::string::npos;
+  }
+
+  /// A refusal: JSON for programs; for a browser (Accept: text/html) the login page, with
+  /// the same status.
+  void refuse(const httplib::Request& req, httplib::Response& res, int status, const std::string& message) {
+    response r{.status = status, .body = error_body(message)};
+    if (status == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"celer\"");
+    if (wants_html(req)) {
+      r.content_type = "text/html; charset=utf-8";
+      r.body = login_page(status == 401 ? "" : message);
+      r.headers.emplace_back("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'");
     }
+    reply(res, r);
+  }
+
+  std::string session_cookie_header(const std::string& value, std::chrono::seconds max_age) const {
+    return std::string(session_cookie) + "=" + value + "; Path=/; HttpOnly; SameSite=Strict; Max-Age=" +
+           std::to_string(max_age.count()) + (tls ? "; Secure" : "");
+  }
+
+  /// POST /api/login: the credential in the body (a form's `token` field, or JSON
+  /// {"token": ...}) is checked as a Bearer one; a good one opens a session whose id the
+  /// browser keeps in an HttpOnly, SameSite=Strict cookie.
+  void login(const httplib::Request& req, httplib::Response& res) {
+    std::string presented = req.has_param("token") ? req.get_param_value("token") : std::string();
+    if (presented.empty() && req.get_header_value("Content-Type").find("json") != std::string::npos) {
+      const auto j = nlohmann::json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && j.contains("token") && j["token"].is_string()) presented = j["token"].get<std::string>();
+    }
+    if (presented.empty()) return refuse(req, res, 401, "log in with the cluster's token or a job's credential");
+    const auto verdict = auth.check_credential(presented);
+    if (verdict.status != 200) return refuse(req, res, verdict.status, verdict.message);
+    const auto id = auth.sessions().open(*verdict.who);
+    response r{.status = 204, .body = {}};
+    r.headers.emplace_back("Set-Cookie", session_cookie_header(id, auth.sessions().ttl()));
+    if (wants_html(req) || req.has_param("token")) {
+      r.status = 303;
+      r.headers.emplace_back("Location", "/");
+    }
+    reply(res, r);
+  }
+
+  /// POST /api/logout: ends the cookie's session.
+  void logout(const httplib::Request& req, httplib::Response& res) {
+    const auto id = cookie_value(req.get_header_value("Cookie"), session_cookie);
+    if (!id.empty()) auth.sessions().close(id);
+    response r{.status = wants_html(req) ? 303 : 204, .body = {}};
+    r.headers.emplace_back("Set-Cookie", session_cookie_header("", std::chrono::seconds(0)));
+    if (r.status == 303) r.headers.emplace_back("Location", "/");
+    reply(res, r);
+  }
+
+  /// Every request, whatever its method and path: authenticate, then find the route. Only
+  /// POST /api/login goes first: it carries its credential in its body.
+  void dispatch(const httplib::Request& req, httplib::Response& res) {
+    if (req.path == "/api/login" && req.method == "POST") return login(req, res);
+    const auto verdict = auth.check(req.get_header_value("Authorization"), req.get_header_value("Cookie"));
+    if (verdict.status != 200) return refuse(req, res, verdict.status, verdict.message);
+    if (req.path == "/api/logout" && req.method == "POST") return logout(req, res);
     bool path_known = false;
     for (const auto& [rt, re] : routes) {
       std::smatch match;
@@ -114,10 +208,6 @@ expected<std::unique_ptr<server>> server::start(const server_options& options, a
   i->srv->Patch(any, all);
   i->srv->Delete(any, all);
   i->srv->Options(any, all);
-  i->srv->set_logger([p](const httplib::Request&, const httplib::Response& res) {
-    std::lock_guard lock(p->m);
-    ++p->by_code[res.status];
-  });
   // SO_REUSEADDR only: cpp-httplib's default adds SO_REUSEPORT, which would let another
   // process bind the same port and take a share of the connections (and let two heads
   // think they both serve 8266).

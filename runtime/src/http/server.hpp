@@ -82,7 +82,8 @@ public:
   [[nodiscard]] bool tls() const noexcept;
   /// "http://127.0.0.1:8266" (https with TLS).
   [[nodiscard]] std::string url() const;
-  /// Responses sent so far, by status code (what /metrics reports).
+  /// Responses sent so far, by status code (what /metrics reports); requests cpp-httplib
+  /// refuses itself as malformed (400) before celer sees them are not counted.
   [[nodiscard]] std::map<int, std::uint64_t> responses_by_code() const;
   /// Stops serving and joins the threads; idempotent.
   void stop();

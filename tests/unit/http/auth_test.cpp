@@ -55,17 +55,36 @@ TEST_CASE("the token is the admin; a running job's credential is that job; other
   }
 }
 
-TEST_CASE("no credential is 401; a header that is not Bearer is 401; the session cookie counts", "[http][auth]") {
-  http::authenticator a(cluster(), {});
+TEST_CASE("no credential is 401; a header that is not Bearer is 401; a session cookie counts while it lives", "[http][auth]") {
+  const auto job = job_id::random();
+  std::vector<job_id> running{job};
+  auto sessions = std::make_shared<http::session_store>(std::chrono::seconds(3600));
+  http::authenticator a(cluster(), [&] { return running; }, sessions);
   CHECK(a.check("", "").status == 401);
   CHECK(a.check("   ", "other=1").status == 401);
   CHECK(a.check("Basic dXNlcjpwYXNz", "").status == 401);
   CHECK(a.check("Bearer ", "").status == 401);
-  auto v = a.check("", "theme=dark; celer_session=" + token + "; x=y");
+  // The cookie holds a session id, never the token: the token there is no session.
+  CHECK(a.check("", "celer_session=" + token).status == 401);
+  const auto id = sessions->open({.admin = true, .job = {}});
+  CHECK(id.size() == 64);
+  CHECK(id != token);
+  auto v = a.check("", "theme=dark; celer_session=" + id + "; x=y");
   REQUIRE(v.status == 200);
   CHECK(v.who->admin);
   // A Bearer credential wins over the cookie.
-  CHECK(a.check("Bearer nope", "celer_session=" + token).status == 403);
+  CHECK(a.check("Bearer nope", "celer_session=" + id).status == 403);
+  sessions->close(id);
+  CHECK(a.check("", "celer_session=" + id).status == 401);
+  // A job's session lasts while the job runs.
+  const auto job_session = sessions->open({.admin = false, .job = job});
+  CHECK(a.check("", "celer_session=" + job_session).status == 200);
+  running.clear();
+  CHECK(a.check("", "celer_session=" + job_session).status == 403);
+  // Sessions expire.
+  auto brief = std::make_shared<http::session_store>(std::chrono::seconds(0));
+  http::authenticator b(cluster(), {}, brief);
+  CHECK(b.check("", "celer_session=" + brief->open({.admin = true, .job = {}})).status == 401);
   CHECK(http::cookie_value("a=1; celer_session=abc ;b=2", "celer_session") == "abc");
   CHECK(http::cookie_value("a=1", "celer_session").empty());
 }

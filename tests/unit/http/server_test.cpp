@@ -85,6 +85,51 @@ TEST_CASE("every method on every path needs a credential; then routes answer, 40
   (*s)->stop();  // idempotent
 }
 
+TEST_CASE("the dashboard logs in once: a session cookie, HttpOnly and SameSite=Strict, that logout ends", "[http][server]") {
+  auto s = http::server::start({.host = "127.0.0.1", .port = 0}, make_auth(), routes());
+  REQUIRE(s.has_value());
+  httplib::Client c("127.0.0.1", (*s)->port());
+  // A browser without a session gets the login form, with the 401.
+  auto r = c.Get("/api/hello/x", {{"Accept", "text/html,application/xhtml+xml"}});
+  REQUIRE(r);
+  CHECK(r->status == 401);
+  CHECK(r->get_header_value("Content-Type").starts_with("text/html"));
+  CHECK_THAT(r->body, Catch::Contains("<form method=\"post\" action=\"/api/login\">"));
+  CHECK_THAT(r->get_header_value("Content-Security-Policy"), Catch::Contains("default-src 'none'"));
+
+  // A wrong token: 403, and no cookie.
+  r = c.Post("/api/login", "token=" + std::string(64, 'e'), "application/x-www-form-urlencoded");
+  CHECK(r->status == 403);
+  CHECK_FALSE(r->has_header("Set-Cookie"));
+  CHECK(c.Post("/api/login", "", "application/x-www-form-urlencoded")->status == 401);
+
+  // The form's post: a session id in the cookie (never the token), then back to /.
+  r = c.Post("/api/login", "token=" + token, "application/x-www-form-urlencoded");
+  REQUIRE(r);
+  CHECK(r->status == 303);
+  CHECK(r->get_header_value("Location") == "/");
+  const auto set_cookie = r->get_header_value("Set-Cookie");
+  CHECK_THAT(set_cookie, Catch::StartsWith("celer_session=") && Catch::Contains("; HttpOnly") &&
+                           Catch::Contains("; SameSite=Strict") && Catch::Contains("; Path=/") && Catch::Contains("Max-Age="));
+  CHECK(set_cookie.find(token) == std::string::npos);
+  const auto cookie = set_cookie.substr(0, set_cookie.find(';'));
+  r = c.Get("/api/hello/cookie", {{"Cookie", cookie}});
+  CHECK(r->status == 200);
+  CHECK(r->body == R"({"hello":"cookie","as":"the admin"})");
+
+  // A program's JSON login: 204 and the cookie.
+  r = c.Post("/api/login", "{\"token\": \"" + token + "\"}", "application/json");
+  CHECK(r->status == 204);
+  CHECK(r->has_header("Set-Cookie"));
+
+  // Logout ends the session: the cookie is cleared, and the old one no longer works.
+  r = c.Post("/api/logout", {{"Cookie", cookie}}, "", "application/x-www-form-urlencoded");
+  CHECK(r->status == 204);
+  CHECK_THAT(r->get_header_value("Set-Cookie"), Catch::Contains("Max-Age=0"));
+  CHECK(c.Get("/api/hello/cookie", {{"Cookie", cookie}})->status == 401);
+  CHECK(c.Post("/api/logout", "", "text/plain")->status == 401);  // logout too needs a credential
+}
+
 TEST_CASE("HTTPS with a certificate and key; one without the other, or a bad file, is refused by name", "[http][server]") {
   if (std::system("command -v openssl > /dev/null 2>&1") != 0) {
     WARN("openssl is not installed: skipped");
