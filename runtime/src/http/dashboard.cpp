@@ -58,8 +58,14 @@ function bar(used, total) {
 const gb = (b) => (b / 1e9).toFixed(1) + ' GB';
 async function get(path) {
   const r = await fetch(path, {credentials: 'same-origin', headers: {'Accept': 'application/json'}});
-  if (r.status === 401 || r.status === 403) { window.location.reload(); throw new Error('logged out'); }
-  if (!r.ok) throw new Error(path + ': HTTP ' + r.status);
+  // 401: the session ended; the page again is the login form. 403: this credential may not
+  // see it (a job's sees only its own job), which the page says.
+  if (r.status === 401) { window.location.reload(); throw new Error('logged out'); }
+  if (!r.ok) {
+    let why = 'HTTP ' + r.status;
+    try { why = (await r.json()).error || why; } catch (e) { /* not JSON */ }
+    throw new Error(path + ': ' + why);
+  }
   return r.json();
 }
 async function refresh() {
