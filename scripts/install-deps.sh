@@ -20,6 +20,8 @@ packages=(
   libcpp-httplib-dev libssl-dev   # the head's HTTP server (REST API, /metrics, dashboard), TLS
   prometheus curl openssl         # tests: promtool checks /metrics, a real Prometheus scrapes it,
                                   # curl asks the HTTP API, openssl makes a TLS certificate
+  chromium chromium-driver python3-selenium
+                                  # tests: the dashboard in headless Chromium (tests/http/dashboard_test.py)
   iproute2 procps                 # network-namespace tests, process checks
   clang libclang-rt-14-dev llvm   # libFuzzer targets (scripts/fuzz.sh): clang 14, its fuzzer
                                   # and sanitizer runtimes, llvm-symbolizer for their reports

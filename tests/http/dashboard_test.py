@@ -1,0 +1,103 @@
+#!/usr/bin/python3
+"""The dashboard in a real browser (docs/dashboard.md): headless Chromium, driven through
+Selenium and the system's chromedriver, against a real head. A wrong token is refused on the
+login form; the token logs in, the nodes table fills with the head's node, the session cookie
+is HttpOnly and SameSite=Strict and does not hold the token; logout goes back to the form.
+With CELER_DASHBOARD_SCREENSHOT=FILE it saves a screenshot of the logged-in page there.
+
+    tests/http/dashboard_test.py path/to/celer
+Exits 0 and prints "dashboard: passed"; 77 (skipped) without chromium or selenium.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+except ImportError:
+    print("dashboard: skipped (python3-selenium is not installed: scripts/install-deps.sh)")
+    sys.exit(77)
+
+
+def main():
+    celer = sys.argv[1]
+    chromium = shutil.which("chromium")
+    chromedriver = shutil.which("chromedriver")
+    if not chromium or not chromedriver:
+        print("dashboard: skipped (chromium and chromium-driver are not installed: scripts/install-deps.sh)")
+        return 77
+    work = tempfile.mkdtemp(prefix="celer-dashboard-test.")
+    env = dict(os.environ, CELER_TEMP_DIR=work)
+    env.pop("CELER_TOKEN", None)
+    env.pop("CELER_ADDRESS", None)
+    browser = None
+    try:
+        subprocess.run([celer, "start", "--head", "--port", "0", "--num-cpus", "1", "--dashboard-port", "0",
+                        "--labels", "zone=test"], env=env, check=True, capture_output=True, timeout=60)
+        session = os.path.join(work, "session_latest")
+        url = open(os.path.join(session, "http_url")).read().strip()
+        token = open(os.path.join(session, "token")).read().strip()
+
+        options = Options()
+        options.binary_location = chromium
+        for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--window-size=1400,700", "--user-data-dir=" + os.path.join(work, "chromium")):
+            options.add_argument(flag)
+        browser = webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
+        wait = WebDriverWait(browser, 30)
+
+        # No session: the login form (served with the 401).
+        browser.get(url + "/")
+        field = wait.until(ec.presence_of_element_located((By.NAME, "token")))
+        # A wrong token: the form again, saying so.
+        field.send_keys("f" * 64)
+        field.submit()
+        problem = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "p.problem")))
+        assert "matches neither" in problem.text, problem.text
+
+        # The token: the page, and the head's node in its table.
+        browser.find_element(By.NAME, "token").send_keys(token)
+        browser.find_element(By.NAME, "token").submit()
+        row = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#nodes tr[data-node]")))
+        wait.until(lambda b: "the admin" in b.find_element(By.ID, "who").text)
+        cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
+        assert cells[1] == "ALIVE", cells
+        assert "0.0 / 1.0" in cells[2], cells
+        assert "zone=test" in cells[8], cells
+        assert browser.find_element(By.ID, "problem").text == "", browser.find_element(By.ID, "problem").text
+        cookies = {c["name"]: c for c in browser.get_cookies()}
+        session_cookie = cookies["celer_session"]
+        assert session_cookie["httpOnly"] is True, session_cookie
+        assert session_cookie["sameSite"] == "Strict", session_cookie
+        assert token not in session_cookie["value"], "the token itself is in the cookie"
+        # The page's script cannot read the cookie.
+        assert "celer_session" not in browser.execute_script("return document.cookie"), "the cookie is readable"
+        shot = os.environ.get("CELER_DASHBOARD_SCREENSHOT")
+        if shot:
+            time.sleep(0.5)
+            browser.save_screenshot(shot)
+
+        # Log out: back to the form, and the old page no longer loads.
+        browser.find_element(By.CSS_SELECTOR, "form[action='/api/logout'] button").click()
+        wait.until(ec.presence_of_element_located((By.NAME, "token")))
+        browser.get(url + "/")
+        wait.until(ec.presence_of_element_located((By.NAME, "token")))
+        print("dashboard: passed")
+        return 0
+    finally:
+        if browser is not None:
+            browser.quit()
+        subprocess.run([celer, "stop"], env=env, capture_output=True, timeout=60)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
