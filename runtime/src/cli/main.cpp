@@ -1,4 +1,5 @@
 // The `celer` command line: start / stop / status of a cluster, and the knobs.
+#include "cli/jobs_cli.hpp"
 #include "cluster/daemon.hpp"
 #include "cluster/driver.hpp"
 #include "cluster/session.hpp"
@@ -619,7 +620,11 @@ int main(int argc, char** argv) {
   list_groups_cmd->add_option("--address", list_address,
                               "the head's HOST:PORT (default: CELER_ADDRESS, else this "
                               "machine's latest session)");
+  auto* list_jobs_cmd = list_cmd->add_subcommand("jobs", "every submitted job (as celer job list)");
+  std::string list_jobs_address;
+  list_jobs_cmd->add_option("--address", list_jobs_address, "the head's HOST:PORT or its HTTP URL");
   list_cmd->require_subcommand(1);
+  auto run_job_command = celer::cli::add_job_commands(app);
 
   app.add_subcommand("microbenchmark",
                      "Ray's microbenchmark workloads on celer: celer microbenchmark --help");
@@ -633,6 +638,8 @@ int main(int argc, char** argv) {
     if (*stop_cmd) return stop(force);
     if (*status_cmd) return status(status_address);
     if (*list_groups_cmd) return list_placement_groups(list_address);
+    if (*list_jobs_cmd) return celer::cli::list_jobs(list_jobs_address);
+    if (const int rc = run_job_command(); rc >= 0) return rc;
   } catch (const CLI::Error& e) {
     return app.exit(e);
   } catch (const celer::exception& e) {

@@ -8,6 +8,9 @@
 #include "host.hpp"
 #include "http/api.hpp"
 #include "http/gateway.hpp"
+#include "http/jobs_api.hpp"
+#include "jobs/driver_process.hpp"
+#include "jobs/job_manager.hpp"
 #include "http/server.hpp"
 #include "log.hpp"
 #include "node/node_agent.hpp"
@@ -19,19 +22,114 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <pthread.h>
 #include <unistd.h>
 
+extern char** environ;
+
 namespace celer::cluster {
+namespace {
+
+/// The head's submitted jobs (docs/jobs.md): their manager, its drivers' launcher, and a
+/// thread that ticks it (heartbeats for running jobs, SIGKILL for stops past their grace).
+struct head_jobs {
+  jobs::driver_process_launcher launcher;
+  jobs::job_manager manager;
+  std::mutex m;
+  std::condition_variable cv;
+  bool stopping = false;
+  std::thread ticker;
+
+  head_jobs(jobs::job_manager_config cfg, jobs::job_hooks hooks, std::shared_ptr<store::table_db> db,
+            std::chrono::milliseconds every)
+    : manager(std::move(cfg), launcher, std::move(hooks), std::move(db)) {
+    ticker = std::thread([this, every] {
+      std::unique_lock lock(m);
+      while (!cv.wait_for(lock, every, [&] { return stopping; })) {
+        lock.unlock();
+        manager.tick();
+        lock.lock();
+      }
+    });
+  }
+  /// Stops every running job (SIGTERM, SIGKILL after 5 s) and the ticker; idempotent.
+  void stop() {
+    {
+      std::lock_guard lock(m);
+      if (stopping) return;
+      stopping = true;
+    }
+    cv.notify_all();
+    ticker.join();
+    manager.shutdown(std::chrono::seconds(5));
+  }
+  ~head_jobs() { stop(); }
+};
+
+std::unique_ptr<head_jobs> start_jobs(const knob_values& k, const credentials& creds, zmq_transport& net, transport& local,
+                                      const address& head_addr, const std::filesystem::path& session_dir,
+                                      const std::string& cluster_address, const std::string& ip,
+                                      std::shared_ptr<store::table_db> tables,
+                                      std::function<expected<protocol::status_reply>()> status) {
+  jobs::job_manager_config cfg{.jobs_dir = session_dir / "jobs",
+                               .packages_dir = session_dir / "packages",
+                               .cluster_address = cluster_address,
+                               .creds = creds,
+                               .encrypt = k.encryption != 0,
+                               .node_ip = ip,
+                               .base_env = {}};
+  // The head's environment, less its own CELER_ settings (its token, its address), but
+  // where sessions live and how much to log.
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view v(*e);
+    if (!v.starts_with("CELER_") || v.starts_with("CELER_LOG_LEVEL=") || v.starts_with("CELER_TEMP_DIR="))
+      cfg.base_env.emplace_back(v);
+  }
+  jobs::job_hooks hooks{
+    .started = [&net, &local, head_addr](const job_id& job) {
+      net.register_job(job);  // its driver's and workers' connections are let in
+      (void)local.send(head_addr, protocol::job_heartbeat{job});
+    },
+    .alive = [&local, head_addr](const job_id& job) { (void)local.send(head_addr, protocol::job_heartbeat{job}); },
+    .ended = [&local, head_addr](const job_id& job) { (void)local.send(head_addr, protocol::job_finished{job}); },
+    .fits = [status = std::move(status)](double cpus, double gpus) -> expected<void> {
+      auto st = status();
+      if (!st) return error(error_code::unavailable, "cannot ask the head what its nodes have: " + st.error().message());
+      auto num = [](double v) {
+        std::ostringstream o;
+        o << v;
+        return o.str();
+      };
+      std::string have;
+      for (const auto& n : st->nodes) {
+        if (!n.alive) continue;
+        const double c = n.total.get("CPU"), g = n.total.get("GPU");
+        if (c >= cpus && g >= gpus) return {};
+        have += (have.empty() ? "" : ", ") + ("node " + n.node.short_hex() + ": " + num(c) + " CPU, " + num(g) + " GPU");
+      }
+      return error(error_code::invalid_argument,
+                   "no live node has the entrypoint's " + num(cpus) + " CPU and " + num(gpus) +
+                     " GPU (" + (have.empty() ? std::string("no live node") : have) +
+                     "); start a node that has them, or ask for less");
+    }};
+  return std::make_unique<head_jobs>(std::move(cfg), std::move(hooks), std::move(tables),
+                                     std::chrono::milliseconds(std::max(10, k.heartbeat_ms)));
+}
+
+} // namespace
 
 int run_daemon(const knob_values& k, const daemon_options& o,
                const std::function<void(const expected<std::string>&)>& ready) {
@@ -134,6 +232,8 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     }
   }
   std::vector<address> tick_targets;
+  // The head's tables: its own and the submitted jobs' records.
+  std::shared_ptr<store::table_db> tables;
   if (o.head) {
     // The head's tables, in the session: a head started again with --resume loads them.
     const auto tables_dir = session_dir / "head";
@@ -144,9 +244,9 @@ int run_daemon(const knob_values& k, const daemon_options& o,
       ready(db.error());
       return 1;
     }
+    tables = std::move(*db);
     auto h = std::make_shared<head>(*net, head_addr, std::chrono::milliseconds(k.node_timeout_ms),
-                                    k.spread_threshold, head::clock{},
-                                    std::make_unique<head_tables>(std::move(*db)));
+                                    k.spread_threshold, head::clock{}, std::make_unique<head_tables>(tables));
     // Drivers and workers of the jobs it knows reconnect with their job's keys.
     for (const auto& job : h->jobs()) net->register_job(job);
     host.spawn(head_addr.id, as_component(std::move(h)), "head");
@@ -224,6 +324,7 @@ int run_daemon(const knob_values& k, const daemon_options& o,
   // status` asks over the network; credentials are the token and the running jobs'.
   std::unique_ptr<http::server> web;
   std::optional<address> gateway_at;
+  std::unique_ptr<head_jobs> jobs;
   if (o.head && o.http_port >= 0) {
     const address gateway_addr{unique_id::random(), net->endpoint()};
     gateway_at = gateway_addr;
@@ -235,11 +336,21 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     auto* transport = net.get();
     http::authenticator auth(*creds, [transport] { return transport->accepted_jobs(); });
     auto server_slot = std::make_shared<http::server*>(nullptr);
+    jobs = start_jobs(k, *creds, *net, host.local(), head_addr, session_dir, cluster_address, ip, tables,
+                      [gateway, ask_within] { return gateway->status(ask_within); });
+    auto* jm = &jobs->manager;
     auto routes = http::state_routes({.status = [gateway, ask_within] { return gateway->status(ask_within); },
                                       .responses = [server_slot] {
                                         return *server_slot ? (*server_slot)->responses_by_code() : std::map<int, std::uint64_t>{};
                                       },
-                                      .jobs = [transport] { return transport->accepted_jobs(); }});
+                                      .jobs = [transport] { return transport->accepted_jobs(); },
+                                      .job_states = [jm] {
+                                        std::map<std::string, std::size_t> out;
+                                        for (const auto& [state, n] : jm->counts()) out[jobs::job_state_name(state)] = n;
+                                        return out;
+                                      }});
+    auto more = http::job_routes(*jm);
+    routes.insert(routes.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
     const http::server_options ho{.host = o.http_host, .port = o.http_port, .tls_cert = o.tls_cert, .tls_key = o.tls_key};
     auto started = http::server::start(ho, auth, routes);
     if (!started && o.http_port_fallback && started.error().code() == error_code::unavailable) {
@@ -257,6 +368,7 @@ int run_daemon(const knob_values& k, const daemon_options& o,
       (void)host.local().send(head_addr, bye);
       if (agent) (void)host.local().send(address{nid, {}}, bye);
       if (launcher) launcher->stop(std::chrono::seconds(5));
+      jobs->stop();
       host.stop();
       net->stop();
       return 1;
@@ -291,6 +403,8 @@ int run_daemon(const knob_values& k, const daemon_options& o,
   const protocol::shutdown_component bye{"the daemon is stopping"};
   if (agent) (void)host.local().send(address{nid, {}}, bye);  // tells its workers to stop
   if (o.head) (void)host.local().send(head_addr, bye);
+  // Jobs first: their drivers are the HTTP threads' children (see driver_process.hpp).
+  if (jobs) jobs->stop();
   if (web) web->stop();
   if (gateway_at) (void)host.local().send(*gateway_at, bye);
   if (launcher) launcher->stop(std::chrono::seconds(5));

@@ -9,6 +9,7 @@
 #include "transport/zmq_transport.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -34,6 +35,29 @@ const protocol::node_status* pick_local_node(const protocol::status_reply& st, c
     }
   }
   return pick;
+}
+
+/// The job this driver speaks as, and its credentials. A driver the head started for a
+/// submitted job (docs/jobs.md) has its job's credential alone, in CELER_JOB_ID,
+/// CELER_JOB_CREDENTIAL and CELER_CLUSTER_KEY (the head registered the job already); any
+/// other driver holds the token and registers a new job in its first hello to the head.
+std::pair<job_id, credentials> driver_credentials(const std::string& address, cluster_driver::role r) {
+  const char* job_hex = std::getenv("CELER_JOB_ID");
+  const char* secret = std::getenv("CELER_JOB_CREDENTIAL");
+  const char* cluster_key = std::getenv("CELER_CLUSTER_KEY");
+  if (r == cluster_driver::role::driver && job_hex != nullptr && secret != nullptr && cluster_key != nullptr) {
+    auto job = job_id::parse(job_hex);
+    if (!job) throw exception(error_code::invalid_argument, "CELER_JOB_ID is not a job id (32 hex digits)");
+    auto creds = credentials::for_job(*job, secret, cluster_key);
+    if (!creds) throw exception(creds.error().code(), "the submitted job's credential: " + creds.error().message());
+    return {*job, std::move(*creds)};
+  }
+  auto token = find_token(address);
+  if (!token) throw exception(token.error().code(), token.error().message());
+  const job_id job = job_id::random();
+  auto creds = credentials::for_driver(*token, job);
+  if (!creds) throw exception(creds.error().code(), creds.error().message());
+  return {job, std::move(*creds)};
 }
 
 } // namespace
@@ -95,16 +119,10 @@ cluster_driver::cluster_driver(const knob_values& k, const std::string& address,
   s.r = r;
   auto parts = parse_address(address);
   if (!parts) throw exception(parts.error().code(), parts.error().message());
-  auto token = find_token(address);
-  if (!token) throw exception(token.error().code(), token.error().message());
   const std::string ip = k.node_ip.empty() ? local_ip_towards(parts->host) : k.node_ip;
-  // The driver speaks as its job; holding the token, it registers the job with the head
-  // in its first hello (the probe below).
-  const job_id job = job_id::random();
-  auto creds = credentials::for_driver(*token, job);
-  if (!creds) throw exception(creds.error().code(), creds.error().message());
+  auto [job, creds] = driver_credentials(address, r);
   s.net = std::make_unique<zmq_transport>(s.host.local(),
-                                          transport_options(k, bind_for(ip), std::move(*creds)));
+                                          transport_options(k, bind_for(ip), std::move(creds)));
   s.head_addr = celer::address{head_component, tcp_endpoint(*parts)};
   if (auto ok = s.net->probe(s.head_addr.endpoint, std::chrono::milliseconds(k.connect_timeout_ms));
       !ok) {

@@ -27,7 +27,7 @@ bool decode_row(std::string_view value, T& out, const char* table) {
 
 } // namespace
 
-head_tables::head_tables(std::unique_ptr<store::table_db> db) : db_(std::move(db)) {}
+head_tables::head_tables(std::shared_ptr<store::table_db> db) : db_(std::move(db)) {}
 
 expected<head_state> head_tables::load() const {
   head_state s;

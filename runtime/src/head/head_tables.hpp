@@ -74,7 +74,8 @@ struct head_state {
 
 class head_tables {
 public:
-  explicit head_tables(std::unique_ptr<store::table_db> db);
+  /// `db` may be shared: the head's job manager keeps its records in it too.
+  explicit head_tables(std::shared_ptr<store::table_db> db);
 
   /// Every row of every table. An error only when the database cannot be read at all.
   [[nodiscard]] expected<head_state> load() const;
@@ -97,7 +98,7 @@ public:
 
 private:
   void write(std::vector<store::table_write> w, const std::string& what);
-  std::unique_ptr<store::table_db> db_;
+  std::shared_ptr<store::table_db> db_;
   rate_limited_log errors_{"head"};
   std::uint64_t failed_ = 0;
   /// Writes that failed since the last one that succeeded.

@@ -58,7 +58,7 @@ nlohmann::json nodes_json(const protocol::status_reply& s) {
 }
 
 std::string metrics_text(const protocol::status_reply& s, const std::map<int, std::uint64_t>& responses,
-                         std::size_t jobs_running) {
+                         std::size_t jobs_running, const std::map<std::string, std::size_t>& job_states) {
   prometheus::exposition e;
   double alive = 0, dead = 0;
   for (const auto& n : s.nodes) (n.alive ? alive : dead) += 1;
@@ -99,6 +99,9 @@ std::string metrics_text(const protocol::status_reply& s, const std::map<int, st
   e.gauge("celer_actors", "Actors by state", {{{{"state", "alive"}}, static_cast<double>(s.actors_alive)},
                                               {{{"state", "pending"}}, static_cast<double>(s.actors_pending)}});
   e.gauge("celer_jobs_running", "Jobs whose driver is connected", {{{}, static_cast<double>(jobs_running)}});
+  std::vector<prometheus::sample> submitted;
+  for (const auto& [state, n] : job_states) submitted.push_back({{{"state", state}}, static_cast<double>(n)});
+  e.gauge("celer_submitted_jobs", "Jobs submitted to the head (celer submit), by state", submitted);
   std::vector<prometheus::sample> codes;
   for (const auto& [code, count] : responses) codes.push_back({{{"code", std::to_string(code)}}, static_cast<double>(count)});
   e.counter("celer_http_responses_total", "HTTP responses the head sent, by status code", codes);
@@ -127,7 +130,8 @@ std::vector<route> state_routes(api_sources sources) {
                       return response{.status = 200,
                                       .content_type = "text/plain; version=0.0.4; charset=utf-8",
                                       .body = metrics_text(*s, src->responses ? src->responses() : std::map<int, std::uint64_t>{},
-                                                           src->jobs ? src->jobs().size() : 0),
+                                                           src->jobs ? src->jobs().size() : 0,
+                                                           src->job_states ? src->job_states() : std::map<std::string, std::size_t>{}),
                                       .headers = {}};
                     }});
   // The dashboard: its own script only (no inline script, nothing from elsewhere).

@@ -28,6 +28,8 @@ struct api_sources {
   std::function<std::map<int, std::uint64_t>()> responses;
   /// The jobs running now (for /metrics); may be empty.
   std::function<std::vector<job_id>()> jobs;
+  /// Submitted jobs by state ("RUNNING": 2, ...), for /metrics; may be empty.
+  std::function<std::map<std::string, std::size_t>()> job_states;
 };
 
 /// GET /api/version (anyone with a credential), GET /api/nodes and GET /metrics (the
@@ -43,6 +45,6 @@ struct api_sources {
 [[nodiscard]] nlohmann::json nodes_json(const protocol::status_reply& s);
 /// The Prometheus exposition /metrics serves.
 [[nodiscard]] std::string metrics_text(const protocol::status_reply& s, const std::map<int, std::uint64_t>& responses,
-                                       std::size_t jobs_running);
+                                       std::size_t jobs_running, const std::map<std::string, std::size_t>& job_states = {});
 
 } // namespace celer::http

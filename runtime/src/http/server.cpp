@@ -75,7 +75,17 @@ struct server::impl {
     for (const auto& [k, v] : r.headers) res.set_header(k, v);
     res.set_header("Cache-Control", "no-store");
     res.set_header("X-Content-Type-Options", "nosniff");
-    res.set_content(r.body, r.content_type.c_str());
+    if (!r.stream) {
+      res.set_content(r.body, r.content_type.c_str());
+      return;
+    }
+    res.set_chunked_content_provider(r.content_type, [next = r.stream](std::size_t, httplib::DataSink& sink) {
+      std::string chunk;
+      const bool more = next(chunk);
+      if (!chunk.empty() && !sink.write(chunk.data(), chunk.size())) return false;  // the client left
+      if (!more) sink.done();
+      return true;
+    });
   }
 
   static std::string error_body(const std::string& message) {
@@ -215,7 +225,8 @@ expected<std::unique_ptr<server>> server::start(const server_options& options, a
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
-  i->srv->set_payload_max_length(64u << 20);
+  // A working directory's package is the largest body (jobs::pack_options::limit_bytes).
+  i->srv->set_payload_max_length(160u << 20);
   i->host = options.host;
   if (options.port == 0) {
     i->port = i->srv->bind_to_any_port(options.host.c_str());

@@ -43,6 +43,10 @@ struct response {
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
+  /// A streamed body (chunked) instead of `body`: called again and again, it appends what
+  /// is new to `chunk` (waiting a little when nothing is) and returns false once the stream
+  /// ends. The client going away ends it too.
+  std::function<bool(std::string& chunk)> stream;
 };
 
 using handler = std::function<response(const request&)>;
@@ -64,7 +68,7 @@ struct server_options {
   std::string tls_cert;
   std::string tls_key;
   /// Server threads.
-  int threads = 4;
+  int threads = 16;  // a followed log (jobs) holds one for as long as it runs
 };
 
 class server {

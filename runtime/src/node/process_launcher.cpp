@@ -1,5 +1,6 @@
 #include "node/process_launcher.hpp"
 
+#include "child_reaper.hpp"
 #include "log.hpp"
 
 #include <cerrno>
@@ -28,9 +29,7 @@ std::string describe_exit(int status) {
 }
 
 process_launcher::process_launcher(transport& local, config cfg)
-  : local_(local), cfg_(std::move(cfg)) {
-  reaper_ = std::thread([this] { reap_loop(); });
-}
+  : local_(local), cfg_(std::move(cfg)) {}
 
 process_launcher::~process_launcher() { stop(std::chrono::milliseconds(0)); }
 
@@ -125,7 +124,8 @@ worker_launcher::launched process_launcher::launch(const worker_id& id,
   }
   pids_[pid] = id;
   by_worker_[id] = pid;
-  cv_.notify_all();
+  lock.unlock();
+  child_reaper::instance().watch(pid, [this, pid](int status) { exited(pid, status); });
   CELER_LOG(info, "node", "started worker " + id.short_hex() + " as pid " + std::to_string(pid));
   return {address{id, {}}, false};
 }
@@ -136,53 +136,34 @@ void process_launcher::terminate(const worker_id& id, const address&, const acto
   if (it != by_worker_.end()) ::kill(it->second, SIGKILL);
 }
 
-void process_launcher::reap_loop() {
-  for (;;) {
-    {
-      std::unique_lock lock(mutex_);
-      cv_.wait(lock, [&] { return stopping_ || !pids_.empty(); });
-      if (pids_.empty()) return;  // stopping and nothing left
-    }
-    int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, 0);
-    if (pid < 0) {
-      if (errno == EINTR) continue;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      continue;
-    }
-    worker_id id;
-    bool known = false;
-    {
-      std::lock_guard lock(mutex_);
-      auto it = pids_.find(pid);
-      if (it != pids_.end()) {
-        id = it->second;
-        known = true;
-        by_worker_.erase(id);
-        pids_.erase(it);
-      }
-      cv_.notify_all();
-    }
-    if (known) {
-      std::string reason = describe_exit(status);
-      if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
-        reason += " (see " + (cfg_.log_dir / ("worker-" + id.short_hex() + ".log")).string() + ")";
-      }
-      (void)local_.send(cfg_.node_addr, protocol::worker_died{id, std::move(reason)});
-    }
+void process_launcher::exited(pid_t pid, int status) {
+  worker_id id;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = pids_.find(pid);
+    if (it == pids_.end()) return;
+    id = it->second;
+    by_worker_.erase(id);
+    pids_.erase(it);
   }
+  std::string reason = describe_exit(status);
+  if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+    reason += " (see " + (cfg_.log_dir / ("worker-" + id.short_hex() + ".log")).string() + ")";
+  }
+  (void)local_.send(cfg_.node_addr, protocol::worker_died{id, std::move(reason)});
+  std::lock_guard lock(mutex_);
+  cv_.notify_all();
 }
 
 void process_launcher::stop(std::chrono::milliseconds grace) {
   std::unique_lock lock(mutex_);
-  if (!reaper_.joinable()) return;
+  if (stopping_) return;
   stopping_ = true;
-  cv_.notify_all();
   if (!cv_.wait_for(lock, grace, [&] { return pids_.empty(); })) {
     for (const auto& [pid, id] : pids_) ::kill(pid, SIGKILL);
   }
-  lock.unlock();
-  reaper_.join();
+  // The reaper calls exited() for each: it uses this object, so wait for the last.
+  cv_.wait(lock, [&] { return pids_.empty(); });
 }
 
 } // namespace celer

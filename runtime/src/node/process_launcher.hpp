@@ -11,7 +11,6 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <unordered_map>
 
 #include <sys/types.h>
@@ -41,20 +40,21 @@ public:
   launched launch(const worker_id& id, const protocol::task_spec& first,
                   const std::vector<int>& gpus) override;
   void terminate(const worker_id& id, const address& addr, const actor_id& actor) override;
-  /// Waits up to `grace` for every worker to exit, kills what is left, and stops reaping.
+  /// Waits up to `grace` for every worker to exit, then kills what is left and waits for
+  /// it to be reaped (child_reaper.hpp).
   void stop(std::chrono::milliseconds grace);
 
 private:
-  void reap_loop();
+  /// The reaper's word: child `pid` exited with `status`.
+  void exited(pid_t pid, int status);
 
   transport& local_;
   config cfg_;
-  std::mutex mutex_;  // guards pids_, stopping_
+  std::mutex mutex_;  // guards pids_, by_worker_, stopping_
   std::condition_variable cv_;
   std::unordered_map<pid_t, worker_id> pids_;
   std::unordered_map<worker_id, pid_t> by_worker_;
   bool stopping_ = false;
-  std::thread reaper_;
 };
 
 /// "exited with status 3", "was killed by signal 9 (SIGKILL)".

@@ -1,0 +1,374 @@
+// `celer submit` and `celer job ...` (jobs_cli.hpp).
+#include "cli/jobs_cli.hpp"
+
+#include "cluster/session.hpp"
+#include "config/knobs.hpp"
+#include "jobs/package.hpp"
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+namespace celer::cli {
+namespace {
+
+struct job_args {
+  std::string address;
+  // submit
+  std::string working_dir;
+  std::vector<std::string> excludes;
+  double working_dir_limit_mib = 100;
+  std::vector<std::string> env;
+  std::vector<std::string> metadata;
+  double num_cpus = 0;
+  double num_gpus = 0;
+  std::string submission_id;
+  int priority = 0;
+  bool follow = false;
+  std::vector<std::string> command;
+  // job ...
+  std::string id;
+  bool no_wait = false;
+};
+
+/// Where the head's HTTP server is and what to present to it.
+struct head_link {
+  std::string url;
+  std::string credential;
+};
+
+[[noreturn]] void fail(const std::string& what) {
+  std::cerr << "celer: " << what << "\n";
+  std::exit(1);
+}
+
+head_link find_head(std::string address) {
+  knob_values k = load_knobs(0, nullptr);
+  set_knobs(k);  // temp_dir: where the sessions are
+  head_link link;
+  if (address.starts_with("http://") || address.starts_with("https://")) {
+    link.url = address;
+    while (link.url.ends_with("/")) link.url.pop_back();
+    address.clear();
+  }
+  if (address.empty()) address = k.address;
+  std::optional<std::filesystem::path> session;
+  if (address.empty()) {
+    auto latest = cluster::latest_session();
+    if (!latest) fail(latest.error().message());
+    session = *latest;
+    if (session) address = cluster::session_address(*session);
+  } else {
+    auto found = cluster::find_session(address);
+    if (!found) fail(found.error().message());
+    session = *found;
+  }
+  if (link.url.empty()) {
+    if (!session)
+      fail("no cluster: give --address (the head's HOST:PORT or its http(s):// URL), set CELER_ADDRESS, or start one "
+           "with celer start --head");
+    std::ifstream in(*session / "http_url");
+    std::getline(in, link.url);
+    if (link.url.empty())
+      fail("the head at " + address + " serves no HTTP (started with --dashboard-port -1?): its jobs API is off");
+  }
+  if (const char* job = std::getenv("CELER_JOB_CREDENTIAL")) {
+    link.credential = job;  // inside a submitted job: it acts as its own job, nothing more
+  } else if (auto token = cluster::find_token(address); token) {
+    link.credential = *token;
+  } else {
+    fail(token.error().message());
+  }
+  return link;
+}
+
+std::unique_ptr<httplib::Client> client_for(const head_link& link, std::chrono::seconds read_timeout) {
+  auto c = std::make_unique<httplib::Client>(link.url);
+  if (!c->is_valid()) fail("not an HTTP address: " + link.url);
+  c->set_bearer_token_auth(link.credential);
+  c->set_connection_timeout(std::chrono::seconds(5));
+  c->set_read_timeout(read_timeout);
+  c->set_write_timeout(std::chrono::seconds(60));
+  return c;
+}
+
+/// The body of a JSON answer, or the process ends with the server's own error message.
+nlohmann::json expect_json(const httplib::Result& r, const head_link& link, const std::string& doing) {
+  if (!r) fail("cannot reach the head at " + link.url + " (" + doing + "): " + httplib::to_string(r.error()));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(r->body);
+  } catch (const std::exception&) {
+    fail(doing + ": HTTP " + std::to_string(r->status) + " without a JSON body");
+  }
+  if (r->status != 200) fail(doing + ": " + j.value("error", "HTTP " + std::to_string(r->status)));
+  return j;
+}
+
+std::map<std::string, std::string> key_values(const std::vector<std::string>& items, const char* flag) {
+  std::map<std::string, std::string> out;
+  for (const auto& kv : items) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) fail(std::string(flag) + " takes KEY=VALUE, not '" + kv + "'");
+    out[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return out;
+}
+
+std::string when(const nlohmann::json& ms) {
+  if (!ms.is_number()) return "-";
+  const std::time_t t = ms.get<std::int64_t>() / 1000;
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  std::ostringstream s;
+  s << std::put_time(&tm, "%Y-%m-%d %H:%M:%S");
+  return s.str();
+}
+
+std::string duration(const nlohmann::json& job) {
+  if (!job["start_time"].is_number()) return "-";
+  const auto end = job["end_time"].is_number()
+                     ? job["end_time"].get<std::int64_t>()
+                     : std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+  const double s = static_cast<double>(end - job["start_time"].get<std::int64_t>()) / 1000.0;
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(1) << s << " s";
+  return out.str();
+}
+
+/// The driver's exit code as `celer submit --follow` and `celer job logs --follow` end
+/// with it: 0 when it succeeded, its own code when it failed with one, else 1.
+int exit_code_of(const nlohmann::json& job) {
+  if (job.value("status", "") == "SUCCEEDED") return 0;
+  if (job["driver_exit_code"].is_number()) {
+    const int c = job["driver_exit_code"].get<int>();
+    if (c != 0) return c;
+  }
+  return 1;
+}
+
+nlohmann::json job_details(httplib::Client& c, const head_link& link, const std::string& id) {
+  return expect_json(c.Get("/api/jobs/" + id), link, "job " + id);
+}
+
+/// Streams the job's log until it ends; returns its final record.
+nlohmann::json follow_logs(const head_link& link, const std::string& id) {
+  auto c = client_for(link, std::chrono::hours(24));
+  int status = 0;
+  std::string error_body;
+  auto r = c->Get(
+    "/api/jobs/" + id + "/logs/tail", httplib::Headers{},
+    [&](const httplib::Response& res) {
+      status = res.status;
+      return true;
+    },
+    [&](const char* data, std::size_t n) {
+      if (status != 200) {
+        error_body.append(data, n);
+      } else {
+        std::cout.write(data, static_cast<std::streamsize>(n));
+        std::cout.flush();
+      }
+      return true;
+    });
+  if (!r) fail("the log stream of job " + id + " broke: " + httplib::to_string(r.error()));
+  if (status != 200) {
+    std::string why = error_body;
+    try {
+      why = nlohmann::json::parse(error_body).value("error", error_body);
+    } catch (const std::exception&) {
+    }
+    fail("job " + id + ": " + why);
+  }
+  return job_details(*client_for(link, std::chrono::seconds(30)), link, id);
+}
+
+int submit(const job_args& a) {
+  if (a.command.empty()) fail("celer submit needs the command to run after --, e.g. celer submit -- ./my_app --steps 10");
+  const auto link = find_head(a.address);
+  auto c = client_for(link, std::chrono::seconds(120));
+  nlohmann::json body{{"entrypoint_argv", a.command},
+                      {"entrypoint_num_cpus", a.num_cpus},
+                      {"entrypoint_num_gpus", a.num_gpus},
+                      {"priority", a.priority}};
+  if (!a.submission_id.empty()) body["submission_id"] = a.submission_id;
+  nlohmann::json runtime_env = nlohmann::json::object();
+  if (!a.env.empty()) runtime_env["env_vars"] = key_values(a.env, "--env");
+  if (!a.metadata.empty()) body["metadata"] = key_values(a.metadata, "--metadata");
+  if (!a.working_dir.empty()) {
+    jobs::pack_options po;
+    po.limit_bytes = static_cast<std::uint64_t>(a.working_dir_limit_mib * 1024 * 1024);
+    po.excludes = a.excludes;
+    auto archive = jobs::pack_directory(a.working_dir, po);
+    if (!archive) fail("--working-dir " + a.working_dir + ": " + archive.error().message());
+    const std::string digest = jobs::package_digest(*archive);
+    auto have = c->Get("/api/packages/" + digest);
+    if (!have || have->status != 200) {
+      std::cerr << "uploading " << a.working_dir << " (" << std::fixed << std::setprecision(1)
+                << static_cast<double>(archive->size()) / (1024.0 * 1024.0) << " MiB)\n";
+      (void)expect_json(c->Put("/api/packages/" + digest, *archive, "application/octet-stream"), link,
+                        "uploading the working directory");
+    }
+    runtime_env["working_dir"] = "celerpkg://" + digest;
+  }
+  if (!runtime_env.empty()) body["runtime_env"] = runtime_env;
+  auto reply = expect_json(c->Post("/api/jobs/", body.dump(), "application/json"), link, "submitting the job");
+  const std::string id = reply.value("submission_id", "");
+  if (!a.follow) {
+    std::cout << id << "\n";
+    std::cerr << "job " << id << " submitted (" << reply.value("status", "") << ")\n"
+              << "  logs:   celer job logs " << id << " --follow\n"
+              << "  status: celer job status " << id << "\n"
+              << "  stop:   celer job stop " << id << "\n";
+    return reply.value("status", "") == "FAILED" ? 1 : 0;
+  }
+  std::cerr << "job " << id << " submitted; following its log (Ctrl-C leaves it running)\n";
+  auto job = follow_logs(link, id);
+  std::cerr << "job " << id << " " << job.value("status", "") << ": " << job.value("message", "") << "\n";
+  return exit_code_of(job);
+}
+
+int list(const job_args& a) { return list_jobs(a.address); }
+
+} // namespace
+
+int list_jobs(const std::string& address) {
+  const auto link = find_head(address);
+  auto jobs = expect_json(client_for(link, std::chrono::seconds(30))->Get("/api/jobs/"), link, "listing jobs");
+  std::cout << jobs.size() << " job(s)\n";
+  if (jobs.empty()) return 0;
+  std::cout << std::left << std::setw(30) << "SUBMISSION ID" << std::setw(11) << "STATUS" << std::setw(21) << "SUBMITTED"
+            << std::setw(11) << "DURATION" << "ENTRYPOINT\n";
+  for (const auto& j : jobs) {
+    std::cout << std::left << std::setw(30) << j.value("submission_id", "") << std::setw(11) << j.value("status", "")
+              << std::setw(21) << when(j["start_time"]) << std::setw(11) << duration(j) << j.value("entrypoint", "") << "\n";
+  }
+  return 0;
+}
+
+namespace {
+int status(const job_args& a) {
+  const auto link = find_head(a.address);
+  auto j = job_details(*client_for(link, std::chrono::seconds(30)), link, a.id);
+  std::cout << "job " << j.value("submission_id", "") << " (celer job " << j.value("job_id", "") << ")\n"
+            << "  status:     " << j.value("status", "") << "\n"
+            << "  message:    " << j.value("message", "") << "\n"
+            << "  entrypoint: " << j.value("entrypoint", "") << "\n"
+            << "  submitted:  " << when(j["start_time"]) << "\n"
+            << "  ended:      " << when(j["end_time"]) << "\n"
+            << "  duration:   " << duration(j) << "\n";
+  if (j["driver_exit_code"].is_number()) std::cout << "  exit code:  " << j["driver_exit_code"].get<int>() << "\n";
+  if (j.value("priority", 0) != 0) std::cout << "  priority:   " << j.value("priority", 0) << "\n";
+  return 0;
+}
+
+int logs(const job_args& a) {
+  const auto link = find_head(a.address);
+  if (a.follow) return exit_code_of(follow_logs(link, a.id));
+  auto j = expect_json(client_for(link, std::chrono::seconds(60))->Get("/api/jobs/" + a.id + "/logs"), link, "job " + a.id);
+  std::cout << j.value("logs", "");
+  return 0;
+}
+
+int stop(const job_args& a) {
+  const auto link = find_head(a.address);
+  auto c = client_for(link, std::chrono::seconds(30));
+  auto r = expect_json(c->Post("/api/jobs/" + a.id + "/stop", "", "application/json"), link, "stopping job " + a.id);
+  if (!r.value("stopped", false)) {
+    auto j = job_details(*c, link, a.id);
+    std::cout << "job " << a.id << " is not running (" << j.value("status", "") << ")\n";
+    return 0;
+  }
+  if (a.no_wait) {
+    std::cout << "job " << a.id << ": stop asked (SIGTERM; SIGKILL after the grace period)\n";
+    return 0;
+  }
+  for (;;) {
+    auto j = job_details(*c, link, a.id);
+    const std::string s = j.value("status", "");
+    if (s != "RUNNING" && s != "PENDING") {
+      std::cout << "job " << a.id << " " << s << ": " << j.value("message", "") << "\n";
+      return 0;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+int remove(const job_args& a) {
+  const auto link = find_head(a.address);
+  (void)expect_json(client_for(link, std::chrono::seconds(30))->Delete("/api/jobs/" + a.id), link, "deleting job " + a.id);
+  std::cout << "job " << a.id << " deleted (its record, log and working directory)\n";
+  return 0;
+}
+
+void address_option(CLI::App* cmd, job_args& a) {
+  cmd->add_option("--address", a.address,
+                  "the head: HOST:PORT (its session on this machine gives the HTTP URL and token) or the HTTP server's "
+                  "http(s):// URL (the token then from CELER_TOKEN); default: CELER_ADDRESS, else the latest session");
+}
+
+} // namespace
+
+std::function<int()> add_job_commands(CLI::App& app) {
+  auto a = std::make_shared<job_args>();
+  auto* submit_cmd = app.add_subcommand(
+    "submit", "submit a job to the head: it runs COMMAND (an argument vector, never through a shell) as the job's driver");
+  address_option(submit_cmd, *a);
+  submit_cmd->add_option("--working-dir", a->working_dir,
+                         "pack this folder and send it with the job; the driver runs inside its copy (relative paths "
+                         "in COMMAND are taken from there)");
+  submit_cmd->add_option("--exclude", a->excludes, "leave this relative path of --working-dir out (repeatable), e.g. build");
+  submit_cmd->add_option("--working-dir-limit", a->working_dir_limit_mib, "MiB the packed working directory may take")
+    ->capture_default_str();
+  submit_cmd->add_option("--env", a->env, "KEY=VALUE in the driver's environment (repeatable)");
+  submit_cmd->add_option("--metadata", a->metadata, "KEY=VALUE kept with the job's record (repeatable)");
+  submit_cmd->add_option("--entrypoint-num-cpus", a->num_cpus, "CPUs the driver itself needs");
+  submit_cmd->add_option("--entrypoint-num-gpus", a->num_gpus, "GPUs the driver itself needs");
+  submit_cmd->add_option("--submission-id", a->submission_id, "the job's id (default: celersubmit_ and random hex)");
+  submit_cmd->add_option("--priority", a->priority,
+                         "the job's priority: its tasks and actors get it (higher goes first and may preempt "
+                         "preemptible actors of lower priority)");
+  submit_cmd->add_flag("--follow", a->follow, "stream the job's log until it ends, and exit with its driver's code");
+  submit_cmd->add_option("command", a->command, "the program and its arguments, after --")->expected(-1);
+  submit_cmd->footer(
+    "Example: celer submit --working-dir . --exclude build -- ./bin/trainer --steps 100\n"
+    "Prints the job's submission id; see docs/jobs.md.");
+
+  auto* job_cmd = app.add_subcommand("job", "list, inspect, follow, stop and delete submitted jobs");
+  job_cmd->require_subcommand(1);
+  auto* list_cmd = job_cmd->add_subcommand("list", "every job the credential may see, oldest first");
+  address_option(list_cmd, *a);
+  auto* status_cmd = job_cmd->add_subcommand("status", "a job's state, why, and its driver's exit code");
+  auto* logs_cmd = job_cmd->add_subcommand("logs", "a job's driver log (stdout and stderr)");
+  logs_cmd->add_flag("--follow", a->follow, "keep streaming until the job ends, and exit with its driver's code");
+  auto* stop_cmd = job_cmd->add_subcommand("stop", "stop a running job: SIGTERM to its driver, SIGKILL after 5 s");
+  stop_cmd->add_flag("--no-wait", a->no_wait, "return once the stop is asked, without waiting for the job to end");
+  auto* delete_cmd = job_cmd->add_subcommand("delete", "forget an ended job: its record, log and working directory");
+  for (auto* cmd : {status_cmd, logs_cmd, stop_cmd, delete_cmd}) {
+    cmd->add_option("id", a->id, "the job's submission id (or its job id)")->required();
+    address_option(cmd, *a);
+  }
+  return [=]() -> int {
+    if (*submit_cmd) return submit(*a);
+    if (*list_cmd) return list(*a);
+    if (*status_cmd) return status(*a);
+    if (*logs_cmd) return logs(*a);
+    if (*stop_cmd) return stop(*a);
+    if (*delete_cmd) return remove(*a);
+    return -1;
+  };
+}
+
+} // namespace celer::cli

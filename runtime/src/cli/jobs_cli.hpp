@@ -1,0 +1,20 @@
+#pragma once
+// `celer submit` and `celer job list|status|logs|stop|delete` (docs/jobs.md): clients of the
+// head's jobs API over HTTP, with the cluster's token from this machine's session (or
+// CELER_TOKEN), or inside a submitted job its own credential.
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+
+namespace celer::cli {
+
+/// Adds the commands to `app`; the function returned runs the one parsed (nullopt-like:
+/// returns -1 when none of them was given).
+std::function<int()> add_job_commands(CLI::App& app);
+
+/// `celer job list` (also `celer list jobs`).
+int list_jobs(const std::string& address);
+
+} // namespace celer::cli

@@ -1,0 +1,412 @@
+#include "jobs/job_manager.hpp"
+
+#include "jobs/entrypoint.hpp"
+#include "jobs/package.hpp"
+#include "log.hpp"
+#include "node/process_launcher.hpp"  // describe_exit
+
+#include <algorithm>
+#include <csignal>
+#include <fstream>
+#include <regex>
+
+#include <sys/wait.h>
+
+namespace celer::jobs {
+namespace {
+
+constexpr const char* jobs_table = "submitted_jobs";
+
+bool valid_submission_id(const std::string& s) {
+  static const std::regex re("[A-Za-z0-9_.-]{1,64}");
+  return std::regex_match(s, re);
+}
+
+bool valid_env_name(const std::string& s) {
+  static const std::regex re("[A-Za-z_][A-Za-z0-9_]{0,127}");
+  return std::regex_match(s, re);
+}
+
+bool valid_digest(const std::string& s) {
+  static const std::regex re("[0-9a-f]{32}");
+  return std::regex_match(s, re);
+}
+
+std::string random_hex16() { return unique_id::random().hex().substr(0, 16); }
+
+} // namespace
+
+const char* job_state_name(job_state s) noexcept {
+  switch (s) {
+    case job_state::pending: return "PENDING";
+    case job_state::running: return "RUNNING";
+    case job_state::succeeded: return "SUCCEEDED";
+    case job_state::failed: return "FAILED";
+    case job_state::stopped: return "STOPPED";
+  }
+  return "UNKNOWN";
+}
+
+job_manager::job_manager(job_manager_config cfg, driver_launcher& launcher, job_hooks hooks,
+                         std::shared_ptr<store::table_db> db, clock now)
+  : cfg_(std::move(cfg)), launcher_(launcher), hooks_(std::move(hooks)), db_(std::move(db)),
+    now_(now ? std::move(now) : clock([] { return std::chrono::system_clock::now(); })) {
+  if (!db_) return;
+  std::vector<job_record> rows;
+  auto ok = db_->scan(jobs_table, [&](std::string_view, std::string_view value) {
+    try {
+      rows.push_back(detail::unpack<job_record>(value, jobs_table));
+    } catch (const std::exception& e) {
+      CELER_LOG(error, "jobs", std::string("skipped an unreadable job record: ") + e.what());
+    }
+  });
+  if (!ok) CELER_LOG(error, "jobs", "cannot read the job records: " + ok.error().message());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.sequence < b.sequence; });
+  for (auto& r : rows) {
+    next_sequence_ = std::max(next_sequence_, r.sequence + 1);
+    if (!terminal(r.status())) {
+      // Its driver ran under the previous head and stopped with it (it dies with the head).
+      r.state = static_cast<std::uint8_t>(job_state::failed);
+      r.message = "the head stopped while the job ran (its driver stopped with it)";
+      r.ended_ms = now_ms();
+      r.exit_code = -1;
+      persist(r);
+    }
+    order_.push_back(r.id);
+    jobs_[r.id] = entry{std::move(r), std::nullopt};
+  }
+}
+
+job_manager::~job_manager() = default;
+
+std::int64_t job_manager::now_ms() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(now_().time_since_epoch()).count();
+}
+
+std::filesystem::path job_manager::folder(const job_id& job) const { return cfg_.jobs_dir / job.hex(); }
+
+void job_manager::persist(const job_record& r) {
+  if (!db_) return;
+  if (auto ok = db_->put(jobs_table, r.id.bytes(), detail::pack(r)); !ok)
+    CELER_LOG(error, "jobs", "could not persist job " + r.submission_id + ": " + ok.error().message() +
+                               "; a restarted head would not know this change");
+}
+
+expected<job_record> job_manager::submit(const submit_request& r, const asker& who) {
+  if (!who.admin)
+    return error(error_code::permission_denied, "only the cluster's token submits jobs; job " + who.job.short_hex() +
+                                                  "'s credential acts on its own job only");
+  if (r.argv.empty() || r.argv.front().empty())
+    return error(error_code::invalid_argument, "the entrypoint is empty: give the program to run");
+  for (const auto& [k, v] : r.env) {
+    if (!valid_env_name(k))
+      return error(error_code::invalid_argument, "environment variable name '" + k + "' is not [A-Za-z_][A-Za-z0-9_]*");
+    if (k.starts_with("CELER_") && k != "CELER_LOG_LEVEL" && !k.starts_with("CELER_PEER_"))
+      return error(error_code::invalid_argument, "environment variable " + k +
+                                                   " is the runtime's to set; pass knobs as flags of the program instead");
+  }
+  if (!r.package.empty() && !has_package(r.package))
+    return error(error_code::not_found, "no uploaded working directory " + r.package + " (PUT /api/packages/<digest> first)");
+  if (!r.submission_id.empty() && !valid_submission_id(r.submission_id))
+    return error(error_code::invalid_argument, "submission id '" + r.submission_id + "' is not 1 to 64 of [A-Za-z0-9_.-]");
+  if (r.num_cpus < 0 || r.num_gpus < 0)
+    return error(error_code::invalid_argument, "entrypoint_num_cpus and entrypoint_num_gpus cannot be negative");
+  if (hooks_.fits && (r.num_cpus > 0 || r.num_gpus > 0)) {
+    if (auto ok = hooks_.fits(r.num_cpus, r.num_gpus); !ok) return ok.error();
+  }
+  std::unique_lock lock(mutex_);
+  if (shutting_down_) return error(error_code::unavailable, "the head is stopping");
+  std::string sid = r.submission_id.empty() ? "celersubmit_" + random_hex16() : r.submission_id;
+  for (const auto& [id, e] : jobs_)
+    if (e.record.submission_id == sid)
+      return error(error_code::already_exists, "a job with submission id " + sid + " exists already (" +
+                                                 job_state_name(e.record.status()) + ")");
+  entry e;
+  e.record.id = job_id::random();
+  e.record.submission_id = std::move(sid);
+  e.record.argv = r.argv;
+  e.record.env = r.env;
+  e.record.metadata = r.metadata;
+  e.record.num_cpus = r.num_cpus;
+  e.record.num_gpus = r.num_gpus;
+  e.record.priority = r.priority;
+  e.record.package = r.package;
+  e.record.submitted_ms = now_ms();
+  e.record.sequence = next_sequence_++;
+  e.record.message = "starting the driver";
+  const job_id id = e.record.id;
+  order_.push_back(id);
+  auto& stored = jobs_[id] = std::move(e);
+  persist(stored.record);
+  job_record pending = stored.record;
+  lock.unlock();
+  // Unpacking and starting take time: without the lock (the entry stays, being PENDING).
+  launch(std::move(pending));
+  lock.lock();
+  changed_.notify_all();
+  return jobs_.at(id).record;
+}
+
+void job_manager::launch(job_record rec) {
+  const auto dir = folder(rec.id);
+  const auto wd = dir / "wd";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all, ec);
+  const job_id id = rec.id;
+  // The record as the launch left it, unless the driver already exited (exited() won).
+  auto settle = [&](job_state state, std::string why, int pid) {
+    std::lock_guard lock(mutex_);
+    auto& stored = jobs_.at(id).record;
+    if (stored.status() != job_state::pending) return;
+    stored.state = static_cast<std::uint8_t>(state);
+    stored.message = std::move(why);
+    if (state == job_state::running) {
+      stored.pid = pid;
+      stored.started_ms = now_ms();
+      if (shutting_down_) {  // started as the head stops: stop it with the others
+        stored.stop_requested = true;
+        launcher_.signal(pid, SIGTERM);
+      }
+    } else {
+      stored.ended_ms = now_ms();
+      CELER_LOG(warn, "jobs", "job " + stored.submission_id + " failed to start: " + stored.message);
+    }
+    persist(stored);
+  };
+  if (!rec.package.empty()) {
+    std::ifstream in(cfg_.packages_dir / rec.package, std::ios::binary);
+    const std::string archive((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (auto ok = unpack(archive, wd, cfg_.unpack_limit); !ok)
+      return settle(job_state::failed, "cannot unpack the working directory: " + ok.error().message(), 0);
+  } else {
+    std::filesystem::create_directories(wd, ec);
+  }
+  auto secret = cfg_.creds.job_secret_hex(id);
+  if (!secret) return settle(job_state::failed, "cannot issue the job's credential: " + secret.error().message(), 0);
+  driver_spec spec{id, rec.argv, cfg_.base_env, wd, dir / "driver.log"};
+  for (const auto& [k, v] : rec.env) spec.env.push_back(k + "=" + v);
+  spec.env.push_back("CELER_ADDRESS=" + cfg_.cluster_address);
+  spec.env.push_back("CELER_JOB_ID=" + id.hex());
+  spec.env.push_back("CELER_JOB_CREDENTIAL=" + *secret);
+  spec.env.push_back("CELER_CLUSTER_KEY=" + cfg_.creds.cluster_public_hex());
+  spec.env.push_back("CELER_SUBMISSION_ID=" + rec.submission_id);
+  spec.env.push_back(std::string("CELER_ENCRYPTION=") + (cfg_.encrypt ? "1" : "0"));
+  spec.env.push_back("CELER_JOB_PRIORITY=" + std::to_string(rec.priority));
+  if (!cfg_.node_ip.empty()) spec.env.push_back("CELER_NODE_IP=" + cfg_.node_ip);
+  if (hooks_.started) hooks_.started(id);
+  auto pid = launcher_.start(spec, [this, id](int pid, int status) { exited(id, pid, status); });
+  if (!pid) {
+    if (hooks_.ended) hooks_.ended(id);
+    return settle(job_state::failed, pid.error().message(), 0);
+  }
+  settle(job_state::running, "the driver runs as pid " + std::to_string(*pid), *pid);
+  CELER_LOG(info, "jobs", "job " + rec.submission_id + " (" + id.short_hex() + ") started: " + join_entrypoint(rec.argv));
+}
+
+void job_manager::exited(const job_id& job, int pid, int status) {
+  std::unique_lock lock(mutex_);
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return;
+  auto& rec = it->second.record;
+  // Whatever the driver left running in its process group goes with it.
+  launcher_.signal(pid, SIGKILL);
+  rec.pid = pid;
+  rec.ended_ms = now_ms();
+  rec.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (rec.stop_requested) {
+    rec.state = static_cast<std::uint8_t>(job_state::stopped);
+    rec.message = "stopped: the driver " + describe_exit(status);
+  } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    rec.state = static_cast<std::uint8_t>(job_state::succeeded);
+    rec.message = "the driver exited with status 0";
+  } else {
+    rec.state = static_cast<std::uint8_t>(job_state::failed);
+    rec.message = "the driver " + describe_exit(status);
+  }
+  it->second.kill_at.reset();
+  persist(rec);
+  CELER_LOG(info, "jobs", "job " + rec.submission_id + " " + job_state_name(rec.status()) + ": " + rec.message);
+  if (hooks_.ended) hooks_.ended(job);
+  changed_.notify_all();
+}
+
+job_manager::entry* job_manager::lookup(const std::string& id, const asker& who) {
+  return const_cast<entry*>(std::as_const(*this).lookup(id, who));
+}
+
+const job_manager::entry* job_manager::lookup(const std::string& id, const asker& who) const {
+  const entry* found = nullptr;
+  if (auto j = job_id::parse(id)) {
+    if (auto it = jobs_.find(*j); it != jobs_.end()) found = &it->second;
+  }
+  if (found == nullptr) {
+    for (const auto& [_, e] : jobs_)
+      if (e.record.submission_id == id) found = &e;
+  }
+  if (found != nullptr && !who.admin && found->record.id != who.job) return nullptr;
+  return found;
+}
+
+std::vector<job_record> job_manager::list(const asker& who) const {
+  std::lock_guard lock(mutex_);
+  std::vector<job_record> out;
+  for (const auto& id : order_) {
+    const auto& e = jobs_.at(id);
+    if (who.admin || e.record.id == who.job) out.push_back(e.record);
+  }
+  return out;
+}
+
+expected<job_record> job_manager::find(const std::string& id, const asker& who) const {
+  std::lock_guard lock(mutex_);
+  const auto* e = lookup(id, who);
+  if (e == nullptr) return error(error_code::not_found, "no job " + id);
+  return e->record;
+}
+
+expected<bool> job_manager::stop(const std::string& id, const asker& who) {
+  std::lock_guard lock(mutex_);
+  auto* e = lookup(id, who);
+  if (e == nullptr) return error(error_code::not_found, "no job " + id);
+  auto& rec = e->record;
+  if (rec.status() != job_state::running) return false;
+  if (!rec.stop_requested) {
+    rec.stop_requested = true;
+    rec.message = std::string("stopping: asked by ") + (who.admin ? "the admin" : "the job itself");
+    e->kill_at = now_() + cfg_.stop_grace;
+    persist(rec);
+    launcher_.signal(rec.pid, SIGTERM);
+  }
+  changed_.notify_all();
+  return true;
+}
+
+expected<void> job_manager::remove(const std::string& id, const asker& who) {
+  if (!who.admin)
+    return error(error_code::permission_denied, "only the cluster's token deletes jobs; a job's credential may stop its own");
+  std::lock_guard lock(mutex_);
+  auto* e = lookup(id, who);
+  if (e == nullptr) return error(error_code::not_found, "no job " + id);
+  if (!terminal(e->record.status()))
+    return error(error_code::failed_precondition, std::string("job ") + id + " is " + job_state_name(e->record.status()) +
+                                                    ": stop it first (celer job stop " + id + ")");
+  const job_id jid = e->record.id;
+  std::error_code ec;
+  std::filesystem::remove_all(folder(jid), ec);
+  if (db_) {
+    if (auto ok = db_->erase(jobs_table, jid.bytes()); !ok)
+      return error(ok.error().code(), "cannot delete the record of job " + id + ": " + ok.error().message());
+  }
+  jobs_.erase(jid);
+  std::erase(order_, jid);
+  changed_.notify_all();
+  return {};
+}
+
+expected<std::string> job_manager::logs(const std::string& id, const asker& who, std::uint64_t from) const {
+  std::filesystem::path log;
+  {
+    std::lock_guard lock(mutex_);
+    const auto* e = lookup(id, who);
+    if (e == nullptr) return error(error_code::not_found, "no job " + id);
+    log = folder(e->record.id) / "driver.log";
+  }
+  std::ifstream in(log, std::ios::binary);
+  if (!in) return std::string();
+  in.seekg(static_cast<std::streamoff>(from));
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void job_manager::wait_for_change(const std::string& id, std::uint64_t log_bytes, std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mutex_);
+  const auto* e = lookup(id, asker{.admin = true, .job = {}});
+  if (e == nullptr) return;
+  const auto state = e->record.state;
+  const auto log = folder(e->record.id) / "driver.log";
+  // The log grows without telling anyone: look at it every 50 ms.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(log, ec);
+    if (!ec && size > log_bytes) return;
+    const auto* now = lookup(id, asker{.admin = true, .job = {}});
+    if (now == nullptr || now->record.state != state) return;
+    changed_.wait_for(lock, std::chrono::milliseconds(50));
+  }
+}
+
+expected<void> job_manager::put_package(const std::string& digest, std::string_view archive, const asker& who) {
+  if (!who.admin) return error(error_code::permission_denied, "only the cluster's token uploads working directories");
+  if (!valid_digest(digest)) return error(error_code::invalid_argument, "a package name is its digest: 32 lowercase hex digits");
+  if (package_digest(archive) != digest)
+    return error(error_code::invalid_argument, "the package's bytes do not match its digest " + digest + " (a damaged upload?)");
+  if (auto ok = inspect(archive); !ok) return error(error_code::invalid_argument, "not a working-directory package: " + ok.error().message());
+  std::error_code ec;
+  std::filesystem::create_directories(cfg_.packages_dir, ec);
+  const auto path = cfg_.packages_dir / digest;
+  const auto tmp = cfg_.packages_dir / (digest + ".part");
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(archive.data(), static_cast<std::streamsize>(archive.size()));
+    if (!out.flush())
+      return error(error_code::resource_exhausted, "cannot store the working directory in " + cfg_.packages_dir.string() + " (disk full?)");
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return error(error_code::unavailable, "cannot store the working directory: " + ec.message());
+  return {};
+}
+
+bool job_manager::has_package(const std::string& digest) const {
+  std::error_code ec;
+  return valid_digest(digest) && std::filesystem::is_regular_file(cfg_.packages_dir / digest, ec);
+}
+
+void job_manager::tick() {
+  std::vector<job_id> alive;
+  {
+    std::lock_guard lock(mutex_);
+    const auto now = now_();
+    for (auto& [id, e] : jobs_) {
+      if (e.record.status() != job_state::running) continue;
+      alive.push_back(id);
+      if (e.kill_at && now >= *e.kill_at) {
+        CELER_LOG(warn, "jobs", "job " + e.record.submission_id + " did not stop within " +
+                                  std::to_string(cfg_.stop_grace.count()) + " ms of SIGTERM: SIGKILL");
+        launcher_.signal(e.record.pid, SIGKILL);
+        e.kill_at.reset();
+      }
+    }
+  }
+  if (hooks_.alive)
+    for (const auto& id : alive) hooks_.alive(id);
+}
+
+void job_manager::shutdown(std::chrono::milliseconds grace) {
+  std::unique_lock lock(mutex_);
+  shutting_down_ = true;
+  for (auto& [id, e] : jobs_) {
+    if (e.record.status() != job_state::running) continue;
+    e.record.stop_requested = true;
+    launcher_.signal(e.record.pid, SIGTERM);
+  }
+  const auto running = [&] {
+    return std::any_of(jobs_.begin(), jobs_.end(), [](const auto& kv) { return kv.second.record.status() == job_state::running; });
+  };
+  if (!changed_.wait_for(lock, grace, [&] { return !running(); })) {
+    for (auto& [id, e] : jobs_)
+      if (e.record.status() == job_state::running) launcher_.signal(e.record.pid, SIGKILL);
+  }
+  // exited() uses this object: wait for the last report.
+  changed_.wait(lock, [&] { return !running(); });
+}
+
+std::map<job_state, std::size_t> job_manager::counts() const {
+  std::lock_guard lock(mutex_);
+  std::map<job_state, std::size_t> out;
+  for (auto s : {job_state::pending, job_state::running, job_state::succeeded, job_state::failed, job_state::stopped}) out[s] = 0;
+  for (const auto& [_, e] : jobs_) ++out[e.record.status()];
+  return out;
+}
+
+} // namespace celer::jobs

@@ -1,0 +1,182 @@
+#pragma once
+// Submitted jobs on the head (docs/jobs.md): each is a driver process the head starts from
+// an argument vector (never a shell string), in the job's own folder, speaking as the job
+// with the job's credential alone, and supervises until it ends. Records live in the head's
+// table database (the table "submitted_jobs"), so `celer job list` after a head restart
+// still shows every job and how it ended.
+//
+//   jobs::job_manager jm(cfg, launcher, hooks, db, clock);
+//   auto r = jm.submit({.argv = {"python3", "train.py"}});     // PENDING, then RUNNING
+//   jm.stop(r->submission_id, "the admin");                      // SIGTERM, SIGKILL after grace
+//   jm.tick();                                                    // heartbeats, escalation
+//
+// Logic only: the process launcher, the head (hooks) and the clock are injected, so tests
+// drive it call by call. Threads: any (one mutex); the launcher's exit reports come from the
+// reaper's thread through exited().
+
+#include "jobs/job_record.hpp"
+#include "transport/credentials.hpp"
+
+#include <celer/error.hpp>
+#include <celer/store/table_db.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace celer::jobs {
+
+/// What a driver process is started with.
+struct driver_spec {
+  job_id job;
+  std::vector<std::string> argv;
+  /// Complete environment, "K=V" each.
+  std::vector<std::string> env;
+  std::filesystem::path cwd;
+  std::filesystem::path log;
+};
+
+/// Starts and signals driver processes (driver_process.hpp: fork and exec; tests: a fake).
+class driver_launcher {
+public:
+  virtual ~driver_launcher() = default;
+  /// The started process's id, or why it could not start (the program not found, not
+  /// executable: the message names it). `exited(pid, status)` (waitpid's status) is called
+  /// once when it ends, from any thread, possibly before start() returns.
+  [[nodiscard]] virtual expected<int> start(const driver_spec& spec, std::function<void(int pid, int status)> exited) = 0;
+  /// Sends `sig` to the driver and every process it started (its process group).
+  virtual void signal(int pid, int sig) = 0;
+};
+
+/// What the head hears of jobs.
+struct job_hooks {
+  /// The job is about to start: let its credential in and tell the head it is alive.
+  std::function<void(const job_id&)> started;
+  /// Still alive (each tick, while the driver runs).
+  std::function<void(const job_id&)> alive;
+  /// Ended: stop its actors and workers, free its resources and objects.
+  std::function<void(const job_id&)> ended;
+  /// Whether the cluster could ever run the driver's own resources (entrypoint_num_cpus,
+  /// entrypoint_num_gpus): invalid_argument with what the nodes have when none fits. Empty:
+  /// no check.
+  std::function<expected<void>(double num_cpus, double num_gpus)> fits;
+};
+
+struct job_manager_config {
+  /// <session>/jobs: one folder per job (its working directory, its package, its log).
+  std::filesystem::path jobs_dir;
+  /// <session>/packages: working directories uploaded, by digest.
+  std::filesystem::path packages_dir;
+  /// The cluster address drivers connect to (HOST:PORT).
+  std::string cluster_address;
+  /// The head's credentials: each driver gets its job's credential from them, never the token.
+  credentials creds;
+  bool encrypt = true;
+  std::string node_ip;
+  /// The environment every driver starts from ("K=V"); the CELER_ variables of the head's
+  /// own are left out.
+  std::vector<std::string> base_env;
+  /// Between SIGTERM and SIGKILL when a job is stopped.
+  std::chrono::milliseconds stop_grace{5000};
+  /// Unpacked bytes a working directory may hold.
+  std::uint64_t unpack_limit = 1ull << 30;
+};
+
+struct submit_request {
+  std::vector<std::string> argv;
+  /// Empty: "celersubmit_" and 16 random hex digits.
+  std::string submission_id;
+  std::map<std::string, std::string> env;
+  std::map<std::string, std::string> metadata;
+  double num_cpus = 0;
+  double num_gpus = 0;
+  int priority = 0;
+  /// The digest of an uploaded working directory (put_package), or empty.
+  std::string package;
+};
+
+/// Who asks: the admin (the token) sees everything; a job's credential its own job only.
+struct asker {
+  bool admin = false;
+  job_id job;
+};
+
+class job_manager {
+public:
+  using clock = std::function<std::chrono::system_clock::time_point()>;
+  /// Loads the records `db` holds (a job a previous head left PENDING or RUNNING is FAILED:
+  /// its driver stopped with that head). `db` may be null (nothing kept).
+  job_manager(job_manager_config cfg, driver_launcher& launcher, job_hooks hooks,
+              std::shared_ptr<store::table_db> db, clock now = {});
+  ~job_manager();
+
+  /// Starts a job. invalid_argument (no program, a bad env name, a submission id that is
+  /// not [A-Za-z0-9_.-]{1,64}), already_exists (the submission id), not_found (the package),
+  /// permission_denied (a job's credential: only the admin submits). A program that cannot
+  /// be started still makes a record, FAILED with the reason.
+  [[nodiscard]] expected<job_record> submit(const submit_request& r, const asker& who);
+  /// Every job the asker may see, oldest first.
+  [[nodiscard]] std::vector<job_record> list(const asker& who) const;
+  /// By submission id or job id (hex). not_found, also for another job's.
+  [[nodiscard]] expected<job_record> find(const std::string& id, const asker& who) const;
+  /// Asks a running job to stop: true if it was running. not_found as find.
+  [[nodiscard]] expected<bool> stop(const std::string& id, const asker& who);
+  /// Forgets an ended job: its record, log and folder. failed_precondition while it runs;
+  /// permission_denied for a job's credential.
+  [[nodiscard]] expected<void> remove(const std::string& id, const asker& who);
+  /// The driver's log (stdout and stderr), from byte `from`.
+  [[nodiscard]] expected<std::string> logs(const std::string& id, const asker& who, std::uint64_t from = 0) const;
+  /// Waits up to `timeout` for the job to change state or its log to grow past `log_bytes`.
+  void wait_for_change(const std::string& id, std::uint64_t log_bytes, std::chrono::milliseconds timeout) const;
+
+  /// Stores an uploaded working directory (an archive of jobs/package.hpp) under its digest,
+  /// after checking it. invalid_argument (digest mismatch, a malformed archive).
+  [[nodiscard]] expected<void> put_package(const std::string& digest, std::string_view archive, const asker& who);
+  [[nodiscard]] bool has_package(const std::string& digest) const;
+
+  /// Heartbeats for running jobs; SIGKILL for stopped jobs past their grace.
+  void tick();
+  /// Stops every running job (the cluster is stopping): SIGTERM, at most `grace`, SIGKILL;
+  /// returns once every driver has been reaped.
+  void shutdown(std::chrono::milliseconds grace);
+
+  /// Job counts by state (for /metrics).
+  [[nodiscard]] std::map<job_state, std::size_t> counts() const;
+
+private:
+  struct entry {
+    job_record record;
+    std::optional<std::chrono::system_clock::time_point> kill_at;
+  };
+  [[nodiscard]] entry* lookup(const std::string& id, const asker& who);
+  [[nodiscard]] const entry* lookup(const std::string& id, const asker& who) const;
+  void exited(const job_id& job, int pid, int status);
+  void persist(const job_record& r);
+  /// Unpacks the working directory and starts the driver of the PENDING job `rec`; called
+  /// without the lock.
+  void launch(job_record rec);
+  [[nodiscard]] std::filesystem::path folder(const job_id& job) const;
+  [[nodiscard]] std::int64_t now_ms() const;
+
+  job_manager_config cfg_;
+  driver_launcher& launcher_;
+  job_hooks hooks_;
+  std::shared_ptr<store::table_db> db_;
+  clock now_;
+  mutable std::mutex mutex_;  // guards jobs_ and order_
+  mutable std::condition_variable changed_;
+  std::map<job_id, entry> jobs_;
+  /// Job ids in submission order.
+  std::vector<job_id> order_;
+  bool shutting_down_ = false;
+  std::uint64_t next_sequence_ = 1;
+};
+
+} // namespace celer::jobs

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Jobs end to end on a local cluster (docs/jobs.md): `celer submit --working-dir --follow`
+# runs a celer program the head starts with its job's credential alone, streams its log and
+# exits with its code; a job's exit code and FAILED state; priority and env reach the
+# driver; `celer job list|status|logs|stop|delete`; a stopped job's actors go; a job's own
+# credential lists only its job; an entrypoint that needs a GPU is refused while no node has
+# one, and runs once a node that declares one joins (its task sees the GPU); a restarted
+# head still lists every job and how it ended; no shell ever runs an entrypoint.
+#
+#   tests/cluster/jobs_test.sh path/to/celer path/to/celer-job-driver
+set -euo pipefail
+celer=$(realpath "$1")
+driver=$(realpath "$2")
+work=$(mktemp -d /tmp/celer-jobs-test.XXXXXX)
+export CELER_TEMP_DIR=$work/tmp
+status=1
+cleanup() {
+  "$celer" stop >/dev/null 2>&1 || true
+  if [[ $status -ne 0 ]]; then
+    for f in "$work"/tmp/session_*/logs/*.log "$work"/tmp/session_*/jobs/*/driver.log; do
+      [[ -s $f ]] || continue
+      echo "---- $f (last 20 lines)"
+      tail -n 20 "$f"
+    done
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "FAILED: $*"; exit 1; }
+unset CELER_TOKEN CELER_ADDRESS
+mkdir -p "$work/tmp" "$work/app/bin" "$work/app/build"
+cp "$driver" "$work/app/bin/"
+head -c 1048576 /dev/urandom > "$work/app/build/big.o"   # left out with --exclude
+
+"$celer" start --head --port 0 --num-cpus 2 --dashboard-port 0 >/dev/null
+session=$work/tmp/session_latest
+addr=$(cat "$session/address")
+url=$(cat "$session/http_url")
+token=$(cat "$session/token")
+
+# 1. Submit and follow: the working directory travels, the driver holds no token, runs tasks
+# and an actor, and `celer submit` exits with the driver's code.
+out=$("$celer" submit --working-dir "$work/app" --exclude build --priority 5 --env GREETING=hello --follow \
+        -- ./bin/celer-job-driver run 5 2>"$work/submit.err") || fail "submit --follow exited $?: $out $(cat "$work/submit.err")"
+grep -q '^credential: job-only$' <<<"$out" || fail "the driver held more than its job's credential: $out"
+grep -q '^priority: 5$' <<<"$out" || fail "--priority did not reach the driver: $out"
+grep -q '^step 5: 10, counter 5$' <<<"$out" || fail "the job's tasks and actor: $out"
+grep -q 'SUCCEEDED' "$work/submit.err" || fail "no final state: $(cat "$work/submit.err")"
+grep -q 'uploading' "$work/submit.err" || fail "the working directory was not uploaded"
+du_pkg=$(du -b "$session"/packages/* | awk '{s+=$1} END {print s}')
+(( du_pkg < $(stat -c %s "$driver") + 65536 )) || fail "--exclude build did not leave the 1 MiB file out ($du_pkg bytes)"
+
+# 2. The same folder again is not uploaded twice; the driver's exit code comes back.
+set +e
+"$celer" submit --working-dir "$work/app" --exclude build --submission-id exits-3 --follow \
+  -- ./bin/celer-job-driver run 1 3 >/dev/null 2>"$work/submit2.err"
+rc=$?
+set -e
+[[ $rc == 3 ]] || fail "submit --follow of a driver exiting 3 exited $rc: $(cat "$work/submit2.err")"
+grep -q uploading "$work/submit2.err" && fail "the same working directory was uploaded again"
+st=$("$celer" job status exits-3)
+grep -q 'status: *FAILED' <<<"$st" || fail "status: $st"
+grep -q 'exit code: *3' <<<"$st" || fail "status: $st"
+
+# 3. Stop a running job: its log streams, it ends STOPPED, its actor goes.
+id=$("$celer" submit --working-dir "$work/app" --exclude build -- ./bin/celer-job-driver forever 2>/dev/null)
+[[ $id == celersubmit_* ]] || fail "submit printed '$id', not a submission id"
+for _ in $(seq 300); do "$celer" job logs "$id" | grep -q '^tick 3$' && break; sleep 0.1; done
+"$celer" job logs "$id" | grep -q '^tick 3$' || fail "no ticks in the log: $("$celer" job logs "$id")"
+"$celer" status | grep -q 'actors: 1 alive' || fail "the running job's actor: $("$celer" status | head -3)"
+stopped=$("$celer" job stop "$id")
+grep -q "STOPPED" <<<"$stopped" || fail "stop: $stopped"
+for _ in $(seq 100); do "$celer" status | grep -q 'actors: 0 alive' && break; sleep 0.1; done
+"$celer" status | grep -q 'actors: 0 alive' || fail "the stopped job's actor lives on: $("$celer" status | head -3)"
+"$celer" job logs "$id" | grep -q '^ready$' || fail "the stopped job's log is gone"
+
+# 4. A job's own credential sees its own job only (the CLI inside a job uses it).
+"$celer" submit --submission-id lister --follow -- "$celer" job list >"$work/lister.out" 2>/dev/null ||
+  fail "celer job list inside a job: $(cat "$work/lister.out")"
+grep -q '^1 job(s)$' "$work/lister.out" || fail "a job's credential listed more than its job: $(cat "$work/lister.out")"
+grep -q 'lister' "$work/lister.out" || fail "the job did not see itself: $(cat "$work/lister.out")"
+all=$("$celer" list jobs)
+grep -q '^4 job(s)$' <<<"$all" || fail "the admin's list: $all"
+
+# 5. Never a shell: a Ray-style entrypoint string with shell syntax is refused, and words
+# that look like shell are passed as they are.
+auth=(-H "Authorization: Bearer $token" -H "Content-Type: application/json")
+refused=$(curl -s "${auth[@]}" -X POST "$url/api/jobs/" --data '{"entrypoint": "echo hi; touch '"$work"'/pwned"}')
+grep -q 'never through a shell' <<<"$refused" || fail "a shell entrypoint was not refused: $refused"
+made=$(curl -sf "${auth[@]}" -X POST "$url/api/jobs/" \
+  --data '{"entrypoint": "/bin/echo '"'"'$(touch '"$work"'/pwned)'"'"'", "submission_id": "literal"}') || fail "POST /api/jobs/"
+grep -q '"submission_id":"literal"' <<<"$made" || fail "submit: $made"
+for _ in $(seq 100); do curl -sf "${auth[@]}" "$url/api/jobs/literal" | grep -q SUCCEEDED && break; sleep 0.1; done
+logs=$(curl -sf "${auth[@]}" "$url/api/jobs/literal/logs")
+grep -q 'touch' <<<"$logs" || fail "logs: $logs"
+[[ -e $work/pwned ]] && fail "an entrypoint ran through a shell"
+[[ $(curl -s -o /dev/null -w '%{http_code}' -X DELETE "$url/api/jobs/literal") == 401 ]] || fail "DELETE without a credential"
+[[ $(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" \
+  -X POST "$url/api/jobs/" --data '{"entrypoint": "/bin/true"}') == 403 ]] || fail "POST with a wrong token was not 403"
+"$celer" job delete literal >/dev/null || fail "delete"
+"$celer" job status literal >/dev/null 2>&1 && fail "a deleted job still has a status"
+
+# 6. GPUs: refused while no node has one; runs once a node declaring one joins.
+set +e
+nogpu=$("$celer" submit --entrypoint-num-gpus 1 -- ./bin/celer-job-driver gpu 2>&1)
+set -e
+grep -q 'no live node has' <<<"$nogpu" || fail "a GPU entrypoint on a cluster without GPUs: $nogpu"
+"$celer" start --address "$addr" --num-cpus 1 --gpus 'T4-16GB:1' >/dev/null
+gpu=$("$celer" submit --working-dir "$work/app" --exclude build --entrypoint-num-gpus 1 --follow \
+        -- ./bin/celer-job-driver gpu 2>/dev/null) || fail "the GPU job: $gpu"
+grep -q '^gpu task saw CUDA_VISIBLE_DEVICES=0$' <<<"$gpu" || fail "the GPU job's task: $gpu"
+
+# 7. A head killed and started again still lists every job and how it ended.
+head_pid=$(cat "$session"/pids/head-*)
+kill -KILL "$head_pid"
+for _ in $(seq 50); do kill -0 "$head_pid" 2>/dev/null || break; sleep 0.1; done
+"$celer" start --head --resume --port "${addr##*:}" --num-cpus 2 --dashboard-port 0 >/dev/null
+after=$("$celer" job list)
+grep -q '^5 job(s)$' <<<"$after" || fail "after a head restart: $after"
+grep -q 'exits-3 *FAILED' <<<"$after" || fail "after a head restart: $after"
+grep -q "$id *STOPPED" <<<"$after" || fail "after a head restart: $after"
+
+status=0
+echo "jobs: passed"
