@@ -71,6 +71,30 @@ grep -q '^celer_nodes{state="alive"} 1$' "$work/metrics.txt" || fail "celer_node
 grep -q '^celer_http_responses_total{code="401"} ' "$work/metrics.txt" || fail "no 401s counted"
 promtool check metrics < "$work/metrics.txt" || fail "promtool check metrics"
 
+# The state lists: actors and placement groups (from the head's snapshot, refreshed each
+# heartbeat), object stores and task queues (from the nodes' heartbeats).
+for _ in $(seq 50); do [[ $(code "${auth[@]}" "$url/api/actors") == 200 ]] && break; sleep 0.1; done
+curl -sf "${auth[@]}" "$url/api/actors" | python3 -c '
+import json, sys
+a = json.load(sys.stdin)
+assert a["total"] == 0 and a["actors"] == [] and a["truncated"] is False, a' || fail "GET /api/actors"
+curl -sf "${auth[@]}" "$url/api/placement_groups" | grep -q '"placement_groups":\[\]' || fail "GET /api/placement_groups"
+curl -sf "${auth[@]}" "$url/api/objects" | python3 -c '
+import json, sys
+o = json.load(sys.stdin)
+assert len(o["nodes"]) == 1 and o["summary"]["capacity_bytes"] > 0, o' || fail "GET /api/objects"
+curl -sf "${auth[@]}" "$url/api/tasks" | python3 -c '
+import json, sys
+t = json.load(sys.stdin)
+assert t["summary"]["QUEUED"] == 0 and t["waiting"] == [], t' || fail "GET /api/tasks"
+for path in /api/actors /api/placement_groups /api/objects /api/tasks /api/jobs/; do
+  [[ $(code "$url$path") == 401 ]] || fail "GET $path without a credential was not 401"
+done
+CELER_TEMP_DIR=$work/a "$celer" list actors | grep -q '^0 actor(s)' || fail "celer list actors"
+CELER_TEMP_DIR=$work/a "$celer" list nodes | grep -q 'ALIVE' || fail "celer list nodes"
+CELER_TEMP_DIR=$work/a "$celer" list objects | grep -q 'object stores:' || fail "celer list objects"
+CELER_TEMP_DIR=$work/a "$celer" list tasks | grep -q 'queued on nodes: 0' || fail "celer list tasks"
+
 # The dashboard: the page and its script with a credential; a browser without one gets the
 # login form (with the 401); logging in sets a session cookie that then opens the API.
 page=$(curl -sf "${auth[@]}" "$url/") || fail "GET /"

@@ -2,10 +2,12 @@
 """The dashboard in a real browser (docs/dashboard.md): headless Chromium, driven through
 Selenium and the system's chromedriver, against a real head. A wrong token is refused on the
 login form; the token logs in, the nodes table fills with the head's node, the session cookie
-is HttpOnly and SameSite=Strict and does not hold the token; logout goes back to the form.
-With CELER_DASHBOARD_SCREENSHOT=FILE it saves a screenshot of the logged-in page there.
+is HttpOnly and SameSite=Strict and does not hold the token; a submitted job appears with its
+log lines as they come and its actor, a finished job shows SUCCEEDED and its whole log, a
+stopped one STOPPED; logout goes back to the form. With CELER_DASHBOARD_SCREENSHOT=FILE it
+saves a screenshot of the logged-in page (a job running) there.
 
-    tests/http/dashboard_test.py path/to/celer
+    tests/http/dashboard_test.py path/to/celer path/to/celer-job-driver
 Exits 0 and prints "dashboard: passed"; 77 (skipped) without chromium or selenium.
 """
 import os
@@ -28,7 +30,8 @@ except ImportError:
 
 
 def main():
-    celer = sys.argv[1]
+    celer = os.path.realpath(sys.argv[1])
+    driver = os.path.realpath(sys.argv[2])
     chromium = shutil.which("chromium")
     chromedriver = shutil.which("chromedriver")
     if not chromium or not chromedriver:
@@ -49,7 +52,7 @@ def main():
         options = Options()
         options.binary_location = chromium
         for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     "--window-size=1400,700", "--user-data-dir=" + os.path.join(work, "chromium")):
+                     "--window-size=1400,1100", "--user-data-dir=" + os.path.join(work, "chromium")):
             options.add_argument(flag)
         browser = webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
         wait = WebDriverWait(browser, 30)
@@ -80,10 +83,43 @@ def main():
         assert token not in session_cookie["value"], "the token itself is in the cookie"
         # The page's script cannot read the cookie.
         assert "celer_session" not in browser.execute_script("return document.cookie"), "the cookie is readable"
+
+        # A running job: its row, its log lines as they come, its actor.
+        def submit(*args):
+            out = subprocess.run([celer, "submit", *args], env=env, check=True, capture_output=True, text=True,
+                                 timeout=60)
+            return out.stdout.strip()
+        running = submit("--submission-id", "ticking", "--", driver, "forever")
+        assert running == "ticking", running
+        wait.until(lambda b: "tick 3" in b.find_element(By.ID, "log").text)
+        row = browser.find_element(By.CSS_SELECTOR, "#jobs tr[data-job='ticking']")
+        assert "RUNNING" in row.text, row.text
+        assert browser.find_element(By.ID, "log-job").text == "ticking"
+        wait.until(lambda b: "counter" in b.find_element(By.ID, "actors").text)
+        assert "ALIVE" in browser.find_element(By.ID, "actors").text, browser.find_element(By.ID, "actors").text
+        wait.until(lambda b: "1 ALIVE" in b.find_element(By.ID, "actors-summary").text)
+        assert "queued on nodes" in browser.find_element(By.ID, "tasks").text, browser.find_element(By.ID, "tasks").text
+        first = browser.find_element(By.ID, "log").text
+        wait.until(lambda b: len(b.find_element(By.ID, "log").text) > len(first))  # it grows by itself
         shot = os.environ.get("CELER_DASHBOARD_SCREENSHOT")
         if shot:
             time.sleep(0.5)
             browser.save_screenshot(shot)
+
+        # A finished job: SUCCEEDED, its exit code, and its whole log when chosen.
+        submit("--submission-id", "short", "--follow", "--", driver, "run", "2")
+        finished = wait.until(lambda b: b.find_element(By.CSS_SELECTOR, "#jobs tr[data-job='short']"))
+        wait.until(lambda b: "SUCCEEDED" in b.find_element(By.CSS_SELECTOR, "#jobs tr[data-job='short']").text)
+        browser.find_element(By.CSS_SELECTOR, "#jobs tr[data-job='short']").click()
+        wait.until(lambda b: "step 2: 4, counter 2" in b.find_element(By.ID, "log").text)
+        cells = [c.text for c in browser.find_element(By.CSS_SELECTOR, "#jobs tr[data-job='short']").find_elements(By.TAG_NAME, "td")]
+        assert cells[1] == "SUCCEEDED" and cells[5] == "0", cells
+        assert finished is not None
+
+        # Stopped from the command line: the page follows.
+        subprocess.run([celer, "job", "stop", "ticking"], env=env, check=True, capture_output=True, timeout=60)
+        wait.until(lambda b: "STOPPED" in b.find_element(By.CSS_SELECTOR, "#jobs tr[data-job='ticking']").text)
+        assert browser.find_element(By.ID, "problem").text == "", browser.find_element(By.ID, "problem").text
 
         # Log out: back to the form, and the old page no longer loads.
         browser.find_element(By.CSS_SELECTOR, "form[action='/api/logout'] button").click()

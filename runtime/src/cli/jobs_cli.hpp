@@ -17,4 +17,7 @@ std::function<int()> add_job_commands(CLI::App& app);
 /// `celer job list` (also `celer list jobs`).
 int list_jobs(const std::string& address);
 
+/// `celer list nodes|actors|tasks|objects` (state_cli.cpp).
+int list_state(const std::string& what, const std::string& address);
+
 } // namespace celer::cli

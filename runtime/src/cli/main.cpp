@@ -621,8 +621,18 @@ int main(int argc, char** argv) {
                               "the head's HOST:PORT (default: CELER_ADDRESS, else this "
                               "machine's latest session)");
   auto* list_jobs_cmd = list_cmd->add_subcommand("jobs", "every submitted job (as celer job list)");
-  std::string list_jobs_address;
-  list_jobs_cmd->add_option("--address", list_jobs_address, "the head's HOST:PORT or its HTTP URL");
+  std::string list_http_address;
+  list_jobs_cmd->add_option("--address", list_http_address, "the head's HOST:PORT or its HTTP URL");
+  std::vector<std::pair<std::string, CLI::App*>> list_http_cmds;
+  for (const auto& [name, what] : std::vector<std::pair<std::string, std::string>>{
+         {"nodes", "every node, alive or dead, and its resources"},
+         {"actors", "every actor: class, name, state, job, node, restarts, and why it died"},
+         {"tasks", "what waits in the nodes' queues, and why"},
+         {"objects", "each node's object store: bytes and objects in memory, spilled, restored"}}) {
+    auto* c = list_cmd->add_subcommand(name, what);
+    c->add_option("--address", list_http_address, "the head's HOST:PORT or its HTTP URL");
+    list_http_cmds.emplace_back(name, c);
+  }
   list_cmd->require_subcommand(1);
   auto run_job_command = celer::cli::add_job_commands(app);
 
@@ -638,7 +648,9 @@ int main(int argc, char** argv) {
     if (*stop_cmd) return stop(force);
     if (*status_cmd) return status(status_address);
     if (*list_groups_cmd) return list_placement_groups(list_address);
-    if (*list_jobs_cmd) return celer::cli::list_jobs(list_jobs_address);
+    if (*list_jobs_cmd) return celer::cli::list_jobs(list_http_address);
+    for (const auto& [name, c] : list_http_cmds)
+      if (*c) return celer::cli::list_state(name, list_http_address);
     if (const int rc = run_job_command(); rc >= 0) return rc;
   } catch (const CLI::Error& e) {
     return app.exit(e);

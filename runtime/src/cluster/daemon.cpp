@@ -234,6 +234,7 @@ int run_daemon(const knob_values& k, const daemon_options& o,
   std::vector<address> tick_targets;
   // The head's tables: its own and the submitted jobs' records.
   std::shared_ptr<store::table_db> tables;
+  auto board = std::make_shared<head_snapshot_board>();
   if (o.head) {
     // The head's tables, in the session: a head started again with --resume loads them.
     const auto tables_dir = session_dir / "head";
@@ -249,6 +250,7 @@ int run_daemon(const knob_values& k, const daemon_options& o,
                                     k.spread_threshold, head::clock{}, std::make_unique<head_tables>(tables));
     // Drivers and workers of the jobs it knows reconnect with their job's keys.
     for (const auto& job : h->jobs()) net->register_job(job);
+    h->publish_to(board);  // what the HTTP server lists
     host.spawn(head_addr.id, as_component(std::move(h)), "head");
     tick_targets.push_back(head_addr);
   }
@@ -344,6 +346,7 @@ int run_daemon(const knob_values& k, const daemon_options& o,
                                         return *server_slot ? (*server_slot)->responses_by_code() : std::map<int, std::uint64_t>{};
                                       },
                                       .jobs = [transport] { return transport->accepted_jobs(); },
+                                      .snapshot = [board] { return board->latest(); },
                                       .job_states = [jm] {
                                         std::map<std::string, std::size_t> out;
                                         for (const auto& [state, n] : jm->counts()) out[jobs::job_state_name(state)] = n;

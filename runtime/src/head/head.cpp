@@ -271,6 +271,7 @@ bool head::restart(const actor_id& id, actor_info& a, const protocol::failure_in
   const auto max = a.spec.max_restarts;
   if (max == 0 || (max > 0 && a.restarts >= static_cast<std::uint32_t>(max))) return false;
   ++a.restarts;
+  ++restarts_total_;
   a.spec.restarts = a.restarts;
   a.state = protocol::actor_state::restarting;
   a.worker = {};
@@ -474,6 +475,7 @@ void head::forget_subscriber(const std::string& endpoint) {
 }
 
 void head::on(protocol::tick&) {
+  if (board_) publish_snapshot();
   if (!recovered_.empty()) {
     CELER_LOG(warn, "head", recovered_);
     recovered_.clear();

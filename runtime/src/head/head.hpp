@@ -3,6 +3,7 @@
 // work a node cannot place itself. Plain logic behind `handle`; a CAF actor runs it (one
 // message at a time, so no locks).
 
+#include "head/head_snapshot.hpp"
 #include "head/head_tables.hpp"
 #include "protocol/messages.hpp"
 #include "scheduler/cluster_view.hpp"
@@ -36,6 +37,10 @@ public:
   /// The jobs the head knows (loaded from its tables, or heard from since): the daemon
   /// lets their drivers' and workers' keys in again after a restart.
   [[nodiscard]] std::vector<job_id> jobs() const;
+
+  /// Leaves a copy of its actors and groups on `board` at each tick (head_snapshot.hpp).
+  /// Before the head runs.
+  void publish_to(std::shared_ptr<head_snapshot_board> board) { board_ = std::move(board); }
 
 private:
   /// What the head knows of a node beyond what its scheduler weighs (view_ has that).
@@ -147,6 +152,9 @@ private:
   /// the transport drops its connection.
   void forget_subscriber(const std::string& endpoint);
 
+  /// Puts a new snapshot on board_ (head_snapshot.cpp).
+  void publish_snapshot();
+
   /// Loads what the tables hold (the constructor, once).
   void restore(head_state s);
   /// Writes the row of a node, an actor or a group to the tables (none: nothing).
@@ -190,6 +198,9 @@ private:
   /// Lease requests and actors (by id) that came while no node was alive.
   std::vector<protocol::request_lease> parked_leases_;
   std::vector<actor_id> parked_actors_;
+  std::shared_ptr<head_snapshot_board> board_;
+  /// Actor restarts since this head started.
+  std::uint64_t restarts_total_ = 0;
 };
 
 } // namespace celer

@@ -58,7 +58,8 @@ nlohmann::json nodes_json(const protocol::status_reply& s) {
 }
 
 std::string metrics_text(const protocol::status_reply& s, const std::map<int, std::uint64_t>& responses,
-                         std::size_t jobs_running, const std::map<std::string, std::size_t>& job_states) {
+                         std::size_t jobs_running, const std::map<std::string, std::size_t>& job_states,
+                         const head_snapshot* snapshot) {
   prometheus::exposition e;
   double alive = 0, dead = 0;
   for (const auto& n : s.nodes) (n.alive ? alive : dead) += 1;
@@ -96,8 +97,22 @@ std::string metrics_text(const protocol::status_reply& s, const std::map<int, st
   e.gauge("celer_gpu_utilisation_ratio", "A GPU's busy fraction over the last sample period", util);
   e.gauge("celer_gpu_memory_used_bytes", "A GPU's memory in use", gpu_mem);
   e.gauge("celer_gpu_temperature_celsius", "A GPU's temperature", temp);
-  e.gauge("celer_actors", "Actors by state", {{{{"state", "alive"}}, static_cast<double>(s.actors_alive)},
-                                              {{{"state", "pending"}}, static_cast<double>(s.actors_pending)}});
+  if (snapshot != nullptr) {
+    std::map<std::string, double> by_state{{"PENDING", 0}, {"ALIVE", 0}, {"RESTARTING", 0}, {"DEAD", 0}};
+    for (const auto& a : snapshot->actors) by_state[actor_state_name(a.state)] += 1;
+    std::vector<prometheus::sample> actors;
+    for (const auto& [state, n] : by_state) actors.push_back({{{"state", state}}, n});
+    e.gauge("celer_actors", "Actors by state", actors);
+    e.counter("celer_actor_restarts_total", "Actor restarts since the head started",
+              {{{}, static_cast<double>(snapshot->actor_restarts)}});
+  } else {
+    e.gauge("celer_actors", "Actors by state", {{{{"state", "ALIVE"}}, static_cast<double>(s.actors_alive)},
+                                                {{{"state", "PENDING"}}, static_cast<double>(s.actors_pending)}});
+  }
+  std::vector<prometheus::sample> queued_tasks;
+  for (const auto& n : s.nodes)
+    if (n.alive) queued_tasks.push_back({{{"node", n.node.short_hex()}, {"state", "QUEUED"}}, static_cast<double>(n.queued)});
+  e.gauge("celer_tasks", "Tasks and actor creations by state: QUEUED waits in a node's queue for resources", queued_tasks);
   e.gauge("celer_jobs_running", "Jobs whose driver is connected", {{{}, static_cast<double>(jobs_running)}});
   std::vector<prometheus::sample> submitted;
   for (const auto& [state, n] : job_states) submitted.push_back({{{"state", state}}, static_cast<double>(n)});
@@ -110,7 +125,7 @@ std::string metrics_text(const protocol::status_reply& s, const std::map<int, st
 
 std::vector<route> state_routes(api_sources sources) {
   auto src = std::make_shared<api_sources>(std::move(sources));
-  std::vector<route> routes;
+  std::vector<route> routes = state_list_routes(src);
   routes.push_back({"GET", "/api/version", [](const request& r) {
                       return json_response({{"version", "1"},
                                             {"celer_version", version_string},
@@ -131,7 +146,8 @@ std::vector<route> state_routes(api_sources sources) {
                                       .content_type = "text/plain; version=0.0.4; charset=utf-8",
                                       .body = metrics_text(*s, src->responses ? src->responses() : std::map<int, std::uint64_t>{},
                                                            src->jobs ? src->jobs().size() : 0,
-                                                           src->job_states ? src->job_states() : std::map<std::string, std::size_t>{}),
+                                                           src->job_states ? src->job_states() : std::map<std::string, std::size_t>{},
+                                                           src->snapshot ? src->snapshot().get() : nullptr),
                                       .headers = {}};
                     }});
   // The dashboard: its own script only (no inline script, nothing from elsewhere).

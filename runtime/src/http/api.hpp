@@ -1,11 +1,12 @@
 #pragma once
-// celer's HTTP endpoints on the head (docs/dashboard.md), as routes for server.hpp. Built
-// so far: the version, the nodes, Prometheus metrics and the dashboard page; jobs and the
-// other state lists come next (issue 17).
+// celer's HTTP endpoints on the head (docs/dashboard.md), as routes for server.hpp: the
+// version, the nodes, actors, placement groups, object stores and task queues, Prometheus
+// metrics and the dashboard page. The jobs API is jobs_api.hpp.
 //
 //   auto routes = http::state_routes({.status = [&] { return gw->status(2s); },
 //                                     .responses = [&] { return srv->responses_by_code(); }});
 
+#include "head/head_snapshot.hpp"
 #include "http/server.hpp"
 #include "protocol/messages.hpp"
 
@@ -28,6 +29,9 @@ struct api_sources {
   std::function<std::map<int, std::uint64_t>()> responses;
   /// The jobs running now (for /metrics); may be empty.
   std::function<std::vector<job_id>()> jobs;
+  /// The head's latest copy of its actors and groups (null before its first tick); may be
+  /// empty.
+  std::function<std::shared_ptr<const head_snapshot>()> snapshot;
   /// Submitted jobs by state ("RUNNING": 2, ...), for /metrics; may be empty.
   std::function<std::map<std::string, std::size_t>()> job_states;
 };
@@ -35,7 +39,12 @@ struct api_sources {
 /// GET /api/version (anyone with a credential), GET /api/nodes and GET /metrics (the
 /// admin: a job's credential sees only its own job), and the dashboard: GET / and
 /// GET /dashboard.js (anyone with a credential; the page shows what the credential may see).
+/// With them, state_list_routes'.
 [[nodiscard]] std::vector<route> state_routes(api_sources sources);
+
+/// GET /api/actors, /api/placement_groups (a job's credential: its own), /api/objects and
+/// /api/tasks (the admin): state_api.cpp.
+[[nodiscard]] std::vector<route> state_list_routes(std::shared_ptr<api_sources> sources);
 
 /// The dashboard page (GET /) and its script (GET /dashboard.js): dashboard.cpp.
 [[nodiscard]] const char* dashboard_html();
@@ -45,6 +54,9 @@ struct api_sources {
 [[nodiscard]] nlohmann::json nodes_json(const protocol::status_reply& s);
 /// The Prometheus exposition /metrics serves.
 [[nodiscard]] std::string metrics_text(const protocol::status_reply& s, const std::map<int, std::uint64_t>& responses,
-                                       std::size_t jobs_running, const std::map<std::string, std::size_t>& job_states = {});
+                                       std::size_t jobs_running, const std::map<std::string, std::size_t>& job_states = {},
+                                       const head_snapshot* snapshot = nullptr);
+/// An actor as /api/actors writes it.
+[[nodiscard]] nlohmann::json actor_json(const actor_summary& a);
 
 } // namespace celer::http

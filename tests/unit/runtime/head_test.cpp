@@ -387,3 +387,40 @@ TEST_CASE("a dead node's worker processes, as its last heartbeat listed them, he
   CHECK(std::find(closed.begin(), closed.end(), dying_addr.endpoint) != closed.end());
   CHECK(std::find(closed.begin(), closed.end(), live_addr.endpoint) == closed.end());
 }
+
+TEST_CASE("the head leaves a copy of its actors on its board at each tick, with restarts and why one died",
+          "[head]") {
+  head_fixture f;
+  auto board = std::make_shared<head_snapshot_board>();
+  f.h.publish_to(board);
+  CHECK(board->latest() == nullptr);
+  f.handle(protocol::tick{});
+  REQUIRE(board->latest() != nullptr);
+  CHECK(board->latest()->actors.empty());
+  const node_id n = node_id::random();
+  (void)f.join(n);
+  const address driver{unique_id::random(), "tcp://10.0.0.9:1"};
+  auto create = make_actor(driver, 1);
+  const actor_id id = create.spec.actor;
+  f.handle(create);
+  f.handle(protocol::actor_started{id, address{unique_id::random(), "tcp://10.0.0.1:7001"}, {}, {}});
+  // Not before the next tick: readers see the last copy.
+  CHECK(board->latest()->actors.empty());
+  f.handle(protocol::tick{});
+  auto s = board->latest();
+  REQUIRE(s->actors.size() == 1);
+  CHECK(s->actors[0].id == id);
+  CHECK(s->actors[0].state == protocol::actor_state::alive);
+  CHECK(s->actors[0].name == "counter");
+  CHECK(s->actors[0].class_name == "make_counter");
+  CHECK(s->actors[0].node == n);
+  CHECK(s->actors[0].worker == "tcp://10.0.0.1:7001");
+  f.handle(protocol::actor_failed{id, process_died(id), {}});  // restarted once
+  f.handle(protocol::actor_failed{id, process_died(id), {}});  // then dead
+  f.handle(protocol::tick{});
+  s = board->latest();
+  CHECK(s->actor_restarts == 1);
+  CHECK(s->actors[0].restarts == 1);
+  CHECK(s->actors[0].state == protocol::actor_state::dead);
+  CHECK_THAT(s->actors[0].death_reason, Catch::Contains("worker process was killed"));
+}

@@ -1,0 +1,97 @@
+// `celer list nodes|actors|tasks|objects` (jobs_cli.hpp): the head's HTTP state lists as
+// tables a person reads.
+#include "cli/head_http.hpp"
+#include "cli/jobs_cli.hpp"
+
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+namespace celer::cli {
+namespace {
+
+/// "CPU=2 GPU=1 memory=23.5GiB" (a node's own "node:<id>" resource left out).
+std::string resources_text(const nlohmann::json& r) {
+  std::ostringstream out;
+  for (const auto& [k, v] : r.items()) {
+    if (k.starts_with("node:")) continue;
+    out << (out.tellp() > 0 ? " " : "") << k << "=";
+    if (k == "memory") {
+      out << std::fixed << std::setprecision(1) << v.get<double>() / (1024.0 * 1024.0 * 1024.0) << "GiB" << std::defaultfloat;
+    } else {
+      out << v.get<double>();
+    }
+  }
+  return out.str();
+}
+
+std::string mib(const nlohmann::json& bytes) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(1) << bytes.get<double>() / (1024.0 * 1024.0) << " MiB";
+  return out.str();
+}
+
+nlohmann::json get(const std::string& address, const std::string& path) {
+  const auto link = find_head(address);
+  return expect_json(client_for(link, std::chrono::seconds(30))->Get(path), link, "GET " + path);
+}
+
+} // namespace
+
+int list_state(const std::string& what, const std::string& address) {
+  if (what == "nodes") {
+    auto j = get(address, "/api/nodes")["nodes"];
+    std::cout << j.size() << " node(s)\n"
+              << std::left << std::setw(34) << "NODE ID" << std::setw(7) << "STATE" << std::setw(24) << "ADDRESS"
+              << "RESOURCES (available / total)\n";
+    for (const auto& n : j) {
+      std::cout << std::left << std::setw(34) << n.value("node_id", "") << std::setw(7) << n.value("state", "")
+                << std::setw(24) << n.value("address", "").substr(6) << resources_text(n["available"]) << " / "
+                << resources_text(n["total"]) << "\n";
+    }
+    return 0;
+  }
+  if (what == "actors") {
+    auto j = get(address, "/api/actors");
+    std::cout << j.value("total", 0) << " actor(s)" << (j.value("truncated", false) ? " (the first 1000 shown)" : "") << "\n"
+              << std::left << std::setw(34) << "ACTOR ID" << std::setw(20) << "CLASS" << std::setw(16) << "NAME"
+              << std::setw(11) << "STATE" << std::setw(10) << "JOB" << std::setw(10) << "NODE" << "RESTARTS\n";
+    for (const auto& a : j["actors"]) {
+      const std::string node = a["node_id"].is_string() ? a["node_id"].get<std::string>().substr(0, 8) : "-";
+      std::cout << std::left << std::setw(34) << a.value("actor_id", "") << std::setw(20) << a.value("class_name", "")
+                << std::setw(16) << (a.value("name", "").empty() ? "-" : a.value("name", "")) << std::setw(11)
+                << a.value("state", "") << std::setw(10) << a.value("job_id", "").substr(0, 8) << std::setw(10) << node
+                << a.value("num_restarts", 0) << "\n";
+      if (a["death_cause"].is_string()) std::cout << "    " << a["death_cause"].get<std::string>() << "\n";
+    }
+    return 0;
+  }
+  if (what == "tasks") {
+    auto j = get(address, "/api/tasks");
+    std::cout << "queued on nodes: " << j["summary"].value("QUEUED", 0) << "; worker processes: "
+              << j["summary"].value("worker_processes", 0) << "\n";
+    for (const auto& w : j["waiting"]) {
+      std::cout << "  " << w.value("kind", "") << " " << w.value("function", "") << " (job " << w.value("job_id", "").substr(0, 8)
+                << ", needs " << resources_text(w["required_resources"]) << ") waiting " << w.value("waiting_ms", 0) << " ms"
+                << (w.value("why", "").empty() ? "" : ": " + w.value("why", "")) << "\n";
+    }
+    std::cout << "(" << j.value("note", "") << ")\n";
+    return 0;
+  }
+  if (what == "objects") {
+    auto j = get(address, "/api/objects");
+    const auto& s = j["summary"];
+    std::cout << "object stores: " << mib(s["memory_bytes"]) << " of " << mib(s["capacity_bytes"]) << " in memory ("
+              << s.value("objects_in_memory", 0) << " objects), " << s.value("objects_on_disk_only", 0)
+              << " objects on disk only; spilled " << mib(s["spilled_bytes"]) << ", restored " << mib(s["restored_bytes"]) << "\n";
+    for (const auto& n : j["nodes"]) {
+      std::cout << "  node " << n.value("node_id", "").substr(0, 8) << ": " << mib(n["memory_bytes"]) << " of "
+                << mib(n["capacity_bytes"]) << ", " << n.value("objects_in_memory", 0) << " in memory, "
+                << n.value("objects_on_disk_only", 0) << " on disk only\n";
+    }
+    return 0;
+  }
+  fail("celer list knows nodes, actors, tasks, objects, jobs and placement-groups, not " + what);
+}
+
+} // namespace celer::cli

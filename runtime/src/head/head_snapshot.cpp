@@ -1,0 +1,43 @@
+// The head's snapshots for other threads (head_snapshot.hpp).
+#include "head/head.hpp"
+
+namespace celer {
+
+const char* actor_state_name(protocol::actor_state s) noexcept {
+  switch (s) {
+    case protocol::actor_state::pending: return "PENDING";
+    case protocol::actor_state::alive: return "ALIVE";
+    case protocol::actor_state::restarting: return "RESTARTING";
+    case protocol::actor_state::dead: return "DEAD";
+  }
+  return "UNKNOWN";
+}
+
+void head::publish_snapshot() {
+  auto s = std::make_shared<head_snapshot>();
+  s->taken = std::chrono::system_clock::now();
+  s->actor_restarts = restarts_total_;
+  s->actors.reserve(actors_.size());
+  for (const auto& [id, a] : actors_) {
+    actor_summary x;
+    x.id = id;
+    x.name = a.spec.actor_name;
+    x.class_name = a.spec.class_type.empty() ? a.spec.function : a.spec.class_type;
+    x.job = a.spec.job;
+    x.state = a.state;
+    x.node = a.node;
+    x.worker = a.worker.endpoint;
+    x.restarts = a.restarts;
+    x.max_restarts = a.spec.max_restarts;
+    if (a.state == protocol::actor_state::dead) x.death_reason = a.fail.message;
+    x.resources = a.spec.resources;
+    x.priority = a.spec.priority;
+    x.preemptible = a.spec.preemptible;
+    s->actors.push_back(std::move(x));
+  }
+  s->groups.reserve(groups_.size());
+  for (const auto& [id, g] : groups_) s->groups.push_back(g.info);
+  board_->publish(std::move(s));
+}
+
+} // namespace celer
