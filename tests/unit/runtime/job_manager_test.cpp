@@ -1,6 +1,7 @@
 // Submitted jobs on the head (jobs/job_manager.hpp), call by call: a fake launcher stands
 // for the driver processes, a fake clock for time, tables in memory for RocksDB; the last
 // cases start real processes through the real launcher.
+#include "http/jobs_api.hpp"
 #include "jobs/driver_process.hpp"
 #include "jobs/entrypoint.hpp"
 #include "jobs/job_manager.hpp"
@@ -10,10 +11,13 @@
 
 #include <catch2/catch.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <atomic>
 #include <csignal>
 #include <fstream>
 #include <future>
+#include <regex>
 #include <set>
 
 #include <sys/wait.h>
@@ -393,4 +397,72 @@ TEST_CASE("entrypoints split like a shell's words but refuse what only a shell w
   const std::vector<std::string> words{"prog", "two words", "it's", "$HOME", "", "a\\b", "plain"};
   CHECK(join_entrypoint(words) == R"(prog 'two words' 'it'\''s' '$HOME' '' 'a\b' plain)");
   CHECK(*split_entrypoint(join_entrypoint(words)) == words);
+}
+
+TEST_CASE("the jobs API takes Ray's submission body and refuses what it cannot honour, by name", "[jobs]") {
+  fixture f;
+  auto routes = http::job_routes(*f.jm);
+  auto call = [&](const std::string& method, const std::string& path, const std::string& body, bool admin = true) {
+    for (const auto& r : routes) {
+      if (r.method != method || !std::regex_match(path, std::regex(r.pattern))) continue;
+      std::smatch m;
+      std::regex_match(path, m, std::regex(r.pattern));
+      http::request req{.method = method, .path = path, .captures = {}, .query = {}, .body = body,
+                        .who = http::principal{.admin = admin, .job = admin ? job_id{} : job_id::random()}};
+      for (std::size_t i = 1; i < m.size(); ++i) req.captures.push_back(m[i].str());
+      auto res = r.run(req);
+      return std::pair{res.status, nlohmann::json::parse(res.body)};
+    }
+    FAIL("no route for " << method << " " << path);
+    return std::pair{0, nlohmann::json()};
+  };
+  // Ray's shape: a string entrypoint split into words, env_vars, metadata, a submission id.
+  auto [status, made] = call("POST", "/api/jobs/",
+                             R"({"entrypoint": "python3 train.py --name 'my run'", "submission_id": "ray-style",
+                                 "runtime_env": {"env_vars": {"LR": "0.1"}}, "metadata": {"owner": "ana"}})");
+  CHECK(status == 200);
+  CHECK(made["job_id"] == "ray-style");
+  CHECK(made["submission_id"] == "ray-style");
+  REQUIRE(f.launcher.started.size() == 1);
+  CHECK(f.launcher.started[0].argv == std::vector<std::string>{"python3", "train.py", "--name", "my run"});
+  CHECK(f.env_of(f.launcher.started[0], "LR") == "0.1");
+  auto [s2, details] = call("GET", "/api/jobs/ray-style", "");
+  CHECK(s2 == 200);
+  CHECK(details["status"] == "RUNNING");
+  CHECK(details["metadata"]["owner"] == "ana");
+  CHECK(details["entrypoint"] == "python3 train.py --name 'my run'");
+  CHECK(details["driver_exit_code"].is_null());
+
+  const std::vector<std::pair<std::string, std::string>> refused{
+    {R"({"entrypoint": "echo hi; rm -rf /"})", "never through a shell"},
+    {R"({"entrypoint": "x", "runtime_env": {"pip": ["requests"]}})", "runtime_env.pip is not supported"},
+    {R"({"entrypoint": "x", "runtime_env": {"working_dir": "/etc"}})", "the head never reads a path"},
+    {R"({"entrypoint": "x", "runtime_env": {"working_dir": "https://example.com/x.zip"}})", "the head never reads a path"},
+    {R"({"entrypoint": "x", "colour": "blue"})", "unknown field 'colour'"},
+    {R"({"entrypoint": 42})", "entrypoint must be a string"},
+    {R"({"entrypoint_argv": "not a list"})", "wrong type"},
+    {R"({})", "no entrypoint"},
+    {R"([1, 2])", "JSON object"},
+    {R"({"entrypoint": )", "not JSON"},
+    {R"({"entrypoint": "x", "entrypoint_resources": {"TPU": 1}})", "not supported by celer yet"},
+  };
+  for (const auto& [body, why] : refused) {
+    INFO(body);
+    auto [code, j] = call("POST", "/api/jobs/", body);
+    CHECK(code == 400);
+    CHECK_THAT(j["error"].get<std::string>(), Catch::Contains(why));
+  }
+  CHECK(f.launcher.started.size() == 1);  // nothing else started
+  CHECK(call("POST", "/api/jobs/", R"({"entrypoint": "x", "submission_id": "ray-style"})").first == 409);
+  CHECK(call("POST", "/api/jobs/", R"({"entrypoint": "x"})", /*admin=*/false).first == 403);
+  CHECK(call("GET", "/api/jobs/nope", "").first == 404);
+  CHECK(call("GET", "/api/jobs/ray-style", "", /*admin=*/false).first == 404);  // another job's: as if absent
+  CHECK(call("DELETE", "/api/jobs/ray-style", "").first == 400);                // still running
+  auto [s3, stopped] = call("POST", "/api/jobs/ray-style/stop", "");
+  CHECK(s3 == 200);
+  CHECK(stopped["stopped"] == true);
+  f.launcher.finish(f.launcher.running.begin()->first, killed_by(SIGTERM));
+  CHECK(call("GET", "/api/jobs/ray-style", "").second["status"] == "STOPPED");
+  CHECK(call("DELETE", "/api/jobs/ray-style", "").second["deleted"] == true);
+  CHECK(call("GET", "/api/jobs/", "").second.empty());
 }
