@@ -4,7 +4,8 @@
 # exits with its code; a job's exit code and FAILED state; priority and env reach the
 # driver; `celer job list|status|logs|stop|delete`; a stopped job's actors go; a job's own
 # credential lists only its job; an entrypoint that needs a GPU is refused while no node has
-# one, and runs once a node that declares one joins (its task sees the GPU); a restarted
+# one; once a node that declares one joins, a job's task sees it, an entrypoint reserving it
+# runs, and a second one waits PENDING (saying why) until the first is stopped; a restarted
 # head still lists every job and how it ended; no shell ever runs an entrypoint.
 #
 #   tests/cluster/jobs_test.sh path/to/celer path/to/celer-job-driver
@@ -104,11 +105,28 @@ grep -q 'touch' <<<"$logs" || fail "logs: $logs"
 set +e
 nogpu=$("$celer" submit --entrypoint-num-gpus 1 -- ./bin/celer-job-driver gpu 2>&1)
 set -e
-grep -q 'no live node has' <<<"$nogpu" || fail "a GPU entrypoint on a cluster without GPUs: $nogpu"
+grep -q "the entrypoint's resources (0 CPU, 1 GPU) can never be reserved" <<<"$nogpu" ||
+  fail "a GPU entrypoint on a cluster without GPUs: $nogpu"
 "$celer" start --address "$addr" --num-cpus 1 --gpus 'T4-16GB:1' >/dev/null
-gpu=$("$celer" submit --working-dir "$work/app" --exclude build --entrypoint-num-gpus 1 --follow \
+gpu_node=$("$celer" list nodes | awk '/GPU=1/ {print $1}')
+[[ -n $gpu_node ]] || fail "no node with a GPU: $("$celer" list nodes)"
+# The driver reserves a CPU for itself; its task takes the node's one GPU (an entrypoint
+# reserving that GPU would hold it from its own tasks).
+gpu=$("$celer" submit --working-dir "$work/app" --exclude build --entrypoint-num-cpus 1 --follow \
         -- ./bin/celer-job-driver gpu 2>/dev/null) || fail "the GPU job: $gpu"
 grep -q '^gpu task saw CUDA_VISIBLE_DEVICES=0$' <<<"$gpu" || fail "the GPU job's task: $gpu"
+# A job needing the GPU for itself waits while another holds it, and starts when it is free.
+"$celer" submit --submission-id gpu-holder --entrypoint-num-gpus 1 -- /bin/sleep 1000 >/dev/null 2>&1
+for _ in $(seq 100); do "$celer" job status gpu-holder | grep -q 'status: *RUNNING' && break; sleep 0.1; done
+"$celer" job status gpu-holder | grep -q "status: *RUNNING" || fail "gpu-holder: $("$celer" job status gpu-holder)"
+"$celer" submit --submission-id gpu-waiter --entrypoint-num-gpus 1 -- /bin/true >/dev/null 2>&1
+sleep 1
+w=$("$celer" job status gpu-waiter)
+grep -q 'status: *PENDING' <<<"$w" && grep -q "waiting for the entrypoint's resources (0 CPU, 1 GPU)" <<<"$w" ||
+  fail "a second GPU entrypoint did not wait: $w"
+"$celer" job stop gpu-holder >/dev/null
+for _ in $(seq 100); do "$celer" job status gpu-waiter | grep -q 'status: *SUCCEEDED' && break; sleep 0.1; done
+"$celer" job status gpu-waiter | grep -q 'status: *SUCCEEDED' || fail "gpu-waiter: $("$celer" job status gpu-waiter)"
 
 # 7. A head killed and started again still lists every job and how it ended.
 head_pid=$(cat "$session"/pids/head-*)
@@ -116,7 +134,7 @@ kill -KILL "$head_pid"
 for _ in $(seq 50); do kill -0 "$head_pid" 2>/dev/null || break; sleep 0.1; done
 "$celer" start --head --resume --port "${addr##*:}" --num-cpus 2 --dashboard-port 0 >/dev/null
 after=$("$celer" job list)
-grep -q '^5 job(s)$' <<<"$after" || fail "after a head restart: $after"
+grep -q '^7 job(s)$' <<<"$after" || fail "after a head restart: $after"
 grep -q 'exits-3 *FAILED' <<<"$after" || fail "after a head restart: $after"
 grep -q "$id *STOPPED" <<<"$after" || fail "after a head restart: $after"
 

@@ -83,7 +83,8 @@ std::unique_ptr<head_jobs> start_jobs(const knob_values& k, const credentials& c
                                       const address& head_addr, const std::filesystem::path& session_dir,
                                       const std::string& cluster_address, const std::string& ip,
                                       std::shared_ptr<store::table_db> tables,
-                                      std::function<expected<protocol::status_reply>()> status) {
+                                      std::shared_ptr<http::head_gateway> gateway,
+                                      std::shared_ptr<head_snapshot_board> board) {
   jobs::job_manager_config cfg{.jobs_dir = session_dir / "jobs",
                                .packages_dir = session_dir / "packages",
                                .cluster_address = cluster_address,
@@ -105,25 +106,28 @@ std::unique_ptr<head_jobs> start_jobs(const knob_values& k, const credentials& c
     },
     .alive = [&local, head_addr](const job_id& job) { (void)local.send(head_addr, protocol::job_heartbeat{job}); },
     .ended = [&local, head_addr](const job_id& job) { (void)local.send(head_addr, protocol::job_finished{job}); },
-    .fits = [status = std::move(status)](double cpus, double gpus) -> expected<void> {
-      auto st = status();
-      if (!st) return error(error_code::unavailable, "cannot ask the head what its nodes have: " + st.error().message());
-      auto num = [](double v) {
-        std::ostringstream o;
-        o << v;
-        return o.str();
-      };
-      std::string have;
-      for (const auto& n : st->nodes) {
-        if (!n.alive) continue;
-        const double c = n.total.get("CPU"), g = n.total.get("GPU");
-        if (c >= cpus && g >= gpus) return {};
-        have += (have.empty() ? "" : ", ") + ("node " + n.node.short_hex() + ": " + num(c) + " CPU, " + num(g) + " GPU");
+    .reserve = [gateway](const job_id& job, double cpus, double gpus) -> expected<placement_group_id> {
+      auto need = protocol::make_request(cpus, gpus, 0, {});
+      if (!need) return need.error();
+      protocol::create_placement_group g;
+      g.id = placement_group_id::random();
+      g.name = "entrypoint of job " + job.short_hex();
+      g.strategy = bundle_strategy::pack;
+      g.bundles.push_back(protocol::bundle_spec{*need, {}});
+      g.job = job;
+      const placement_group_id id = g.id;
+      if (auto ok = gateway->create_group(std::move(g), std::chrono::seconds(10)); !ok) return ok.error();
+      return id;
+    },
+    .reserved = [board](const placement_group_id& id, std::string& why) -> std::optional<node_id> {
+      auto s = board->latest();
+      if (!s) return std::nullopt;
+      for (const auto& g : s->groups) {
+        if (g.id != id) continue;
+        if (g.state == protocol::group_state::created && !g.nodes.empty()) return g.nodes.front();
+        why = g.why;
       }
-      return error(error_code::invalid_argument,
-                   "no live node has the entrypoint's " + num(cpus) + " CPU and " + num(gpus) +
-                     " GPU (" + (have.empty() ? std::string("no live node") : have) +
-                     "); start a node that has them, or ask for less");
+      return std::nullopt;
     }};
   return std::make_unique<head_jobs>(std::move(cfg), std::move(hooks), std::move(tables),
                                      std::chrono::milliseconds(std::max(10, k.heartbeat_ms)));
@@ -338,8 +342,7 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     auto* transport = net.get();
     http::authenticator auth(*creds, [transport] { return transport->accepted_jobs(); });
     auto server_slot = std::make_shared<http::server*>(nullptr);
-    jobs = start_jobs(k, *creds, *net, host.local(), head_addr, session_dir, cluster_address, ip, tables,
-                      [gateway, ask_within] { return gateway->status(ask_within); });
+    jobs = start_jobs(k, *creds, *net, host.local(), head_addr, session_dir, cluster_address, ip, tables, gateway, board);
     auto* jm = &jobs->manager;
     auto routes = http::state_routes({.status = [gateway, ask_within] { return gateway->status(ask_within); },
                                       .responses = [server_slot] {
@@ -406,7 +409,8 @@ int run_daemon(const knob_values& k, const daemon_options& o,
   const protocol::shutdown_component bye{"the daemon is stopping"};
   if (agent) (void)host.local().send(address{nid, {}}, bye);  // tells its workers to stop
   if (o.head) (void)host.local().send(head_addr, bye);
-  // Jobs first: their drivers are the HTTP threads' children (see driver_process.hpp).
+  // Jobs first: their drivers stop (SIGTERM, SIGKILL after 5 s) and end STOPPED while the
+  // head can still hear job_finished.
   if (jobs) jobs->stop();
   if (web) web->stop();
   if (gateway_at) (void)host.local().send(*gateway_at, bye);

@@ -9,6 +9,16 @@ head_gateway::head_gateway(transport& net, address self, address head)
   : net_(net), self_(std::move(self)), head_(std::move(head)) {}
 
 void head_gateway::handle(protocol::message& m) {
+  if (auto* g = std::get_if<protocol::placement_group_reply>(&m)) {
+    {
+      std::lock_guard lock(m_);
+      const auto it = groups_waiting_.find(g->request_id);
+      if (it == groups_waiting_.end()) return;
+      it->second = std::move(*g);
+    }
+    cv_.notify_all();
+    return;
+  }
   auto* r = std::get_if<protocol::status_reply>(&m);
   if (r == nullptr) return;
   {
@@ -40,6 +50,23 @@ expected<protocol::status_reply> head_gateway::status(std::chrono::milliseconds 
   waiting_.erase(id);
   if (!got) return error(error_code::unavailable, "the head did not answer within " + std::to_string(timeout.count()) + " ms");
   return std::move(*got);
+}
+
+expected<void> head_gateway::create_group(protocol::create_placement_group g, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(m_);
+  const std::uint64_t id = next_++;
+  groups_waiting_.emplace(id, std::nullopt);
+  g.request_id = id;
+  g.reply_to = self_;
+  lock.unlock();
+  const bool sent = net_.send(head_, std::move(g));
+  lock.lock();
+  if (sent) cv_.wait_for(lock, timeout, [&] { return groups_waiting_.at(id).has_value(); });
+  auto got = std::move(groups_waiting_.at(id));
+  groups_waiting_.erase(id);
+  if (!got) return error(error_code::unavailable, "the head did not answer within " + std::to_string(timeout.count()) + " ms");
+  if (!got->ok) return error(got->fail.code, got->fail.message);
+  return {};
 }
 
 } // namespace celer::http

@@ -26,12 +26,17 @@ class head_gateway {
 public:
   head_gateway(transport& net, address self, address head);
 
-  /// The component's side: takes the head's status_reply (anything else is ignored).
+  /// The component's side: takes the head's status_reply and placement_group_reply
+  /// (anything else is ignored).
   void handle(protocol::message& m);
 
   /// The cluster's state now. unavailable when the head does not answer within `timeout`.
   /// Any thread.
   [[nodiscard]] expected<protocol::status_reply> status(std::chrono::milliseconds timeout);
+  /// Asks the head for placement group `g` (of job `g.job`): ok once accepted (reserved when
+  /// resources allow; head_snapshot.hpp shows when), else the head's reason (infeasible) or
+  /// unavailable. Any thread.
+  [[nodiscard]] expected<void> create_group(protocol::create_placement_group g, std::chrono::milliseconds timeout);
 
 private:
   transport& net_;
@@ -41,6 +46,7 @@ private:
   std::condition_variable cv_;
   std::uint64_t next_ = 1;
   std::map<std::uint64_t, std::optional<protocol::status_reply>> waiting_;
+  std::map<std::uint64_t, std::optional<protocol::placement_group_reply>> groups_waiting_;
 };
 
 } // namespace celer::http

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <future>
 
 #include <fcntl.h>
 #include <sys/prctl.h>
@@ -12,7 +13,44 @@
 
 namespace celer::jobs {
 
+driver_process_launcher::driver_process_launcher() {
+  forker_ = std::thread([this] {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, nothing left to start
+      auto next = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      next();
+      lock.lock();
+    }
+  });
+}
+
+driver_process_launcher::~driver_process_launcher() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  forker_.join();
+}
+
 expected<int> driver_process_launcher::start(const driver_spec& spec, std::function<void(int pid, int status)> exited) {
+  std::packaged_task<expected<int>()> task([&] { return fork_and_exec(spec, std::move(exited)); });
+  auto result = task.get_future();
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return error(error_code::unavailable, "the head is stopping");
+    queue_.emplace_back([&task] { task(); });
+  }
+  cv_.notify_all();
+  return result.get();
+}
+
+expected<int> driver_process_launcher::fork_and_exec(const driver_spec& spec,
+                                                     std::function<void(int pid, int status)> exited) {
   // Everything the child needs is built before fork: after it, only async-signal-safe calls.
   std::vector<std::string> args = spec.argv;
   std::vector<char*> argv;

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <fstream>
 #include <regex>
+#include <sstream>
 
 #include <sys/wait.h>
 
@@ -33,6 +34,16 @@ bool valid_digest(const std::string& s) {
 }
 
 std::string random_hex16() { return unique_id::random().hex().substr(0, 16); }
+
+/// "1 CPU, 1 GPU".
+std::string resources_text(double cpus, double gpus) {
+  auto num = [](double v) {
+    std::ostringstream o;
+    o << v;
+    return o.str();
+  };
+  return num(cpus) + " CPU, " + num(gpus) + " GPU";
+}
 
 } // namespace
 
@@ -77,7 +88,14 @@ job_manager::job_manager(job_manager_config cfg, driver_launcher& launcher, job_
   }
 }
 
-job_manager::~job_manager() = default;
+job_manager::~job_manager() {
+  std::unique_lock lock(mutex_);
+  shutting_down_ = true;
+  changed_.notify_all();
+  auto waiters = std::move(waiters_);
+  lock.unlock();
+  for (auto& t : waiters) t.join();
+}
 
 std::int64_t job_manager::now_ms() const {
   return std::chrono::duration_cast<std::chrono::milliseconds>(now_().time_since_epoch()).count();
@@ -111,9 +129,6 @@ expected<job_record> job_manager::submit(const submit_request& r, const asker& w
     return error(error_code::invalid_argument, "submission id '" + r.submission_id + "' is not 1 to 64 of [A-Za-z0-9_.-]");
   if (r.num_cpus < 0 || r.num_gpus < 0)
     return error(error_code::invalid_argument, "entrypoint_num_cpus and entrypoint_num_gpus cannot be negative");
-  if (hooks_.fits && (r.num_cpus > 0 || r.num_gpus > 0)) {
-    if (auto ok = hooks_.fits(r.num_cpus, r.num_gpus); !ok) return ok.error();
-  }
   std::unique_lock lock(mutex_);
   if (shutting_down_) return error(error_code::unavailable, "the head is stopping");
   std::string sid = r.submission_id.empty() ? "celersubmit_" + random_hex16() : r.submission_id;
@@ -123,6 +138,25 @@ expected<job_record> job_manager::submit(const submit_request& r, const asker& w
                                                  job_state_name(e.record.status()) + ")");
   entry e;
   e.record.id = job_id::random();
+  const bool reserve = hooks_.reserve && (r.num_cpus > 0 || r.num_gpus > 0);
+  if (reserve) {
+    // The head knows the job before it holds resources for it; asked without the lock.
+    lock.unlock();
+    if (hooks_.started) hooks_.started(e.record.id);
+    auto group = hooks_.reserve(e.record.id, r.num_cpus, r.num_gpus);
+    if (!group) {
+      if (hooks_.ended) hooks_.ended(e.record.id);
+      return error(error_code::invalid_argument, "the entrypoint's resources (" + resources_text(r.num_cpus, r.num_gpus) +
+                                                   ") can never be reserved: " + group.error().message());
+    }
+    e.record.group = *group;
+    lock.lock();
+    for (const auto& [id, other] : jobs_)
+      if (other.record.submission_id == sid) {
+        if (hooks_.ended) hooks_.ended(e.record.id);
+        return error(error_code::already_exists, "a job with submission id " + sid + " exists already");
+      }
+  }
   e.record.submission_id = std::move(sid);
   e.record.argv = r.argv;
   e.record.env = r.env;
@@ -137,6 +171,12 @@ expected<job_record> job_manager::submit(const submit_request& r, const asker& w
   const job_id id = e.record.id;
   order_.push_back(id);
   auto& stored = jobs_[id] = std::move(e);
+  if (reserve) {
+    stored.record.message = "waiting for the entrypoint's resources (" + resources_text(r.num_cpus, r.num_gpus) + ")";
+    persist(stored.record);
+    waiters_.emplace_back([this, id] { await_resources(id); });
+    return stored.record;
+  }
   persist(stored.record);
   job_record pending = stored.record;
   lock.unlock();
@@ -145,6 +185,41 @@ expected<job_record> job_manager::submit(const submit_request& r, const asker& w
   lock.lock();
   changed_.notify_all();
   return jobs_.at(id).record;
+}
+
+void job_manager::await_resources(job_id id) {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    auto& rec = jobs_.at(id).record;
+    if (rec.stop_requested || shutting_down_) {
+      rec.state = static_cast<std::uint8_t>(job_state::stopped);
+      rec.message = "stopped before it started (it was waiting for the entrypoint's resources)";
+      rec.ended_ms = now_ms();
+      persist(rec);
+      changed_.notify_all();
+      lock.unlock();
+      if (hooks_.ended) hooks_.ended(id);  // the head removes its placement group
+      return;
+    }
+    std::string why;
+    lock.unlock();
+    auto node = hooks_.reserved ? hooks_.reserved(rec.group, why) : std::optional<node_id>(node_id{});
+    lock.lock();
+    auto& now = jobs_.at(id).record;
+    if (node && !now.stop_requested && !shutting_down_) {
+      now.entrypoint_node = *node;
+      job_record pending = now;
+      lock.unlock();
+      launch(std::move(pending));
+      lock.lock();
+      changed_.notify_all();
+      return;
+    }
+    if (!why.empty() && now.message.find(why) == std::string::npos) {
+      now.message = "waiting for the entrypoint's resources (" + resources_text(now.num_cpus, now.num_gpus) + "): " + why;
+    }
+    changed_.wait_for(lock, std::chrono::milliseconds(100));
+  }
 }
 
 void job_manager::launch(job_record rec) {
@@ -194,6 +269,10 @@ void job_manager::launch(job_record rec) {
   spec.env.push_back(std::string("CELER_ENCRYPTION=") + (cfg_.encrypt ? "1" : "0"));
   spec.env.push_back("CELER_JOB_PRIORITY=" + std::to_string(rec.priority));
   if (!cfg_.node_ip.empty()) spec.env.push_back("CELER_NODE_IP=" + cfg_.node_ip);
+  if (!rec.group.nil()) {
+    spec.env.push_back("CELER_ENTRYPOINT_PLACEMENT_GROUP=" + rec.group.hex());
+    spec.env.push_back("CELER_ENTRYPOINT_NODE=" + rec.entrypoint_node.hex());
+  }
   if (hooks_.started) hooks_.started(id);
   auto pid = launcher_.start(spec, [this, id](int pid, int status) { exited(id, pid, status); });
   if (!pid) {
@@ -270,6 +349,11 @@ expected<bool> job_manager::stop(const std::string& id, const asker& who) {
   auto* e = lookup(id, who);
   if (e == nullptr) return error(error_code::not_found, "no job " + id);
   auto& rec = e->record;
+  if (rec.status() == job_state::pending && !rec.group.nil()) {
+    rec.stop_requested = true;  // await_resources ends it
+    changed_.notify_all();
+    return true;
+  }
   if (rec.status() != job_state::running) return false;
   if (!rec.stop_requested) {
     rec.stop_requested = true;
@@ -368,6 +452,8 @@ void job_manager::tick() {
     std::lock_guard lock(mutex_);
     const auto now = now_();
     for (auto& [id, e] : jobs_) {
+      // A job waiting for its resources is alive too: the head keeps its placement group.
+      if (e.record.status() == job_state::pending && !e.record.group.nil()) alive.push_back(id);
       if (e.record.status() != job_state::running) continue;
       alive.push_back(id);
       if (e.kill_at && now >= *e.kill_at) {
@@ -385,6 +471,12 @@ void job_manager::tick() {
 void job_manager::shutdown(std::chrono::milliseconds grace) {
   std::unique_lock lock(mutex_);
   shutting_down_ = true;
+  changed_.notify_all();
+  // Jobs still waiting for their resources end STOPPED (await_resources).
+  auto waiters = std::move(waiters_);
+  lock.unlock();
+  for (auto& t : waiters) t.join();
+  lock.lock();
   for (auto& [id, e] : jobs_) {
     if (e.record.status() != job_state::running) continue;
     e.record.stop_requested = true;

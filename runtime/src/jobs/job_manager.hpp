@@ -29,6 +29,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace celer::jobs {
@@ -63,10 +64,13 @@ struct job_hooks {
   std::function<void(const job_id&)> alive;
   /// Ended: stop its actors and workers, free its resources and objects.
   std::function<void(const job_id&)> ended;
-  /// Whether the cluster could ever run the driver's own resources (entrypoint_num_cpus,
-  /// entrypoint_num_gpus): invalid_argument with what the nodes have when none fits. Empty:
-  /// no check.
-  std::function<expected<void>(double num_cpus, double num_gpus)> fits;
+  /// Reserves the driver's own resources (entrypoint_num_cpus, entrypoint_num_gpus) for
+  /// job `job` as a placement group of one bundle: its id, or why it can never be (the
+  /// head's word). Empty: nothing is reserved.
+  std::function<expected<placement_group_id>(const job_id& job, double num_cpus, double num_gpus)> reserve;
+  /// The node a reserved group holds its bundle on, once it does; nullopt while it waits,
+  /// with `why`.
+  std::function<std::optional<node_id>(const placement_group_id& group, std::string& why)> reserved;
 };
 
 struct job_manager_config {
@@ -118,9 +122,11 @@ public:
   ~job_manager();
 
   /// Starts a job. invalid_argument (no program, a bad env name, a submission id that is
-  /// not [A-Za-z0-9_.-]{1,64}), already_exists (the submission id), not_found (the package),
-  /// permission_denied (a job's credential: only the admin submits). A program that cannot
-  /// be started still makes a record, FAILED with the reason.
+  /// not [A-Za-z0-9_.-]{1,64}, entrypoint resources no node can ever hold), already_exists
+  /// (the submission id), not_found (the package), permission_denied (a job's credential:
+  /// only the admin submits). A program that cannot be started still makes a record,
+  /// FAILED with the reason. A job with entrypoint resources stays PENDING until they are
+  /// reserved (hooks.reserve), then starts.
   [[nodiscard]] expected<job_record> submit(const submit_request& r, const asker& who);
   /// Every job the asker may see, oldest first.
   [[nodiscard]] std::vector<job_record> list(const asker& who) const;
@@ -141,7 +147,8 @@ public:
   [[nodiscard]] expected<void> put_package(const std::string& digest, std::string_view archive, const asker& who);
   [[nodiscard]] bool has_package(const std::string& digest) const;
 
-  /// Heartbeats for running jobs; SIGKILL for stopped jobs past their grace.
+  /// Heartbeats for running jobs and those waiting for their resources; SIGKILL for
+  /// stopped jobs past their grace.
   void tick();
   /// Stops every running job (the cluster is stopping): SIGTERM, at most `grace`, SIGKILL;
   /// returns once every driver has been reaped.
@@ -162,6 +169,9 @@ private:
   /// Unpacks the working directory and starts the driver of the PENDING job `rec`; called
   /// without the lock.
   void launch(job_record rec);
+  /// Waits (its own thread) until job `id`'s entrypoint resources are reserved, then
+  /// launches it; ends it STOPPED when it is stopped first.
+  void await_resources(job_id id);
   [[nodiscard]] std::filesystem::path folder(const job_id& job) const;
   [[nodiscard]] std::int64_t now_ms() const;
 
@@ -176,6 +186,8 @@ private:
   /// Job ids in submission order.
   std::vector<job_id> order_;
   bool shutting_down_ = false;
+  /// Threads waiting for jobs' entrypoint resources (await_resources), joined at shutdown.
+  std::vector<std::thread> waiters_;
   std::uint64_t next_sequence_ = 1;
 };
 

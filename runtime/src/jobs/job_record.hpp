@@ -43,8 +43,12 @@ struct job_record {
   bool stop_requested = false;
   /// Order of submission on this head and those before it (1, 2, ...).
   std::uint64_t sequence = 0;
+  /// The placement group holding the entrypoint's resources, and its node (nil: none).
+  placement_group_id group;
+  node_id entrypoint_node;
   CELER_MSGPACK_DEFINE(id, submission_id, state, argv, env, metadata, num_cpus, num_gpus, priority, package,
-                       submitted_ms, started_ms, ended_ms, exit_code, message, pid, stop_requested, sequence)
+                       submitted_ms, started_ms, ended_ms, exit_code, message, pid, stop_requested, sequence, group,
+                       entrypoint_node)
 
   [[nodiscard]] job_state status() const noexcept { return static_cast<job_state>(state); }
 };

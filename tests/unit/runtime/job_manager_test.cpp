@@ -18,7 +18,9 @@
 #include <fstream>
 #include <future>
 #include <regex>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include <sys/wait.h>
 
@@ -80,15 +82,53 @@ struct fixture {
             .base_env = {"PATH=/usr/bin:/bin", "HOME=/root"},
             .stop_grace = std::chrono::milliseconds(5000)};
   }
+  /// What the head says of entrypoint reservations (the reserve hook is set when this is).
+  std::optional<std::string> refuse_reservation;
+  bool reservations = false;
+  std::mutex placed_mutex;
+  std::optional<node_id> placed;  // where the group is reserved, once it is
+  std::vector<placement_group_id> groups;
+
   /// A head (re)started on the same tables.
   void open() {
     jm.reset();
-    jm = std::make_unique<job_manager>(
-      config(), launcher,
-      job_hooks{.started = [this](const job_id& j) { events.push_back("started " + j.hex()); },
-                .alive = [this](const job_id& j) { events.push_back("alive " + j.hex()); },
-                .ended = [this](const job_id& j) { events.push_back("ended " + j.hex()); }},
-      std::make_shared<fakes::memory_table_db>(rows), [this] { return now; });
+    job_hooks hooks{.started = [this](const job_id& j) { event("started " + j.hex()); },
+                    .alive = [this](const job_id& j) { event("alive " + j.hex()); },
+                    .ended = [this](const job_id& j) { event("ended " + j.hex()); }};
+    if (reservations) {
+      hooks.reserve = [this](const job_id&, double, double) -> expected<placement_group_id> {
+        if (refuse_reservation) return error(error_code::resource_exhausted, *refuse_reservation);
+        groups.push_back(placement_group_id::random());
+        return groups.back();
+      };
+      hooks.reserved = [this](const placement_group_id&, std::string& why) -> std::optional<node_id> {
+        std::lock_guard lock(placed_mutex);
+        if (!placed) why = "no node has 1 GPU free now";
+        return placed;
+      };
+    }
+    jm = std::make_unique<job_manager>(config(), launcher, std::move(hooks), std::make_shared<fakes::memory_table_db>(rows),
+                                       [this] { return now; });
+  }
+  std::mutex events_mutex;
+  void event(std::string e) {
+    std::lock_guard lock(events_mutex);
+    events.push_back(std::move(e));
+  }
+  bool saw(const std::string& e) {
+    std::lock_guard lock(events_mutex);
+    return std::find(events.begin(), events.end(), e) != events.end();
+  }
+  /// Waits (at most 10 s) for job `id` to leave `state`.
+  job_record wait_past(const std::string& id, job_state state) {
+    for (int i = 0; i < 200; ++i) {
+      auto r = jm->find(id, admin);
+      REQUIRE(r);
+      if (r->status() != state) return *r;
+      jm->wait_for_change(id, 1u << 30, std::chrono::milliseconds(50));
+    }
+    FAIL("job " << id << " stayed " << job_state_name(state));
+    return {};
   }
   job_record submit(std::vector<std::string> argv, std::string sid = {}) {
     submit_request r;
@@ -465,4 +505,75 @@ TEST_CASE("the jobs API takes Ray's submission body and refuses what it cannot h
   CHECK(call("GET", "/api/jobs/ray-style", "").second["status"] == "STOPPED");
   CHECK(call("DELETE", "/api/jobs/ray-style", "").second["deleted"] == true);
   CHECK(call("GET", "/api/jobs/", "").second.empty());
+}
+
+TEST_CASE("entrypoint resources are reserved first: refused when never possible, PENDING until held, then the driver starts",
+          "[jobs]") {
+  fixture f;
+  f.reservations = true;
+  f.open();
+  submit_request r;
+  r.argv = {"trainer"};
+  r.num_gpus = 1;
+  f.refuse_reservation = "placement group entrypoint can never be placed: no node has 1 GPU";
+  auto refused = f.jm->submit(r, f.admin);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code() == error_code::invalid_argument);
+  CHECK(refused.error().message() ==
+        "the entrypoint's resources (0 CPU, 1 GPU) can never be reserved: placement group entrypoint can never be placed: no "
+        "node has 1 GPU");
+  CHECK(f.jm->list(f.admin).empty());
+  CHECK(f.events.size() == 2);  // the head heard of the job, then of its end (its group goes)
+
+  f.refuse_reservation.reset();
+  r.submission_id = "waits";
+  auto rec = f.jm->submit(r, f.admin);
+  REQUIRE(rec);
+  CHECK(rec->status() == job_state::pending);
+  CHECK(rec->group == f.groups.back());
+  CHECK(f.launcher.started.empty());
+  // It says why it waits, and its heartbeats keep the head's group for it.
+  for (int i = 0; i < 100 && f.jm->find("waits", f.admin)->message.find("no node has") == std::string::npos; ++i)
+    f.jm->wait_for_change("waits", 1u << 30, std::chrono::milliseconds(20));
+  CHECK(f.jm->find("waits", f.admin)->message ==
+        "waiting for the entrypoint's resources (0 CPU, 1 GPU): no node has 1 GPU free now");
+  f.jm->tick();
+  CHECK(f.saw("alive " + rec->id.hex()));
+  const node_id gpu_node = node_id::random();
+  {
+    std::lock_guard lock(f.placed_mutex);
+    f.placed = gpu_node;
+  }
+  auto running = f.wait_past("waits", job_state::pending);
+  CHECK(running.status() == job_state::running);
+  CHECK(running.entrypoint_node == gpu_node);
+  REQUIRE(f.launcher.started.size() == 1);
+  CHECK(f.env_of(f.launcher.started[0], "CELER_ENTRYPOINT_NODE") == gpu_node.hex());
+  CHECK(f.env_of(f.launcher.started[0], "CELER_ENTRYPOINT_PLACEMENT_GROUP") == rec->group.hex());
+}
+
+TEST_CASE("a job stopped while it waits for its resources ends STOPPED without starting", "[jobs]") {
+  fixture f;
+  f.reservations = true;
+  f.open();
+  submit_request r;
+  r.argv = {"trainer"};
+  r.num_cpus = 4;
+  r.submission_id = "never-placed";
+  auto rec = f.jm->submit(r, f.admin);
+  REQUIRE(rec);
+  auto stopped = f.jm->stop("never-placed", f.admin);
+  REQUIRE(stopped);
+  CHECK(*stopped);
+  auto end = f.wait_past("never-placed", job_state::pending);
+  CHECK(end.status() == job_state::stopped);
+  CHECK(end.message == "stopped before it started (it was waiting for the entrypoint's resources)");
+  CHECK(f.launcher.started.empty());
+  for (int i = 0; i < 100 && !f.saw("ended " + rec->id.hex()); ++i) std::this_thread::yield();
+  CHECK(f.saw("ended " + rec->id.hex()));
+  // And one still waiting when the head stops ends STOPPED too.
+  r.submission_id = "at-shutdown";
+  REQUIRE(f.jm->submit(r, f.admin));
+  f.jm->shutdown(std::chrono::seconds(1));
+  CHECK(f.jm->find("at-shutdown", f.admin)->status() == job_state::stopped);
 }
