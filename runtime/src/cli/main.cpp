@@ -4,6 +4,7 @@
 #include "cluster/driver.hpp"
 #include "cluster/session.hpp"
 #include "config/knobs.hpp"
+#include "head/head_snapshot.hpp"
 
 #include <celer/version.hpp>
 
@@ -381,16 +382,6 @@ std::string cluster_address(std::string address, const knob_values& k, const cha
   return address;
 }
 
-const char* strategy_name(bundle_strategy s) {
-  switch (s) {
-    case bundle_strategy::pack: return "PACK";
-    case bundle_strategy::spread: return "SPREAD";
-    case bundle_strategy::strict_pack: return "STRICT_PACK";
-    case bundle_strategy::strict_spread: return "STRICT_SPREAD";
-  }
-  return "?";
-}
-
 int list_placement_groups(std::string address) {
   knob_values k = load_knobs(0, nullptr);
   set_knobs(k);
@@ -402,11 +393,9 @@ int list_placement_groups(std::string address) {
     client.stop();
     std::cout << groups.size() << " placement group(s)\n";
     for (const auto& g : groups) {
-      const char* state = g.state == protocol::group_state::created   ? "CREATED"
-                          : g.state == protocol::group_state::removed ? "REMOVED"
-                                                                      : "PENDING";
+      const char* state = group_state_name(g.state);
       std::cout << "group " << g.id.hex() << (g.name.empty() ? "" : "  " + g.name) << "  "
-                << strategy_name(g.strategy) << "  " << state << "  job " << g.job.short_hex()
+                << bundle_strategy_name(g.strategy) << "  " << state << "  job " << g.job.short_hex()
                 << "\n";
       for (std::size_t i = 0; i < g.bundles.size(); ++i) {
         std::cout << "  bundle " << i << ": " << g.bundles[i].need.to_string();

@@ -13,6 +13,25 @@ const char* actor_state_name(protocol::actor_state s) noexcept {
   return "UNKNOWN";
 }
 
+const char* group_state_name(protocol::group_state s) noexcept {
+  switch (s) {
+    case protocol::group_state::pending: return "PENDING";
+    case protocol::group_state::created: return "CREATED";
+    case protocol::group_state::removed: return "REMOVED";
+  }
+  return "UNKNOWN";
+}
+
+const char* bundle_strategy_name(bundle_strategy s) noexcept {
+  switch (s) {
+    case bundle_strategy::pack: return "PACK";
+    case bundle_strategy::spread: return "SPREAD";
+    case bundle_strategy::strict_pack: return "STRICT_PACK";
+    case bundle_strategy::strict_spread: return "STRICT_SPREAD";
+  }
+  return "?";
+}
+
 void head::publish_snapshot() {
   auto s = std::make_shared<head_snapshot>();
   s->taken = std::chrono::system_clock::now();

@@ -65,5 +65,9 @@ private:
 
 /// "PENDING", "ALIVE", "RESTARTING", "DEAD" (Ray's names).
 [[nodiscard]] const char* actor_state_name(protocol::actor_state s) noexcept;
+/// "PENDING", "CREATED", "REMOVED".
+[[nodiscard]] const char* group_state_name(protocol::group_state s) noexcept;
+/// "PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD".
+[[nodiscard]] const char* bundle_strategy_name(bundle_strategy s) noexcept;
 
 } // namespace celer

@@ -20,25 +20,6 @@ nlohmann::json resources_json(const protocol::resource_set& s) {
   return j;
 }
 
-const char* group_state_name(protocol::group_state s) {
-  switch (s) {
-    case protocol::group_state::pending: return "PENDING";
-    case protocol::group_state::created: return "CREATED";
-    case protocol::group_state::removed: return "REMOVED";
-  }
-  return "UNKNOWN";
-}
-
-const char* strategy_name(bundle_strategy s) {
-  switch (s) {
-    case bundle_strategy::pack: return "PACK";
-    case bundle_strategy::spread: return "SPREAD";
-    case bundle_strategy::strict_pack: return "STRICT_PACK";
-    case bundle_strategy::strict_spread: return "STRICT_SPREAD";
-  }
-  return "?";
-}
-
 /// ?limit=N (default 1000, at most 10000) and ?job=ID filters, Ray's list API's shape.
 std::size_t limit_of(const request& r) {
   auto it = r.query.find("limit");
@@ -121,7 +102,7 @@ std::vector<route> state_list_routes(std::shared_ptr<api_sources> src) {
                                         {"name", g.name},
                                         {"job_id", g.job.hex()},
                                         {"state", group_state_name(g.state)},
-                                        {"strategy", strategy_name(g.strategy)},
+                                        {"strategy", bundle_strategy_name(g.strategy)},
                                         {"bundles", bundles},
                                         {"why", g.why}});
                       }
