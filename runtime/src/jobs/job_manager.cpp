@@ -88,10 +88,13 @@ job_manager::job_manager(job_manager_config cfg, driver_launcher& launcher, job_
   }
 }
 
-job_manager::~job_manager() {
+job_manager::~job_manager() { stop_waiters(); }
+
+void job_manager::stop_waiters() {
   std::unique_lock lock(mutex_);
   shutting_down_ = true;
   changed_.notify_all();
+  // Jobs still waiting for their resources end STOPPED (await_resources).
   auto waiters = std::move(waiters_);
   lock.unlock();
   for (auto& t : waiters) t.join();
@@ -469,14 +472,8 @@ void job_manager::tick() {
 }
 
 void job_manager::shutdown(std::chrono::milliseconds grace) {
+  stop_waiters();
   std::unique_lock lock(mutex_);
-  shutting_down_ = true;
-  changed_.notify_all();
-  // Jobs still waiting for their resources end STOPPED (await_resources).
-  auto waiters = std::move(waiters_);
-  lock.unlock();
-  for (auto& t : waiters) t.join();
-  lock.lock();
   for (auto& [id, e] : jobs_) {
     if (e.record.status() != job_state::running) continue;
     e.record.stop_requested = true;

@@ -172,6 +172,8 @@ private:
   /// Waits (its own thread) until job `id`'s entrypoint resources are reserved, then
   /// launches it; ends it STOPPED when it is stopped first.
   void await_resources(job_id id);
+  /// Refuses new work and joins the threads of await_resources (their jobs end STOPPED).
+  void stop_waiters();
   [[nodiscard]] std::filesystem::path folder(const job_id& job) const;
   [[nodiscard]] std::int64_t now_ms() const;
 
