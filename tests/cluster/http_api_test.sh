@@ -134,6 +134,25 @@ done
 [[ $value == 1 ]] || fail "Prometheus did not get celer_nodes{state=\"alive\"} 1 (got '$value')"
 kill "$prom_pid"; prom_pid=
 
+# HTTPS with a self-signed certificate: the celer commands on this machine trust the head's
+# own certificate (copied into its session); another certificate in CELER_TLS_CA is refused.
+mkdir -p "$work/d"
+openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -keyout "$work/key.pem" -out "$work/cert.pem" \
+  > /dev/null 2>&1 || fail "openssl"
+openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -keyout "$work/other-key.pem" \
+  -out "$work/other.pem" > /dev/null 2>&1 || fail "openssl"
+dirs+=("$work/d")
+CELER_TEMP_DIR=$work/d "$celer" start --head --port 0 --num-cpus 1 --dashboard-port 0 --tls-cert "$work/cert.pem" \
+  --tls-key "$work/key.pem" > /dev/null || fail "a head with TLS"
+grep -q '^https://' "$work"/d/session_latest/http_url || fail "http_url: $(cat "$work"/d/session_latest/http_url)"
+tls_out=$(CELER_TEMP_DIR=$work/d "$celer" submit --follow -- /bin/echo over https 2>&1) || fail "celer submit over HTTPS: $tls_out"
+grep -q '^over https$' <<<"$tls_out" || fail "celer submit over HTTPS: $tls_out"
+set +e
+bad_ca=$(CELER_TEMP_DIR=$work/d CELER_TLS_CA=$work/other.pem "$celer" job list 2>&1)
+rc=$?
+set -e
+[[ $rc != 0 ]] && grep -q 'CELER_TLS_CA' <<<"$bad_ca" || fail "a certificate not trusted was accepted: $bad_ca"
+
 # The default port (8266) falls back to a free one when taken; -1 serves no HTTP.
 out_b=$(CELER_TEMP_DIR=$work/b "$celer" start --head --port 0 --num-cpus 0)
 url_b=$(cat "$work"/b/session_latest/http_url)

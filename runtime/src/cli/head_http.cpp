@@ -47,6 +47,11 @@ head_link find_head(std::string address) {
     if (link.url.empty())
       fail("the head at " + address + " serves no HTTP (started with --dashboard-port -1?): its jobs API is off");
   }
+  if (const char* ca = std::getenv("CELER_TLS_CA"); ca != nullptr && *ca != '\0') {
+    link.ca_cert = ca;
+  } else if (session && std::filesystem::exists(*session / "http_cert.pem")) {
+    link.ca_cert = (*session / "http_cert.pem").string();
+  }
   if (const char* job = std::getenv("CELER_JOB_CREDENTIAL")) {
     link.credential = job;  // inside a submitted job: it acts as its own job, nothing more
   } else if (auto token = cluster::find_token(address); token) {
@@ -61,6 +66,7 @@ std::unique_ptr<httplib::Client> client_for(const head_link& link, std::chrono::
   auto c = std::make_unique<httplib::Client>(link.url);
   if (!c->is_valid()) fail("not an HTTP address: " + link.url);
   c->set_bearer_token_auth(link.credential);
+  if (!link.ca_cert.empty()) c->set_ca_cert_path(link.ca_cert.c_str());
   c->set_connection_timeout(std::chrono::seconds(5));
   c->set_read_timeout(read_timeout);
   c->set_write_timeout(std::chrono::seconds(60));
@@ -69,7 +75,11 @@ std::unique_ptr<httplib::Client> client_for(const head_link& link, std::chrono::
 
 /// The body of a JSON answer, or the process ends with the server's own error message.
 nlohmann::json expect_json(const httplib::Result& r, const head_link& link, const std::string& doing) {
-  if (!r) fail("cannot reach the head at " + link.url + " (" + doing + "): " + httplib::to_string(r.error()));
+  if (!r) {
+    const bool tls = r.error() == httplib::Error::SSLServerVerification || r.error() == httplib::Error::SSLConnection;
+    fail("cannot reach the head at " + link.url + " (" + doing + "): " + httplib::to_string(r.error()) +
+         (tls ? " (a certificate this machine does not trust: set CELER_TLS_CA to the head's certificate, a PEM file)" : ""));
+  }
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(r->body);

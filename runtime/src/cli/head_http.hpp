@@ -16,6 +16,9 @@ namespace celer::cli {
 struct head_link {
   std::string url;
   std::string credential;
+  /// For https: a PEM file of the certificates to trust beyond the system's (CELER_TLS_CA,
+  /// else the head's own certificate from its session on this machine); empty: the system's.
+  std::string ca_cert;
 };
 
 /// Prints "celer: <what>" and exits 1.

@@ -385,6 +385,12 @@ int run_daemon(const knob_values& k, const daemon_options& o,
       CELER_LOG(warn, "head", "the HTTP server listens on " + o.http_host + ", beyond this machine: every request still needs "
                               "the token or a job's credential" + std::string(web->tls() ? "" : ", but it crosses the network unencrypted (--tls-cert, --tls-key)"));
     std::ofstream(session_dir / "http_url") << web->url() << "\n";
+    // The certificate (public), for clients on this machine to trust a self-signed one.
+    if (web->tls()) {
+      std::error_code ec;
+      std::filesystem::copy_file(o.tls_cert, session_dir / "http_cert.pem", std::filesystem::copy_options::overwrite_existing, ec);
+      if (ec) CELER_LOG(warn, "head", "cannot copy the TLS certificate into the session (" + ec.message() + "): celer commands here need CELER_TLS_CA");
+    }
   }
   const auto pid_file =
     write_pid_file(session_dir, o.head ? "head" : "node-" + nid.short_hex());
