@@ -149,6 +149,8 @@ expected<job_record> job_manager::submit(const submit_request& r, const asker& w
     auto group = hooks_.reserve(e.record.id, r.num_cpus, r.num_gpus);
     if (!group) {
       if (hooks_.ended) hooks_.ended(e.record.id);
+      if (group.error().code() == error_code::unavailable)
+        return error(error_code::unavailable, "cannot reserve the entrypoint's resources now: " + group.error().message());
       return error(error_code::invalid_argument, "the entrypoint's resources (" + resources_text(r.num_cpus, r.num_gpus) +
                                                    ") can never be reserved: " + group.error().message());
     }
@@ -249,6 +251,7 @@ void job_manager::launch(job_record rec) {
     } else {
       stored.ended_ms = now_ms();
       CELER_LOG(warn, "jobs", "job " + stored.submission_id + " failed to start: " + stored.message);
+      if (hooks_.ended) hooks_.ended(id);  // its key, and any entrypoint resources held for it, go
     }
     persist(stored);
   };
@@ -278,10 +281,7 @@ void job_manager::launch(job_record rec) {
   }
   if (hooks_.started) hooks_.started(id);
   auto pid = launcher_.start(spec, [this, id](int pid, int status) { exited(id, pid, status); });
-  if (!pid) {
-    if (hooks_.ended) hooks_.ended(id);
-    return settle(job_state::failed, pid.error().message(), 0);
-  }
+  if (!pid) return settle(job_state::failed, pid.error().message(), 0);
   settle(job_state::running, "the driver runs as pid " + std::to_string(*pid), *pid);
   CELER_LOG(info, "jobs", "job " + rec.submission_id + " (" + id.short_hex() + ") started: " + join_entrypoint(rec.argv));
 }
