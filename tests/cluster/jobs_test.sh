@@ -6,7 +6,8 @@
 # credential lists only its job; an entrypoint that needs a GPU is refused while no node has
 # one; once a node that declares one joins, a job's task sees it, an entrypoint reserving it
 # runs, and a second one waits PENDING (saying why) until the first is stopped; a restarted
-# head still lists every job and how it ended; no shell ever runs an entrypoint.
+# head still lists every job and how it ended, and a browser logged in before stays logged
+# in; no shell ever runs an entrypoint.
 #
 #   tests/cluster/jobs_test.sh path/to/celer path/to/celer-job-driver
 set -euo pipefail
@@ -129,6 +130,9 @@ for _ in $(seq 100); do "$celer" job status gpu-waiter | grep -q 'status: *SUCCE
 "$celer" job status gpu-waiter | grep -q 'status: *SUCCEEDED' || fail "gpu-waiter: $("$celer" job status gpu-waiter)"
 
 # 7. A head killed and started again still lists every job and how it ended.
+# (A browser logged in before: its session outlives the head too.)
+[[ $(curl -s -o /dev/null -w '%{http_code}' -c "$work/jar" --data-urlencode "token=$token" "$url/api/login") == 303 ]] ||
+  fail "login"
 head_pid=$(cat "$session"/pids/head-*)
 kill -KILL "$head_pid"
 for _ in $(seq 50); do kill -0 "$head_pid" 2>/dev/null || break; sleep 0.1; done
@@ -137,6 +141,9 @@ after=$("$celer" job list)
 grep -q '^7 job(s)$' <<<"$after" || fail "after a head restart: $after"
 grep -q 'exits-3 *FAILED' <<<"$after" || fail "after a head restart: $after"
 grep -q "$id *STOPPED" <<<"$after" || fail "after a head restart: $after"
+url=$(cat "$session/http_url")
+[[ $(curl -s -o /dev/null -w '%{http_code}' -b "$work/jar" "$url/api/jobs/") == 200 ]] ||
+  fail "the browser's session did not outlive the head"
 
 status=0
 echo "jobs: passed"

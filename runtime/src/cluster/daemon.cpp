@@ -340,7 +340,10 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     // A job's credential counts while the transport accepts the job's key: its driver
     // registered it and it has not ended.
     auto* transport = net.get();
-    http::authenticator auth(*creds, [transport] { return transport->accepted_jobs(); });
+    // Dashboard sessions are kept in the head's tables: a head started again keeps its
+    // browsers logged in.
+    http::authenticator auth(*creds, [transport] { return transport->accepted_jobs(); },
+                             std::make_shared<http::session_store>(std::chrono::hours(12), tables));
     auto server_slot = std::make_shared<http::server*>(nullptr);
     jobs = start_jobs(k, *creds, *net, host.local(), head_addr, session_dir, cluster_address, ip, tables, gateway, board);
     auto* jm = &jobs->manager;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <sstream>
 
 namespace celer::http {
 namespace {
@@ -27,25 +28,78 @@ authenticator::authenticator(credentials cluster, std::function<std::vector<job_
                              std::shared_ptr<session_store> sessions)
   : cluster_(std::move(cluster)), jobs_(std::move(jobs)), sessions_(std::move(sessions)) {}
 
-session_store::session_store(std::chrono::seconds ttl) : ttl_(ttl) {}
+namespace {
+
+constexpr const char* sessions_table = "http_sessions";
+
+/// What the store keys a session by: BLAKE2b-256 of its id, hex. A lookup compares hashes,
+/// so its timing says nothing of the id's bytes, and the tables on disk hold no usable id.
+std::string hashed_id(std::string_view id) {
+  key32 h{};
+  crypto_generichash(h.data(), h.size(), reinterpret_cast<const unsigned char*>(id.data()), id.size(), nullptr, 0);
+  return key_hex(h);
+}
+
+std::int64_t unix_ms(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
+} // namespace
+
+session_store::session_store(std::chrono::seconds ttl, std::shared_ptr<store::table_db> db)
+  : ttl_(ttl), db_(std::move(db)) {
+  if (!db_) return;
+  // Rows are "admin <expires ms>" or "job <job hex> <expires ms>"; expired or unreadable
+  // ones are dropped.
+  const auto now = std::chrono::system_clock::now();
+  std::vector<std::string> stale;
+  (void)db_->scan(sessions_table, [&](std::string_view key, std::string_view value) {
+    std::istringstream in{std::string(value)};
+    std::string kind, job;
+    std::int64_t expires = 0;
+    in >> kind;
+    if (kind == "job") in >> job;
+    in >> expires;
+    entry e{.who = {.admin = kind == "admin", .job = {}},
+            .expires = std::chrono::system_clock::time_point(std::chrono::milliseconds(expires))};
+    auto parsed = job_id::parse(job);
+    if (kind == "job" && parsed) e.who.job = *parsed;
+    if (!in || (kind != "admin" && !(kind == "job" && parsed)) || e.expires <= now) {
+      stale.emplace_back(key);
+      return;
+    }
+    sessions_.emplace(std::string(key), e);
+  });
+  for (const auto& k : stale) (void)db_->erase(sessions_table, k);
+}
 
 std::string session_store::open(const principal& who) {
   key32 id{};
   randombytes_buf(id.data(), id.size());
   auto hex = key_hex(id);
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = std::chrono::system_clock::now();
+  const auto expires = now + ttl_;
+  const auto key = hashed_id(hex);
   std::lock_guard lock(m_);
-  std::erase_if(sessions_, [&](const auto& e) { return e.second.expires <= now; });
-  sessions_[hex] = {who, now + ttl_};
+  std::vector<std::string> expired;
+  for (const auto& [k, e] : sessions_)
+    if (e.expires <= now) expired.push_back(k);
+  for (const auto& k : expired) forget(k);
+  sessions_[key] = {who, expires};
+  if (db_) {
+    const std::string row = (who.admin ? std::string("admin ") : "job " + who.job.hex() + " ") + std::to_string(unix_ms(expires));
+    (void)db_->put(sessions_table, key, row);  // kept in memory whatever the disk says
+  }
   return hex;
 }
 
 std::optional<principal> session_store::find(std::string_view id) {
+  const auto key = hashed_id(id);
   std::lock_guard lock(m_);
-  const auto it = sessions_.find(id);
+  const auto it = sessions_.find(key);
   if (it == sessions_.end()) return std::nullopt;
-  if (it->second.expires <= std::chrono::steady_clock::now()) {
-    sessions_.erase(it);
+  if (it->second.expires <= std::chrono::system_clock::now()) {
+    forget(key);
     return std::nullopt;
   }
   return it->second.who;
@@ -53,7 +107,12 @@ std::optional<principal> session_store::find(std::string_view id) {
 
 void session_store::close(std::string_view id) {
   std::lock_guard lock(m_);
-  if (const auto it = sessions_.find(id); it != sessions_.end()) sessions_.erase(it);
+  forget(hashed_id(id));
+}
+
+void session_store::forget(const std::string& hashed) {
+  sessions_.erase(hashed);
+  if (db_) (void)db_->erase(sessions_table, hashed);
 }
 
 auth_verdict authenticator::check(std::string_view authorization, std::string_view cookie) const {

@@ -13,6 +13,8 @@
 
 #include "transport/credentials.hpp"
 
+#include <celer/store/table_db.hpp>
+
 #include <celer/ids.hpp>
 
 #include <chrono>
@@ -49,10 +51,12 @@ inline constexpr std::string_view session_cookie = "celer_session";
 
 /// The dashboard's logins: a random 256-bit session id (the cookie's value) for each, so
 /// that the token never sits in a browser's cookie jar. Sessions end at `ttl` or logout.
-/// Thread-safe.
+/// Only a hash of each id is kept (and looked up: no timing of the id's own bytes), in
+/// memory and, given `db`, in the head's tables (table "http_sessions"), so that a head
+/// started again on them keeps its browsers logged in. Thread-safe.
 class session_store {
 public:
-  explicit session_store(std::chrono::seconds ttl = std::chrono::hours(12));
+  explicit session_store(std::chrono::seconds ttl = std::chrono::hours(12), std::shared_ptr<store::table_db> db = nullptr);
   /// A new session for `who`: its id, 64 hex digits.
   [[nodiscard]] std::string open(const principal& who);
   /// The principal of a live session, or nothing (unknown or expired).
@@ -63,10 +67,13 @@ public:
 private:
   struct entry {
     principal who;
-    std::chrono::steady_clock::time_point expires;
+    std::chrono::system_clock::time_point expires;
   };
+  void forget(const std::string& hashed);
   std::chrono::seconds ttl_;
+  std::shared_ptr<store::table_db> db_;
   std::mutex m_;
+  /// By the hash of the session id (hashed_id in auth.cpp).
   std::map<std::string, entry, std::less<>> sessions_;
 };
 

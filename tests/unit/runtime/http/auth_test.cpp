@@ -3,6 +3,8 @@
 // credential and 403 with a wrong one.
 #include "http/auth.hpp"
 
+#include "fakes/memory_table_db.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -87,4 +89,48 @@ TEST_CASE("no credential is 401; a header that is not Bearer is 401; a session c
   CHECK(b.check("", "celer_session=" + brief->open({.admin = true, .job = {}})).status == 401);
   CHECK(http::cookie_value("a=1; celer_session=abc ;b=2", "celer_session") == "abc");
   CHECK(http::cookie_value("a=1", "celer_session").empty());
+}
+
+TEST_CASE("dashboard sessions outlive a head restarted on the same tables, which hold no usable session id",
+          "[http][auth]") {
+  auto rows = std::make_shared<fakes::memory_table_db::rows>();
+  const auto job = job_id::random();
+  std::string admin_id, job_id_text;
+  {
+    http::session_store first(std::chrono::seconds(3600), std::make_shared<fakes::memory_table_db>(rows));
+    admin_id = first.open({.admin = true, .job = {}});
+    job_id_text = first.open({.admin = false, .job = job});
+  }
+  // On disk: two rows, keyed by a hash; neither the ids nor anything from them in the clear.
+  REQUIRE(rows->tables["http_sessions"].size() == 2);
+  for (const auto& [key, value] : rows->tables["http_sessions"]) {
+    CHECK(key != admin_id);
+    CHECK(key != job_id_text);
+    CHECK(value.find(admin_id) == std::string::npos);
+    CHECK(value.find(job_id_text) == std::string::npos);
+  }
+  http::session_store second(std::chrono::seconds(3600), std::make_shared<fakes::memory_table_db>(rows));
+  auto admin = second.find(admin_id);
+  REQUIRE(admin);
+  CHECK(admin->admin);
+  auto as_job = second.find(job_id_text);
+  REQUIRE(as_job);
+  CHECK_FALSE(as_job->admin);
+  CHECK(as_job->job == job);
+  CHECK_FALSE(second.find(std::string(64, 'a')));
+  // Logging out reaches the tables: a third head does not know the session.
+  second.close(admin_id);
+  CHECK(rows->tables["http_sessions"].size() == 1);
+  http::session_store third(std::chrono::seconds(3600), std::make_shared<fakes::memory_table_db>(rows));
+  CHECK_FALSE(third.find(admin_id));
+  CHECK(third.find(job_id_text));
+  // Expired sessions are dropped when a head loads them, and garbage rows with them.
+  rows->tables["http_sessions"]["junk"] = "admin not-a-number";
+  {
+    http::session_store brief(std::chrono::seconds(0), std::make_shared<fakes::memory_table_db>(rows));
+    (void)brief.open({.admin = true, .job = {}});
+  }
+  http::session_store fourth(std::chrono::seconds(3600), std::make_shared<fakes::memory_table_db>(rows));
+  CHECK(rows->tables["http_sessions"].size() == 1);  // the job's session, still live
+  CHECK(fourth.find(job_id_text));
 }
