@@ -8,6 +8,7 @@
 #
 #   tests/cluster/http_api_test.sh path/to/celer
 set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 celer=$1
 work=$(mktemp -d /tmp/celer-http-test.XXXXXX)
 dirs=("$work"/{a,b,c})
@@ -16,17 +17,10 @@ status=1
 cleanup() {
   [[ -n $prom_pid ]] && kill "$prom_pid" 2>/dev/null || true
   for d in "${dirs[@]}"; do CELER_TEMP_DIR=$d "$celer" stop >/dev/null 2>&1 || true; done
-  if [[ $status -ne 0 ]]; then
-    for f in "$work"/*/session_*/logs/*.log "$work"/prometheus.log; do
-      [[ -s $f ]] || continue
-      echo "---- $f (last 20 lines)"
-      tail -n 20 "$f"
-    done
-  fi
+  [[ $status -eq 0 ]] || tail_logs "$work"/*/session_*/logs/*.log "$work"/prometheus.log
   rm -rf "$work"
 }
 trap cleanup EXIT
-fail() { echo "FAILED: $*"; exit 1; }
 unset CELER_TOKEN CELER_ADDRESS
 code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
 

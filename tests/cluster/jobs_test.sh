@@ -11,6 +11,7 @@
 #
 #   tests/cluster/jobs_test.sh path/to/celer path/to/celer-job-driver
 set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 celer=$(realpath "$1")
 driver=$(realpath "$2")
 work=$(mktemp -d /tmp/celer-jobs-test.XXXXXX)
@@ -18,17 +19,10 @@ export CELER_TEMP_DIR=$work/tmp
 status=1
 cleanup() {
   "$celer" stop >/dev/null 2>&1 || true
-  if [[ $status -ne 0 ]]; then
-    for f in "$work"/tmp/session_*/logs/*.log "$work"/tmp/session_*/jobs/*/driver.log; do
-      [[ -s $f ]] || continue
-      echo "---- $f (last 20 lines)"
-      tail -n 20 "$f"
-    done
-  fi
+  [[ $status -eq 0 ]] || tail_logs "$work"/tmp/session_*/logs/*.log "$work"/tmp/session_*/jobs/*/driver.log
   rm -rf "$work"
 }
 trap cleanup EXIT
-fail() { echo "FAILED: $*"; exit 1; }
 unset CELER_TOKEN CELER_ADDRESS
 mkdir -p "$work/tmp" "$work/app/bin" "$work/app/build"
 cp "$driver" "$work/app/bin/"

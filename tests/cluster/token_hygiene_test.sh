@@ -8,6 +8,7 @@
 #
 #   tests/cluster/token_hygiene_test.sh path/to/celer
 set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 celer=$1
 work=$(mktemp -d /tmp/celer-token-test.XXXXXX)
 # Every CELER_TEMP_DIR a daemon may be started in (start_in runs in subshells).
@@ -15,17 +16,10 @@ dirs=("$work"/{head-a,head-b,head-c,head-d,node-1,node-2,node-3,refused})
 status=1
 cleanup() {
   for d in "${dirs[@]}"; do CELER_TEMP_DIR=$d "$celer" stop >/dev/null 2>&1 || true; done
-  if [[ $status -ne 0 ]]; then
-    for f in "$work"/*/session_*/logs/*.log; do
-      [[ -s $f ]] || continue
-      echo "---- $f (last 20 lines)"
-      tail -n 20 "$f"
-    done
-  fi
+  [[ $status -eq 0 ]] || tail_logs "$work"/*/session_*/logs/*.log
   rm -rf "$work"
 }
 trap cleanup EXIT
-fail() { echo "FAILED: $*"; exit 1; }
 export CELER_NODE_TIMEOUT_MS=3000
 unset CELER_TOKEN CELER_ADDRESS
 

@@ -338,7 +338,7 @@ std::string_view type_name(mode_t m) {
 /// (bytewise), each folder followed by what it holds. Links are checked here.
 expected<std::vector<item>> list_tree(const fs::path& root, const std::set<std::string, std::less<>>& excluded) {
   std::vector<item> items;
-  std::vector<std::string> todo;  // what is still to list, the next one last
+  std::vector<std::string> unlisted;  // paths still to list, the next one last
   const auto add_children = [&](const std::string& folder) -> expected<void> {
     std::vector<std::string> names;
     std::error_code ec;
@@ -347,15 +347,15 @@ expected<std::vector<item>> list_tree(const fs::path& root, const std::set<std::
     }
     if (ec) return filesystem_error("cannot list", root / folder, ec.value());
     std::sort(names.begin(), names.end(), std::greater<>());
-    for (auto& n : names) todo.push_back(folder.empty() ? std::move(n) : folder + "/" + n);
+    for (auto& n : names) unlisted.push_back(folder.empty() ? std::move(n) : folder + "/" + n);
     return {};
   };
   if (auto r = add_children(""); !r) return r.error();
 
-  while (!todo.empty()) {
+  while (!unlisted.empty()) {
     item it;
-    it.path = std::move(todo.back());
-    todo.pop_back();
+    it.path = std::move(unlisted.back());
+    unlisted.pop_back();
     if (excluded.contains(it.path)) continue;
     const auto where = root / it.path;
     if (it.path.size() > max_path_bytes) {
