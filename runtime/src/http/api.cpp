@@ -8,20 +8,20 @@
 namespace celer::http {
 namespace {
 
-response json_response(const nlohmann::json& j, int status = 200) { return {.status = status, .body = j.dump()}; }
-
 response admin_only(const request& r) {
   return json_response({{"error", "this endpoint needs the cluster's token; " + r.who.describe() + "'s credential sees only its own job"}},
                        403);
 }
+
+} // namespace
+
+response json_response(const nlohmann::json& j, int status) { return {.status = status, .body = j.dump()}; }
 
 nlohmann::json resources_json(const protocol::resource_set& s) {
   auto j = nlohmann::json::object();
   for (const auto& [name, _] : s.amounts) j[name] = s.get(name);
   return j;
 }
-
-} // namespace
 
 nlohmann::json nodes_json(const protocol::status_reply& s) {
   auto nodes = nlohmann::json::array();

@@ -56,6 +56,11 @@ struct api_sources {
 [[nodiscard]] std::string metrics_text(const protocol::status_reply& s, const std::map<int, std::uint64_t>& responses,
                                        std::size_t jobs_running, const std::map<std::string, std::size_t>& job_states = {},
                                        const head_snapshot* snapshot = nullptr);
+/// A JSON answer (application/json) with `status`: every route's way to answer.
+[[nodiscard]] response json_response(const nlohmann::json& j, int status = 200);
+/// Resource amounts as {"CPU": 2, "GPU": 1, ...}.
+[[nodiscard]] nlohmann::json resources_json(const protocol::resource_set& s);
+
 /// An actor as /api/actors writes it.
 [[nodiscard]] nlohmann::json actor_json(const actor_summary& a);
 

@@ -1,12 +1,11 @@
 // The jobs API (jobs_api.hpp).
 #include "http/jobs_api.hpp"
 
+#include "http/api.hpp"
 #include "jobs/entrypoint.hpp"
 
 namespace celer::http {
 namespace {
-
-response json_response(const nlohmann::json& j, int status = 200) { return {.status = status, .body = j.dump()}; }
 
 response error_response(const error& e) {
   int status = 500;

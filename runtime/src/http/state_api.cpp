@@ -12,14 +12,6 @@
 namespace celer::http {
 namespace {
 
-response json_response(const nlohmann::json& j, int status = 200) { return {.status = status, .body = j.dump()}; }
-
-nlohmann::json resources_json(const protocol::resource_set& s) {
-  auto j = nlohmann::json::object();
-  for (const auto& [name, _] : s.amounts) j[name] = s.get(name);
-  return j;
-}
-
 /// ?limit=N (default 1000, at most 10000) and ?job=ID filters, Ray's list API's shape.
 std::size_t limit_of(const request& r) {
   auto it = r.query.find("limit");
