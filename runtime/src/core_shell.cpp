@@ -11,7 +11,8 @@ namespace celer {
 namespace {
 
 /// Hands a core the messages addressed to it (the core's own lock orders them). A driver's
-/// core also turns its ticks into job heartbeats to the head and, with a head watch, probes
+/// core also turns its ticks into job heartbeats to the head, with its tasks' counts, and,
+/// with a head watch, probes
 /// the head and fails every wait once it has been silent too long.
 struct core_shell {
   core_worker* core;
@@ -20,7 +21,7 @@ struct core_shell {
   void handle(protocol::message& m) {
     if (std::holds_alternative<protocol::tick>(m)) {
       if (net == nullptr || (watch != nullptr && watch->gave_up())) return;
-      (void)net->send(core->where().head, protocol::job_heartbeat{core->where().job});
+      (void)net->send(core->where().head, protocol::job_heartbeat{core->where().job, core->task_counts(true)});
       if (watch != nullptr) on_tick();
     } else if (!std::holds_alternative<protocol::shutdown_component>(m)) {
       core->handle(m);

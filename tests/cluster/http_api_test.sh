@@ -51,7 +51,7 @@ done
 
 # The admin.
 version=$(curl -sf "${auth[@]}" "$url/api/version") || fail "GET /api/version"
-grep -q '"protocol_version":15' <<<"$version" || fail "version: $version"
+grep -q '"protocol_version":16' <<<"$version" || fail "version: $version"
 nodes=$(curl -sf "${auth[@]}" "$url/api/nodes") || fail "GET /api/nodes"
 python3 - "$nodes" <<'PY' || fail "nodes: $nodes"
 import json, sys
@@ -80,7 +80,7 @@ assert len(o["nodes"]) == 1 and o["summary"]["capacity_bytes"] > 0, o' || fail "
 curl -sf "${auth[@]}" "$url/api/tasks" | python3 -c '
 import json, sys
 t = json.load(sys.stdin)
-assert t["summary"]["QUEUED"] == 0 and t["waiting"] == [], t' || fail "GET /api/tasks"
+assert t["summary"]["QUEUED_ON_NODES"] == 0 and t["summary"]["SUBMITTED"] == 0 and t["waiting"] == [], t' || fail "GET /api/tasks"
 for path in /api/actors /api/placement_groups /api/objects /api/tasks /api/jobs/; do
   [[ $(code "$url$path") == 401 ]] || fail "GET $path without a credential was not 401"
 done

@@ -6,12 +6,17 @@
 //                                   actor>"), 100 ms apart, then exits EXIT (default 0)
 //   celer-job-driver forever        "ready", then "tick i" every 100 ms until stopped
 //   celer-job-driver gpu            one task needing a GPU: "gpu task saw CUDA_VISIBLE_DEVICES=<...>"
+//   celer-job-driver where          a task, and one needing a GPU, say which program they ran
+//                                   in which folder, and what data/greeting.txt there holds:
+//                                   "cpu task: <exe> in <cwd>: <greeting>", "gpu task: ..."
 // Each starts with "credential: job-only" when it holds no token (as a submitted job must)
 // and "priority: <CELER_JOB_PRIORITY>".
 #include <celer/celer.hpp>
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -28,7 +33,14 @@ std::string visible_gpus() {
   return v == nullptr ? "<unset>" : v;
 }
 
-CELER_REMOTE(make_counter, &counter::incr, twice, visible_gpus);
+std::string where_am_i() {
+  std::string greeting;
+  std::getline(std::ifstream("data/greeting.txt"), greeting);  // relative: the job's working directory
+  return std::filesystem::read_symlink("/proc/self/exe").string() + " in " + std::filesystem::current_path().string() + ": " +
+         greeting;
+}
+
+CELER_REMOTE(make_counter, &counter::incr, twice, visible_gpus, where_am_i);
 
 int main(int argc, char** argv) {
   const char* token = std::getenv("CELER_TOKEN");
@@ -59,8 +71,14 @@ int main(int argc, char** argv) {
     auto v = celer::get(celer::task(visible_gpus).options({.num_cpus = 1, .num_gpus = 1}).remote(), std::chrono::seconds(60));
     std::cout << "gpu task saw CUDA_VISIBLE_DEVICES=" << v << std::endl;
     code = 0;
+  } else if (mode == "where") {
+    std::cout << "cpu task: " << celer::get(celer::task(where_am_i).remote(), std::chrono::seconds(60)) << std::endl;
+    std::cout << "gpu task: "
+              << celer::get(celer::task(where_am_i).options({.num_cpus = 1, .num_gpus = 1}).remote(), std::chrono::seconds(60))
+              << std::endl;
+    code = 0;
   } else {
-    std::cerr << "usage: celer-job-driver run N [EXIT] | forever | gpu\n";
+    std::cerr << "usage: celer-job-driver run N [EXIT] | forever | gpu | where\n";
   }
   celer::shutdown();
   return code;

@@ -5,7 +5,9 @@
 # driver; `celer job list|status|logs|stop|delete`; a stopped job's actors go; a job's own
 # credential lists only its job; an entrypoint that needs a GPU is refused while no node has
 # one; once a node that declares one joins, a job's task sees it, an entrypoint reserving it
-# runs, and a second one waits PENDING (saying why) until the first is stopped; a restarted
+# runs, and a second one waits PENDING (saying why) until the first is stopped; each node
+# runs the job's workers from its own copy of the working directory, fetched from the head
+# (the program and its data files need not be anywhere else on the node); a restarted
 # head still lists every job and how it ended, and a browser logged in before stays logged
 # in; no shell ever runs an entrypoint.
 #
@@ -24,8 +26,9 @@ cleanup() {
 }
 trap cleanup EXIT
 unset CELER_TOKEN CELER_ADDRESS
-mkdir -p "$work/tmp" "$work/app/bin" "$work/app/build"
+mkdir -p "$work/tmp" "$work/app/bin" "$work/app/build" "$work/app/data"
 cp "$driver" "$work/app/bin/"
+echo "hello from the working directory" > "$work/app/data/greeting.txt"
 head -c 1048576 /dev/urandom > "$work/app/build/big.o"   # left out with --exclude
 
 "$celer" start --head --port 0 --num-cpus 2 --dashboard-port 0 >/dev/null
@@ -42,6 +45,15 @@ grep -q '^credential: job-only$' <<<"$out" || fail "the driver held more than it
 grep -q '^priority: 5$' <<<"$out" || fail "--priority did not reach the driver: $out"
 grep -q '^step 5: 10, counter 5$' <<<"$out" || fail "the job's tasks and actor: $out"
 grep -q 'SUCCEEDED' "$work/submit.err" || fail "no final state: $(cat "$work/submit.err")"
+first=$(grep -o 'celersubmit_[0-9a-f]*' "$work/submit.err" | head -1)
+# Its driver's heartbeats told the head what its tasks did (the last one as it ended).
+for _ in $(seq 30); do "$celer" job status "$first" | grep -q 'tasks: *5 submitted, 5 finished, 0 failed' && break; sleep 0.1; done
+"$celer" job status "$first" | grep -q 'tasks: *5 submitted, 5 finished, 0 failed' ||
+  fail "the job's task counts: $("$celer" job status "$first")"
+# ... and each task's changes of state: the head lists the job's five tasks, finished.
+first_job=$("$celer" job status "$first" | sed -n 's/.*(celer job \([0-9a-f]*\)).*/\1/p')
+listed=$("$celer" list tasks --job "$first_job" --state FINISHED --limit 10)
+[[ $(grep -c " twice  *FINISHED  *1 " <<<"$listed") == 5 ]] || fail "celer list tasks --job $first_job: $listed"
 grep -q 'uploading' "$work/submit.err" || fail "the working directory was not uploaded"
 du_pkg=$(du -b "$session"/packages/* | awk '{s+=$1} END {print s}')
 (( du_pkg < $(stat -c %s "$driver") + 65536 )) || fail "--exclude build did not leave the 1 MiB file out ($du_pkg bytes)"
@@ -123,6 +135,16 @@ grep -q 'status: *PENDING' <<<"$w" && grep -q "waiting for the entrypoint's reso
 for _ in $(seq 100); do "$celer" job status gpu-waiter | grep -q 'status: *SUCCEEDED' && break; sleep 0.1; done
 "$celer" job status gpu-waiter | grep -q 'status: *SUCCEEDED' || fail "gpu-waiter: $("$celer" job status gpu-waiter)"
 
+# Workers run from each node's own copy of the working directory, fetched from the head: the
+# program and the data file beside it are found there, on the head's node and the GPU node.
+where=$("$celer" submit --working-dir "$work/app" --exclude build --follow -- ./bin/celer-job-driver where 2>/dev/null) ||
+  fail "the where job: $where"
+copy='/workdirs/[0-9a-f]\{32\}'
+for kind in cpu gpu; do
+  grep -q "^$kind task: .*$copy/bin/celer-job-driver in .*$copy: hello from the working directory\$" <<<"$where" ||
+    fail "the $kind task did not run from the node's copy of the working directory: $where"
+done
+
 # 7. A head killed and started again still lists every job and how it ended.
 # (A browser logged in before: its session outlives the head too.)
 [[ $(curl -s -o /dev/null -w '%{http_code}' -c "$work/jar" --data-urlencode "token=$token" "$url/api/login") == 303 ]] ||
@@ -132,7 +154,7 @@ kill -KILL "$head_pid"
 for _ in $(seq 50); do kill -0 "$head_pid" 2>/dev/null || break; sleep 0.1; done
 "$celer" start --head --resume --port "${addr##*:}" --num-cpus 2 --dashboard-port 0 >/dev/null
 after=$("$celer" job list)
-grep -q '^7 job(s)$' <<<"$after" || fail "after a head restart: $after"
+grep -q '^8 job(s)$' <<<"$after" || fail "after a head restart: $after"
 grep -q 'exits-3 *FAILED' <<<"$after" || fail "after a head restart: $after"
 grep -q "$id *STOPPED" <<<"$after" || fail "after a head restart: $after"
 url=$(cat "$session/http_url")

@@ -115,6 +115,9 @@ def main():
         cells = [c.text for c in browser.find_element(By.CSS_SELECTOR, "#jobs tr[data-job='short']").find_elements(By.TAG_NAME, "td")]
         assert cells[1] == "SUCCEEDED" and cells[5] == "0", cells
         assert finished is not None
+        # Its two tasks, listed one by one, finished.
+        wait.until(lambda b: len([r for r in b.find_elements(By.CSS_SELECTOR, "#task-list tr")
+                                  if "twice" in r.text and "FINISHED" in r.text]) >= 2)
 
         # Stopped from the command line: the page follows.
         subprocess.run([celer, "job", "stop", "ticking"], env=env, check=True, capture_output=True, timeout=60)

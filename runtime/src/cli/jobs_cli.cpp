@@ -195,6 +195,12 @@ int status(const job_args& a) {
             << "  duration:   " << duration(j) << "\n";
   if (j["driver_exit_code"].is_number()) std::cout << "  exit code:  " << j["driver_exit_code"].get<int>() << "\n";
   if (j.value("priority", 0) != 0) std::cout << "  priority:   " << j.value("priority", 0) << "\n";
+  if (j["tasks"].is_object()) {
+    const auto& t = j["tasks"];
+    std::cout << "  tasks:      " << t.value("SUBMITTED", 0) << " submitted, " << t.value("FINISHED", 0) << " finished, "
+              << t.value("FAILED", 0) << " failed, " << t.value("RUNNING", 0) << " running, " << t.value("WAITING", 0)
+              << " waiting\n";
+  }
   return 0;
 }
 

@@ -17,7 +17,14 @@ std::function<int()> add_job_commands(CLI::App& app);
 /// `celer job list` (also `celer list jobs`).
 int list_jobs(const std::string& address);
 
+/// `celer list tasks`'s filters: a job (its id, or the first 8 digits), a state, how many.
+struct task_filter {
+  std::string job;
+  std::string state;
+  int limit = 20;
+};
+
 /// `celer list nodes|actors|tasks|objects` (state_cli.cpp).
-int list_state(const std::string& what, const std::string& address);
+int list_state(const std::string& what, const std::string& address, const task_filter& tasks = {});
 
 } // namespace celer::cli

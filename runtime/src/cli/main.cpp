@@ -613,13 +613,20 @@ int main(int argc, char** argv) {
   std::string list_http_address;
   list_jobs_cmd->add_option("--address", list_http_address, "the head's HOST:PORT or its HTTP URL");
   std::vector<std::pair<std::string, CLI::App*>> list_http_cmds;
+  celer::cli::task_filter task_filter;
   for (const auto& [name, what] : std::vector<std::pair<std::string, std::string>>{
          {"nodes", "every node, alive or dead, and its resources"},
          {"actors", "every actor: class, name, state, job, node, restarts, and why it died"},
-         {"tasks", "what waits in the nodes' queues, and why"},
+         {"tasks", "task counts by state, the most recent tasks (--job, --state, --limit), and what waits in the nodes' queues, and why"},
          {"objects", "each node's object store: bytes and objects in memory, spilled, restored"}}) {
     auto* c = list_cmd->add_subcommand(name, what);
     c->add_option("--address", list_http_address, "the head's HOST:PORT or its HTTP URL");
+    if (name == "tasks") {
+      c->add_option("--job", task_filter.job, "only this job's tasks (its id, or the first 8 digits)");
+      c->add_option("--state", task_filter.state, "only tasks in this state: WAITING, RUNNING, FINISHED or FAILED");
+      c->add_option("--limit", task_filter.limit, "how many tasks to list, newest first (default 20, at most 10000)")
+        ->check(CLI::Range(1, 10000));
+    }
     list_http_cmds.emplace_back(name, c);
   }
   list_cmd->require_subcommand(1);
@@ -639,7 +646,7 @@ int main(int argc, char** argv) {
     if (*list_groups_cmd) return list_placement_groups(list_address);
     if (*list_jobs_cmd) return celer::cli::list_jobs(list_http_address);
     for (const auto& [name, c] : list_http_cmds)
-      if (*c) return celer::cli::list_state(name, list_http_address);
+      if (*c) return celer::cli::list_state(name, list_http_address, task_filter);
     if (const int rc = run_job_command(); rc >= 0) return rc;
   } catch (const CLI::Error& e) {
     return app.exit(e);

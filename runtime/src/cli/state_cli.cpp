@@ -3,6 +3,8 @@
 #include "cli/head_http.hpp"
 #include "cli/jobs_cli.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -38,7 +40,7 @@ nlohmann::json get(const std::string& address, const std::string& path) {
 
 } // namespace
 
-int list_state(const std::string& what, const std::string& address) {
+int list_state(const std::string& what, const std::string& address, const task_filter& tasks) {
   if (what == "nodes") {
     auto j = get(address, "/api/nodes")["nodes"];
     std::cout << j.size() << " node(s)\n"
@@ -67,9 +69,44 @@ int list_state(const std::string& what, const std::string& address) {
     return 0;
   }
   if (what == "tasks") {
-    auto j = get(address, "/api/tasks");
-    std::cout << "queued on nodes: " << j["summary"].value("QUEUED", 0) << "; worker processes: "
-              << j["summary"].value("worker_processes", 0) << "\n";
+    auto plain = [](const std::string& v) {
+      return std::all_of(v.begin(), v.end(), [](unsigned char c) { return std::isalnum(c) != 0 || c == '_'; });
+    };
+    if (!plain(tasks.job)) fail("--job " + tasks.job + ": a job id is hex digits");
+    if (!plain(tasks.state)) fail("--state " + tasks.state + ": WAITING, RUNNING, FINISHED or FAILED");
+    std::string path = "/api/tasks?limit=" + std::to_string(tasks.limit);
+    if (!tasks.job.empty()) path += "&job=" + tasks.job;
+    if (!tasks.state.empty()) path += "&state=" + tasks.state;
+    auto j = get(address, path);
+    const auto& s = j["summary"];
+    if (s.contains("SUBMITTED")) {
+      std::cout << "tasks of drivers: " << s.value("SUBMITTED", 0) << " submitted, " << s.value("FINISHED", 0)
+                << " finished, " << s.value("FAILED", 0) << " failed, " << s.value("RETRIED", 0) << " retried; now "
+                << s.value("RUNNING", 0) << " running, " << s.value("WAITING", 0) << " waiting";
+      if (s["mean_scheduling_latency_ms"].is_number())
+        std::cout << "; mean scheduling latency " << std::fixed << std::setprecision(2)
+                  << s["mean_scheduling_latency_ms"].get<double>() << " ms" << std::defaultfloat;
+      std::cout << "\n";
+      for (const auto& job : j["jobs"])
+        std::cout << "  job " << job.value("job_id", "").substr(0, 8) << ": " << job.value("SUBMITTED", 0) << " submitted, "
+                  << job.value("FINISHED", 0) << " finished, " << job.value("FAILED", 0) << " failed, "
+                  << job.value("RUNNING", 0) << " running, " << job.value("WAITING", 0) << " waiting\n";
+    }
+    const auto total = j.value("total", std::size_t{0});
+    if (total > 0) {
+      std::cout << total << " recent task(s)" << (total > j["tasks"].size() ? ", the newest shown (--limit)" : "")
+                << "\n  " << std::left << std::setw(34) << "TASK ID" << std::setw(20) << "FUNCTION" << std::setw(10) << "STATE"
+                << std::setw(9) << "ATTEMPT" << std::setw(10) << "JOB" << "NODE\n";
+      for (const auto& t : j["tasks"]) {
+        std::cout << "  " << std::left << std::setw(34) << t.value("task_id", "") << std::setw(20)
+                  << (t.value("name", "").empty() ? "?" : t.value("name", "")) << std::setw(10) << t.value("state", "")
+                  << std::setw(9) << t.value("attempt_number", 0) << std::setw(10) << t.value("job_id", "").substr(0, 8)
+                  << (t["node_id"].is_string() ? t["node_id"].get<std::string>() : "-") << "\n";
+        if (t["error_message"].is_string()) std::cout << "      " << t["error_message"].get<std::string>() << "\n";
+      }
+    }
+    std::cout << "queued on nodes: " << s.value("QUEUED_ON_NODES", 0) << "; worker processes: "
+              << s.value("worker_processes", 0) << "\n";
     for (const auto& w : j["waiting"]) {
       std::cout << "  " << w.value("kind", "") << " " << w.value("function", "") << " (job " << w.value("job_id", "").substr(0, 8)
                 << ", needs " << resources_text(w["required_resources"]) << ") waiting " << w.value("waiting_ms", 0) << " ms"

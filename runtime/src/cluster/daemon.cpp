@@ -21,6 +21,7 @@
 #include <celer/store/table_db.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
@@ -239,6 +240,9 @@ int run_daemon(const knob_values& k, const daemon_options& o,
   // The head's tables: its own and the submitted jobs' records.
   std::shared_ptr<store::table_db> tables;
   auto board = std::make_shared<head_snapshot_board>();
+  // The job manager, once the HTTP server's part starts it: the head reads submitted jobs'
+  // working directories from it for nodes that start their workers (package_fetch).
+  auto job_packages = std::make_shared<std::atomic<const jobs::job_manager*>>(nullptr);
   if (o.head) {
     // The head's tables, in the session: a head started again with --resume loads them.
     const auto tables_dir = session_dir / "head";
@@ -255,6 +259,11 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     // Drivers and workers of the jobs it knows reconnect with their job's keys.
     for (const auto& job : h->jobs()) net->register_job(job);
     h->publish_to(board);  // what the HTTP server lists
+    h->serve_packages([job_packages](const job_id& job, const std::string& digest) -> expected<std::string> {
+      const auto* manager = job_packages->load();
+      if (manager == nullptr) return error(error_code::unavailable, "the head runs no jobs (it was started with --dashboard-port -1)");
+      return manager->read_package(job, digest);
+    });
     host.spawn(head_addr.id, as_component(std::move(h)), "head");
     tick_targets.push_back(head_addr);
   }
@@ -284,6 +293,9 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     nc.labels = o.labels;
     nc.spill_to_head = true;
     nc.worker_start_timeout = std::chrono::milliseconds(k.worker_start_timeout_ms);
+    // Submitted jobs' working directories, unpacked once per machine (the head keeps the
+    // archives in <session>/packages).
+    nc.packages_dir = session_dir / "workdirs";
     if (!o.head) {
       // A node whose head is gone says so, and stops after node_head_timeout_ms: the
       // signal below wakes this thread, which stops the workers and exits.
@@ -299,7 +311,7 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     }
     launcher = std::make_unique<process_launcher>(
       *net, process_launcher::config{nid, node_addr, head_addr, *creds, k.encryption != 0, ip,
-                                     session_dir / "logs", !nc.gpus.empty()});
+                                     session_dir / "logs", !nc.gpus.empty(), nc.packages_dir});
     // The disk tier: object_store_dir, else the first of <session>/objects/0, 1, ... that no
     // other node on this machine holds (a node restarted here takes its old one back, and
     // finds its durable objects again).
@@ -347,6 +359,7 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     auto server_slot = std::make_shared<http::server*>(nullptr);
     jobs = start_jobs(k, *creds, *net, host.local(), head_addr, session_dir, cluster_address, ip, tables, gateway, board);
     auto* jm = &jobs->manager;
+    job_packages->store(jm);
     auto routes = http::state_routes({.status = [gateway, ask_within] { return gateway->status(ask_within); },
                                       .responses = [server_slot] {
                                         return *server_slot ? (*server_slot)->responses_by_code() : std::map<int, std::uint64_t>{};
@@ -358,7 +371,10 @@ int run_daemon(const knob_values& k, const daemon_options& o,
                                         for (const auto& [state, n] : jm->counts()) out[jobs::job_state_name(state)] = n;
                                         return out;
                                       }});
-    auto more = http::job_routes(*jm);
+    auto more = http::job_routes(*jm, [board](const job_id& job) -> std::optional<protocol::task_counts> {
+      auto s = board->latest();
+      return s ? s->tasks_of(job) : std::nullopt;
+    });
     routes.insert(routes.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
     const http::server_options ho{.host = o.http_host, .port = o.http_port, .tls_cert = o.tls_cert, .tls_key = o.tls_key};
     auto started = http::server::start(ho, auth, routes);

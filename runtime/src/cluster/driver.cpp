@@ -192,6 +192,8 @@ void cluster_driver::stop() {
   s.core->stop("celer::shutdown was called");  // fails a status query under way
   if (s.reattach.joinable()) s.reattach.join();
   if (s.r == role::driver) {
+    // Its tasks' last counts, then the end: the head keeps both, in this order.
+    (void)s.net->send(s.head_addr, protocol::job_heartbeat{s.core->where().job, s.core->task_counts(true)});
     (void)s.net->send(s.head_addr, protocol::job_finished{s.core->where().job});
   }
   (void)s.host.local().send(s.core->self(), protocol::shutdown_component{"shutdown"});

@@ -5,6 +5,8 @@
 #include "core_shell.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <chrono>
 #include <utility>
 
@@ -35,8 +37,23 @@ core_worker::endpoints core_endpoints(const zmq_transport& net, const address& h
   where.head = head;
   where.job = job;
   where.binary = self_executable();
+  if (const char* package = std::getenv("CELER_JOB_PACKAGE"); package != nullptr && *package != '\0') {
+    where.package = package;
+    if (const char* wd = std::getenv("CELER_JOB_WORKING_DIR")) where.binary = package_binary(where.binary, wd);
+  }
   where.cluster = true;
   return where;
+}
+
+std::string package_binary(const std::string& binary, const std::string& working_dir) {
+  std::error_code ec;
+  const auto root = std::filesystem::weakly_canonical(working_dir, ec);
+  if (ec || root.empty()) return binary;
+  const auto program = std::filesystem::weakly_canonical(binary, ec);
+  if (ec) return binary;
+  const auto inside = program.lexically_relative(root);
+  if (inside.empty() || inside.is_absolute() || *inside.begin() == "..") return binary;
+  return inside.string();
 }
 
 std::unique_ptr<core_worker> start_core(component_host& host, zmq_transport& net,

@@ -38,10 +38,17 @@ zmq_transport::options transport_options(const knob_values& k, std::string bind,
                                          credentials creds);
 
 /// Where a cluster process's core is: a new id at `net`'s endpoint, the head at `head`, job
-/// `job`'s calls, its workers started from this binary. The caller adds what is its own (a
-/// worker's node, a driver's priority).
+/// `job`'s calls, its workers started from this binary. A process of a job submitted with a
+/// working directory (CELER_JOB_PACKAGE, CELER_JOB_WORKING_DIR: docs/jobs.md) names it,
+/// and names a binary inside it relative to its root (package_binary). The caller adds what
+/// is its own (a worker's node, a driver's priority).
 core_worker::endpoints core_endpoints(const zmq_transport& net, const address& head,
                                       const job_id& job);
+
+/// `binary` relative to `working_dir` when it lies inside it (each node runs its own copy
+/// of the folder), else `binary` as it is. Both are taken as they are on disk (links
+/// resolved).
+std::string package_binary(const std::string& binary, const std::string& working_dir);
 
 /// Makes the process's core on `net`, hosts it on `host` behind its shell (spawn_core_shell,
 /// with `heartbeats` and `watch`), and has `net` hand it what is addressed to it straight

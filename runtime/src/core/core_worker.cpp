@@ -97,6 +97,7 @@ object_ref<void> core_worker::submit_task(const detail::remote_entry& fn,
   spec.owner = where_.self;
   spec.job = where_.job;
   spec.binary = where_.binary;
+  spec.package = where_.package;
   spec.durable = options.durable;
   spec.where = checked_placement(fn.name, options.accelerator_type, options.gpu_memory_gb,
                                  options.label_selector, options.scheduling);
@@ -200,6 +201,7 @@ actor_id core_worker::create_actor(const detail::remote_entry& factory,
   spec.restore_method = options.restore_method;
   spec.job = where_.job;
   spec.binary = where_.binary;
+  spec.package = where_.package;
   const auto stored = store_large_args(args);
   spec.args = objects_.creation_args(std::move(args));
   return actors_.create(std::move(msg));

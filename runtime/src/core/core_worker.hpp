@@ -53,6 +53,9 @@ public:
     /// The job this process's calls belong to, and (cluster mode) the binary its workers run.
     job_id job;
     std::string binary;
+    /// The job's working directory (task_spec::package), or empty; `binary` is relative to
+    /// its root when the program lies inside it.
+    std::string package;
     /// Cluster mode: resource questions go to the head.
     bool cluster = false;
     /// The job's priority (init_options::priority): work submitted without one gets it.
@@ -87,6 +90,9 @@ public:
   void escaped(const object_id& id);
   /// How many objects this process owns now (tests, metrics).
   [[nodiscard]] std::size_t owned_objects() const;
+  /// What this process's tasks have done (a driver's job heartbeats carry it), and with
+  /// `take_changes` each task's changes of state since the last such call.
+  [[nodiscard]] protocol::task_counts task_counts(bool take_changes = false) { return tasks_.counts(take_changes); }
   std::vector<detail::fetched> fetch(const std::vector<object_ref<void>>& refs,
                                      detail::timeout_t timeout);
   std::vector<std::size_t> wait_ready(const std::vector<object_ref<void>>& refs,

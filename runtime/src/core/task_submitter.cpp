@@ -4,6 +4,8 @@
 #include "log.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <utility>
 
 namespace celer {
 
@@ -13,15 +15,34 @@ task_submitter::task_submitter(transport& net, reference_table& objects, task_id
 
 void task_submitter::submit(protocol::task_spec spec, retry_policy retry) {
   std::lock_guard lock(mutex_);
+  ++submitted_;
   if (stopped_) {
-    objects_.fail_task(spec.id, protocol::failure_info::make(
+    fail_task(spec.id, protocol::failure_info::make(
                                   detail::failure_kind::runtime_stopped, error_code::failed_precondition,
                                   "celer is shutting down: " + stop_reason_, spec.function));
     return;
   }
   const std::size_t cls = class_of(spec.resources, spec.where, spec.priority);
+  changed(spec.id, protocol::task_state::waiting, spec.attempt, {}, spec.function);
   classes_[cls].queued.push_back({std::move(spec), retry.max_retries, retry.retry_exceptions, {}});
+  classes_[cls].queued.back().submitted = now_();
   pump(cls);
+}
+
+void task_submitter::fail_task(const task_id& id, const protocol::failure_info& f) {
+  ++failed_;
+  changed(id, protocol::task_state::failed, 0, f.message);
+  objects_.fail_task(id, f);
+}
+
+void task_submitter::changed(const task_id& id, protocol::task_state state, std::int32_t attempt, std::string detail,
+                             std::string function) {
+  if (changes_.size() >= protocol::max_task_changes) {
+    ++changes_dropped_;
+    return;
+  }
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch());
+  changes_.push_back({id, std::move(function), state, attempt, ms.count(), std::move(detail)});
 }
 
 std::size_t task_submitter::class_of(const protocol::resource_set& shape,
@@ -72,6 +93,7 @@ void task_submitter::pump(std::size_t cls) {
     req.spec.owner = first.owner;
     req.spec.job = first.job;
     req.spec.binary = first.binary;
+    req.spec.package = first.package;
     req.spec.where = first.where;
     req.spec.priority = first.priority;
     req.locality = objects_.locality_of(first);
@@ -115,7 +137,7 @@ void task_submitter::fail_queued(task_class& c, const protocol::failure_info& fa
                   task.failures.substr(0, task.failures.size() - 2) +
                   "; then it could not run again: " + fail.message;
     }
-    objects_.fail_task(task.spec.id, f);
+    fail_task(task.spec.id, f);
   }
 }
 
@@ -126,6 +148,16 @@ bool task_submitter::pipelinable(const std::string& function) const {
 
 void task_submitter::push(const worker_id& w, lease& l, task_entry task) {
   const task_id id = task.spec.id;
+  if (task.spec.attempt == 1 && task.submitted != time_point{}) {
+    const auto us = static_cast<std::uint64_t>(
+      std::max<std::int64_t>(0, std::chrono::duration_cast<std::chrono::microseconds>(now_() - task.submitted).count()));
+    latency_sum_us_ += us;
+    const double seconds = static_cast<double>(us) / 1e6;
+    std::size_t b = 0;
+    while (b < protocol::scheduling_latency_bounds.size() && seconds > protocol::scheduling_latency_bounds[b]) ++b;
+    ++latency_[b];
+  }
+  changed(id, protocol::task_state::running, task.spec.attempt, l.node.short_hex());
   const bool may_block = !pipelinable(task.spec.function);
   if (may_block) ++l.may_block;
   l.running.push_back(id);
@@ -162,6 +194,7 @@ void task_submitter::retry(std::size_t cls, task_entry task, detail::failure_kin
   ++task.spec.attempt;
   retrying_.insert(task.spec.id);
   ++retries_;
+  changed(task.spec.id, protocol::task_state::waiting, task.spec.attempt, "attempt " + std::to_string(attempt) + " failed: " + why);
   // At the front: it does not wait behind work submitted after it.
   classes_[cls].queued.push_front(std::move(task));
 }
@@ -204,7 +237,7 @@ void task_submitter::drop_lease(const worker_id& w, detail::failure_kind kind,
     running_.erase(r);
     f.node = l.node.short_hex();
     f.worker = w.short_hex();
-    objects_.fail_task(*t, f);
+    fail_task(*t, f);
   }
   pump(l.cls);
 }
@@ -238,6 +271,8 @@ bool task_submitter::on_result(protocol::task_result& r) {
         r.returns.front().fail.message =
           final_message(p.function_name(), p.attempt, p.earlier_failures(), why);
       }
+      ++failed_;
+      changed(r.task, protocol::task_state::failed, p.attempt, r.returns.front().fail.message);
       running_.erase(it);
       objects_.finish_task(r.task, r.returns);
     }
@@ -256,6 +291,8 @@ bool task_submitter::on_result(protocol::task_result& r) {
                        "or durable=true to keep the output on disk)";
       }
     }
+    ++finished_;
+    changed(r.task, protocol::task_state::finished, p.attempt);
     running_.erase(it);
     objects_.finish_task(r.task, r.returns, std::move(made));
   }
@@ -271,7 +308,7 @@ bool task_submitter::on_result(protocol::task_result& r) {
 void task_submitter::rebuild(reference_table::rebuild r) {
   std::lock_guard lock(mutex_);
   if (stopped_) {
-    objects_.fail_task(r.spec.id, protocol::failure_info::make(
+    fail_task(r.spec.id, protocol::failure_info::make(
                                     detail::failure_kind::object_lost, error_code::data_loss,
                                     r.why + "; it is not made again: celer is shutting down",
                                     r.spec.function));
@@ -340,7 +377,7 @@ void task_submitter::lease_lost(std::size_t cls, const protocol::failure_info& f
     f.function = t->spec.function;
     f.message = final_message(t->spec.function, t->spec.attempt, t->failures, why);
     retrying_.erase(t->spec.id);
-    objects_.fail_task(t->spec.id, f);
+    fail_task(t->spec.id, f);
   }
   pump(cls);
 }
@@ -482,6 +519,25 @@ std::size_t task_submitter::running() const {
 std::size_t task_submitter::retries() const {
   std::lock_guard lock(mutex_);
   return retries_;
+}
+
+protocol::task_counts task_submitter::counts(bool take_changes) {
+  std::lock_guard lock(mutex_);
+  protocol::task_counts c;
+  c.submitted = submitted_;
+  c.finished = finished_;
+  c.failed = failed_;
+  c.retried = retries_;
+  for (const auto& cls : classes_) c.waiting += cls.queued.size();
+  c.running = running_.size();
+  c.latency.assign(latency_.begin(), latency_.end());
+  c.latency_sum_us = latency_sum_us_;
+  if (take_changes) {
+    c.changes = std::move(changes_);
+    changes_.clear();
+    c.changes_dropped = std::exchange(changes_dropped_, 0);
+  }
+  return c;
 }
 
 std::size_t task_submitter::lease_requests() const {

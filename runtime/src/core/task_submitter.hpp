@@ -32,6 +32,7 @@
 #include "transport/transport.hpp"
 
 #include <chrono>
+#include <array>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -114,6 +115,9 @@ public:
   [[nodiscard]] std::size_t lease_requests() const;
   /// Attempts that failed and were retried (tests, metrics).
   [[nodiscard]] std::size_t retries() const;
+  /// What this process's tasks have done (a driver's job heartbeats carry it to the head);
+  /// with `take_changes`, also each task's changes of state since the last such call.
+  [[nodiscard]] protocol::task_counts counts(bool take_changes = false);
 
 private:
   /// A task not finished yet, and what its earlier attempts came to.
@@ -128,6 +132,8 @@ private:
     /// How the last attempt failed (once one has).
     detail::failure_kind last_kind = detail::failure_kind::task_error;
     error_code last_code = error_code::internal;
+    /// When it was submitted (its first attempt's scheduling latency runs from here).
+    time_point submitted{};
     [[nodiscard]] bool may_retry() const { return retries_left != 0; }
   };
   /// Tasks of one resource shape (Ray's scheduling class) waiting for a leased worker.
@@ -230,6 +236,18 @@ private:
   /// Set once the local node died: lease requests go to the head instead.
   bool node_dead_ = false;
   std::size_t retries_ = 0;
+  /// counts()'s totals, and its latency histogram (scheduling_latency_bounds).
+  std::uint64_t submitted_ = 0, finished_ = 0, failed_ = 0;
+  std::array<std::uint64_t, protocol::scheduling_latency_bounds.size() + 1> latency_{};
+  std::uint64_t latency_sum_us_ = 0;
+  /// A task failed for good: counted, then told to the reference table.
+  void fail_task(const task_id& id, const protocol::failure_info& f);
+  /// Task `id` is now in `state` (counts(true) hands the changes over; past
+  /// max_task_changes they are only counted).
+  void changed(const task_id& id, protocol::task_state state, std::int32_t attempt, std::string detail = {},
+               std::string function = {});
+  std::vector<protocol::task_event> changes_;
+  std::uint64_t changes_dropped_ = 0;
 };
 
 } // namespace celer

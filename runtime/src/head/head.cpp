@@ -455,6 +455,27 @@ void head::on(protocol::heartbeat& m) {
 void head::on(protocol::job_heartbeat& m) {
   auto [it, fresh] = jobs_.insert_or_assign(m.job, now_());
   if (fresh && tables_) tables_->save_job(m.job);
+  // A driver's own heartbeats carry its tasks' counts (a histogram, at least); the head's
+  // job manager's, for a submitted job it supervises, carry none.
+  if (!m.tasks.changes.empty() || m.tasks.changes_dropped > 0) {
+    task_list_->apply(m.job, m.tasks.changes, m.tasks.changes_dropped);
+    m.tasks.changes.clear();
+  }
+  if (!m.tasks.latency.empty()) job_tasks_[m.job] = std::move(m.tasks);
+}
+
+void head::on(protocol::package_fetch& m) {
+  auto n = nodes_.find(m.node);
+  if (n == nodes_.end() || !n->second.alive) return;  // only a live registered node is answered
+  protocol::package_data reply{m.digest, {}, {}};
+  if (!read_package_) {
+    reply.error = "this head keeps no working directories";
+  } else if (auto archive = read_package_(m.job, m.digest)) {
+    reply.archive = std::move(*archive);
+  } else {
+    reply.error = archive.error().message();
+  }
+  (void)net_.send(n->second.addr, std::move(reply));
 }
 
 void head::on(protocol::unsubscribe_cluster& m) {
@@ -640,6 +661,14 @@ void head::on(protocol::subscribe_cluster& m) {
 
 void head::on(protocol::job_finished& m) {
   if (jobs_.erase(m.job) > 0 && tables_) tables_->drop_job(m.job);
+  if (auto t = job_tasks_.find(m.job); t != job_tasks_.end()) {
+    t->second.waiting = t->second.running = 0;  // nothing of an ended job waits or runs
+    add_task_counts(ended_tasks_, t->second);
+    ended_job_tasks_.emplace_back(m.job, std::move(t->second));
+    if (ended_job_tasks_.size() > 1000) ended_job_tasks_.pop_front();
+    job_tasks_.erase(t);
+  }
+  task_list_->ended(m.job);
   net_.job_ended(m.job);
   for (auto& [gid, g] : groups_) {
     if (g.info.job == m.job) remove_group(g, "removed: its job finished");

@@ -5,12 +5,14 @@
 
 #include "head/head_snapshot.hpp"
 #include "head/head_tables.hpp"
+#include "head/task_table.hpp"
 #include "protocol/messages.hpp"
 #include "scheduler/cluster_view.hpp"
 #include "transport/rate_limited_log.hpp"
 #include "transport/transport.hpp"
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -41,6 +43,11 @@ public:
   /// Leaves a copy of its actors and groups on `board` at each tick (head_snapshot.hpp).
   /// Before the head runs.
   void publish_to(std::shared_ptr<head_snapshot_board> board) { board_ = std::move(board); }
+  /// Reads the package (working directory) a job was submitted with, for a node that starts
+  /// the job's workers (package_fetch; jobs::job_manager::read_package). Before the head
+  /// runs; without it, fetches are refused.
+  using package_reader = std::function<expected<std::string>(const job_id& job, const std::string& digest)>;
+  void serve_packages(package_reader read) { read_package_ = std::move(read); }
 
 private:
   /// What the head knows of a node beyond what its scheduler weighs (view_ has that).
@@ -99,6 +106,7 @@ private:
   void on(protocol::remove_placement_group& m);
   void on(protocol::placement_group_query& m);
   void on(protocol::bundle_reserved& m);
+  void on(protocol::package_fetch& m);
   /// Where `spec` goes (view_ decides); null, with `why`, when it can never run. A request
   /// that must wait goes where preempting lower-priority actors would make room, if any.
   std::pair<const node_id, node_info>* pick_node(const protocol::task_spec& spec,
@@ -199,8 +207,18 @@ private:
   std::vector<protocol::request_lease> parked_leases_;
   std::vector<actor_id> parked_actors_;
   std::shared_ptr<head_snapshot_board> board_;
+  package_reader read_package_;
   /// Actor restarts since this head started.
   std::uint64_t restarts_total_ = 0;
+  /// What each running job's driver says its tasks did (its heartbeats), and the totals of
+  /// the jobs that ended since this head started (so that counters never go down).
+  std::unordered_map<job_id, protocol::task_counts> job_tasks_;
+  protocol::task_counts ended_tasks_;
+  /// The last counts of the jobs that ended most recently (at most 1,000, oldest dropped).
+  std::deque<std::pair<job_id, protocol::task_counts>> ended_job_tasks_;
+  /// Each job's recent tasks, from the changes its driver's heartbeats carry (shared with
+  /// the snapshots: the HTTP server pages through it).
+  std::shared_ptr<task_table> task_list_ = std::make_shared<task_table>();
 };
 
 } // namespace celer

@@ -32,6 +32,32 @@ const char* bundle_strategy_name(bundle_strategy s) noexcept {
   return "?";
 }
 
+void add_task_counts(protocol::task_counts& into, const protocol::task_counts& more) {
+  into.submitted += more.submitted;
+  into.finished += more.finished;
+  into.failed += more.failed;
+  into.retried += more.retried;
+  into.waiting += more.waiting;
+  into.running += more.running;
+  if (into.latency.size() < more.latency.size()) into.latency.resize(more.latency.size());
+  for (std::size_t i = 0; i < more.latency.size(); ++i) into.latency[i] += more.latency[i];
+  into.latency_sum_us += more.latency_sum_us;
+}
+
+protocol::task_counts head_snapshot::all_tasks() const {
+  auto all = ended_tasks;
+  for (const auto& [job, c] : job_tasks) add_task_counts(all, c);
+  return all;
+}
+
+std::optional<protocol::task_counts> head_snapshot::tasks_of(const job_id& job) const {
+  for (const auto& [j, c] : job_tasks)
+    if (j == job) return c;
+  for (const auto& [j, c] : ended_job_tasks)
+    if (j == job) return c;
+  return std::nullopt;
+}
+
 void head::publish_snapshot() {
   auto s = std::make_shared<head_snapshot>();
   s->taken = std::chrono::system_clock::now();
@@ -56,6 +82,10 @@ void head::publish_snapshot() {
   }
   s->groups.reserve(groups_.size());
   for (const auto& [id, g] : groups_) s->groups.push_back(g.info);
+  s->job_tasks.assign(job_tasks_.begin(), job_tasks_.end());
+  s->ended_tasks = ended_tasks_;
+  s->ended_job_tasks.assign(ended_job_tasks_.begin(), ended_job_tasks_.end());
+  s->task_list = task_list_;
   board_->publish(std::move(s));
 }
 

@@ -8,11 +8,13 @@
 //   h->publish_to(board);                       // before the head runs
 //   auto s = board->latest();                   // any thread; null before the first tick
 
+#include "head/task_table.hpp"
 #include "protocol/messages.hpp"
 
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,7 +46,22 @@ struct head_snapshot {
   std::vector<protocol::placement_group_info> groups;
   /// Actor restarts since this head started (for /metrics).
   std::uint64_t actor_restarts = 0;
+  /// What each running job's tasks did, as its driver last said (drivers started by hand
+  /// and submitted ones alike); and the totals of the jobs that ended since the head started.
+  std::vector<std::pair<job_id, protocol::task_counts>> job_tasks;
+  protocol::task_counts ended_tasks;
+  /// The last counts of the 1,000 jobs that ended most recently.
+  std::vector<std::pair<job_id, protocol::task_counts>> ended_job_tasks;
+  /// Each job's recent tasks (the head's own table, thread-safe: not a copy).
+  std::shared_ptr<const task_table> task_list;
+  /// A job's counts, running or recently ended; null when its driver never said.
+  [[nodiscard]] std::optional<protocol::task_counts> tasks_of(const job_id& job) const;
+  /// Everything together: the ended jobs' totals and the running jobs' counts.
+  [[nodiscard]] protocol::task_counts all_tasks() const;
 };
+
+/// `into` += `more`: totals, what waits and runs, and the latency histogram.
+void add_task_counts(protocol::task_counts& into, const protocol::task_counts& more);
 
 /// Where the head leaves its snapshots. Thread-safe.
 class head_snapshot_board {

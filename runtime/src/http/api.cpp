@@ -109,10 +109,24 @@ std::string metrics_text(const protocol::status_reply& s, const std::map<int, st
     e.gauge("celer_actors", "Actors by state", {{{{"state", "ALIVE"}}, static_cast<double>(s.actors_alive)},
                                                 {{{"state", "PENDING"}}, static_cast<double>(s.actors_pending)}});
   }
-  std::vector<prometheus::sample> queued_tasks;
-  for (const auto& n : s.nodes)
-    if (n.alive) queued_tasks.push_back({{{"node", n.node.short_hex()}, {"state", "QUEUED"}}, static_cast<double>(n.queued)});
-  e.gauge("celer_tasks", "Tasks and actor creations by state: QUEUED waits in a node's queue for resources", queued_tasks);
+  if (snapshot != nullptr) {
+    const auto t = snapshot->all_tasks();
+    auto d = [](std::uint64_t v) { return static_cast<double>(v); };
+    e.gauge("celer_tasks", "Drivers' tasks now: WAITING for a leased worker, RUNNING on one",
+            {{{{"state", "WAITING"}}, d(t.waiting)}, {{{"state", "RUNNING"}}, d(t.running)}});
+    e.counter("celer_tasks_total", "Drivers' tasks by outcome: SUBMITTED, FINISHED, FAILED (for good)",
+              {{{{"state", "SUBMITTED"}}, d(t.submitted)}, {{{"state", "FINISHED"}}, d(t.finished)},
+               {{{"state", "FAILED"}}, d(t.failed)}});
+    e.counter("celer_task_retries_total", "Task attempts that failed and ran again", {{{}, d(t.retried)}});
+    std::vector<double> bounds(protocol::scheduling_latency_bounds.begin(), protocol::scheduling_latency_bounds.end());
+    std::vector<std::uint64_t> cumulative;
+    std::uint64_t sum = 0;
+    for (std::size_t i = 0; i < bounds.size(); ++i) cumulative.push_back(sum += i < t.latency.size() ? t.latency[i] : 0);
+    const std::uint64_t count = sum + (t.latency.size() > bounds.size() ? t.latency[bounds.size()] : 0);
+    e.histogram("celer_task_scheduling_latency_seconds",
+                "From a task's submission to its first attempt's dispatch to a leased worker", {}, bounds, cumulative,
+                static_cast<double>(t.latency_sum_us) / 1e6, count);
+  }
   e.gauge("celer_jobs_running", "Jobs whose driver is connected", {{{}, static_cast<double>(jobs_running)}});
   std::vector<prometheus::sample> submitted;
   for (const auto& [state, n] : job_states) submitted.push_back({{{"state", state}}, static_cast<double>(n)});

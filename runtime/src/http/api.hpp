@@ -61,6 +61,8 @@ struct api_sources {
 /// Resource amounts as {"CPU": 2, "GPU": 1, ...}.
 [[nodiscard]] nlohmann::json resources_json(const protocol::resource_set& s);
 
+/// Tasks by state, as /api/tasks and the jobs API write them.
+[[nodiscard]] nlohmann::json task_counts_json(const protocol::task_counts& c);
 /// An actor as /api/actors writes it.
 [[nodiscard]] nlohmann::json actor_json(const actor_summary& a);
 

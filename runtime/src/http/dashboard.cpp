@@ -38,7 +38,7 @@ pre#log{background:#111;color:#ddd;padding:.8em;max-height:24em;overflow:auto;wh
 <p class="note" id="nodes-note"></p>
 <h2>Jobs</h2>
 <table><thead><tr><th>submission id</th><th>status</th><th>entrypoint</th><th>submitted</th><th>duration</th>
-<th>exit code</th><th>message</th></tr></thead><tbody id="jobs"></tbody></table>
+<th>exit code</th><th>tasks</th><th>message</th></tr></thead><tbody id="jobs"></tbody></table>
 <p class="note" id="jobs-note"></p>
 <h3>Log of <span id="log-job">-</span></h3>
 <pre id="log"></pre>
@@ -50,6 +50,8 @@ pre#log{background:#111;color:#ddd;padding:.8em;max-height:24em;overflow:auto;wh
 <h2>Tasks</h2>
 <p id="tasks"></p>
 <p class="note" id="tasks-note"></p>
+<table><thead><tr><th>task</th><th>function</th><th>state</th><th>attempt</th><th>job</th><th>node</th>
+<th>submitted</th><th>error</th></tr></thead><tbody id="task-list"></tbody></table>
 <script src="/dashboard.js"></script>
 </body></html>
 )";
@@ -102,6 +104,8 @@ async function section(noteId, fill) {
   }
 }
 let chosenJob = null;
+const taskText = (t) => !t ? '-' : t.FINISHED + ' finished, ' + t.FAILED + ' failed, ' + t.RUNNING + ' running, ' +
+  t.WAITING + ' waiting';
 async function refreshNodes() {
   const rows = [];
   for (const n of (await get('/api/nodes')).nodes) {
@@ -139,6 +143,7 @@ async function refreshJobs() {
     const end = j.end_time || Date.now();
     cell(row, j.start_time ? ((end - j.start_time) / 1000).toFixed(1) + ' s' : '-');
     cell(row, j.driver_exit_code === null ? '-' : j.driver_exit_code);
+    cell(row, taskText(j.tasks));
     cell(row, j.message);
     row.addEventListener('click', () => { chosenJob = j.submission_id; refresh(); });
     rows.push(row);
@@ -176,9 +181,27 @@ async function refreshActors() {
   byId('actors').replaceChildren(...rows);
 }
 async function refreshTasks() {
-  const t = await get('/api/tasks');
-  byId('tasks').textContent = t.summary.QUEUED + ' queued on nodes, ' + t.summary.worker_processes +
-    ' worker process(es)' + (t.waiting.length ? '; oldest waiting: ' + t.waiting.map((w) =>
+  const t = await get('/api/tasks?limit=50');
+  const rows = [];
+  for (const x of t.tasks) {
+    const row = document.createElement('tr');
+    cell(row, x.task_id.slice(0, 8));
+    cell(row, x.name || '?');
+    cell(row, x.state).className = x.state;
+    cell(row, x.attempt_number);
+    cell(row, x.job_id.slice(0, 8));
+    cell(row, x.node_id || '-');
+    cell(row, new Date(x.submitted_ms).toLocaleTimeString());
+    cell(row, x.error_message || '');
+    rows.push(row);
+  }
+  byId('task-list').replaceChildren(...rows);
+  const s = t.summary;
+  byId('tasks').textContent = (s.SUBMITTED !== undefined ? s.SUBMITTED + ' submitted: ' + taskText(s) +
+    (s.mean_scheduling_latency_ms !== null ? '; mean scheduling latency ' + s.mean_scheduling_latency_ms.toFixed(2) + ' ms'
+                                          : '') + '. ' : '') +
+    s.QUEUED_ON_NODES + ' queued on nodes, ' + s.worker_processes + ' worker process(es)' +
+    (t.waiting.length ? '; oldest waiting: ' + t.waiting.map((w) =>
       w.function + ' (' + w.waiting_ms + ' ms' + (w.why ? ': ' + w.why : '') + ')').join(', ') : '');
 }
 async function refresh() {

@@ -90,12 +90,12 @@ expected<jobs::submit_request> parse_submit(const std::string& body) {
 
 } // namespace
 
-nlohmann::json job_json(const jobs::job_record& r) {
+nlohmann::json job_json(const jobs::job_record& r, const std::optional<protocol::task_counts>& tasks) {
   nlohmann::json runtime_env = nlohmann::json::object();
   if (!r.env.empty()) runtime_env["env_vars"] = r.env;
   if (!r.package.empty()) runtime_env["working_dir"] = "celerpkg://" + r.package;
   auto ms = [](std::int64_t v) { return v == 0 ? nlohmann::json(nullptr) : nlohmann::json(v); };
-  return {{"type", "SUBMISSION"},
+  nlohmann::json j{{"type", "SUBMISSION"},
           {"job_id", r.id.hex()},
           {"submission_id", r.submission_id},
           {"status", jobs::job_state_name(r.status())},
@@ -113,10 +113,13 @@ nlohmann::json job_json(const jobs::job_record& r) {
           {"entrypoint_num_cpus", r.num_cpus},
           {"entrypoint_num_gpus", r.num_gpus},
           {"priority", r.priority}};
+  j["tasks"] = tasks ? task_counts_json(*tasks) : nlohmann::json(nullptr);
+  return j;
 }
 
-std::vector<route> job_routes(jobs::job_manager& jobs) {
+std::vector<route> job_routes(jobs::job_manager& jobs, task_counts_source tasks) {
   auto* jm = &jobs;
+  auto counts = [tasks](const job_id& id) { return tasks ? tasks(id) : std::nullopt; };
   std::vector<route> routes;
   const std::string id = "([A-Za-z0-9_.-]{1,64})";
   routes.push_back({"POST", "/api/jobs/?", [jm](const request& r) {
@@ -130,15 +133,15 @@ std::vector<route> job_routes(jobs::job_manager& jobs) {
                                             {"status", jobs::job_state_name(job->status())},
                                             {"message", job->message}});
                     }});
-  routes.push_back({"GET", "/api/jobs/?", [jm](const request& r) {
+  routes.push_back({"GET", "/api/jobs/?", [jm, counts](const request& r) {
                       auto list = nlohmann::json::array();
-                      for (const auto& j : jm->list(asker_of(r))) list.push_back(job_json(j));
+                      for (const auto& j : jm->list(asker_of(r))) list.push_back(job_json(j, counts(j.id)));
                       return json_response(list);
                     }});
-  routes.push_back({"GET", "/api/jobs/" + id + "/?", [jm](const request& r) {
+  routes.push_back({"GET", "/api/jobs/" + id + "/?", [jm, counts](const request& r) {
                       auto job = jm->find(r.captures.at(0), asker_of(r));
                       if (!job) return error_response(job.error());
-                      return json_response(job_json(*job));
+                      return json_response(job_json(*job, counts(job->id)));
                     }});
   routes.push_back({"GET", "/api/jobs/" + id + "/logs/?", [jm](const request& r) {
                       auto text = jm->logs(r.captures.at(0), asker_of(r));

@@ -19,13 +19,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
+#include <optional>
 #include <vector>
 
 namespace celer::http {
 
-[[nodiscard]] std::vector<route> job_routes(jobs::job_manager& jobs);
+/// What a job's driver last said its tasks did (null when it said nothing: not a celer
+/// program, not connected yet, or ended).
+using task_counts_source = std::function<std::optional<protocol::task_counts>(const job_id&)>;
 
-/// A job as the API writes it (Ray's JobDetails fields, plus celer's).
-[[nodiscard]] nlohmann::json job_json(const jobs::job_record& r);
+[[nodiscard]] std::vector<route> job_routes(jobs::job_manager& jobs, task_counts_source tasks = {});
+
+/// A job as the API writes it (Ray's JobDetails fields, plus celer's: with `tasks`, its
+/// tasks by state).
+[[nodiscard]] nlohmann::json job_json(const jobs::job_record& r, const std::optional<protocol::task_counts>& tasks = {});
 
 } // namespace celer::http

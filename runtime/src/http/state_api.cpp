@@ -4,6 +4,7 @@
 #include "http/api.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <cstdlib>
 #include <memory>
 
@@ -42,6 +43,19 @@ std::string demangled(const std::string& name) {
 }
 
 } // namespace
+
+nlohmann::json task_counts_json(const protocol::task_counts& c) {
+  const std::uint64_t first_attempts = std::accumulate(c.latency.begin(), c.latency.end(), std::uint64_t{0});
+  return {{"SUBMITTED", c.submitted},
+          {"WAITING", c.waiting},
+          {"RUNNING", c.running},
+          {"FINISHED", c.finished},
+          {"FAILED", c.failed},
+          {"RETRIED", c.retried},
+          {"mean_scheduling_latency_ms",
+           first_attempts == 0 ? nlohmann::json(nullptr)
+                               : nlohmann::json(static_cast<double>(c.latency_sum_us) / 1000.0 / static_cast<double>(first_attempts))}};
+}
 
 nlohmann::json actor_json(const actor_summary& a) {
   return {{"actor_id", a.id.hex()},
@@ -142,6 +156,7 @@ std::vector<route> state_list_routes(std::shared_ptr<api_sources> src) {
                         return json_response({{"error", "node queues hold every job's work: the cluster's token sees them"}}, 403);
                       auto s = src->status();
                       if (!s) return json_response({{"error", s.error().message()}}, 503);
+                      auto snap = src->snapshot ? src->snapshot() : nullptr;
                       std::uint64_t queued = 0, workers = 0;
                       auto waiting = nlohmann::json::array();
                       for (const auto& n : s->nodes) {
@@ -158,10 +173,60 @@ std::vector<route> state_list_routes(std::shared_ptr<api_sources> src) {
                                              {"priority", w.priority},
                                              {"why", w.why}});
                       }
-                      return json_response({{"summary", {{"QUEUED", queued}, {"worker_processes", workers}}},
+                      nlohmann::json summary{{"QUEUED_ON_NODES", queued}, {"worker_processes", workers}};
+                      auto jobs = nlohmann::json::array();
+                      if (snap) {
+                        summary.update(task_counts_json(snap->all_tasks()));
+                        for (const auto& [job, c] : snap->job_tasks) {
+                          auto j = task_counts_json(c);
+                          j["job_id"] = job.hex();
+                          jobs.push_back(std::move(j));
+                        }
+                      }
+                      // The page of tasks: ?job=, ?state=, ?limit= (default 100), ?offset=.
+                      task_table::query q;
+                      if (auto j = r.query.find("job"); j != r.query.end()) q.job = j->second;
+                      if (auto st = r.query.find("state"); st != r.query.end()) {
+                        q.state = task_state_named(st->second);
+                        if (!q.state)
+                          return json_response({{"error", "state=" + st->second + ": a task is WAITING, RUNNING, FINISHED or FAILED"}}, 400);
+                      }
+                      q.limit = r.query.contains("limit") ? limit_of(r) : 100;
+                      if (auto o = r.query.find("offset"); o != r.query.end()) {
+                        try {
+                          q.offset = std::stoul(o->second);
+                        } catch (const std::exception&) {
+                          return json_response({{"error", "offset=" + o->second + " is not a number"}}, 400);
+                        }
+                      }
+                      auto rows = nlohmann::json::array();
+                      task_table::page page;
+                      if (snap && snap->task_list) page = snap->task_list->list(q);
+                      for (const auto& t : page.rows) {
+                        rows.push_back({{"task_id", t.task.hex()},
+                                        {"job_id", t.job.hex()},
+                                        {"name", t.function},
+                                        {"state", task_state_name(t.state)},
+                                        {"attempt_number", t.attempt},
+                                        {"node_id", t.node.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.node)},
+                                        {"error_message", t.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.error)},
+                                        {"submitted_ms", t.submitted_ms},
+                                        {"updated_ms", t.updated_ms}});
+                      }
+                      return json_response({{"summary", summary},
+                                            {"jobs", jobs},
+                                            {"tasks", rows},
+                                            {"total", page.total},
+                                            {"offset", q.offset},
+                                            {"limit", q.limit},
+                                            {"changes_dropped", page.changes_dropped},
+                                            {"rows_dropped", page.rows_dropped},
                                             {"waiting", waiting},
-                                            {"note", "QUEUED counts what waits in the nodes' queues for resources, as of their last "
-                                                     "heartbeat; per-task states of running work are not reported to the head yet"}});
+                                            {"note", "SUBMITTED, FINISHED and FAILED count the tasks drivers submitted since the head "
+                                                     "started, WAITING and RUNNING theirs now, as of their last heartbeat (not "
+                                                     "actor calls, nor tasks that tasks submit); QUEUED_ON_NODES is what waits in "
+                                                     "the nodes' queues for resources; `tasks` pages through each job's most recent "
+                                                     "10,000 tasks, newest first"}});
                     }});
   return routes;
 }

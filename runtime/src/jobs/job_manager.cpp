@@ -28,11 +28,6 @@ bool valid_env_name(const std::string& s) {
   return std::regex_match(s, re);
 }
 
-bool valid_digest(const std::string& s) {
-  static const std::regex re("[0-9a-f]{32}");
-  return std::regex_match(s, re);
-}
-
 std::string random_hex16() { return unique_id::random().hex().substr(0, 16); }
 
 /// "1 CPU, 1 GPU".
@@ -275,6 +270,12 @@ void job_manager::launch(job_record rec) {
   spec.env.push_back(std::string("CELER_ENCRYPTION=") + (cfg_.encrypt ? "1" : "0"));
   spec.env.push_back("CELER_JOB_PRIORITY=" + std::to_string(rec.priority));
   if (!cfg_.node_ip.empty()) spec.env.push_back("CELER_NODE_IP=" + cfg_.node_ip);
+  if (!rec.package.empty()) {
+    // Its workers run in a copy of the same folder on their nodes, and a program inside it
+    // is named from there (cluster/process_wiring.cpp).
+    spec.env.push_back("CELER_JOB_PACKAGE=" + rec.package);
+    spec.env.push_back("CELER_JOB_WORKING_DIR=" + wd.string());
+  }
   if (!rec.group.nil()) {
     spec.env.push_back("CELER_ENTRYPOINT_PLACEMENT_GROUP=" + rec.group.hex());
     spec.env.push_back("CELER_ENTRYPOINT_NODE=" + rec.entrypoint_node.hex());
@@ -425,7 +426,7 @@ void job_manager::wait_for_change(const std::string& id, std::uint64_t log_bytes
 
 expected<void> job_manager::put_package(const std::string& digest, std::string_view archive, const asker& who) {
   if (!who.admin) return error(error_code::permission_denied, "only the cluster's token uploads working directories");
-  if (!valid_digest(digest)) return error(error_code::invalid_argument, "a package name is its digest: 32 lowercase hex digits");
+  if (!is_package_digest(digest)) return error(error_code::invalid_argument, "a package name is its digest: 32 lowercase hex digits");
   if (package_digest(archive) != digest)
     return error(error_code::invalid_argument, "the package's bytes do not match its digest " + digest + " (a damaged upload?)");
   if (auto ok = inspect(archive); !ok) return error(error_code::invalid_argument, "not a working-directory package: " + ok.error().message());
@@ -446,7 +447,21 @@ expected<void> job_manager::put_package(const std::string& digest, std::string_v
 
 bool job_manager::has_package(const std::string& digest) const {
   std::error_code ec;
-  return valid_digest(digest) && std::filesystem::is_regular_file(cfg_.packages_dir / digest, ec);
+  return is_package_digest(digest) && std::filesystem::is_regular_file(cfg_.packages_dir / digest, ec);
+}
+
+expected<std::string> job_manager::read_package(const job_id& job, const std::string& digest) const {
+  {
+    std::lock_guard lock(mutex_);
+    auto it = jobs_.find(job);
+    if (it == jobs_.end() || it->second.record.package.empty() || it->second.record.package != digest)
+      return error(error_code::not_found, "job " + job.short_hex() + " was not submitted with working directory " + digest);
+  }
+  std::ifstream in(cfg_.packages_dir / digest, std::ios::binary);
+  std::string archive((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof()) return error(error_code::unavailable, "cannot read " + (cfg_.packages_dir / digest).string());
+  if (archive.empty()) return error(error_code::not_found, "working directory " + digest + " is gone from " + cfg_.packages_dir.string());
+  return archive;
 }
 
 void job_manager::tick() {

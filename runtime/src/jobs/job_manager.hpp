@@ -146,6 +146,9 @@ public:
   /// after checking it. invalid_argument (digest mismatch, a malformed archive).
   [[nodiscard]] expected<void> put_package(const std::string& digest, std::string_view archive, const asker& who);
   [[nodiscard]] bool has_package(const std::string& digest) const;
+  /// The archive of package `digest` for a node that starts workers of job `job`
+  /// (package_fetch): not_found unless the job was submitted with that package.
+  [[nodiscard]] expected<std::string> read_package(const job_id& job, const std::string& digest) const;
 
   /// Heartbeats for running jobs and those waiting for their resources; SIGKILL for
   /// stopped jobs past their grace.

@@ -604,6 +604,28 @@ std::string package_digest(std::string_view archive) {
   return std::string(hex, 2 * digest_bytes);
 }
 
+bool is_package_digest(std::string_view s) noexcept {
+  return s.size() == 32 && std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+bool package_cache::ready(std::string_view digest) const {
+  std::error_code ec;
+  return is_package_digest(digest) && std::filesystem::is_directory(path(digest), ec);
+}
+
+expected<void> package_cache::install(std::string_view digest, std::string_view archive, std::uint64_t limit_bytes) {
+  if (!is_package_digest(digest)) return error(error_code::invalid_argument, "not a package digest: '" + std::string(digest) + "'");
+  if (ready(digest)) return {};
+  if (package_digest(archive) != digest)
+    return error(error_code::data_loss, "the bytes received for package " + std::string(digest) + " do not match its digest");
+  std::error_code ec;
+  std::filesystem::create_directories(root_, ec);
+  if (ec) return error(error_code::permission_denied, "cannot make " + root_.string() + ": " + ec.message());
+  auto ok = unpack(archive, path(digest), limit_bytes);
+  if (!ok && ok.error().code() == error_code::already_exists) return {};  // another process of this machine won
+  return ok;
+}
+
 expected<package_summary> inspect(std::string_view archive) {
   auto d = decode(archive);
   if (!d) return d.error();

@@ -74,6 +74,27 @@ struct pack_options {
 /// BLAKE2b-128 (libsodium crypto_generichash, 16 bytes) of the whole archive, as 32
 /// lowercase hex digits: its content address.
 [[nodiscard]] std::string package_digest(std::string_view archive);
+/// True for what package_digest returns: 32 lowercase hex digits (safe as a file name).
+[[nodiscard]] bool is_package_digest(std::string_view s) noexcept;
+
+/// A machine's copies of packages, each unpacked once into `root`/<digest>/ (a node's
+/// folder for its jobs' working directories, task_spec::package). Not thread-safe.
+class package_cache {
+public:
+  explicit package_cache(std::filesystem::path root) : root_(std::move(root)) {}
+  /// Where package `digest` is (or would be) unpacked.
+  [[nodiscard]] std::filesystem::path path(std::string_view digest) const { return root_ / digest; }
+  /// Whether it is unpacked here.
+  [[nodiscard]] bool ready(std::string_view digest) const;
+  /// Unpacks `archive` as package `digest` (nothing to do when it is there already).
+  /// invalid_argument (not a digest), data_loss (the bytes do not match the digest), and
+  /// unpack's errors (`limit_bytes` bounds what its files hold).
+  [[nodiscard]] expected<void> install(std::string_view digest, std::string_view archive,
+                                       std::uint64_t limit_bytes = 1ull << 30);
+
+private:
+  std::filesystem::path root_;
+};
 
 /// What an archive holds.
 struct package_summary {

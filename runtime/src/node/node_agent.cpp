@@ -26,6 +26,7 @@ node_agent::node_agent(transport& net, worker_launcher& launcher, config cfg)
     sc.clock = cfg_.now;  // pulls expire by the node's clock (a made-up one in tests)
     store_ = std::make_unique<node_store>(net_, std::move(sc));
   }
+  if (!cfg_.packages_dir.empty()) packages_ = std::make_unique<jobs::package_cache>(cfg_.packages_dir);
 }
 
 template <class M>
@@ -379,13 +380,21 @@ void node_agent::on(protocol::tick&) {
   }
   if (cfg_.worker_start_timeout.count() > 0) {
     const auto now = std::chrono::steady_clock::now();
+    std::vector<worker_id> unfetched;
     for (auto& [id, w] : workers_) {
       if (w.ready || !w.kill_reason.empty() || now - w.started < cfg_.worker_start_timeout) continue;
+      if (!w.awaits_package.empty()) {  // no process yet: nothing to kill
+        unfetched.push_back(id);
+        continue;
+      }
       w.kill_reason = "did not start within " +
                       std::to_string(cfg_.worker_start_timeout.count()) +
                       " ms (does its main call celer::init first?)";
       CELER_LOG(warn, "node", "worker " + id.short_hex() + " " + w.kill_reason + "; killing it");
       launcher_.terminate(id, w.addr, w.actor);
+    }
+    for (const auto& id : unfetched) {
+      fail_package_wait(id, "the head did not send it within " + std::to_string(cfg_.worker_start_timeout.count()) + " ms");
     }
   }
   if (log_enabled(log_level::debug)) {

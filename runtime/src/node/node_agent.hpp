@@ -6,6 +6,7 @@
 // the node can never place, or (in a cluster) cannot place now, goes to the head. Plain logic behind `handle`; a CAF actor runs it (one message at a time).
 
 #include "cluster/head_watch.hpp"
+#include "jobs/package.hpp"
 #include "node/node_store.hpp"
 #include "protocol/messages.hpp"
 #include "scheduler/device_pool.hpp"
@@ -69,6 +70,10 @@ public:
     std::size_t store_capacity = 0;
     std::string store_dir;
     bool store_spill = true;
+    /// Where jobs' working directories (task_spec::package) are unpacked, one folder per
+    /// digest, fetched from the head before a worker of the job starts here (the process
+    /// launcher's packages_dir). Empty: work naming a package starts without it.
+    std::filesystem::path packages_dir;
     /// How long a preempted actor has to checkpoint when its options name no grace.
     std::chrono::milliseconds preemption_grace{30000};
     /// Cluster mode: the node probes the head on its ticks. Silent for
@@ -110,6 +115,8 @@ private:
     std::chrono::steady_clock::time_point started;
     /// Why the node killed it, if it did (reported instead of the bare signal).
     std::string kill_reason;
+    /// Not started yet: the job's working directory with this digest is being fetched.
+    std::string awaits_package;
     job_id job;
     /// Who leased it (or created its actor), and the function it was leased for.
     address owner;
@@ -169,6 +176,10 @@ private:
   void on(protocol::preempt_ready& m);
   void on(protocol::lookup_actor_reply& m);
   void on(protocol::head_restarted& m);
+  void on(protocol::package_data& m);
+  /// Fails worker `id`, which waited for its job's working directory, with `why` (as if
+  /// its process had died: its lease request or actor fails).
+  void fail_package_wait(const worker_id& id, const std::string& why);
   /// Sends register_node to the head.
   void register_with_head();
   /// Sends `m` to the head's scheduler and remembers it a while (see spilled_).
@@ -269,6 +280,10 @@ private:
   /// worker about itself: `what` names the message, for the log); null otherwise.
   worker_slot* worker_of_sender(const worker_id& id, const job_id& sender, const char* what);
   std::optional<head_watch> head_watch_;
+  /// Jobs' working directories unpacked here (null: no packages_dir), and the workers
+  /// waiting for each one being fetched from the head.
+  std::unique_ptr<jobs::package_cache> packages_;
+  std::unordered_map<std::string, std::vector<worker_id>> package_waits_;
   /// Lease requests this node spilled to the head lately, by request id, and when: resent
   /// when the head says it restarted (one it received but had not placed yet is lost with
   /// it). Forgotten when the request comes back here from the head, when its owner cancels

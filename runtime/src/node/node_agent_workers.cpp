@@ -49,11 +49,25 @@ worker_id node_agent::take_worker(const protocol::task_spec& spec, const std::ve
     }
   }
   worker_id id = worker_id::random();
-  auto started = launcher_.launch(id, spec, gpus);
   worker_slot slot;
+  if (packages_ && !spec.package.empty() && !packages_->ready(spec.package)) {
+    // It starts once the job's working directory is here (on(package_data)); the work
+    // waits in `pending` as it would for a process still starting.
+    auto& waiting = package_waits_[spec.package];
+    if (waiting.empty()) {
+      CELER_LOG(info, "node", "fetching the working directory " + spec.package + " of job " + spec.job.short_hex() + " from the head");
+      (void)net_.send(cfg_.head, protocol::package_fetch{spec.package, spec.job, cfg_.id});
+    }
+    waiting.push_back(id);
+    slot.addr = address{id, {}};
+    slot.ready = false;
+    slot.awaits_package = spec.package;
+  } else {
+    auto started = launcher_.launch(id, spec, gpus);
+    slot.addr = std::move(started.addr);
+    slot.ready = started.ready;
+  }
   slot.visible = gpus;
-  slot.addr = std::move(started.addr);
-  slot.ready = started.ready;
   slot.started = std::chrono::steady_clock::now();
   slot.job = spec.job;
   slot.actor_worker = for_actor;
@@ -121,9 +135,11 @@ void node_agent::forget_endpoint(const worker_id& id, const address& worker, boo
 void node_agent::retire(const worker_id& id, const std::string& why) {
   auto it = workers_.find(id);
   if (it == workers_.end()) return;
-  (void)net_.send(it->second.addr, protocol::shutdown_component{why});
-  forget_endpoint(id, it->second.addr, false);
-  if (!it->second.ready) starting_forgotten_[id] = it->second.job;
+  if (it->second.awaits_package.empty()) {
+    (void)net_.send(it->second.addr, protocol::shutdown_component{why});
+    forget_endpoint(id, it->second.addr, false);
+    if (!it->second.ready) starting_forgotten_[id] = it->second.job;
+  }  // else no process was started: on(package_data) finds it gone
   workers_.erase(it);
   std::erase(idle_, id);
 }
@@ -321,6 +337,48 @@ void node_agent::on(protocol::worker_ready& m) {
     w.pending.reset();
     send_work(m.worker, w, std::move(spec));
   }
+}
+
+void node_agent::on(protocol::package_data& m) {
+  auto waiting = package_waits_.extract(m.digest);
+  if (waiting.empty()) return;
+  std::string why = m.error;
+  if (why.empty()) {
+    if (auto ok = packages_->install(m.digest, m.archive); !ok) why = ok.error().message();
+  }
+  if (why.empty()) CELER_LOG(info, "node", "unpacked the working directory " + m.digest + " into " + packages_->path(m.digest).string());
+  for (const auto& id : waiting.mapped()) {
+    auto it = workers_.find(id);
+    if (it == workers_.end() || it->second.awaits_package != m.digest) continue;  // gone meanwhile
+    auto& w = it->second;
+    if (!why.empty() || !w.pending) {
+      fail_package_wait(id, why.empty() ? "has no work to start with" : why);
+      continue;
+    }
+    w.awaits_package.clear();
+    auto started = launcher_.launch(id, *w.pending, w.visible);
+    w.addr = std::move(started.addr);
+    w.ready = started.ready;
+    w.started = std::chrono::steady_clock::now();
+    if (w.ready) {
+      auto spec = std::move(*w.pending);
+      w.pending.reset();
+      send_work(id, w, std::move(spec));
+    }
+  }
+}
+
+void node_agent::fail_package_wait(const worker_id& id, const std::string& why) {
+  auto it = workers_.find(id);
+  if (it == workers_.end()) return;
+  const std::string digest = std::move(it->second.awaits_package);
+  it->second.awaits_package.clear();
+  if (auto waits = package_waits_.find(digest); waits != package_waits_.end()) {
+    std::erase(waits->second, id);
+    if (waits->second.empty()) package_waits_.erase(waits);  // the next worker asks again
+  }
+  protocol::worker_died died{id, "could not be started: its job's working directory " + digest + " did not arrive (" + why + ")"};
+  on(died);
 }
 
 void node_agent::on(protocol::worker_died& m) {

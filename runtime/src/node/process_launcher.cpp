@@ -37,7 +37,14 @@ worker_launcher::launched process_launcher::launch(const worker_id& id,
                                                     const protocol::task_spec& first,
                                                     const std::vector<int>& gpus) {
   // Everything the child needs is built before fork: after it, only async-signal-safe calls.
-  const std::string binary = first.binary;
+  // A job with a working directory runs in the node's copy of it (the node agent unpacked
+  // it before this), and names a program inside it relative to its root.
+  std::string workdir;
+  std::string binary = first.binary;
+  if (!first.package.empty() && !cfg_.packages_dir.empty()) {
+    workdir = (cfg_.packages_dir / first.package).string();
+    if (!binary.empty() && binary.front() != '/') binary = workdir + "/" + binary;
+  }
   const std::string log = (cfg_.log_dir / ("worker-" + id.short_hex() + ".log")).string();
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -75,6 +82,10 @@ worker_launcher::launched process_launcher::launch(const worker_id& id,
   env_strings.push_back("CELER_CLUSTER_KEY=" + cfg_.creds.cluster_public_hex());
   env_strings.push_back(std::string("CELER_ENCRYPTION=") + (cfg_.encrypt ? "1" : "0"));
   env_strings.push_back("CELER_NODE_IP=" + cfg_.node_ip);
+  if (!workdir.empty()) {
+    env_strings.push_back("CELER_JOB_PACKAGE=" + first.package);
+    env_strings.push_back("CELER_JOB_WORKING_DIR=" + workdir);
+  }
   if (const char* level = std::getenv("CELER_LOG_LEVEL")) {
     env_strings.push_back(std::string("CELER_LOG_LEVEL=") + level);
   }
@@ -84,6 +95,7 @@ worker_launcher::launched process_launcher::launch(const worker_id& id,
   std::string arg0 = binary;
   char* argv[] = {arg0.data(), nullptr};
   const std::string exec_failed = "celer: cannot run worker binary " + binary + ": ";
+  const std::string chdir_failed = "celer: cannot enter the job's working directory " + workdir + ": ";
 
   // The worker's own reading (its job's output): for this user only, and never through a
   // link planted in the log directory.
@@ -106,6 +118,13 @@ worker_launcher::launched process_launcher::launch(const worker_id& id,
     }
     const int null_fd = ::open("/dev/null", O_RDONLY);
     if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
+    if (!workdir.empty() && ::chdir(workdir.c_str()) != 0) {
+      const char* why = ::strerror(errno);
+      (void)!::write(STDERR_FILENO, chdir_failed.data(), chdir_failed.size());
+      (void)!::write(STDERR_FILENO, why, std::strlen(why));
+      (void)!::write(STDERR_FILENO, "\n", 1);
+      ::_exit(127);
+    }
     ::execve(binary.c_str(), argv, envp.data());
     const int err = errno;
     (void)!::write(STDERR_FILENO, exec_failed.data(), exec_failed.size());

@@ -32,6 +32,10 @@ public:
     std::filesystem::path log_dir;
     /// Workers given no GPU see none (CUDA_VISIBLE_DEVICES empty) on a node that has some.
     bool node_has_gpus = false;
+    /// Where the node unpacks jobs' working directories (the node agent's packages_dir): a
+    /// worker of a job that has one runs in <packages_dir>/<digest>, and a relative binary
+    /// is taken from there.
+    std::filesystem::path packages_dir;
   };
   /// `local` reaches the node agent in this process (for worker_died).
   process_launcher(transport& local, config cfg);

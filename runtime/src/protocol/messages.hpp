@@ -12,11 +12,13 @@
 #include "protocol/decode_budget.hpp"
 #include "protocol/placement.hpp"
 #include "protocol/resources.hpp"
+#include "protocol/task_counts.hpp"
 
 #include <celer/api.hpp>
 #include <celer/codec.hpp>
 #include <celer/ids.hpp>
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <span>
@@ -115,10 +117,15 @@ struct task_spec {
   /// max_retries); its task_result says it back, so that a late result of an earlier run
   /// is told apart.
   std::int32_t attempt = 1;
+  /// The digest of the job's working directory (a package of jobs/package.hpp, uploaded with
+  /// `celer submit --working-dir`), or empty. A node starts the job's workers in its own
+  /// unpacked copy, fetched from the head once (package_fetch), and a relative `binary` is
+  /// taken from there: the program need not exist on every machine.
+  std::string package;
   CELER_MSGPACK_DEFINE(id, kind, function, args, resources, owner, actor, actor_name, class_type,
                  max_concurrency, job, binary, durable, where, priority, preemptible,
                  preemption_grace_ms, max_restarts, restarts, restore_method, max_task_retries,
-                 attempt)
+                 attempt, package)
 
   /// The object holding the task's (single) return value.
   [[nodiscard]] object_id return_id() const { return return_id_of(id); }
@@ -454,10 +461,12 @@ struct job_finished {
   job_id job;
   CELER_MSGPACK_DEFINE(job)
 };
-// ---- driver core -> head, every heartbeat interval: the job's driver is alive
+// ---- driver core -> head, every heartbeat interval: the job's driver is alive, and what
+// its tasks have done
 struct job_heartbeat {
   job_id job;
-  CELER_MSGPACK_DEFINE(job)
+  task_counts tasks;
+  CELER_MSGPACK_DEFINE(job, tasks)
 };
 // ---- node -> head -> every node: the process at `endpoint` (a worker) is gone; stop telling
 // it things, take back the workers it leased, drop its lease requests
@@ -803,6 +812,23 @@ struct peer_data {
   unique_id from;
   std::uint64_t lane_claim = 0, lane_at = 0, lane_size = 0;
   CELER_MSGPACK_DEFINE(box, seq, payload, sender_job, from, lane_claim, lane_at, lane_size)
+};
+
+// ---- node `node` -> head: send me the package (a job's working directory,
+// task_spec::package) that job `job` was submitted with
+struct package_fetch {
+  std::string digest;
+  job_id job;
+  node_id node;
+  CELER_MSGPACK_DEFINE(digest, job, node)
+};
+// ---- head -> node: the package's archive (jobs/package.hpp), or why not (`error`, with
+// the archive empty). The node checks the archive against the digest before unpacking it.
+struct package_data {
+  std::string digest;
+  bulk archive;
+  std::string error;
+  CELER_MSGPACK_DEFINE(digest, archive, error)
 };
 
 /// Who may send a message over the wire (messages.def says it for each).

@@ -424,3 +424,69 @@ TEST_CASE("the head leaves a copy of its actors on its board at each tick, with 
   CHECK(s->actors[0].state == protocol::actor_state::dead);
   CHECK_THAT(s->actors[0].death_reason, Catch::Contains("worker process was killed"));
 }
+
+TEST_CASE("drivers' heartbeats carry their tasks' counts; an ended job's are kept in the totals", "[head]") {
+  head_fixture f;
+  auto board = std::make_shared<head_snapshot_board>();
+  f.h.publish_to(board);
+  const job_id a = job_id::random(), b = job_id::random();
+  protocol::task_counts ca;
+  ca.submitted = 10;
+  ca.finished = 7;
+  ca.running = 2;
+  ca.waiting = 1;
+  ca.latency.assign(protocol::scheduling_latency_bounds.size() + 1, 0);
+  ca.latency[2] = 9;
+  ca.latency_sum_us = 4500;
+  f.handle(protocol::job_heartbeat{a, ca});
+  auto cb = ca;
+  cb.failed = 1;
+  f.handle(protocol::job_heartbeat{b, cb});
+  f.handle(protocol::job_heartbeat{b, {}});  // the job manager's word for b: no counts, kept as they were
+  f.handle(protocol::tick{});
+  auto s = board->latest();
+  REQUIRE(s->job_tasks.size() == 2);
+  auto all = s->all_tasks();
+  CHECK(all.submitted == 20);
+  CHECK(all.running == 4);
+  CHECK(all.failed == 1);
+  CHECK(all.latency[2] == 18);
+  CHECK(s->tasks_of(b)->failed == 1);
+  f.handle(protocol::job_finished{a});
+  f.handle(protocol::tick{});
+  s = board->latest();
+  CHECK(s->job_tasks.size() == 1);
+  all = s->all_tasks();
+  CHECK(all.submitted == 20);  // counters never go down
+  CHECK(all.finished == 14);
+  CHECK(all.running == 2);     // an ended job runs nothing
+  CHECK(s->tasks_of(a)->finished == 7);
+  CHECK(s->tasks_of(a)->running == 0);
+  CHECK_FALSE(s->tasks_of(job_id::random()).has_value());
+}
+
+TEST_CASE("drivers' heartbeats carry their tasks' changes; the snapshot lists them", "[head]") {
+  head_fixture f;
+  auto board = std::make_shared<head_snapshot_board>();
+  f.h.publish_to(board);
+  const job_id job = job_id::random();
+  const task_id t = task_id::random();
+  protocol::task_counts c;
+  c.latency.assign(protocol::scheduling_latency_bounds.size() + 1, 0);
+  c.changes = {{t, "train", protocol::task_state::waiting, 1, 1000, {}}, {t, {}, protocol::task_state::running, 1, 1001, "ab12cd34"}};
+  f.handle(protocol::job_heartbeat{job, c});
+  c.changes = {{t, {}, protocol::task_state::finished, 1, 1500, {}}};
+  f.handle(protocol::job_heartbeat{job, c});
+  f.handle(protocol::job_finished{job});
+  f.handle(protocol::tick{});
+  auto s = board->latest();
+  REQUIRE(s->task_list);
+  auto page = s->task_list->list({.job = job.hex()});
+  REQUIRE(page.rows.size() == 1);
+  CHECK(page.rows[0].function == "train");
+  CHECK(page.rows[0].state == protocol::task_state::finished);
+  CHECK(page.rows[0].node == "ab12cd34");
+  CHECK(page.rows[0].submitted_ms == 1000);
+  CHECK(page.rows[0].updated_ms == 1500);
+  CHECK(s->job_tasks.empty());  // the counts moved to the ended jobs' totals; the list stays
+}

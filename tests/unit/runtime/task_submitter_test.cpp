@@ -624,3 +624,59 @@ TEST_CASE("the connections to a dead worker, and to its dead node, are closed",
   CHECK(f.net.forgotten == std::vector<std::string>{"tcp://10.0.0.2:7001", "tcp://10.0.0.3:7001",
                                                     "tcp://10.0.0.3:7000"});
 }
+
+TEST_CASE("the submitter counts its tasks by state and the time each waited to be sent to a worker",
+          "[core][task_submitter]") {
+  submitter_fixture f;
+  auto c = f.tasks.counts();
+  CHECK(c.submitted == 0);
+  CHECK(c.latency.size() == protocol::scheduling_latency_bounds.size() + 1);
+  auto [a, ra] = f.submit("f");
+  auto [b, rb] = f.submit("f");
+  c = f.tasks.counts();
+  CHECK(c.submitted == 2);
+  CHECK(c.waiting == 2);
+  CHECK(c.running == 0);
+  f.now += std::chrono::milliseconds(3);  // 3 ms waiting for the lease: the 0.005 s bucket
+  (void)f.grant();
+  CHECK(f.pushed().size() == 1);  // one at a time on the worker (f may block)
+  c = f.tasks.counts();
+  CHECK(c.waiting == 1);
+  CHECK(c.running == 1);
+  CHECK(c.latency[3] == 1);
+  CHECK(c.latency_sum_us == 3000);
+  auto ok = testing::core_pieces::result(a, "1");
+  f.now += std::chrono::milliseconds(7);  // b is sent when a's result frees the worker: 10 ms
+  CHECK(f.tasks.on_result(ok));
+  REQUIRE(f.pushed().size() == 1);
+  auto bad = testing::core_pieces::failed(b, detail::failure_kind::task_error, "boom");
+  bad.raised = true;
+  CHECK(f.tasks.on_result(bad));
+  c = f.tasks.counts();
+  CHECK(c.submitted == 2);
+  CHECK(c.finished == 1);
+  CHECK(c.failed == 1);  // it threw, with no retries
+  CHECK(c.waiting == 0);
+  CHECK(c.running == 0);
+  CHECK(c.latency[3] == 1);  // 3 ms: at most 0.005 s
+  CHECK(c.latency[4] == 1);  // 10 ms: at most 0.01 s
+  CHECK(c.latency_sum_us == 13000);
+  std::uint64_t all = 0;
+  for (auto n : c.latency) all += n;
+  CHECK(all == 2);
+
+  // Each task's changes of state, in order, handed over once.
+  c = f.tasks.counts(true);
+  using st = protocol::task_state;
+  std::vector<std::pair<task_id, st>> seen;
+  for (const auto& e : c.changes) seen.emplace_back(e.task, e.state);
+  CHECK(seen == std::vector<std::pair<task_id, st>>{{a, st::waiting}, {b, st::waiting}, {a, st::running},
+                                                    {a, st::finished}, {b, st::running}, {b, st::failed}});
+  CHECK(c.changes[0].function == "f");   // named when submitted
+  CHECK(c.changes[2].function.empty());  // not again
+  CHECK_FALSE(c.changes[2].detail.empty());  // the node it went to
+  CHECK_THAT(c.changes[5].detail, Catch::Matchers::Contains("boom"));
+  CHECK(c.changes[0].at_ms > 0);
+  CHECK(c.changes_dropped == 0);
+  CHECK(f.tasks.counts(true).changes.empty());
+}

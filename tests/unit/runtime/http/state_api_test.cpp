@@ -55,6 +55,17 @@ struct state_fixture {
     w.why = "no node has 8 GPU";
     n.waiting.push_back(w);
     status.nodes.push_back(n);
+    protocol::task_counts t;
+    t.submitted = 5;
+    t.finished = 3;
+    t.running = 1;
+    t.waiting = 1;
+    t.latency.assign(protocol::scheduling_latency_bounds.size() + 1, 0);
+    t.latency[0] = 4;
+    t.latency_sum_us = 200;
+    snap->job_tasks.emplace_back(mine, t);
+    snap->ended_tasks.submitted = 2;
+    snap->ended_tasks.failed = 2;
     auto src = std::make_shared<api_sources>();
     src->status = [this]() -> expected<protocol::status_reply> { return status; };
     src->snapshot = [this] { return std::shared_ptr<const head_snapshot>(snap); };
@@ -127,11 +138,90 @@ TEST_CASE("objects and tasks sum the nodes' stores and queues, with why work wai
   CHECK(objects["summary"]["memory_bytes"] == 250);
   CHECK(objects["summary"]["objects_in_memory"] == 5);
   auto [s2, tasks] = f.get("/api/tasks", admin);
-  CHECK(tasks["summary"]["QUEUED"] == 3);
+  CHECK(tasks["summary"]["QUEUED_ON_NODES"] == 3);
+  CHECK(tasks["summary"]["SUBMITTED"] == 7);  // a running job's 5 and the ended jobs' 2
+  CHECK(tasks["summary"]["FINISHED"] == 3);
+  CHECK(tasks["summary"]["FAILED"] == 2);
+  CHECK(tasks["summary"]["RUNNING"] == 1);
+  CHECK(tasks["summary"]["mean_scheduling_latency_ms"] == Approx(0.05));
+  REQUIRE(tasks["jobs"].size() == 1);
+  CHECK(tasks["jobs"][0]["job_id"] == f.mine.hex());
   CHECK(tasks["summary"]["worker_processes"] == 2);
   REQUIRE(tasks["waiting"].size() == 1);
   CHECK(tasks["waiting"][0]["why"] == "no node has 8 GPU");
   CHECK(tasks["waiting"][0]["waiting_ms"] == 1200);
+}
+
+TEST_CASE("the task list pages through each job's recent tasks, newest first, by job and state", "[http]") {
+  state_fixture f;
+  auto table = std::make_shared<task_table>();
+  std::vector<task_id> ids;
+  for (int i = 0; i < 5; ++i) {
+    ids.push_back(task_id::random());
+    table->apply(i < 3 ? f.mine : f.other, {{ids.back(), "f" + std::to_string(i), protocol::task_state::waiting, 1, 1000 + i, {}}}, 0);
+  }
+  table->apply(f.mine, {{ids[0], {}, protocol::task_state::running, 1, 2000, "0a1b2c3d"},
+                        {ids[0], {}, protocol::task_state::failed, 1, 2001, "it threw: boom"}}, 7);
+  f.snap->task_list = table;
+
+  auto [s1, all] = f.get("/api/tasks", admin, {{"limit", "2"}});
+  CHECK(s1 == 200);
+  CHECK(all["total"] == 5);
+  CHECK(all["changes_dropped"] == 7);
+  REQUIRE(all["tasks"].size() == 2);
+  CHECK(all["tasks"][0]["task_id"] == ids[4].hex());  // the newest first
+  CHECK(all["tasks"][1]["task_id"] == ids[3].hex());
+  auto [s2, next] = f.get("/api/tasks", admin, {{"limit", "2"}, {"offset", "2"}});
+  REQUIRE(next["tasks"].size() == 2);
+  CHECK(next["tasks"][0]["task_id"] == ids[2].hex());
+
+  auto [s3, failed] = f.get("/api/tasks", admin, {{"state", "failed"}, {"job", f.mine.hex().substr(0, 8)}});
+  REQUIRE(failed["tasks"].size() == 1);
+  const auto& t = failed["tasks"][0];
+  CHECK(t["task_id"] == ids[0].hex());
+  CHECK(t["name"] == "f0");
+  CHECK(t["state"] == "FAILED");
+  CHECK(t["node_id"] == "0a1b2c3d");
+  CHECK(t["error_message"] == "it threw: boom");
+  CHECK(t["job_id"] == f.mine.hex());
+  auto [s4, theirs] = f.get("/api/tasks", admin, {{"job", f.other.hex()}});
+  CHECK(theirs["total"] == 2);
+
+  auto [s5, bad] = f.get("/api/tasks", admin, {{"state", "SLEEPING"}});
+  CHECK(s5 == 400);
+  CHECK_THAT(bad["error"].get<std::string>(), Catch::Contains("WAITING, RUNNING, FINISHED or FAILED"));
+  auto [s6, bad_offset] = f.get("/api/tasks", admin, {{"offset", "x"}});
+  CHECK(s6 == 400);
+  auto [s7, theirs_only] = f.get("/api/tasks", principal{.admin = false, .job = f.mine});
+  CHECK(s7 == 403);  // the nodes' queues hold every job's work
+}
+
+TEST_CASE("the head's task table keeps each job's most recent tasks and the last ended jobs'", "[http][head]") {
+  task_table table(3, 1);
+  const job_id a = job_id::random(), b = job_id::random(), c = job_id::random();
+  std::vector<task_id> ids;
+  for (int i = 0; i < 5; ++i) {
+    ids.push_back(task_id::random());
+    table.apply(a, {{ids.back(), "f", protocol::task_state::waiting, 1, 100 + i, {}}}, 0);
+  }
+  auto p = table.list({});
+  CHECK(p.total == 3);  // the oldest two went
+  CHECK(p.rows_dropped == 2);
+  CHECK(p.rows.front().task == ids[4]);
+  // A task first seen running (its submission was in a heartbeat left out) is listed too.
+  table.apply(b, {{task_id::random(), {}, protocol::task_state::running, 2, 500, "node1234"}}, 0);
+  p = table.list({.job = b.hex()});
+  REQUIRE(p.rows.size() == 1);
+  CHECK(p.rows[0].function.empty());
+  CHECK(p.rows[0].attempt == 2);
+  table.ended(a);
+  CHECK(table.list({.job = a.hex()}).total == 3);  // kept: the last ended job
+  table.apply(c, {{task_id::random(), "g", protocol::task_state::waiting, 1, 600, {}}}, 0);
+  table.ended(c);  // only one ended job is kept: a's list goes
+  CHECK(table.list({.job = a.hex()}).total == 0);
+  CHECK(table.list({.job = c.hex()}).total == 1);
+  CHECK(task_state_named("running") == protocol::task_state::running);
+  CHECK_FALSE(task_state_named("done"));
 }
 
 TEST_CASE("before the head's first snapshot the lists say to try again", "[http]") {

@@ -1,0 +1,237 @@
+// A submitted job's working directory on every node (docs/jobs.md): the head hands a job's
+// package only to a registered node asking for that job; a node fetches it once, unpacks it,
+// and only then starts the job's workers (or fails them with why); a program inside the
+// folder is named relative to its root.
+#include "cluster/process_wiring.hpp"
+#include "fakes/recording_transport.hpp"
+#include "head/head.hpp"
+#include "jobs/package.hpp"
+#include "node/node_agent.hpp"
+
+#include <celer/version.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+using namespace celer;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct temp_dir {
+  fs::path path = fs::temp_directory_path() / ("celer-packages-" + unique_id::random().hex());
+  temp_dir() { fs::create_directories(path); }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+/// A package of a folder holding bin/app and data/input.txt.
+std::string sample_package(const fs::path& scratch) {
+  const auto src = scratch / "src";
+  fs::create_directories(src / "bin");
+  fs::create_directories(src / "data");
+  std::ofstream(src / "bin" / "app") << "#!/bin/sh\n";
+  std::ofstream(src / "data" / "input.txt") << "hello\n";
+  auto archive = jobs::pack_directory(src);
+  REQUIRE(archive);
+  return *archive;
+}
+
+struct node_fixture {
+  temp_dir dir;
+  fakes::recording_transport net;
+  fakes::fake_launcher launcher;
+  address head{unique_id::random(), {}};
+  node_agent node;
+
+  node_fixture() : node(net, launcher, make_config(head, dir.path / "workdirs")) {
+    launcher.as_processes = true;
+    node.start();
+    (void)net.take<protocol::register_node>();
+  }
+  static node_agent::config make_config(const address& head, const fs::path& packages) {
+    node_agent::config c;
+    c.id = node_id::random();
+    c.self = address{c.id, {}};
+    c.head = head;
+    c.total = *protocol::make_request(4, 0, 0, {});
+    c.packages_dir = packages;
+    return c;
+  }
+  protocol::task_spec task(const std::string& package) {
+    protocol::task_spec s;
+    s.id = task_id::random();
+    s.function = "f";
+    s.job = job;
+    s.owner = address{unique_id::random(), "tcp://10.0.0.9:1"};
+    s.resources = *protocol::make_request(1, 0, 0, {});
+    s.package = package;
+    s.binary = "bin/app";
+    return s;
+  }
+  void handle(protocol::message m) { node.handle(m); }
+  job_id job = job_id::random();
+};
+
+} // namespace
+
+TEST_CASE("a package is unpacked once per machine, and only bytes that match its digest",
+          "[package][jobs]") {
+  temp_dir t;
+  const auto archive = sample_package(t.path);
+  const auto digest = jobs::package_digest(archive);
+  jobs::package_cache cache(t.path / "cache");
+  REQUIRE_FALSE(cache.ready(digest));
+
+  auto damaged = archive;
+  damaged[damaged.size() / 2] ^= 1;
+  auto refused = cache.install(digest, damaged);
+  REQUIRE_FALSE(refused);
+  REQUIRE(refused.error().code() == error_code::data_loss);
+  REQUIRE_FALSE(cache.ready(digest));
+
+  REQUIRE(cache.install(digest, archive));
+  REQUIRE(cache.ready(digest));
+  REQUIRE(fs::is_regular_file(cache.path(digest) / "data" / "input.txt"));
+  REQUIRE(cache.install(digest, archive));  // already there: nothing to do
+
+  auto bad_name = cache.install("../../etc", archive);
+  REQUIRE_FALSE(bad_name);
+  REQUIRE(bad_name.error().code() == error_code::invalid_argument);
+  REQUIRE_FALSE(jobs::is_package_digest("0123456789ABCDEF0123456789abcdef"));
+  REQUIRE(jobs::is_package_digest(digest));
+}
+
+TEST_CASE("the head sends a job's package only to a registered node, and says why not",
+          "[package][jobs][head]") {
+  fakes::recording_transport net;
+  head h{net, address{unique_id{0, 1}, {}}};
+  const job_id job = job_id::random();
+  const std::string digest(32, 'a');
+  std::vector<std::pair<job_id, std::string>> asked;
+  h.serve_packages([&](const job_id& j, const std::string& d) -> expected<std::string> {
+    asked.emplace_back(j, d);
+    if (j != job) return error(error_code::not_found, "job was not submitted with working directory " + d);
+    return std::string("ARCHIVE");
+  });
+  const node_id n = node_id::random();
+  const address node_addr{n, "tcp://10.0.0.1:7"};
+  protocol::register_node r;
+  r.protocol_version = protocol_version;
+  r.node = n;
+  r.node_address = node_addr;
+  r.total = *protocol::make_request(2, 0, 0, {});
+  protocol::message m = r;
+  h.handle(m);
+
+  protocol::message stranger = protocol::package_fetch{digest, job, node_id::random()};
+  h.handle(stranger);
+  REQUIRE(net.take<protocol::package_data>().empty());  // an unknown node gets nothing
+  REQUIRE(asked.empty());
+
+  protocol::message fetch = protocol::package_fetch{digest, job, n};
+  h.handle(fetch);
+  auto sent = net.take<protocol::package_data>();
+  REQUIRE(sent.size() == 1);
+  REQUIRE(sent[0].first == node_addr);
+  REQUIRE(sent[0].second.digest == digest);
+  REQUIRE(std::string(sent[0].second.archive) == "ARCHIVE");
+  REQUIRE(sent[0].second.error.empty());
+
+  protocol::message other = protocol::package_fetch{digest, job_id::random(), n};
+  h.handle(other);
+  sent = net.take<protocol::package_data>();
+  REQUIRE(sent.size() == 1);
+  REQUIRE(sent[0].second.archive.empty());
+  REQUIRE_THAT(sent[0].second.error, Contains("not submitted with"));
+}
+
+TEST_CASE("a node fetches a job's working directory once, then starts the workers that waited",
+          "[package][jobs][node]") {
+  node_fixture f;
+  const auto archive = sample_package(f.dir.path);
+  const auto digest = jobs::package_digest(archive);
+
+  auto first = f.task(digest), second = f.task(digest);
+  f.handle(protocol::request_lease{first, false});
+  f.handle(protocol::request_lease{second, false});
+  auto fetches = f.net.take<protocol::package_fetch>();
+  REQUIRE(fetches.size() == 1);  // one fetch for both
+  REQUIRE(fetches[0].first == f.head);
+  REQUIRE(fetches[0].second.digest == digest);
+  REQUIRE(fetches[0].second.job == f.job);
+  REQUIRE(f.launcher.launched_ids.empty());  // nothing starts before its folder is here
+  REQUIRE(f.node.workers() == 2);
+
+  f.handle(protocol::package_data{digest, archive, {}});
+  REQUIRE(fs::is_regular_file(f.dir.path / "workdirs" / digest / "bin" / "app"));
+  REQUIRE(f.launcher.launched_ids.size() == 2);
+
+  // Once here, the next worker of the job starts at once.
+  f.handle(protocol::request_lease{f.task(digest), false});
+  REQUIRE(f.net.take<protocol::package_fetch>().empty());
+  REQUIRE(f.launcher.launched_ids.size() == 3);
+}
+
+TEST_CASE("workers waiting for a working directory that cannot come fail with why, and the "
+          "next asks again",
+          "[package][jobs][node]") {
+  node_fixture f;
+  const std::string digest(32, 'b');
+  auto spec = f.task(digest);
+  f.handle(protocol::request_lease{spec, false});
+  REQUIRE(f.net.take<protocol::package_fetch>().size() == 1);
+
+  f.handle(protocol::package_data{digest, {}, "job was not submitted with working directory " + digest});
+  auto replies = f.net.take<protocol::lease_reply>();
+  REQUIRE(replies.size() == 1);
+  REQUIRE(replies[0].first == spec.owner);
+  REQUIRE(replies[0].second.request == spec.id);
+  REQUIRE_FALSE(replies[0].second.ok);
+  REQUIRE_THAT(replies[0].second.fail.message, Contains("working directory " + digest + " did not arrive"));
+  REQUIRE_THAT(replies[0].second.fail.message, Contains("not submitted with"));
+  REQUIRE(f.launcher.launched_ids.empty());
+  REQUIRE(f.node.workers() == 0);
+  REQUIRE(f.node.available().get(protocol::cpu) == 4);  // its CPU is free again
+
+  // Bytes that do not match the digest are refused the same way.
+  f.handle(protocol::request_lease{f.task(digest), false});
+  REQUIRE(f.net.take<protocol::package_fetch>().size() == 1);
+  f.handle(protocol::package_data{digest, std::string("not an archive"), {}});
+  replies = f.net.take<protocol::lease_reply>();
+  REQUIRE(replies.size() == 1);
+  REQUIRE_THAT(replies[0].second.fail.message, Contains("do not match its digest"));
+}
+
+TEST_CASE("a program inside the job's working directory is named from its root",
+          "[package][jobs]") {
+  temp_dir t;
+  fs::create_directories(t.path / "wd" / "bin");
+  std::ofstream(t.path / "wd" / "bin" / "app") << "x";
+  std::ofstream(t.path / "outside") << "x";
+  REQUIRE(cluster::package_binary((t.path / "wd" / "bin" / "app").string(), (t.path / "wd").string()) == "bin/app");
+  REQUIRE(cluster::package_binary((t.path / "wd" / "bin" / "app").string(), (t.path / "wd/").string()) == "bin/app");
+  const auto outside = (t.path / "outside").string();
+  REQUIRE(cluster::package_binary(outside, (t.path / "wd").string()) == outside);
+  REQUIRE(cluster::package_binary("/usr/bin/env", (t.path / "wd").string()) == "/usr/bin/env");
+}
+
+TEST_CASE("a worker whose job ends while its working directory is fetched is never started",
+          "[package][jobs][node]") {
+  node_fixture f;
+  const auto archive = sample_package(f.dir.path);
+  const auto digest = jobs::package_digest(archive);
+  f.handle(protocol::request_lease{f.task(digest), false});
+  REQUIRE(f.net.take<protocol::package_fetch>().size() == 1);
+  f.handle(protocol::job_finished{f.job});
+  REQUIRE(f.node.workers() == 0);
+  REQUIRE(f.net.take<protocol::shutdown_component>().empty());  // no process to tell
+  f.handle(protocol::package_data{digest, archive, {}});
+  REQUIRE(f.launcher.launched_ids.empty());
+  REQUIRE(f.node.available().get(protocol::cpu) == 4);
+}
