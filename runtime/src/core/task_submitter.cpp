@@ -157,7 +157,7 @@ void task_submitter::push(const worker_id& w, lease& l, task_entry task) {
     while (b < protocol::scheduling_latency_bounds.size() && seconds > protocol::scheduling_latency_bounds[b]) ++b;
     ++latency_[b];
   }
-  changed(id, protocol::task_state::running, task.spec.attempt, l.node.short_hex());
+  changed(id, protocol::task_state::running, task.spec.attempt, l.node_hex);
   const bool may_block = !pipelinable(task.spec.function);
   if (may_block) ++l.may_block;
   l.running.push_back(id);
@@ -354,6 +354,7 @@ void task_submitter::on_lease_reply(protocol::lease_reply& r) {
   auto& l = leases_[r.worker];
   l.worker = r.worker_addr;
   l.node = r.node;
+  l.node_hex = r.node.short_hex();
   l.node_addr = r.node_addr;
   l.request = r.request;
   l.cls = cls;

@@ -149,6 +149,8 @@ private:
   struct lease {
     address worker;
     node_id node;
+    /// node.short_hex(), made once (each task's change to running names it).
+    std::string node_hex;
     address node_addr;
     /// The request it was granted for (names the lease to the node).
     task_id request;

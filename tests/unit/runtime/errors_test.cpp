@@ -1,5 +1,6 @@
 // Every error a user can meet: typed, understandable, and the runtime keeps working.
 #include "unit/runtime/fixtures.hpp"
+#include "unit/runtime/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -31,21 +32,7 @@ TEST_CASE("an exception in remote code reaches get as task_error", "[errors]") {
 
 namespace {
 
-/// A fresh directory for one test's markers, removed at the end.
-struct temp_dir {
-  temp_dir() {
-    char name[] = "/tmp/celer-test.XXXXXX";
-    REQUIRE(::mkdtemp(name) != nullptr);
-    path = name;
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  std::filesystem::path path;
-};
+using celer_test::temp_dir;
 
 int runs_in(const std::filesystem::path& dir) {
   int n = 0;

@@ -5,6 +5,7 @@
 #include "fakes/recording_transport.hpp"
 #include "head/head.hpp"
 #include "head/head_tables.hpp"
+#include "unit/runtime/temp_dir.hpp"
 
 #include <celer/store/table_db.hpp>
 #include <celer/version.hpp>
@@ -18,16 +19,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-/// A directory of its own under the temp directory, removed with this object.
-struct temp_dir {
-  std::filesystem::path path =
-    std::filesystem::temp_directory_path() / ("celer-head-tables-" + unique_id::random().hex());
-  temp_dir() { std::filesystem::create_directories(path); }
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
+using celer_test::temp_dir;
 
 std::unique_ptr<head_tables> open_tables(const temp_dir& d) {
   auto db = store::open_table_db(d.path.string());

@@ -7,6 +7,7 @@
 #include "head/head.hpp"
 #include "jobs/package.hpp"
 #include "node/node_agent.hpp"
+#include "unit/runtime/temp_dir.hpp"
 
 #include <celer/version.hpp>
 
@@ -20,15 +21,7 @@ using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct temp_dir {
-  fs::path path = fs::temp_directory_path() / ("celer-packages-" + unique_id::random().hex());
-  temp_dir() { fs::create_directories(path); }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using celer_test::temp_dir;
 
 /// A package of a folder holding bin/app and data/input.txt.
 std::string sample_package(const fs::path& scratch) {

@@ -2,6 +2,7 @@
 // unpacked in real folders under the temp directory, and hand-built archives that try to
 // write outside their folder, claim more bytes than they hold, or are damaged.
 #include "jobs/package.hpp"
+#include "unit/runtime/temp_dir.hpp"
 
 #include <celer/ids.hpp>
 
@@ -26,15 +27,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// A folder of its own under the temp directory, removed with this object.
-struct temp_dir {
-  fs::path path = fs::temp_directory_path() / ("celer-package-" + unique_id::random().hex());
-  temp_dir() { fs::create_directories(path); }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using celer_test::temp_dir;
 
 void write(const fs::path& p, const std::string& bytes, fs::perms mode = fs::perms(0644)) {
   fs::create_directories(p.parent_path());
