@@ -14,6 +14,7 @@ where mean and std (population, ddof=0) are over all items, in float64; std == 0
 import argparse
 import json
 import os
+import shutil
 import threading
 import time
 
@@ -124,6 +125,10 @@ def parse_args(system, workers_flag):
     p.add_argument(workers_flag, type=int, default=0, dest="workers",
                    help="CPUs / worker processes (0: all)")
     p.add_argument("--json", default="", help="write the result here")
+    p.add_argument("--warmup", action="store_true",
+                   help="first run the pipeline once, untimed, on the first N files (to "
+                        "OUTPUT/warmup, then removed), so that each worker has imported and "
+                        "first called what it uses")
     a = p.parse_args()
     a.workers = a.workers or os.cpu_count()
     return a
@@ -141,6 +146,16 @@ def count_rows(d):
     import pyarrow.parquet as pq
     return sum(pq.ParquetFile(os.path.join(d, f)).metadata.num_rows
                for f in os.listdir(d) if f.endswith(".parquet"))
+
+
+def warmup(pipeline, files, out, workers):
+    scratch = os.path.join(out, "warmup")
+    prepare_output(scratch)
+    start = clock()
+    pipeline(files[:workers], scratch)
+    shutil.rmtree(scratch)
+    print(f"warm-up: the pipeline on {min(workers, len(files))} files took "
+          f"{clock() - start:.2f} s", flush=True)
 
 
 class PeakMemory:
@@ -195,7 +210,7 @@ def report(args, system, items, seconds, mem, extra=None):
          "items_per_s": items / seconds if seconds > 0 else 0.0,
          "peak_rss_bytes": mem.peak_rss, "peak_pss_bytes": mem.peak_pss,
          "idle_rss_bytes": mem.idle_rss, "memory_samples": mem.samples,
-         "workers": args.workers}
+         "workers": args.workers, "warmup": args.warmup}
     r.update(extra or {})
     print(f"{system}: {items} items in {seconds:.2f} s = {r['items_per_s']:.0f} items/s, "
           f"{args.workers} workers, peak RSS {mem.peak_rss / 2**20:.0f} MiB "
