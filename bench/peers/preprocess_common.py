@@ -159,13 +159,16 @@ def warmup(pipeline, files, out, workers):
 
 
 class PeakMemory:
-    """Samples every `interval` s, in a thread, the summed RSS and the summed PSS of this
-    process and all its descendants; keeps the peak of each. RSS counts a shared page
-    (Ray's object store lives in /dev/shm, mapped by the raylet and the workers) once per
-    process that touched it; PSS divides it among them, so its sum counts it once."""
+    """Samples in a thread, every `interval` s, the summed RSS of this process and all its
+    descendants, and every `pss_every`-th sample their summed PSS; keeps the peak of each.
+    RSS counts a shared page (Ray's object store is a /dev/shm file that the raylet and the
+    workers map) once per process that touched it; PSS divides it among them, so the sum
+    counts it once. PSS is sampled less often because reading smaps_rollup costs ~2.5 ms a
+    process (RSS, from statm, ~0.4 ms): its peak may miss a spike shorter than 0.5 s."""
 
-    def __init__(self, interval=0.05):
+    def __init__(self, interval=0.05, pss_every=10):
         self.interval = interval
+        self.pss_every = pss_every
         self.peak_rss = 0
         self.peak_pss = 0
         self.samples = 0
@@ -173,33 +176,44 @@ class PeakMemory:
         self._me = psutil.Process()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def sample(self):
-        rss = pss = 0
+    def sample(self, pss=True):
+        rss = pss_sum = 0
         for p in [self._me] + self._me.children(recursive=True):
             try:
-                m = p.memory_full_info()
+                if pss:
+                    m = p.memory_full_info()
+                    pss_sum += m.pss
+                else:
+                    m = p.memory_info()
+                rss += m.rss
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
-            rss += m.rss
-            pss += m.pss
-        return rss, pss
+        return rss, pss_sum
+
+    def _take(self):
+        with_pss = self.samples % self.pss_every == 0
+        rss, pss = self.sample(with_pss)
+        self.peak_rss = max(self.peak_rss, rss)
+        self.peak_pss = max(self.peak_pss, pss)
+        self.samples += 1
 
     def _run(self):
+        due = time.perf_counter()
         while not self._stop.is_set():
-            rss, pss = self.sample()
-            self.peak_rss = max(self.peak_rss, rss)
-            self.peak_pss = max(self.peak_pss, pss)
-            self.samples += 1
-            self._stop.wait(self.interval)
+            self._take()
+            due += self.interval
+            self._stop.wait(max(0.0, due - time.perf_counter()))
 
     def __enter__(self):
         self.idle_rss, self.idle_pss = self.sample()
+        self.started = time.perf_counter()
         self._thread.start()
         return self
 
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
+        self.seconds = time.perf_counter() - self.started
         rss, pss = self.sample()
         self.peak_rss = max(self.peak_rss, rss)
         self.peak_pss = max(self.peak_pss, pss)
@@ -210,6 +224,7 @@ def report(args, system, items, seconds, mem, extra=None):
          "items_per_s": items / seconds if seconds > 0 else 0.0,
          "peak_rss_bytes": mem.peak_rss, "peak_pss_bytes": mem.peak_pss,
          "idle_rss_bytes": mem.idle_rss, "memory_samples": mem.samples,
+         "memory_sample_interval_s": mem.seconds / max(1, mem.samples),
          "workers": args.workers, "warmup": args.warmup}
     r.update(extra or {})
     print(f"{system}: {items} items in {seconds:.2f} s = {r['items_per_s']:.0f} items/s, "
