@@ -109,11 +109,39 @@ expected<record_writer> record_writer::create(std::string path, std::string sche
   return w;
 }
 
+expected<record_writer> record_writer::in_memory(std::string schema) {
+  if (schema.size() > max_schema) {
+    return error(error_code::invalid_argument,
+                 "record_writer: the schema string is " + std::to_string(schema.size()) +
+                   " bytes; at most " + std::to_string(max_schema) + " fit in the header");
+  }
+  record_writer w;
+  w.path_ = "(in memory)";
+  w.in_memory_ = true;
+  std::string header(record_file_magic);
+  put_le(header, record_file_version, 4);
+  put_le(header, schema.size(), 4);
+  header += schema;
+  header.append(align8(header.size()) - header.size(), '\0');
+  put_le(header, crc(0, header), 4);
+  put_le(header, 0, 4);  // reserved
+  if (auto ok = w.write_out(header); !ok) return ok.error();
+  return w;
+}
+
+expected<std::string> record_writer::finish_in_memory() {
+  if (!in_memory_)
+    return error(error_code::failed_precondition,
+                 "record_writer " + path_ + ": finish_in_memory() of a file writer");
+  if (auto ok = finish(); !ok) return ok.error();
+  return std::move(buffer_);
+}
+
 record_writer::record_writer(record_writer&& other) noexcept
   : path_(std::move(other.path_)), part_(std::move(other.part_)), fd_(other.fd_),
     finished_(other.finished_), broken_(std::move(other.broken_)),
     buffer_(std::move(other.buffer_)), size_(other.size_), file_crc_(other.file_crc_),
-    offsets_(std::move(other.offsets_)) {
+    offsets_(std::move(other.offsets_)), in_memory_(other.in_memory_) {
   other.fd_ = -1;
   other.finished_ = true;  // the moved-from writer owns no file
 }
@@ -130,6 +158,7 @@ record_writer& record_writer::operator=(record_writer&& other) noexcept {
     size_ = other.size_;
     file_crc_ = other.file_crc_;
     offsets_ = std::move(other.offsets_);
+    in_memory_ = other.in_memory_;
     other.fd_ = -1;
     other.finished_ = true;
   }
@@ -160,6 +189,7 @@ expected<void> record_writer::write_out(std::string_view bytes) {
 }
 
 expected<void> record_writer::flush() {
+  if (in_memory_) return {};  // the buffer is the file
   std::size_t done = 0;
   while (done < buffer_.size()) {
     const ssize_t n = ::write(fd_, buffer_.data() + done, buffer_.size() - done);
@@ -205,7 +235,7 @@ expected<void> record_writer::append(std::string_view key, std::int32_t label,
   put_le(crc_bytes, record_crc, 4);
   if (auto ok = write_out(crc_bytes); !ok) return ok;
   if (auto ok = write_out(head); !ok) return ok;
-  if (payload.size() < direct_write) {
+  if (payload.size() < direct_write || in_memory_) {
     if (auto ok = write_out(payload); !ok) return ok;
   } else {
     // Straight from the caller's memory: no copy into the buffer, and the whole-file CRC
@@ -251,6 +281,12 @@ expected<void> record_writer::finish() {
   buffer_ += trailer;  // not through write_out: the whole-file CRC is complete
   size_ += trailer.size();
   if (auto ok = flush(); !ok) return ok;
+  if (in_memory_) {
+    finished_ = true;
+    offsets_.clear();
+    offsets_.shrink_to_fit();
+    return {};
+  }
   if (::fsync(fd_) != 0) return fail(actors::detail::io_error(errno, "syncing", part_));
   if (::close(fd_) != 0) {
     fd_ = -1;
@@ -270,7 +306,7 @@ expected<void> record_writer::finish() {
 // record_reader
 
 record_reader::record_reader(record_reader&& other) noexcept
-  : path_(std::move(other.path_)), data_(other.data_), size_(other.size_),
+  : path_(std::move(other.path_)), data_(other.data_), owned_(other.owned_), size_(other.size_),
     schema_(other.schema_), first_record_(other.first_record_),
     index_offset_(other.index_offset_), count_(other.count_), position_(other.position_) {
   other.data_ = nullptr;
@@ -280,9 +316,10 @@ record_reader::record_reader(record_reader&& other) noexcept
 
 record_reader& record_reader::operator=(record_reader&& other) noexcept {
   if (this != &other) {
-    if (data_ != nullptr) ::munmap(const_cast<char*>(data_), size_);
+    if (data_ != nullptr && owned_) ::munmap(const_cast<char*>(data_), size_);
     path_ = std::move(other.path_);
     data_ = other.data_;
+    owned_ = other.owned_;
     size_ = other.size_;
     schema_ = other.schema_;
     first_record_ = other.first_record_;
@@ -297,7 +334,7 @@ record_reader& record_reader::operator=(record_reader&& other) noexcept {
 }
 
 record_reader::~record_reader() {
-  if (data_ != nullptr) ::munmap(const_cast<char*>(data_), size_);
+  if (data_ != nullptr && owned_) ::munmap(const_cast<char*>(data_), size_);
 }
 
 error record_reader::damaged(std::uint64_t offset, const std::string& what) const {
@@ -337,6 +374,19 @@ expected<record_reader> record_reader::open(std::string path) {
     r.data_ = static_cast<const char*>(p);
   }
   ::close(fd);  // the mapping keeps the file
+  return check_frame(std::move(r));
+}
+
+expected<record_reader> record_reader::view(std::string_view bytes, std::string name) {
+  record_reader r;
+  r.path_ = std::move(name);
+  r.owned_ = false;
+  r.size_ = bytes.size();
+  r.data_ = bytes.empty() ? nullptr : bytes.data();
+  return check_frame(std::move(r));
+}
+
+expected<record_reader> record_reader::check_frame(record_reader r) {
   const std::uint64_t size = r.size_;
   const std::string_view bytes(r.data_ == nullptr ? "" : r.data_, size);
 

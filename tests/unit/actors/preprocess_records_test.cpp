@@ -203,6 +203,38 @@ TEST_CASE("the same records make a bit-identical file", "[preprocess]") {
   CHECK(read_file(a) != read_file(b));
 }
 
+TEST_CASE("a record file made in memory has a file writer's bytes and reads through a view",
+          "[preprocess]") {
+  temp_dir dir;
+  auto records = sample_records(200, 8);
+  records.push_back({"large", 4, noise(1 << 20, 9)});  // past the direct-write size
+  const auto path = (dir.path / "a.rec").string();
+  write_records(path, "f32:4", records);
+  auto w = record_writer::in_memory("f32:4");
+  REQUIRE(w);
+  for (const auto& r : records) REQUIRE(w->append(r.key, r.label, r.payload));
+  auto bytes = w->finish_in_memory();
+  REQUIRE(bytes);
+  CHECK(*bytes == read_file(path));
+  CHECK_FALSE(w->finish());  // finished once
+  auto r = record_reader::view(*bytes, "a block");
+  REQUIRE(r);
+  CHECK(r->count() == records.size());
+  CHECK(r->verify());
+  auto last = r->at(records.size() - 1);
+  REQUIRE(last);
+  CHECK(last->payload == records.back().payload);
+  std::string damaged = *bytes;
+  damaged[damaged.size() / 2] ^= 0x20;
+  auto bad = record_reader::view(damaged, "a damaged block");
+  CHECK((!bad || !bad->verify()));
+  auto file_writer = record_writer::create((dir.path / "b.rec").string(), "text");
+  REQUIRE(file_writer);
+  auto not_memory = file_writer->finish_in_memory();
+  REQUIRE_FALSE(not_memory);
+  CHECK(not_memory.error().code() == celer::error_code::failed_precondition);
+}
+
 TEST_CASE("a flipped byte is a checksum mismatch naming the part and its byte offset",
           "[preprocess]") {
   temp_dir dir;

@@ -72,6 +72,10 @@ public:
   /// I/O errors as the disk reports them (permission_denied, resource_exhausted, unavailable).
   [[nodiscard]] static expected<record_writer> create(std::string path, std::string schema);
 
+  /// A writer that keeps the file in memory: finish_in_memory() returns its bytes, the same
+  /// bytes a file writer given the same records would write. For blocks that travel as
+  /// store objects instead of files.
+  [[nodiscard]] static expected<record_writer> in_memory(std::string schema);
   record_writer(record_writer&& other) noexcept;
   record_writer& operator=(record_writer&& other) noexcept;
   record_writer(const record_writer&) = delete;
@@ -86,6 +90,9 @@ public:
   /// Writes the index and trailer, fsyncs the file, renames it to `path` and fsyncs the
   /// folder. Afterwards append and finish return failed_precondition.
   [[nodiscard]] expected<void> finish();
+  /// finish() for an in_memory() writer: the whole file's bytes (failed_precondition for a
+  /// file writer).
+  [[nodiscard]] expected<std::string> finish_in_memory();
 
   /// The records appended so far.
   [[nodiscard]] std::uint64_t count() const noexcept { return offsets_.size(); }
@@ -112,6 +119,7 @@ private:
   std::uint32_t file_crc_ = 0;
   /// Each record's offset: the index. 8 bytes of memory per record until finish().
   std::vector<std::uint64_t> offsets_;
+  bool in_memory_ = false;
 };
 
 /// Reads a finished record file through a read-only mmap: payloads are never copied.
@@ -124,6 +132,10 @@ public:
   /// are checked when read; `verify()` checks everything, the whole-file CRC included.
   [[nodiscard]] static expected<record_reader> open(std::string path);
 
+  /// Reads a record file's bytes held elsewhere (an in-memory writer's, a store object's):
+  /// the same checks as open(); `bytes` must outlive the reader and its views; `name` is
+  /// what errors call it.
+  [[nodiscard]] static expected<record_reader> view(std::string_view bytes, std::string name);
   record_reader(record_reader&& other) noexcept;
   record_reader& operator=(record_reader&& other) noexcept;
   record_reader(const record_reader&) = delete;
@@ -152,11 +164,13 @@ public:
 
 private:
   record_reader() = default;
+  [[nodiscard]] static expected<record_reader> check_frame(record_reader r);
   [[nodiscard]] error damaged(std::uint64_t offset, const std::string& what) const;
   [[nodiscard]] std::uint64_t index_entry(std::uint64_t i) const noexcept;
 
   std::string path_;
   const char* data_ = nullptr;  // the mapping, size_ bytes; nullptr when moved from
+  bool owned_ = true;           // data_ is our mapping (open), not the caller's (view)
   std::uint64_t size_ = 0;
   std::string_view schema_;
   std::uint64_t first_record_ = 0;  // where record 0 starts (the header's end)
