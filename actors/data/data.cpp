@@ -1,7 +1,8 @@
-// Readers of the shipped data sets: gzip through zlib, the digits CSV, IDX files.
+// Readers of the shipped data sets: the digits CSV and IDX files, gzipped or not
+// (common/idx_file.hpp reads them).
 #include <celer/actors/data.hpp>
 
-#include <zlib.h>
+#include "idx_file.hpp"  // actors/common: read_maybe_gzip, idx_header
 
 #include <algorithm>
 #include <array>
@@ -16,65 +17,8 @@ namespace celer::actors {
 namespace {
 
 namespace fs = std::filesystem;
-
-/// The whole content of `path`, gunzipped when it is gzip (zlib reads plain files as they are).
-expected<std::string> read_maybe_gzip(const std::string& path, const std::string& whence) {
-  if (!fs::exists(path)) {
-    return error(error_code::not_found, path + " does not exist; " + whence);
-  }
-  std::unique_ptr<gzFile_s, decltype(&gzclose)> f(gzopen(path.c_str(), "rb"), &gzclose);
-  if (!f) return error(error_code::unavailable, "cannot open " + path);
-  std::string out;
-  std::array<char, 1 << 16> buf{};
-  for (;;) {
-    const int n = gzread(f.get(), buf.data(), static_cast<unsigned>(buf.size()));
-    if (n < 0) {
-      int code = 0;
-      return error(error_code::data_loss,
-                   path + " is not readable gzip: " + gzerror(f.get(), &code));
-    }
-    if (n == 0) break;
-    out.append(buf.data(), static_cast<std::size_t>(n));
-  }
-  return out;
-}
-
-std::uint32_t big_endian32(const std::string& s, std::size_t at) {
-  return (std::uint32_t{static_cast<unsigned char>(s[at])} << 24) |
-         (std::uint32_t{static_cast<unsigned char>(s[at + 1])} << 16) |
-         (std::uint32_t{static_cast<unsigned char>(s[at + 2])} << 8) |
-         std::uint32_t{static_cast<unsigned char>(s[at + 3])};
-}
-
-/// An IDX file of unsigned bytes: its dimensions and where the data starts.
-expected<std::pair<std::vector<std::uint32_t>, std::size_t>> idx_header(const std::string& s,
-                                                                        const std::string& path) {
-  if (s.size() < 4 || s[0] != 0 || s[1] != 0) {
-    return error(error_code::invalid_argument, path + " is not an IDX file (bad magic)");
-  }
-  if (static_cast<unsigned char>(s[2]) != 0x08) {
-    return error(error_code::invalid_argument,
-                 path + " holds IDX type " + std::to_string(static_cast<unsigned char>(s[2])) +
-                   "; only unsigned bytes (0x08) are read");
-  }
-  const std::size_t dims = static_cast<unsigned char>(s[3]);
-  if (dims == 0 || s.size() < 4 + 4 * dims) {
-    return error(error_code::invalid_argument, path + " has a truncated IDX header");
-  }
-  std::vector<std::uint32_t> shape;
-  std::size_t count = 1;
-  for (std::size_t d = 0; d < dims; ++d) {
-    shape.push_back(big_endian32(s, 4 + 4 * d));
-    count *= shape.back();
-  }
-  const std::size_t start = 4 + 4 * dims;
-  if (s.size() - start != count) {
-    return error(error_code::invalid_argument,
-                 path + " should hold " + std::to_string(count) + " values after its header, holds " +
-                   std::to_string(s.size() - start));
-  }
-  return std::make_pair(std::move(shape), start);
-}
+using detail::idx_header;
+using detail::read_maybe_gzip;
 
 } // namespace
 
@@ -136,7 +80,7 @@ expected<dataset> load_idx(const std::string& images, const std::string& labels,
   if (!ih) return ih.error();
   auto lh = idx_header(*lab, labels);
   if (!lh) return lh.error();
-  const auto& [ishape, istart] = *ih;
+  const auto& [ishape, istart] = *ih;  // idx_layout: shape, start
   const auto& [lshape, lstart] = *lh;
   if (lshape.size() != 1 || ishape.size() < 2 || ishape[0] != lshape[0]) {
     return error(error_code::invalid_argument,
