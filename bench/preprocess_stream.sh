@@ -5,6 +5,7 @@
 # size. A pipeline that reads these files cannot read them faster than this.
 #
 #   bench/preprocess_stream.sh FILE...            e.g. bench/preprocess_stream.sh DIR/catalog-*.jsonl
+#   bench/preprocess_stream.sh celer_results/catalog/shard-*.rec   # and celer-bench-records on them
 set -euo pipefail
 if [[ $# -eq 0 ]]; then
   echo "usage: $0 FILE..." >&2
@@ -24,5 +25,9 @@ awk -v n="$bytes" -v s="$best" -v f="$#" 'BEGIN {
   printf "floor_cat: %d files, %.3f GB in %.4f s = %.2f GB/s (cat > /dev/null, page cache warm, best of 3)\n",
          f, n / 1e9, s, (s > 0 ? n / 1e9 / s : 0) }'
 
-# Placeholder: celer's own record-streaming command goes here, on the same FILE... and
-# printed the same way (records/s and GB/s), once celer-preprocess has one.
+# celer's own reader on record files (CELERRC1 shards), when the files given are record
+# files: every record read through record_reader::next with its CRC-32 checked.
+if [[ ${1##*.} == rec ]]; then
+  records=${CELER_BENCH_RECORDS:-$(dirname "$0")/../build/bench/celer-bench-records}
+  "$records" "$@"
+fi
