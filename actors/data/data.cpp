@@ -150,8 +150,15 @@ std::pair<dataset, dataset> split(const dataset& all, double validation_fraction
 }
 
 expected<dataset> load_dataset(std::string_view name, std::size_t limit) {
+  constexpr std::string_view records = "records:";
+  if (name.starts_with(records)) {
+    if (name.size() == records.size())
+      return error(error_code::invalid_argument, "data set 'records:' names no directory: records:<dir>");
+    return load_records(std::string(name.substr(records.size())), limit);
+  }
   expected<dataset> all = error(error_code::invalid_argument,
-                                "unknown data set '" + std::string(name) + "': digits or fashion-mnist");
+                                "unknown data set '" + std::string(name) +
+                                  "': digits, fashion-mnist or records:<dir> (a celer-preprocess output directory)");
   if (name == "digits") all = load_digits();
   if (name == "fashion-mnist") all = load_fashion_mnist(/*train=*/true, limit);
   if (all && limit > 0 && limit < all->size()) {
