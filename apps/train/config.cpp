@@ -60,7 +60,7 @@ const std::vector<key_rule>& keys() {
   static const std::vector<key_rule> all = {
     field("name", &c::name, "the run's name: the output directory is ./celer_results/<name>"),
     field("output", &c::output, "the output directory (default ./celer_results/<name>)"),
-    field("data", &c::data, "digits | fashion-mnist | fortunes (text, with model transformer)"),
+    field("data", &c::data, "digits | fashion-mnist | fortunes (text, with model transformer) | records:<dir> (celer-preprocess's output)"),
     field("limit", &c::limit, "use only the first N samples (0: all)"),
     field("num_workers", &c::num_workers, "trainer-worker actors, one model replica each"),
     field("cpus_per_worker", &c::cpus_per_worker, "CPUs each worker holds (its LibTorch threads)"),
@@ -196,15 +196,21 @@ expected<void> validate(const train_config& cfg) {
   };
   if (cfg.name.empty() || cfg.name.find('/') != std::string::npos)
     return bad("name", "must be a non-empty name without '/' (use output for a path)");
-  if (!one_of<std::string>(cfg.data, {"digits", "fashion-mnist", "fortunes"}))
-    return bad("data", "is '" + cfg.data + "': use digits, fashion-mnist or fortunes");
+  if (cfg.data.starts_with("records:")) {
+    if (cfg.data == "records:")
+      return bad("data", "is 'records:' without a directory: records:/path/to/the/output/of/celer-preprocess");
+  } else if (!one_of<std::string>(cfg.data, {"digits", "fashion-mnist", "fortunes"})) {
+    return bad("data", "is '" + cfg.data + "': use digits, fashion-mnist, fortunes or records:<dir> (a celer-preprocess "
+                                           "output directory)");
+  }
   if (cfg.num_workers < 1 || cfg.num_workers > 256) return bad("num_workers", "must be 1 to 256");
   if (cfg.cpus_per_worker < 0) return bad("cpus_per_worker", "must be at least 0");
   if (!one_of<std::string>(cfg.model, {"mlp", "cnn", "transformer"}))
     return bad("model", "is '" + cfg.model + "': use mlp, cnn or transformer");
   if ((cfg.data == "fortunes") != (cfg.model == "transformer"))
     return bad("model", "is '" + cfg.model + "' with data " + cfg.data +
-                          ": the transformer reads text (data: fortunes), mlp and cnn read images (digits, fashion-mnist)");
+                          ": the transformer reads text (data: fortunes), mlp and cnn read images (digits, fashion-mnist) "
+                          "and records (records:<dir>)");
   if (cfg.context < 1 || cfg.context > 4096) return bad("context", "must be 1 to 4096");
   if (cfg.heads < 1) return bad("heads", "must be at least 1");
   if (cfg.model == "transformer" && cfg.width % cfg.heads != 0)

@@ -22,14 +22,17 @@ namespace celer::train_app {
 /// flag (`--num-workers` for num_workers).
 struct train_config {
   std::string name = "digits-mlp";
-  /// "digits", "fashion-mnist" or "fortunes" (text: model transformer).
+  /// "digits", "fashion-mnist", "fortunes" (text: model transformer), or "records:<dir>": an
+  /// output directory of celer-preprocess (f32 or u8 samples with labels; load_records in
+  /// <celer/actors/data.hpp>). celer-train makes a relative <dir> absolute before the workers
+  /// start.
   std::string data = "digits";
   /// Use only the first `limit` samples (0: all).
   std::uint64_t limit = 0;
   /// Trainer-worker actors, one model replica each (synchronous data parallel).
   int num_workers = 2;
   double cpus_per_worker = 1;
-  /// The model (<celer/actors/torch/model.hpp>): "mlp" or "cnn" (digits, fashion-mnist), or
+  /// The model (<celer/actors/torch/model.hpp>): "mlp" or "cnn" (digits, fashion-mnist, records), or
   /// "transformer" (<celer/actors/torch/transformer.hpp>, data fortunes).
   std::string model = "mlp";
   /// mlp: hidden units, cnn: channels, transformer: the embedding width (a multiple of heads).

@@ -15,6 +15,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -70,8 +71,18 @@ HOW IT TRAINS
   is replaced alone, joining the servers at its clock (apps/train/README.md).
   target_accuracy > 0 stops the run once a validation reaches it (time to accuracy).
 
+DATA
+  data: digits (shipped), fashion-mnist (Debian's dataset-fashion-mnist), fortunes (text),
+  or records:<dir>: the output directory of celer-preprocess (its manifest.json and CELERRC1
+  shards; actors/preprocess/README.md, "The output directory"). Its samples must be
+  f32:SHAPE (float32 values, used as they are) or u8:SHAPE (bytes, scaled to [0, 1]) with
+  labels; the validation split is 20% of each class, as for the shipped data. A relative
+  <dir> is made absolute (run.json keeps that). A missing directory, a bad manifest or
+  samples the model cannot read exit 2 before any worker starts.
+
 MODELS, PRECISION AND BATCH SIZE
-  model: mlp or cnn on data: digits or fashion-mnist; model: transformer (a small
+  model: mlp or cnn on data: digits, fashion-mnist or records:<dir> (cnn: samples shaped
+  CxHxW, e.g. f32:1x28x28, or a flat square like f32:64); model: transformer (a small
   character-level GPT-style decoder: context, width, heads, depth = decoder blocks) on
   data: fortunes (Debian's fortunes-min), where a sample is a window of `context`
   characters, the loss is per character, accuracy is next-character accuracy, and each
@@ -137,6 +148,7 @@ EXAMPLES
   celer-train --mode hybrid --hybrid-sync-steps 40 --name hy   # sync for 40 steps, then async
   celer-train --target-accuracy 0.95 --eval-every 5     # stop at 95% (time to accuracy)
   celer-train --config config/train/fortunes-transformer.yaml  # a char transformer, ~1 min
+  celer-train --data records:out/digits --name rec        # celer-preprocess's output
   celer-train --precision bf16 --name bf                # bf16 autocast, fp32 master weights
   celer-train --batch-size-policy noise_scale --max-batch-size 512 --name ns  # growing batch
   celer-train --loss-scale dynamic --precision bf16 --name ls  # skip steps that overflow
@@ -205,6 +217,52 @@ void read_worker_speed(app::driver_options& o) {
   o.speed_from_step = got == 3 ? from : 0;
 }
 
+/// `dir` absolute and without a trailing '/': "out/digits/" -> "/cwd/out/digits".
+std::string records_path(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(dir, ec);
+  if (ec) p = dir;
+  p = p.lexically_normal();
+  if (!p.has_filename() && p.has_parent_path() && p != p.root_path()) p = p.parent_path();
+  return p.string();
+}
+
+/// data: records:<dir>, before any worker starts: the directory, its manifest and every
+/// shard's frame are sound, its samples are ones a trainer reads (load_records of one
+/// sample), and the model can take their shape. invalid_argument naming what to change.
+celer::expected<void> check_records(const app::train_config& cfg, const std::string& dir) {
+  auto one = celer::actors::load_records(dir, /*limit=*/1);
+  if (!one) return celer::error(one.error().code(), "data " + cfg.data + " cannot be read: " + one.error().message());
+  const auto& shape = one->sample_shape;
+  const bool flat_square = shape.size() == 1 && [&] {
+    std::int64_t side = 1;
+    while (side * side < shape[0]) ++side;
+    return side * side == shape[0];
+  }();
+  std::string dims;
+  for (auto d : shape) dims += (dims.empty() ? "" : "x") + std::to_string(d);
+  if (cfg.model == "cnn" && shape.size() != 3 && !flat_square)
+    return celer::error(celer::error_code::invalid_argument,
+                        "key 'model' is 'cnn', but " + dir + " holds samples shaped " + dims +
+                          ": a cnn reads CxHxW samples (e.g. f32:1x28x28) or a flat square (f32:64); use model: mlp");
+  if (cfg.model == "cnn") {
+    // Each conv block halves height and width (make_model in <celer/actors/torch/model.hpp>).
+    std::int64_t side = shape.size() == 3 ? std::min(shape[1], shape[2]) : 1;
+    if (flat_square) while (side * side < shape[0]) ++side;
+    for (int i = 0; i < cfg.depth; ++i, side /= 2) {
+      if (side < 2)
+        return celer::error(celer::error_code::invalid_argument,
+                            "key 'depth' is " + std::to_string(cfg.depth) + ": a cnn of that many blocks halves the " +
+                              dims + " samples of " + dir + " to nothing; lower depth or use model: mlp");
+    }
+  }
+  if (one->classes < 2)
+    return celer::error(celer::error_code::invalid_argument,
+                        "data " + cfg.data + " has " + std::to_string(one->classes) +
+                          " class (classes in its manifest.json): a classifier needs at least 2");
+  return {};
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -229,8 +287,15 @@ int main(int argc, char** argv) {
   cli.add_option("--output", flags.output, "Output directory (default ./celer_results/<name>)");
   cli.add_flag("--resume", resume, "Continue the run in the output directory from its newest checkpoint");
   cli.add_flag("--report-only", report_only, "Rebuild report.html from the run in the output directory, train nothing");
-  cli.add_option("--data", flags.data, "digits | fashion-mnist | fortunes (text: --model transformer)")
-    ->check(CLI::IsMember({"digits", "fashion-mnist", "fortunes"}));
+  cli.add_option("--data", flags.data,
+                 "digits | fashion-mnist | fortunes (text: --model transformer) | records:<dir> (celer-preprocess's output)")
+    ->check(
+      [](const std::string& v) -> std::string {
+        if (v == "digits" || v == "fashion-mnist" || v == "fortunes" || (v.starts_with("records:") && v.size() > 8))
+          return {};
+        return "use digits, fashion-mnist, fortunes or records:<dir>";
+      },
+      "DATA");
   cli.add_option("--model", flags.model, "mlp | cnn | transformer")->check(CLI::IsMember({"mlp", "cnn", "transformer"}));
   cli.add_option("--context", flags.context, "transformer: characters a window holds");
   cli.add_option("--precision", flags.precision, "fp32 | bf16 (forward pass under CPU autocast; fp32 weights and allreduce)")
@@ -368,6 +433,9 @@ int main(int argc, char** argv) {
     std::cerr << "celer-train: " << (source.empty() ? "" : source + ": ") << ok.error().message() << usage_hint;
     return 2;
   }
+  // records:<dir> as the workers will read it: absolute, so no worker's working directory
+  // matters (and run.json names it so for --resume from elsewhere).
+  if (cfg.data.starts_with("records:")) cfg.data = "records:" + records_path(cfg.data.substr(8));
   if (!resume && std::filesystem::exists(dir + "/run.json")) {
     std::cerr << "celer-train: " << dir << " already holds a run. Continue it with --resume, or choose another "
               << "--name or --output.\n";
@@ -377,7 +445,20 @@ int main(int argc, char** argv) {
   // Embedded, the workers read the data from this machine: say now if it is not there, rather
   // than through every worker's failure.
   const char* cluster = std::getenv("CELER_ADDRESS");
-  if (address.empty() && (cluster == nullptr || *cluster == '\0')) {
+  const bool embedded = address.empty() && (cluster == nullptr || *cluster == '\0');
+  if (cfg.data.starts_with("records:")) {
+    // On a cluster the workers may see a directory this machine does not; one this machine
+    // sees is checked here too.
+    const std::string records_dir = cfg.data.substr(8);
+    if (embedded || std::filesystem::exists(records_dir)) {
+      if (auto ok = check_records(cfg, records_dir); !ok) {
+        std::cerr << "celer-train: " << ok.error().message() << usage_hint;
+        return 2;
+      }
+    } else {
+      std::cout << "celer-train: " << records_dir << " is not on this machine; the workers read it on theirs\n";
+    }
+  } else if (embedded) {
     const auto readable = [&]() -> celer::expected<void> {
       if (cfg.data == "fortunes") {
         if (auto t = celer::actors::load_fortunes(); !t) return t.error();
