@@ -3,6 +3,8 @@
 // parses the JSON, so no JSON grammar is hand-rolled here.
 #include <celer/actors/preprocess/readers.hpp>
 
+#include "input_parse.hpp"
+
 #include "idx_file.hpp"  // actors/common: read_maybe_gzip, idx_header
 
 #include <nlohmann/json.hpp>
@@ -92,8 +94,9 @@ error bad_value(const std::string& path, std::size_t line, std::string_view wher
 /// Splits RFC 4180 records off a CSV file's bytes, one record a call.
 class csv_scanner {
 public:
-  csv_scanner(const std::string& path, std::string_view bytes, char delimiter)
-    : path_(path), s_(bytes), delimiter_(delimiter) {
+  csv_scanner(const std::string& path, std::string_view bytes, char delimiter,
+              std::size_t first_line = 1)
+    : path_(path), s_(bytes), delimiter_(delimiter), line_(first_line), record_line_(first_line) {
     if (s_.starts_with("\xEF\xBB\xBF")) s_.remove_prefix(3);  // a UTF-8 byte-order mark
   }
 
@@ -184,8 +187,8 @@ private:
   std::string_view s_;
   char delimiter_;
   std::size_t pos_ = 0;
-  std::size_t line_ = 1;
-  std::size_t record_line_ = 1;
+  std::size_t line_;
+  std::size_t record_line_;
 };
 
 /// Where each field the map names sits in a row; columns the map does not name are ignored.
@@ -240,16 +243,25 @@ expected<column_plan> plan_columns(const std::string& path, const std::vector<st
 
 expected<std::vector<item>> read_csv(const std::string& path, const field_map& fields,
                                      const csv_options& options) {
+  auto bytes = read_maybe_gzip(path, "read_csv reads an existing CSV file (gzipped or plain)");
+  if (!bytes) return bytes.error();
+  return detail::parse_csv(path, *bytes, *bytes, /*first_row=*/0, /*first_line=*/0, fields, options);
+}
+
+namespace detail {
+
+expected<std::vector<item>> parse_csv(const std::string& path, std::string_view header_bytes,
+                                      std::string_view rows, std::uint64_t first_row,
+                                      std::uint64_t first_line, const field_map& fields,
+                                      const csv_options& options) {
   const char d = options.delimiter;
   if (d == '"' || d == '\n' || d == '\r' || d == '\0') {
     return error(error_code::invalid_argument,
                  "read_csv of " + path + ": a quote, line break or NUL cannot be the delimiter");
   }
-  auto bytes = read_maybe_gzip(path, "read_csv reads an existing CSV file (gzipped or plain)");
-  if (!bytes) return bytes.error();
-  csv_scanner scan(path, *bytes, d);
+  csv_scanner head(path, header_bytes, d);
   std::vector<std::string> header;
-  auto got = scan.next(header);
+  auto got = head.next(header);
   if (!got) return got.error();
   if (!*got) {
     return error(error_code::invalid_argument,
@@ -257,6 +269,8 @@ expected<std::vector<item>> read_csv(const std::string& path, const field_map& f
   }
   auto plan = plan_columns(path, header, fields);
   if (!plan) return plan.error();
+  // The whole file (first_line 0): the rows follow the header in the same bytes.
+  csv_scanner scan = first_line == 0 ? head : csv_scanner(path, rows, d, first_line);
   const std::string name = file_name(path);
   std::vector<item> items;
   std::vector<std::string> row;
@@ -271,7 +285,7 @@ expected<std::vector<item>> read_csv(const std::string& path, const field_map& f
                      " fields; the header has " + std::to_string(header.size()));
     }
     item it;
-    it.key = plan->key ? row[*plan->key] : row_key(name, items.size());
+    it.key = plan->key ? row[*plan->key] : row_key(name, first_row + items.size());
     if (plan->label) {
       if (auto why = parse_label(row[*plan->label], it.label)) {
         return bad_value(path, line, "column", fields.label, *why);
@@ -292,6 +306,8 @@ expected<std::vector<item>> read_csv(const std::string& path, const field_map& f
   }
   return items;
 }
+
+} // namespace detail
 
 // ---- JSON Lines -----------------------------------------------------------------------------
 
@@ -360,10 +376,17 @@ expected<std::vector<item>> read_jsonl(const std::string& path, const field_map&
                                        std::size_t limit) {
   auto bytes = read_maybe_gzip(path, "read_jsonl reads an existing JSON Lines file");
   if (!bytes) return bytes.error();
+  return detail::parse_jsonl(path, *bytes, /*first_row=*/0, /*first_line=*/1, fields, limit);
+}
+
+namespace detail {
+
+expected<std::vector<item>> parse_jsonl(const std::string& path, std::string_view s,
+                                        std::uint64_t first_row, std::uint64_t first_line,
+                                        const field_map& fields, std::size_t limit) {
   const std::string name = file_name(path);
-  const std::string_view s = *bytes;
   std::vector<item> items;
-  std::size_t line = 0;
+  std::size_t line = first_line - 1;
   for (std::size_t pos = 0; pos < s.size() && !reached(items.size(), limit);) {
     const auto nl = s.find('\n', pos);
     const auto end = nl == std::string_view::npos ? s.size() : nl;
@@ -402,7 +425,7 @@ expected<std::vector<item>> read_jsonl(const std::string& path, const field_map&
       if (auto ok = take(fields.key, [&](const json& v) { return json_text(v, it.key); }); !ok)
         return ok.error();
     } else {
-      it.key = row_key(name, items.size());
+      it.key = row_key(name, first_row + items.size());
     }
     if (!fields.label.empty()) {
       if (auto ok = take(fields.label, [&](const json& v) { return json_label(v, it.label); }); !ok)
@@ -429,15 +452,23 @@ expected<std::vector<item>> read_jsonl(const std::string& path, const field_map&
   return items;
 }
 
+} // namespace detail
+
 // ---- text and IDX ---------------------------------------------------------------------------
 
 expected<std::vector<item>> read_text(const std::string& path, std::size_t limit) {
   auto bytes = read_maybe_gzip(path, "read_text reads an existing text file");
   if (!bytes) return bytes.error();
+  return detail::parse_text(path, *bytes, /*first_line=*/0, limit);
+}
+
+namespace detail {
+
+expected<std::vector<item>> parse_text(const std::string& path, std::string_view s,
+                                       std::uint64_t first_line, std::size_t limit) {
   const std::string name = file_name(path);
-  const std::string_view s = *bytes;
   std::vector<item> items;
-  std::size_t line = 0;
+  std::size_t line = first_line;
   for (std::size_t pos = 0; pos < s.size() && !reached(items.size(), limit); ++line) {
     const auto nl = s.find('\n', pos);
     const auto end = nl == std::string_view::npos ? s.size() : nl;
@@ -452,6 +483,8 @@ expected<std::vector<item>> read_text(const std::string& path, std::size_t limit
   }
   return items;
 }
+
+} // namespace detail
 
 expected<std::vector<item>> read_idx(const std::string& images_path,
                                      const std::string& labels_path, std::size_t limit) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -121,6 +122,25 @@ std::optional<std::uint64_t> work_queue::take(std::string_view name) {
       return start(b);
     }
   }
+  // Nothing queued anywhere: a backup copy of a block only one other worker runs, from the
+  // worker most likely to be last (never measured, else the slowest).
+  worker_state* slowest = nullptr;
+  auto slowness = [](const worker_state& o) {
+    return o.seconds_per_cost > 0 ? o.seconds_per_cost : std::numeric_limits<double>::infinity();
+  };
+  for (auto& other : workers_) {
+    if (&other == w) continue;
+    const bool has = std::any_of(other.running.begin(), other.running.end(), [&](auto b) {
+      return !blocks_[b].done && blocks_[b].running == 1;
+    });
+    if (has && (slowest == nullptr || slowness(other) > slowness(*slowest))) slowest = &other;
+  }
+  if (slowest == nullptr) return std::nullopt;
+  for (auto b : slowest->running)
+    if (!blocks_[b].done && blocks_[b].running == 1) {
+      ++counters_.backups;
+      return start(b);
+    }
   return std::nullopt;
 }
 

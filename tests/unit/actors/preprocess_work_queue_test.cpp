@@ -97,8 +97,9 @@ TEST_CASE("with one slow worker, stealing and re-sharding finish far sooner than
     makespan[i++] = simulate(*q, costs, speed, &done_by);
     CHECK(q->finished());
     CHECK(done_by.size() == costs.size());
-    CHECK(q->stats().duplicates == 0);
-    if (policy == pp::queue_policy::fixed) CHECK(q->stats().stolen == 0);
+    // Every backup copy finished second or first: one of each pair is a duplicate.
+    CHECK(q->stats().duplicates == q->stats().backups);
+    if (policy == pp::queue_policy::fixed) CHECK(q->stats().stolen + q->stats().backups == 0);
     else CHECK(q->stats().stolen + q->stats().resharded > 0);
   }
   const double total = [&] {
@@ -171,6 +172,41 @@ TEST_CASE("a block given back goes to the front, and a revived worker works agai
   // w1 is alive again and takes work (an orphan first, then stolen blocks).
   auto next = q->take("w1");
   CHECK(next.has_value());
+}
+
+TEST_CASE("idle workers run backup copies of the last blocks a stalled worker holds",
+          "[preprocess]") {
+  std::vector<double> costs(6, 1.0);
+  auto q = pp::work_queue::make(costs, names(3), {.policy = pp::queue_policy::steal});
+  REQUIRE(q);
+  // w2 takes two blocks and never answers (a worker that was never placed, or hangs).
+  auto s1 = q->take("w2");
+  auto s2 = q->take("w2");
+  REQUIRE(s1);
+  REQUIRE(s2);
+  std::set<std::uint64_t> done;
+  for (bool more = true; more;) {
+    more = false;
+    for (const auto& w : {"w0", "w1"})
+      if (auto b = q->take(w)) {
+        more = true;
+        if (q->done(w, *b, 1.0)) done.insert(*b);
+      }
+  }
+  CHECK(q->finished());
+  CHECK(done.size() == 6);
+  CHECK(q->stats().backups == 2);
+  CHECK_FALSE(q->done("w2", *s1, 9.0));  // its late answer is a duplicate
+  // Fixed shares make no backups: the stalled worker's blocks stay its own.
+  auto f = pp::work_queue::make(costs, names(3), {.policy = pp::queue_policy::fixed});
+  REQUIRE(f);
+  while (f->take("w2")) {
+  }
+  while (auto b = f->take("w0")) CHECK(f->done("w0", *b, 1.0));
+  while (auto b = f->take("w1")) CHECK(f->done("w1", *b, 1.0));
+  CHECK_FALSE(f->take("w0").has_value());
+  CHECK_FALSE(f->finished());
+  CHECK(f->stats().backups == 0);
 }
 
 TEST_CASE("under fixed shares, blocks of a worker with no live peer wait for a revival",

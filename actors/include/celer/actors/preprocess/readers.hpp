@@ -46,6 +46,7 @@ struct field_map {
   /// Parsed as floats (std::from_chars: decimal or exponent form, "inf" and "nan" too;
   /// spaces and tabs around the number are ignored) into values, in this order.
   std::vector<std::string> values;
+  MSGPACK_DEFINE(key, label, category, text, values)
 };
 
 struct csv_options {

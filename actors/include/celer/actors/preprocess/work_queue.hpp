@@ -20,6 +20,10 @@
 ///   blocks go to the owners the ring gives them without it.
 /// - `steal`: a worker whose queue is empty takes the last block of the queue that will take
 ///   longest to finish (its blocks' cost times its owner's measured seconds per unit of cost).
+///   When nothing is queued anywhere, an idle worker runs a backup copy of a block another
+///   worker holds (the slowest's first, or one never heard from): the first copy to finish
+///   counts and the other is dropped, so a stalled or unplaced worker cannot hold the run's
+///   last blocks (MapReduce's backup tasks).
 /// - `reshard`: `steal`, plus every `reshard_every` completions the queued blocks are dealt
 ///   again in proportion to each worker's measured speed, so a worker that fell behind
 ///   keeps only what it can finish when the others do.
@@ -66,6 +70,8 @@ struct work_queue_stats {
   std::size_t requeued = 0;
   /// Results that came for a block already done (ignored).
   std::size_t duplicates = 0;
+  /// Backup copies of blocks other workers held, started by idle workers at the end.
+  std::size_t backups = 0;
 };
 
 class work_queue {
