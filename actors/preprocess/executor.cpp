@@ -8,6 +8,7 @@
 #include <celer/celer.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -70,6 +71,16 @@ public:
   [[nodiscard]] const std::vector<std::uint64_t>& counts() const noexcept { return counts_; }
   [[nodiscard]] const std::vector<std::uint64_t>& bytes() const noexcept { return bytes_; }
   [[nodiscard]] int classes() const noexcept { return max_label_ + 1; }
+  [[nodiscard]] double worst_skew() const {
+    double worst = 0;
+    for (const auto& [label, per] : per_label_) {
+      double total = 0;
+      for (auto n : per) total += static_cast<double>(n);
+      const double fair = total / static_cast<double>(per.size());
+      for (auto n : per) worst = std::max(worst, std::abs(static_cast<double>(n) - fair) / fair);
+    }
+    return worst;
+  }
 
 private:
   expected<void> open_all() {
@@ -117,6 +128,9 @@ private:
       const auto s = shard_for(v.key, v.label, v.payload.size());
       if (auto ok = writers_[s].append(v.key, v.label, v.payload); !ok) return ok;
       ++counts_[s];
+      auto& per = per_label_[v.label];
+      if (per.empty()) per.assign(names_.size(), 0);
+      ++per[s];
     }
     return {};
   }
@@ -133,6 +147,7 @@ private:
   std::vector<record_writer> writers_;
   std::vector<std::uint64_t> counts_, bytes_;
   std::map<std::int32_t, label_state> by_label_;
+  std::map<std::int32_t, std::vector<std::uint64_t>> per_label_;  // records per shard
   std::map<std::uint64_t, block_result> waiting_;
   std::uint64_t next_ = 0;
   std::string schema_;
@@ -301,6 +316,8 @@ expected<run_result> run_pipeline(const pipeline& p, const run_options& o) {
   result.schema = writer->schema();
   result.worker_failures = progress.worker_failures;
   result.cache_hits = progress.cache_hits;
+  result.shard_records = writer->counts();
+  result.worst_category_skew = writer->worst_skew();
 
   manifest m;
   m.schema = result.schema;

@@ -31,6 +31,8 @@ expected<work_queue> work_queue::make(std::vector<double> costs, std::vector<std
     return error(error_code::invalid_argument, "speed_alpha must be in (0, 1]");
   if (options.reshard_every == 0)
     return error(error_code::invalid_argument, "reshard_every must be at least 1");
+  if (!(options.reshard_imbalance >= 0))
+    return error(error_code::invalid_argument, "reshard_imbalance must be 0 or more");
   std::set<std::string> names;
   for (const auto& w : workers) {
     if (w.empty()) return error(error_code::invalid_argument, "a worker's name is empty");
@@ -261,6 +263,16 @@ void work_queue::reshard() {
     for (auto b : w.running) running_cost[i] += blocks_[b].cost;
   }
   if (total_cost == 0) return;
+  double earliest = std::numeric_limits<double>::infinity(), latest = 0;
+  for (std::size_t i = 0; i < live.size(); ++i) {
+    double cost = running_cost[i];
+    for (auto b : live[i]->queue)
+      if (!blocks_[b].done) cost += blocks_[b].cost;
+    const double finish = cost / speed[i];
+    earliest = std::min(earliest, finish);
+    latest = std::max(latest, finish);
+  }
+  if (latest - earliest <= options_.reshard_imbalance * latest) return;
   double all = total_cost + std::accumulate(running_cost.begin(), running_cost.end(), 0.0);
   std::vector<std::uint64_t> surplus;
   std::vector<double> room(live.size());

@@ -9,6 +9,7 @@
 #include <celer/actors/preprocess/catalog.hpp>
 #include <celer/actors/preprocess/executor.hpp>
 #include <celer/actors/preprocess/manifest.hpp>
+#include <celer/actors/preprocess/records.hpp>
 #include <celer/celer.hpp>
 
 #include <CLI/CLI.hpp>
@@ -76,7 +77,9 @@ OUTPUT (--output, default ./celer_results/<name>)
                        key checksum (proves no item was lost or written twice) and the
                        config's hash
   summary.json         items in and out, seconds per pass, blocks per worker, blocks
-                       stolen and re-dealt, worker failures, cache hits
+                       stolen and re-dealt, worker failures, cache hits, records per
+                       shard and the worst category skew
+  shard-*.csv|jsonl    with --export: each shard for people
   run.yaml             the configuration used
 
 EXAMPLES
@@ -141,6 +144,8 @@ nlohmann::json summary_json(const app::config& cfg, const pp::run_result& r, con
           {"worker_failures", r.worker_failures},
           {"cache_hits", r.cache_hits},
           {"shards", r.shard_files},
+          {"shard_records", r.shard_records},
+          {"worst_category_skew", r.worst_category_skew},
           {"passes", passes}};
 }
 
@@ -156,7 +161,7 @@ int main(int argc, char** argv) {
                "celer-preprocess"};
   cli.footer(help_footer());
   cli.get_formatter()->column_width(34);
-  std::string config_path, address, name, output, scheduling;
+  std::string config_path, address, name, output, scheduling, export_format;
   bool print_config = false, no_cache = false;
   std::size_t workers = 0;
   std::uint64_t limit = 0;
@@ -168,6 +173,8 @@ int main(int argc, char** argv) {
   cli.add_option("--scheduling", scheduling, "fixed | steal | reshard");
   cli.add_flag("--no-cache", no_cache, "Neither read nor keep cached blocks");
   cli.add_option("--limit", limit, "Only the first N items of each input file");
+  cli.add_option("--export", export_format, "Also write each shard as csv or jsonl, for people")
+    ->check(CLI::IsMember({"csv", "jsonl"}));
   cli.add_option("--address", address, "HOST:PORT of a celer cluster (default: CELER_ADDRESS, else embedded)");
   CLI11_PARSE(cli, argc, argv);
 
@@ -274,6 +281,25 @@ int main(int argc, char** argv) {
   }
   for (const auto& p : result->passes)
     if (!p.fitted.empty()) std::cout << "  fitted " << p.fitted << "\n";
+  if (!export_format.empty()) {
+    for (const auto& f : result->shard_files) {
+      const auto path = cfg.output + "/" + f;
+      auto reader = pp::record_reader::open(path);
+      const auto out = path.substr(0, path.size() - 4) + "." + export_format;
+      auto ok = reader ? (export_format == "csv" ? pp::write_csv(*reader, out) : pp::write_jsonl(*reader, out))
+                       : celer::expected<void>(reader.error());
+      if (!ok) {
+        std::cerr << "celer-preprocess: cannot export " << path << ": " << ok.error().message() << "\n";
+        return 1;
+      }
+    }
+    std::cout << "  exported every shard as " << export_format << " beside it\n";
+  }
+  if (cfg.pipeline.output.shard_by != "key") {
+    char skew[64];
+    std::snprintf(skew, sizeof skew, "%.4f", result->worst_category_skew);
+    std::cout << "  worst category skew over the shards: " << skew << " (0: each shard holds each category in proportion)\n";
+  }
   std::cout << "done: " << with_commas(result->items_in) << " items in, " << with_commas(result->items)
             << " out, in " << result->seconds << " s ("
             << static_cast<std::uint64_t>(result->seconds > 0 ? result->items_in / result->seconds : 0)

@@ -165,6 +165,8 @@ TEST_CASE("the workers' output is the same, bit for bit, under every scheduling 
     CHECK(result->passes.size() == 2);
     CHECK(result->schema == "f32:18");
     CHECK(result->shard_files.size() == 4);
+    // Each label in turn over the shards: at most one record from a fair share each.
+    CHECK(result->worst_category_skew < 0.05);
     REQUIRE(pp::verify_output(out));
     auto m = pp::read_manifest(out);
     REQUIRE(m);

@@ -93,6 +93,11 @@ struct run_result {
   double seconds = 0;
   std::size_t worker_failures = 0, cache_hits = 0;
   std::string config_hash, schema;
+  /// Records in each shard, and the worst relative skew of a category (label) over the
+  /// shards: max over labels and shards of |n(label, shard) - n(label) / shards| divided by
+  /// n(label) / shards (0: every shard holds each label in exact proportion).
+  std::vector<std::uint64_t> shard_records;
+  double worst_category_skew = 0;
 };
 
 /// Runs `p` (celer must be initialised). Errors: the pipeline's (validate), the input's

@@ -51,8 +51,11 @@ enum class queue_policy { fixed, steal, reshard };
 
 struct work_queue_options {
   queue_policy policy = queue_policy::reshard;
-  /// Re-deal the queued blocks after this many completions (reshard only).
+  /// Re-deal the queued blocks after this many completions (reshard only)...
   std::size_t reshard_every = 16;
+  /// ... when the workers' expected finishing times differ by more than this fraction of
+  /// the latest (so that measurement noise does not move blocks back and forth).
+  double reshard_imbalance = 0.1;
   /// Weight of the newest block in a worker's speed (0 < alpha <= 1).
   double speed_alpha = 0.3;
   /// Virtual nodes per worker on the ring that deals the first blocks.
