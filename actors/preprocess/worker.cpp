@@ -159,7 +159,7 @@ block_result preprocess_worker::process(std::uint32_t pass, std::uint64_t block,
     return out;
   };
   const bool last = pass + 1 == runner_.passes();
-  if (last && spec_.crash && !celer::was_restarted() && ++last_pass_blocks_ > spec_.crash_at_block &&
+  if (last && spec_.crash && !celer::was_restarted() && ++last_pass_blocks_ >= spec_.crash_at_block &&
       ::getpid() != spec_.driver_pid)
     std::_Exit(71);  // the fault-tolerance test's worker death, mid-run
   if (!fitted_pass_ || *fitted_pass_ != pass) {

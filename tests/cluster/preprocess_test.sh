@@ -40,8 +40,8 @@ echo "== embedded"
 "$pre" --config "$work/small.yaml" --output "$work/embedded"
 [[ $(json "$work/embedded/manifest.json" "d['items']") == 2800 ]] || fail "embedded: not 2800 items"
 
-echo "== local cluster, worker 1's process ends at its 3rd block of the last pass"
-CELER_PREPROCESS_CRASH=1:3 "$here/with_cluster.sh" "$celer" --nodes 2 --cpus 2 --timeout 150 -- \
+echo "== local cluster, worker 1's process ends at its first block of the last pass"
+CELER_PREPROCESS_CRASH=1:1 "$here/with_cluster.sh" "$celer" --nodes 2 --cpus 2 --timeout 150 -- \
   "$pre" --config "$work/small.yaml" --output "$work/cluster" | tee "$work/cluster.log"
 grep -q "on the cluster at" "$work/cluster.log" || fail "the run was not on the cluster"
 failures=$(json "$work/cluster/summary.json" "d['worker_failures']")

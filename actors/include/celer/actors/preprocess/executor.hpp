@@ -72,7 +72,7 @@ struct run_options {
   int slow_worker = -1;
   double slow_factor = 1;
   /// For tests: worker `crash_worker` ends its process (std::_Exit) at the start of its
-  /// `crash_at_block`-th block of the last pass, in its first life only.
+  /// `crash_at_block`-th block of the last pass (1: its first), in its first life only.
   int crash_worker = -1;
   std::uint64_t crash_at_block = 0;
 };
