@@ -77,6 +77,22 @@ expected<void> fsync_folder(const std::string& file) {
 // ---------------------------------------------------------------------------------------
 // record_writer
 
+namespace {
+
+/// A record file's header for `schema` (README.md, "Byte layout").
+std::string header_bytes(const std::string& schema) {
+  std::string header(record_file_magic);
+  put_le(header, record_file_version, 4);
+  put_le(header, schema.size(), 4);
+  header += schema;
+  header.append(align8(header.size()) - header.size(), '\0');
+  put_le(header, crc(0, header), 4);
+  put_le(header, 0, 4);  // reserved
+  return header;
+}
+
+} // namespace
+
 expected<record_writer> record_writer::create(std::string path, std::string schema) {
   if (path.empty()) return error(error_code::invalid_argument, "record_writer: the path is empty");
   if (schema.size() > max_schema) {
@@ -98,14 +114,7 @@ expected<record_writer> record_writer::create(std::string path, std::string sche
   w.fd_ = ::open(w.part_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (w.fd_ < 0) return actors::detail::io_error(errno, "creating", w.part_);
 
-  std::string header(record_file_magic);
-  put_le(header, record_file_version, 4);
-  put_le(header, schema.size(), 4);
-  header += schema;
-  header.append(align8(header.size()) - header.size(), '\0');
-  put_le(header, crc(0, header), 4);
-  put_le(header, 0, 4);  // reserved
-  if (auto ok = w.write_out(header); !ok) return ok.error();
+  if (auto ok = w.write_out(header_bytes(schema)); !ok) return ok.error();
   return w;
 }
 
@@ -118,14 +127,7 @@ expected<record_writer> record_writer::in_memory(std::string schema) {
   record_writer w;
   w.path_ = "(in memory)";
   w.in_memory_ = true;
-  std::string header(record_file_magic);
-  put_le(header, record_file_version, 4);
-  put_le(header, schema.size(), 4);
-  header += schema;
-  header.append(align8(header.size()) - header.size(), '\0');
-  put_le(header, crc(0, header), 4);
-  put_le(header, 0, 4);  // reserved
-  if (auto ok = w.write_out(header); !ok) return ok.error();
+  if (auto ok = w.write_out(header_bytes(schema)); !ok) return ok.error();
   return w;
 }
 

@@ -126,6 +126,15 @@ expected<std::string> read_gz_range(const std::string& path, std::uint64_t at, s
   return out;
 }
 
+/// The split still lies inside the file (a file that shrank since plan_splits is refused).
+expected<void> still_planned(const std::string& path, std::string_view text, const split& s) {
+  if (s.end > text.size() || s.begin > s.end)
+    return error(error_code::failed_precondition,
+                 path + " changed since the run was planned (it is now " +
+                   std::to_string(text.size()) + " bytes)");
+  return {};
+}
+
 std::string base_name(const std::string& path) {
   return std::filesystem::path(path).filename().string();
 }
@@ -225,10 +234,7 @@ expected<std::vector<item>> read_split(const input_spec& input, const split& s) 
   auto file = mapped_file::open(path);
   if (!file) return file.error();
   const auto text = file->bytes();
-  if (s.end > text.size() || s.begin > s.end)
-    return error(error_code::failed_precondition,
-                 path + " changed since the run was planned (it is now " +
-                   std::to_string(text.size()) + " bytes)");
+  if (auto ok = still_planned(path, text, s); !ok) return ok.error();
   const std::size_t limit = input.limit;
   if (text.starts_with("\x1f\x8b")) {  // gzip: the whole file (plan_splits made one split)
     switch (input.format) {
@@ -271,10 +277,7 @@ expected<std::uint64_t> split_digest(const input_spec& input, const split& s) {
   auto file = mapped_file::open(path);
   if (!file) return file.error();
   const auto text = file->bytes();
-  if (s.end > text.size() || s.begin > s.end)
-    return error(error_code::failed_precondition,
-                 path + " changed since the run was planned (it is now " +
-                   std::to_string(text.size()) + " bytes)");
+  if (auto ok = still_planned(path, text, s); !ok) return ok.error();
   // The file's name and the split's place too: items' default keys are made from them.
   return stable_hash64(text.substr(s.begin, s.end - s.begin),
                        stable_hash64(base_name(path), s.first_row * 1000003 + s.first_line));
