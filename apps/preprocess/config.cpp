@@ -344,7 +344,7 @@ std::string key_help() {
   run:
     workers             worker actors (default 2); cpus_per_worker (default 1)
     prefetch            blocks a worker holds at once (default 2)
-    scheduling          fixed (static shares) | steal | reshard (default)
+    scheduling          fixed (static shares) | steal (default) | reshard
     reshard_every       completions between re-deals (default 16)
     cache, cache_dir    keep each pass's blocks (default true, <output>/.cache)
     max_worker_restarts a dead worker comes back this often (default 3)

@@ -33,7 +33,7 @@ struct run_config {
   double cpus_per_worker = 1;
   std::size_t prefetch = 2;
   /// fixed | steal | reshard
-  std::string scheduling = "reshard";
+  std::string scheduling = "steal";
   std::size_t reshard_every = 16;
   /// Keep each pass's blocks for the next pass and for later runs (<output>/../.cache/<name>
   /// unless cache_dir is given).

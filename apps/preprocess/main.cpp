@@ -38,8 +38,8 @@ WHAT IT DOES
   reads: data: records:<output>) with a manifest.json. The input is cut into blocks of
   block_items items; worker actors (run.workers, each holding cpus_per_worker CPUs) take
   blocks from a shared queue. scheduling: fixed gives each worker a fixed share (blocks
-  hashed onto workers); steal lets an idle worker take the last blocks of the worker that
-  will finish last; reshard also deals the queued blocks again every reshard_every
+  hashed onto workers); steal (the default) lets an idle worker take the last blocks of the
+  worker that will finish last; reshard also deals the queued blocks again every reshard_every
   completions in proportion to each worker's measured speed, so a slow node keeps less.
   A stage that needs the whole data set (normalize, vocabulary, bpe, sample, rebalance)
   makes one more pass: the workers return each block's statistics, the driver merges

@@ -50,7 +50,7 @@ enum class queue_policy { fixed, steal, reshard };
 [[nodiscard]] expected<queue_policy> parse_queue_policy(std::string_view name);
 
 struct work_queue_options {
-  queue_policy policy = queue_policy::reshard;
+  queue_policy policy = queue_policy::steal;
   /// Re-deal the queued blocks after this many completions (reshard only)...
   std::size_t reshard_every = 16;
   /// ... when the workers' expected finishing times differ by more than this fraction of
