@@ -210,6 +210,20 @@ expected<run_result> run_pipeline(const pipeline& p, const run_options& o) {
     workers.push_back(celer::actor(detail::make_preprocess_worker).options(ao).remote(spec));
   }
 
+  // The workers go when the run ends, however it ends (an error returns from the middle).
+  struct stop_workers {
+    std::vector<actor_handle<detail::preprocess_worker>>& workers;
+    ~stop_workers() {
+      for (auto& w : workers) {
+        try {
+          celer::kill(w);
+        } catch (const std::exception&) {
+          // Already gone with the runtime: nothing to stop.
+        }
+      }
+    }
+  } stop{workers};
+
   run_result result;
   result.config_hash = p.hash();
   std::vector<std::string> fitted;
@@ -306,8 +320,6 @@ expected<run_result> run_pipeline(const pipeline& p, const run_options& o) {
     }
     result.passes.push_back(std::move(figures));
   }
-  for (auto& w : workers) celer::kill(w);
-
   auto files = writer->finish();
   if (!files) return files.error();
   result.items_in = progress.items_in;

@@ -138,6 +138,15 @@ TEST_CASE("a bad row stops the run with the file and row", "[preprocess]") {
   CHECK(items.error().code() == celer::error_code::invalid_argument);
   CHECK(items.error().message().find("bad.jsonl") != std::string::npos);
   CHECK(items.error().message().find("price") != std::string::npos);
+  // The workers stop the run the same way, and leave no shard or manifest behind.
+  scoped_runtime rt;
+  auto run = pp::run_pipeline(products_pipeline({dir / "bad.jsonl"}), {.output_dir = dir / "out"});
+  REQUIRE_FALSE(run);
+  CHECK(run.error().code() == celer::error_code::invalid_argument);
+  CHECK(run.error().message().find("bad.jsonl line 2") != std::string::npos);
+  for (const auto& f : fs::directory_iterator(dir.path / "out"))
+    CHECK(f.path().extension() != ".rec");
+  CHECK_FALSE(fs::exists(dir.path / "out" / "manifest.json"));
 }
 
 TEST_CASE("the workers' output is the same, bit for bit, under every scheduling policy and from "
