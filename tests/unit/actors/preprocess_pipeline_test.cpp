@@ -4,6 +4,8 @@
 #include <celer/actors/preprocess/records.hpp>
 #include <celer/celer.hpp>
 
+#include "checkpoint_fixtures.hpp"  // temp_dir
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -20,16 +22,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    std::string t = (fs::temp_directory_path() / "celer-pp-pipeline.XXXXXX").string();
-    path = ::mkdtemp(t.data());
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
+/// The checkpoint tests' temp_dir, with a path joiner for file names.
+struct temp_dir : checkpoint_test::temp_dir {
   std::string operator/(const std::string& name) const { return (path / name).string(); }
 };
 
