@@ -55,8 +55,10 @@ struct embedded_runtime::impl : worker_launcher {
                   const std::vector<int>& gpus) override {
     address addr{id, {}};
     worker::config wc{id, addr, node_addr, head_addr, node, gpus};
-    host.spawn_detached(id, as_component(std::make_shared<worker>(host.local(), *core, wc)),
-                        "worker");
+    auto w = std::make_shared<worker>(host.local(), *core, wc);
+    host.spawn_detached(id, as_component(w), "worker");
+    // Its messages go to its inbox first (where queued tasks can be given back).
+    host.local().set_front_door(id, [w](protocol::message& m) { return w->front_door(m); });
     return {addr, true};
   }
 

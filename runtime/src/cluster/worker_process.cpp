@@ -4,6 +4,7 @@
 #include "cluster/session.hpp"
 #include "crash.hpp"
 #include "host.hpp"
+#include "log.hpp"
 #include "transport/zmq_transport.hpp"
 #include "worker/worker.hpp"
 
@@ -75,25 +76,40 @@ worker_process::worker_process(const knob_values& k) : impl_(std::make_unique<im
                         "CELER_JOB_CREDENTIAL", "CELER_CLUSTER_KEY"}) {
     ::unsetenv(v);  // not inherited by what user code starts
   }
-  s.net = std::make_unique<zmq_transport>(
-    s.host.local(),
-    transport_options(k, bind_for(k.node_ip.empty() ? "127.0.0.1" : k.node_ip), std::move(*creds)));
+  auto zo = transport_options(k, bind_for(k.node_ip.empty() ? "127.0.0.1" : k.node_ip), std::move(*creds));
+  // Tasks run on the receiver thread (below); a standby receives while one runs long.
+  zo.standby_receiver = true;
+  s.net = std::make_unique<zmq_transport>(s.host.local(), std::move(zo));
 
   auto where = core_endpoints(*s.net, head_addr, job);
   where.node = node_addr;
   where.this_node = s.node;
   s.core = start_core(s.host, *s.net, where);
   const address self{id, s.net->endpoint()};
-  worker::config wc{id, self, node_addr, head_addr, s.node, std::move(gpu_ids)};
+  worker::config wc{id, self, node_addr, head_addr, s.node, std::move(gpu_ids),
+                    [net = s.net.get()] { net->receiver_waits(); }};
   auto hosted = std::make_shared<worker>(*s.net, *s.core, wc);
   // A preemption notice is handled as it arrives, beside the actor's running call; the
-  // rest goes to the worker's mailbox, in order.
-  s.net->handle_directly(id, [w = hosted.get(), local = &s.host.local(), id](protocol::message& m) {
+  // rest goes to the worker's inbox, in order. When the worker was idle, the thread that
+  // received the message runs it (the transport's receiver thread: no hand-off to another
+  // thread, and always the same thread for user code); when it finishes for good, its
+  // component (the CAF actor) hears it and stops.
+  s.net->handle_directly(id, [w = hosted.get(), local = &s.host.local(), net = s.net.get(),
+                              id](protocol::message& m) {
     if (auto* notice = std::get_if<protocol::preempt_actor>(&m)) {
       w->preempted(*notice);
-    } else {
-      (void)local->send(address{id, {}}, std::move(m));
+      return;
     }
+    if (w->front_door(m)) return;
+    net->run_on_receiver([w, local, id] {
+      protocol::message wake = protocol::worker_wake{};
+      try {
+        w->handle(wake);
+      } catch (const std::exception& e) {
+        CELER_LOG(error, "worker", std::string("handling its inbox: ") + e.what());
+      }
+      if (w->finished()) (void)local->send(address{id, {}}, protocol::worker_wake{});
+    });
   });
   s.host.spawn_detached(id, as_component(std::move(hosted)), "worker",
                         [&s] {

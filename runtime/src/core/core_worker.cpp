@@ -342,6 +342,8 @@ void core_worker::handle(protocol::message& m) {
         }
       } else if constexpr (std::is_same_v<T, protocol::lease_reply>) {
         tasks_.on_lease_reply(msg);
+      } else if constexpr (std::is_same_v<T, protocol::tasks_returned>) {
+        tasks_.on_returned(msg);
       } else if constexpr (std::is_same_v<T, protocol::worker_died>) {
         tasks_.on_worker_died(msg);
       } else if constexpr (std::is_same_v<T, protocol::node_died>) {

@@ -1,6 +1,8 @@
 // A process's mailboxes for celer::peer (peer_mailbox.hpp).
 #include "core/peer_mailbox.hpp"
 
+#include "core/worker_context.hpp"
+
 #include <memory>
 
 namespace celer {
@@ -45,6 +47,7 @@ expected<bytes> peer_mailbox::take(const std::string& box, std::uint64_t seq,
         return taken;
       }
     }
+    before_wait();
     if (!deadline) {
       arrived_.wait(lock);
     } else if (arrived_.wait_until(lock, *deadline) == std::cv_status::timeout && clock::now() >= *deadline) {

@@ -277,8 +277,10 @@ bool reference_table::block_on(std::unique_lock<std::mutex>& lock, std::conditio
   if (ctx != nullptr) {
     ctx->blocked = true;
     (void)net_.send(ctx->node, protocol::worker_blocked{ctx->worker});
+    if (ctx->on_block) ctx->on_block(true);
   }
   auto pred = [&] { return stopped_ || done(); };
+  before_wait();
   ++blocked_;
   if (timeout) {
     cv.wait_for(lock, *timeout, pred);
@@ -286,7 +288,10 @@ bool reference_table::block_on(std::unique_lock<std::mutex>& lock, std::conditio
     cv.wait(lock, pred);
   }
   --blocked_;
-  if (ctx != nullptr) (void)net_.send(ctx->node, protocol::worker_unblocked{ctx->worker});
+  if (ctx != nullptr) {
+    if (ctx->on_block) ctx->on_block(false);
+    (void)net_.send(ctx->node, protocol::worker_unblocked{ctx->worker});
+  }
   return done();
 }
 

@@ -1,6 +1,7 @@
 #include "core/request_table.hpp"
 
 #include "config/knobs.hpp"
+#include "core/worker_context.hpp"
 
 #include <algorithm>
 #include <type_traits>
@@ -43,6 +44,7 @@ protocol::message request_table::request_again(const address& to, protocol::mess
   const auto limit = std::chrono::milliseconds(knobs().request_timeout_ms);
   const auto deadline = now_() + limit;
   using duration = std::chrono::steady_clock::duration;
+  before_wait();
   while (true) {
     const duration left = deadline - now_();
     const duration slice = std::clamp<duration>(left, duration::zero(), every);
@@ -84,6 +86,7 @@ protocol::message request_table::await_reply(std::future<protocol::message>& rep
                                              std::uint64_t id, const char* what) {
   const auto limit = std::chrono::milliseconds(knobs().request_timeout_ms);
   const auto deadline = now_() + limit;
+  before_wait();
   // One wait of the whole limit on the steady clock; a made-up clock may have passed the
   // deadline already (then the wait is a look).
   while (reply.wait_for(std::max(std::chrono::steady_clock::duration::zero(), deadline - now_())) !=

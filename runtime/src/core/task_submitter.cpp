@@ -78,6 +78,7 @@ void task_submitter::pump(std::size_t cls) {
   if (c.queued.empty()) {
     // Every task found a worker: leases still asked for are not needed.
     if (c.requests > 0) cancel_requests(cls);
+    rebalance(cls);
     return;
   }
   const std::size_t wanted =
@@ -142,8 +143,81 @@ void task_submitter::fail_queued(task_class& c, const protocol::failure_info& fa
 }
 
 bool task_submitter::pipelinable(const std::string& function) const {
+  // A function not seen yet is queued behind others too: if it blocks, its worker gives
+  // back what waits behind it (task_inbox), and it is not queued again.
   auto it = never_blocks_.find(function);
-  return it != never_blocks_.end() && it->second;
+  return it == never_blocks_.end() || it->second;
+}
+
+void task_submitter::rebalance(std::size_t cls) {
+  bool idle_lease = false;
+  lease* most = nullptr;
+  worker_id most_id;
+  for (auto& [w, l] : leases_) {
+    if (l.cls != cls) continue;
+    if (l.running.empty()) idle_lease = true;
+    if (l.withdrawing || l.may_block > 0 || l.running.size() < 2) continue;
+    if (most == nullptr || l.running.size() > most->running.size()) {
+      most = &l;
+      most_id = w;
+    }
+  }
+  if (!idle_lease || most == nullptr) return;
+  // The later half: the first runs now, and the last are the least likely to have started.
+  protocol::withdraw_tasks m;
+  m.owner = where_.self;
+  const std::size_t n = most->running.size() / 2;
+  m.tasks.assign(most->running.end() - static_cast<std::ptrdiff_t>(n), most->running.end());
+  most->withdrawing = true;
+  if (!net_.send(most->worker, std::move(m))) most->withdrawing = false;
+}
+
+void task_submitter::on_returned(protocol::tasks_returned& m) {
+  std::lock_guard lock(mutex_);
+  auto lit = leases_.find(m.worker);
+  if (lit == leases_.end()) return;  // dropped: its tasks were queued again already
+  auto& l = lit->second;
+  l.withdrawing = false;
+  if (!m.blocked_function.empty()) {
+    // It waits in get: never queued behind again, and nothing more goes to its worker
+    // until the call that blocked (the first running there) finishes.
+    never_blocks_[m.blocked_function] = false;
+    if (!l.running.empty()) {
+      if (auto first = running_.find(l.running.front()); first != running_.end() && !first->second.may_block) {
+        first->second.may_block = true;
+        ++l.may_block;
+      }
+    }
+  }
+  std::vector<std::size_t> classes;
+  // Backwards: each goes to the front of its class's queue, so they keep their order.
+  for (auto t = m.tasks.rbegin(); t != m.tasks.rend(); ++t) {
+    auto it = running_.find(t->id);
+    if (it == running_.end() || it->second.worker != m.worker || it->second.attempt != t->attempt) {
+      continue;
+    }
+    auto& p = it->second;
+    task_entry task;
+    if (p.whole) {
+      task = std::move(*p.whole);
+      task.submitted = {};  // its scheduling latency was counted when it was first pushed
+    } else {
+      task.spec = std::move(*t);
+      task.failures = std::move(p.failures);
+    }
+    if (p.may_block && l.may_block > 0) --l.may_block;
+    std::erase(l.running, t->id);
+    running_.erase(it);
+    changed(task.spec.id, protocol::task_state::waiting, task.spec.attempt,
+            "given back unrun by worker " + m.worker.short_hex());
+    const std::size_t cls = class_of(task.spec.resources, task.spec.where, task.spec.priority);
+    classes_[cls].queued.push_front(std::move(task));
+    if (std::find(classes.begin(), classes.end(), cls) == classes.end()) classes.push_back(cls);
+  }
+  for (auto cls : classes) pump(cls);
+  if (auto again = leases_.find(m.worker); again != leases_.end() && idle(again->second)) {
+    went_idle(again->second);
+  }
 }
 
 void task_submitter::push(const worker_id& w, lease& l, task_entry task) {

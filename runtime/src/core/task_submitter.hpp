@@ -86,6 +86,11 @@ public:
   /// task is not one of this submitter's.
   bool on_result(protocol::task_result& r);
   void on_lease_reply(protocol::lease_reply& r);
+  /// Tasks a leased worker gave back without running them (a call there blocked in get,
+  /// or they were withdrawn): queued again at the front of their class, at the same
+  /// attempt, and pushed to a worker that can run them. Those no longer running on that
+  /// worker at that attempt are ignored.
+  void on_returned(protocol::tasks_returned& m);
   /// Runs a finished task again because its stored output was lost (lineage): queued
   /// first, as its next attempt, with the retries it had left.
   void rebuild(reference_table::rebuild r);
@@ -158,6 +163,9 @@ private:
     std::vector<task_id> running;
     /// How many of `running` may wait in get (nothing is queued behind those).
     std::size_t may_block = 0;
+    /// Asked to give back the tasks queued behind its first (another lease went idle);
+    /// until it answers, it is not asked again.
+    bool withdrawing = false;
     /// When it last became idle (nothing running, nothing of its class waiting); an idle
     /// lease goes back to its node after lease_idle_ms.
     time_point idle_since;
@@ -189,6 +197,9 @@ private:
   /// Pushes queued tasks of class `cls` to its leases with room, and asks for more leases
   /// while tasks still wait.
   void pump(std::size_t cls);
+  /// A lease of class `cls` is idle and nothing of the class waits: the lease with the
+  /// most tasks queued behind its first is asked for the later half of them back.
+  void rebalance(std::size_t cls);
   void push(const worker_id& w, lease& l, task_entry task);
   /// Runs the tasks on lease `w` again (or fails those out of retries) and forgets it.
   void drop_lease(const worker_id& w, detail::failure_kind kind, const std::string& why);

@@ -6,6 +6,7 @@
 #include <celer/ids.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace celer {
@@ -16,6 +17,13 @@ struct worker_context {
   address node;
   /// Set when the call running on this thread waits in get or wait.
   bool blocked = false;
+  /// Told when a call on this thread starts (true) and stops (false) waiting in get or
+  /// wait: the worker gives back the tasks queued behind it. Runs with the reference
+  /// table's lock held: it must not call back into the core.
+  std::function<void(bool)> on_block;
+  /// Told just before this thread waits for a message (a get, a request's reply, a peer's
+  /// message): a worker process's transport then receives on another thread meanwhile.
+  std::function<void()> before_wait;
   /// The GPUs (device indices) the worker was given.
   std::vector<int> gpu_ids;
   /// The actor it hosts (nil for task workers), and the priority of the work it runs.
@@ -25,5 +33,9 @@ struct worker_context {
   std::uint32_t restarts = 0;
 };
 worker_context*& current_worker_context() noexcept;
+/// Calls the current worker context's before_wait, if any.
+inline void before_wait() {
+  if (auto* ctx = current_worker_context(); ctx != nullptr && ctx->before_wait) ctx->before_wait();
+}
 
 } // namespace celer

@@ -831,6 +831,32 @@ struct package_data {
   CELER_MSGPACK_DEFINE(digest, archive, error)
 };
 
+// ---- worker -> owner core: tasks it was sent and will not run (queued behind a call that
+// blocked in get, or withdrawn by the owner); each is returned whole, at the attempt it was
+// sent as. The worker removed them from its queue before sending: they never start there.
+struct tasks_returned {
+  worker_id worker;
+  std::vector<task_spec> tasks;
+  /// The function of the call that blocked ("" when the owner asked for them back).
+  std::string blocked_function;
+  /// The job that sent it (the transport sets it for a job's connection).
+  job_id sender_job;
+  CELER_MSGPACK_DEFINE(worker, tasks, blocked_function, sender_job)
+};
+// ---- owner core -> leased worker: give back these tasks unless they have started
+struct withdraw_tasks {
+  std::vector<task_id> tasks;
+  /// Where to send tasks_returned.
+  address owner;
+  job_id sender_job;
+  CELER_MSGPACK_DEFINE(tasks, owner, sender_job)
+};
+// ---- local: a worker's receiving thread -> the worker: its inbox has work
+struct worker_wake {
+  std::int32_t unused = 0;
+  CELER_MSGPACK_DEFINE(unused)
+};
+
 /// Who may send a message over the wire (messages.def says it for each).
 enum class senders : std::uint8_t { local, cluster, any };
 

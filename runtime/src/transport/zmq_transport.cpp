@@ -150,14 +150,21 @@ void zmq_transport::handle_directly(const unique_id& id,
   direct_[id] = std::move(handler);
 }
 
-void zmq_transport::start() { receiver_ = std::thread([this] { receive_loop(); }); }
+void zmq_transport::start() {
+  receiver_ = std::thread([this] { receive_loop(); });
+  if (opts_.standby_receiver) standby_ = std::thread([this] { standby_loop(); });
+}
 
 void zmq_transport::stop() {
   if (stopped_.exchange(true)) return;
-  if (receiver_.joinable()) {
-    wake_tx_->send(zmq::str_buffer("x"), zmq::send_flags::none);
-    receiver_.join();
+  {
+    // Whichever thread holds the seat leaves its poll; the other sees stopped_.
+    std::lock_guard lock(seat_mutex_);
+    if (receiver_.joinable()) wake_tx_->send(zmq::str_buffer("x"), zmq::send_flags::none);
   }
+  seat_cv_.notify_all();
+  if (standby_.joinable()) standby_.join();
+  if (receiver_.joinable()) receiver_.join();
   {
     std::unique_lock lock(peers_mutex_);
     for (auto& [ep, p] : peers_) {
@@ -398,23 +405,120 @@ expected<void> zmq_transport::probe(const std::string& endpoint, std::chrono::mi
 }
 
 void zmq_transport::receive_loop() {
+  {
+    std::lock_guard lock(seat_mutex_);
+    receiver_id_ = std::this_thread::get_id();
+  }
+  // Wake now and then while handshakes wait for the head, to refuse those it never answers.
+  while (poll_once(std::chrono::milliseconds(-1))) {
+  }
+}
+
+void zmq_transport::run_on_receiver(std::function<void()> work) {
+  std::unique_lock lock(seat_mutex_);
+  if (std::this_thread::get_id() != receiver_id_) {
+    // The standby holds the seat while the receiver runs earlier work: after that.
+    deferred_.push_back(std::move(work));
+    return;
+  }
+  for (;;) {
+    seat_free_ = true;
+    working_ = true;
+    work_since_ = std::chrono::steady_clock::now();
+    if (opts_.standby_receiver && !standby_armed_) {
+      standby_armed_ = true;
+      seat_cv_.notify_all();
+    }
+    lock.unlock();
+    work();
+    lock.lock();
+    if (!deferred_.empty()) {
+      work = std::move(deferred_.front());
+      deferred_.pop_front();
+      continue;
+    }
+    working_ = false;
+    work_ended_ = std::chrono::steady_clock::now();
+    if (!seat_free_) {
+      // The standby took the seat: it leaves its poll and gives it back.
+      reclaim_ = true;
+      if (!stopped_) wake_tx_->send(zmq::str_buffer("r"), zmq::send_flags::none);
+      seat_cv_.wait(lock, [&] { return seat_free_ || stopped_.load(); });
+      reclaim_ = false;
+    }
+    seat_free_ = false;
+    if (deferred_.empty()) return;
+    work = std::move(deferred_.front());
+    deferred_.pop_front();
+  }
+}
+
+void zmq_transport::receiver_waits() {
+  if (!opts_.standby_receiver) return;
+  std::lock_guard lock(seat_mutex_);
+  if (!working_ || !seat_free_ || std::this_thread::get_id() != receiver_id_) return;
+  work_since_ = std::chrono::steady_clock::time_point{};  // due now
+  standby_armed_ = true;
+  seat_cv_.notify_all();
+}
+
+void zmq_transport::standby_loop() {
+  std::unique_lock lock(seat_mutex_);
+  // Disarmed after this long without work: it sleeps until the next work starts.
+  constexpr auto disarm_after = std::chrono::milliseconds(50);
+  while (!stopped_) {
+    if (!standby_armed_) {
+      seat_cv_.wait(lock, [&] { return standby_armed_ || stopped_.load(); });
+      continue;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (working_ && seat_free_) {
+      const auto due = work_since_ + opts_.standby_after;
+      if (now < due) {
+        seat_cv_.wait_until(lock, due);
+        continue;
+      }
+      // The work runs long: receive meanwhile, until the receiver wants the seat back.
+      seat_free_ = false;
+      lock.unlock();
+      bool more = true;
+      while (more && !reclaim_) more = poll_once(std::chrono::milliseconds(-1));
+      lock.lock();
+      seat_free_ = true;
+      seat_cv_.notify_all();
+      continue;
+    }
+    if (!working_ && now - work_ended_ >= disarm_after) {
+      standby_armed_ = false;
+      continue;
+    }
+    // The receiver holds the seat between works: look again a little later.
+    seat_cv_.wait_for(lock, opts_.standby_after);
+  }
+}
+
+bool zmq_transport::poll_once(std::chrono::milliseconds timeout) {
+  // Per thread: the standby and the receiver take turns, never at once.
+  thread_local std::vector<zmq::message_t> parts;
+  thread_local std::vector<std::string_view> views;
   std::array<zmq::pollitem_t, 4> items{{{router_->handle(), 0, ZMQ_POLLIN, 0},
                                         {wake_rx_->handle(), 0, ZMQ_POLLIN, 0},
                                         {zap_->handle(), 0, ZMQ_POLLIN, 0},
                                         {events_->handle(), 0, ZMQ_POLLIN, 0}}};
-  std::vector<zmq::message_t> parts;
-  std::vector<std::string_view> views;
-  for (;;) {
+  {
+    if (stopped_) return false;
     try {
-      // Wake now and then while handshakes wait for the head, to refuse those it never
-      // answers.
       zmq::poll(items.data(), items.size(),
-                pending_keys_.empty() ? std::chrono::milliseconds(-1) : std::chrono::milliseconds(200));
-      if (items[1].revents & ZMQ_POLLIN) return;
+                !pending_keys_.empty() ? std::chrono::milliseconds(200) : timeout);
+      if (items[1].revents & ZMQ_POLLIN) {
+        zmq::message_t word;
+        (void)wake_rx_->recv(word, zmq::recv_flags::dontwait);
+        return !stopped_;  // "r": the receiver wants the seat back; "x": stop
+      }
       if (items[2].revents & ZMQ_POLLIN) on_zap();
       if (items[3].revents & ZMQ_POLLIN) on_event();
       if (!pending_keys_.empty()) expire_key_lookups();
-      if (!(items[0].revents & ZMQ_POLLIN)) continue;
+      if (!(items[0].revents & ZMQ_POLLIN)) return true;
       // Drain what is ready before polling again.
       for (;;) {
         parts.clear();
@@ -446,12 +550,15 @@ void zmq_transport::receive_loop() {
         for (const auto& p : parts) views.emplace_back(p.data<char>(), p.size());
         const char* user = parts.size() > 1 ? zmq_msg_gets(parts[1].handle(), "User-Id") : nullptr;
         on_frames(views, user);
+        // A handler ran work off the seat and the standby holds it now.
+        if (reclaim_) return true;
       }
     } catch (const zmq::error_t& e) {
-      if (e.num() == ETERM) return;
+      if (e.num() == ETERM) return false;
       CELER_LOG(error, "transport", std::string("receive failed: ") + e.what());
     }
   }
+  return true;
 }
 
 void zmq_transport::on_zap() {

@@ -39,7 +39,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -83,6 +85,11 @@ public:
     /// die and are replaced: a long-lived process would otherwise keep a socket to each
     /// one it ever answered, and reach ZeroMQ's limit of 1,023 sockets.
     std::size_t max_peers = 512;
+    /// A second receiving thread that takes over while the receiver thread runs work
+    /// handed to run_on_receiver() for longer than standby_after (a worker process's: its
+    /// tasks run on the receiver thread).
+    bool standby_receiver = false;
+    std::chrono::microseconds standby_after{2000};
   };
   struct counters {
     std::uint64_t delivered = 0;
@@ -110,6 +117,15 @@ public:
   void handle_directly(const unique_id& id, std::function<void(protocol::message&)> handler);
   /// Starts the receiver thread (bind the local components first).
   void start();
+  /// From a handler (on the thread receiving now): runs `work` on the receiver thread with
+  /// the socket free meanwhile, so that a call needs no hand-off to another thread; with
+  /// standby_receiver, a second thread receives while `work` runs past standby_after.
+  /// Called on the standby thread, `work` waits until the receiver thread finishes what
+  /// it runs, and runs there after it: work always runs on the receiver thread, in order.
+  void run_on_receiver(std::function<void()> work);
+  /// The work run_on_receiver runs is about to wait for a message (a get): the standby
+  /// takes the seat now rather than after standby_after. Any thread (a no-op elsewhere).
+  void receiver_waits();
   /// Stops receiving, flushes what is queued for peers (boundedly) and closes every socket.
   void stop();
 
@@ -144,6 +160,11 @@ private:
   /// caller while it sends, so that closing it elsewhere waits for the send.
   std::shared_ptr<peer> peer_for(const std::string& endpoint);
   void receive_loop();
+  /// Polls once (`timeout` -1: until something arrives) and handles what is ready; false
+  /// once stopping. The seat holder only.
+  bool poll_once(std::chrono::milliseconds timeout);
+  /// The standby thread: takes the seat while run_on_receiver's work runs long.
+  void standby_loop();
   struct zap_request;
   void on_frames(std::vector<std::string_view>& parts, const char* user_id);
   void on_hello(const std::string& rid, std::string_view frame, const peer_identity* who);
@@ -166,6 +187,24 @@ private:
   std::unique_ptr<zmq::socket_t> events_;  // the router's failed handshakes; receiver thread
   std::thread receiver_;
   std::atomic<bool> stopped_{false};
+
+  // The seat: one thread at a time polls router_, zap_, events_ and wake_rx_ and handles
+  // what arrives (the receiver thread, or the standby while the receiver runs work).
+  // seat_mutex_ guards what follows, and sends on wake_tx_.
+  std::mutex seat_mutex_;
+  std::condition_variable seat_cv_;
+  std::thread standby_;
+  std::thread::id receiver_id_;
+  /// No thread holds the seat (the receiver runs work; the standby may take it).
+  bool seat_free_ = false;
+  /// The receiver thread runs work, since work_since_; the standby checks on it while armed.
+  bool working_ = false;
+  bool standby_armed_ = false;
+  std::chrono::steady_clock::time_point work_since_, work_ended_;
+  /// The receiver wants the seat back from the standby.
+  std::atomic<bool> reclaim_{false};
+  /// Work handed to run_on_receiver on the standby thread, for the receiver to run next.
+  std::deque<std::function<void()>> deferred_;
 
   mutable std::shared_mutex peers_mutex_;  // guards peers_ (the map, not the sockets)
   std::unordered_map<std::string, std::shared_ptr<peer>> peers_;

@@ -54,7 +54,13 @@ private:
 };
 
 worker::worker(transport& net, core_worker& core, config cfg)
-  : net_(net), core_(core), cfg_(std::move(cfg)), ctx_{cfg_.id, cfg_.node, false, cfg_.gpu_ids} {}
+  : net_(net), core_(core), cfg_(std::move(cfg)) {
+  ctx_.worker = cfg_.id;
+  ctx_.node = cfg_.node;
+  ctx_.gpu_ids = cfg_.gpu_ids;
+  ctx_.on_block = [this](bool blocked) { on_block(blocked); };
+  ctx_.before_wait = cfg_.before_wait;
+}
 
 worker::~worker() { pool_.reset(); }
 
@@ -64,8 +70,80 @@ protocol::failure_info worker::failure(detail::failure_kind kind, error_code cod
                                       cfg_.this_node.short_hex(), cfg_.id.short_hex());
 }
 
+bool worker::front_door(protocol::message& m) {
+  if (auto* w = std::get_if<protocol::withdraw_tasks>(&m)) {
+    // Each task goes back to its own owner, whoever asked; an empty answer tells the asker
+    // that the others have started.
+    auto taken = inbox_.withdraw(w->tasks);
+    if (taken.empty()) {
+      (void)net_.send(w->owner, protocol::tasks_returned{cfg_.id, {}, {}, {}});
+    } else {
+      give_back(std::move(taken), "");
+    }
+    return true;
+  }
+  switch (inbox_.deliver(m)) {
+    case task_inbox::after::nothing:
+      return true;
+    case task_inbox::after::give_back: {
+      std::vector<protocol::task_spec> one;
+      one.push_back(std::move(std::get<protocol::execute_task>(m).spec));
+      give_back(std::move(one), "");
+      return true;
+    }
+    case task_inbox::after::wake:
+      break;
+  }
+  m = protocol::worker_wake{};
+  return false;
+}
+
+void worker::give_back(std::vector<protocol::task_spec> tasks, const std::string& blocked_function) {
+  // One message per owner, the tasks in the order they were queued.
+  while (!tasks.empty()) {
+    const address owner = tasks.front().owner;
+    protocol::tasks_returned back;
+    back.worker = cfg_.id;
+    back.blocked_function = blocked_function;
+    std::vector<protocol::task_spec> rest;
+    for (auto& t : tasks) {
+      if (t.owner == owner) {
+        back.tasks.push_back(std::move(t));
+      } else {
+        rest.push_back(std::move(t));
+      }
+    }
+    if (!net_.send(owner, std::move(back))) {
+      CELER_LOG(info, "worker", "the owner of tasks given back is gone; they are dropped");
+    }
+    tasks = std::move(rest);
+  }
+}
+
+void worker::on_block(bool blocked) {
+  if (!blocked) {
+    inbox_.unblock();
+    return;
+  }
+  auto back = inbox_.block();
+  // A wait for the call's own arguments says nothing about its function.
+  if (!back.empty()) give_back(std::move(back), resolving_ ? std::string() : running_function_);
+}
+
 void worker::handle(protocol::message& m) {
   current_worker_context() = &ctx_;
+  if (std::holds_alternative<protocol::worker_wake>(m)) {
+    while (!finished_) {
+      auto next = inbox_.next();
+      if (!next) break;
+      handle_one(*next);
+    }
+    return;
+  }
+  handle_one(m);
+}
+
+void worker::handle_one(protocol::message& m) {
   if (auto* exec = std::get_if<protocol::execute_task>(&m)) {
     execute(exec->spec);
   } else if (auto* kill = std::get_if<protocol::kill_actor>(&m)) {
@@ -144,10 +222,19 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
   protocol::object_payload v;
   std::vector<detail::fetched> fetched;
   std::vector<detail::arg_bytes> args;
+  // Plain tasks run on the worker's thread only (an actor's calls may run on its pool):
+  // what on_block reads is written by that thread alone.
+  const bool plain = spec.kind == protocol::task_kind::normal;
+  if (plain) {
+    running_function_ = spec.function;
+    resolving_ = true;
+  }
   if (!resolve_args(spec, fetched, args, v.fail)) {
+    if (plain) resolving_ = false;
     send_result(spec, std::move(v));
     return;
   }
+  if (plain) resolving_ = false;
   bool raised = false;
   // Waiting for arguments is not the call blocking: only waits in user code count.
   if (auto* ctx = current_worker_context(); ctx != nullptr) ctx->blocked = false;

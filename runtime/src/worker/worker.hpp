@@ -1,5 +1,6 @@
 #pragma once
-// A worker runs tasks, or hosts one actor for its lifetime. Its messages are handled on its
+// A worker runs tasks, or hosts one actor for its lifetime. Its messages wait in its inbox
+// (task_inbox: where queued tasks can still be given back) and are handled on its
 // own thread (a detached CAF actor in embedded mode, the main thread of a worker process in
 // cluster mode), and user code runs on that thread, so a call costs no extra hand-off.
 // Actors with max_concurrency above 1 run calls on a small pool of threads instead.
@@ -7,6 +8,7 @@
 #include "core/core_worker.hpp"
 #include "protocol/messages.hpp"
 #include "transport/transport.hpp"
+#include "worker/task_inbox.hpp"
 
 #include <celer/remote.hpp>
 
@@ -31,11 +33,18 @@ public:
     celer::node_id this_node;
     /// The GPUs it was given (device indices on its node).
     std::vector<int> gpu_ids;
+    /// Told before its user code waits for a message (worker_context::before_wait).
+    std::function<void()> before_wait;
   };
   worker(transport& net, core_worker& core, config cfg);
   ~worker();
 
+  /// Handles a message from its mailbox: worker_wake takes what waits in its inbox.
   void handle(protocol::message& m);
+  /// Where messages for the worker arrive first, on the thread that received them: into
+  /// its inbox (a withdrawal is answered here). False when `m`, rewritten to worker_wake,
+  /// must go to the worker's mailbox to wake it; true when it was taken care of.
+  bool front_door(protocol::message& m);
   /// True once the worker should exit (killed, failed to construct, or told to stop).
   [[nodiscard]] bool finished() const noexcept { return finished_; }
   /// A preemption notice for the hosted actor, handled on the thread that receives it
@@ -45,6 +54,12 @@ public:
 private:
   class call_pool;
 
+  /// One message, on the worker's thread.
+  void handle_one(protocol::message& m);
+  /// A call starts or stops waiting in get: the plain tasks queued behind it go back.
+  void on_block(bool blocked);
+  /// Sends tasks it will not run back to their owners.
+  void give_back(std::vector<protocol::task_spec> tasks, const std::string& blocked_function);
   void execute(protocol::task_spec& spec);
   void create_actor(protocol::task_spec& spec);
   /// Runs the restarted actor's restore hook (spec.restore_method); false, with `fail`, when
@@ -69,6 +84,11 @@ private:
   config cfg_;
   worker_context ctx_;
   bool finished_ = false;
+  task_inbox inbox_;
+  /// The function of the call running on the worker's thread, and whether it is still
+  /// fetching its arguments (a wait then says nothing about the function).
+  std::string running_function_;
+  bool resolving_ = false;
   // The hosted actor, if any.
   actor_id actor_;
   std::string actor_class_;

@@ -10,6 +10,17 @@ using namespace celer;
 
 namespace {
 
+/// Sets max_tasks_in_flight_per_worker for one test.
+struct scoped_depth {
+  explicit scoped_depth(int depth) : saved(knobs()) {
+    auto k = saved;
+    k.max_tasks_in_flight_per_worker = depth;
+    set_knobs(k);
+  }
+  ~scoped_depth() { set_knobs(saved); }
+  knob_values saved;
+};
+
 struct submitter_fixture : testing::core_pieces {
   task_submitter tasks{net, objects, ids, {self, node, head, this_node}, [this] { return now; }};
   /// The retry policy of the tasks submit() submits.
@@ -115,6 +126,7 @@ TEST_CASE("a busy lease is not returned however long it runs", "[core][task_subm
 
 TEST_CASE("the next task of a shape goes to the lease the last one freed, with no new request",
           "[core][task_submitter]") {
+  const scoped_depth no_pipelining(1);
   submitter_fixture f;
   auto [a, ra] = f.submit("f");
   auto [b, rb] = f.submit("f");
@@ -124,7 +136,7 @@ TEST_CASE("the next task of a shape goes to the lease the last one freed, with n
   auto sent = f.pushed();
   REQUIRE(sent.size() == 1);
   CHECK(sent[0].second.spec.id == a);
-  // With one worker per task in flight (the default), b waits for a's worker.
+  // With one task in flight per worker, b waits for a's worker.
   auto r = testing::core_pieces::result(a, "1");
   REQUIRE(f.tasks.on_result(r));
   sent = f.pushed();
@@ -460,6 +472,7 @@ TEST_CASE("a retried task holds its arguments until it is finally done, and rele
 }
 
 TEST_CASE("a retried task goes before tasks submitted after it", "[core][task_submitter][retry]") {
+  const scoped_depth no_pipelining(1);
   submitter_fixture f;
   f.retry = {.max_retries = 1};
   auto [a, ra] = f.submit("f");
@@ -627,6 +640,7 @@ TEST_CASE("the connections to a dead worker, and to its dead node, are closed",
 
 TEST_CASE("the submitter counts its tasks by state and the time each waited to be sent to a worker",
           "[core][task_submitter]") {
+  const scoped_depth no_pipelining(1);
   submitter_fixture f;
   auto c = f.tasks.counts();
   CHECK(c.submitted == 0);
@@ -679,4 +693,142 @@ TEST_CASE("the submitter counts its tasks by state and the time each waited to b
   CHECK(c.changes[0].at_ms > 0);
   CHECK(c.changes_dropped == 0);
   CHECK(f.tasks.counts(true).changes.empty());
+}
+
+TEST_CASE("tasks are queued on a leased worker behind the running one (pipelining, the default)",
+          "[core][task_submitter][pipelining]") {
+  submitter_fixture f;
+  auto [a, ra] = f.submit("f");
+  auto [b, rb] = f.submit("f");
+  const worker_id w = f.grant();
+  auto sent = f.pushed();
+  REQUIRE(sent.size() == 2);
+  CHECK(sent[0].first.id == w);
+  CHECK(sent[1].first.id == w);
+  CHECK(sent[0].second.spec.id == a);
+  CHECK(sent[1].second.spec.id == b);
+  CHECK(f.tasks.running() == 2);
+}
+
+TEST_CASE("tasks a worker gives back because its call blocked run on another lease, and the "
+          "blocking function is not queued behind again",
+          "[core][task_submitter][pipelining]") {
+  submitter_fixture f;
+  auto [a, ra] = f.submit("f");
+  auto [b, rb] = f.submit("f");
+  const worker_id w = f.grant();
+  REQUIRE(f.pushed().size() == 2);
+  // The one request left was withdrawn when both found a worker.
+  (void)f.net.take<protocol::cancel_lease_requests>();
+
+  // a blocked in get on w: b comes back whole, not run.
+  protocol::tasks_returned back;
+  back.worker = w;
+  back.blocked_function = "f";
+  auto bspec = f.task("f");
+  bspec.id = b;
+  back.tasks.push_back(bspec);
+  f.tasks.on_returned(back);
+  CHECK(f.tasks.running() == 1);
+  CHECK(f.tasks.queued() == 1);
+  CHECK(f.pushed().empty());  // nothing more goes behind the blocked call
+  CHECK(f.tasks.lease_requests() == 1);
+
+  const worker_id w2 = f.grant();
+  auto sent = f.pushed();
+  REQUIRE(sent.size() == 1);
+  CHECK(sent[0].first.id == w2);
+  CHECK(sent[0].second.spec.id == b);
+  CHECK(sent[0].second.spec.attempt == 1);  // not counted as a retry: it never ran
+  auto rbv = testing::core_pieces::result(b, "2");
+  REQUIRE(f.tasks.on_result(rbv));
+  CHECK(f.value_of(rb).payload == "2");
+
+  // f is known to block now: a new task of f waits rather than queue behind a running one.
+  auto [c, rc] = f.submit("f");
+  sent = f.pushed();
+  REQUIRE(sent.size() == 1);
+  CHECK(sent[0].first.id == w2);  // the idle lease
+  auto [d, rd] = f.submit("f");
+  CHECK(f.pushed().empty());
+  CHECK(f.tasks.queued() == 1);
+  auto rav = testing::core_pieces::result(a, "1");
+  REQUIRE(f.tasks.on_result(rav));
+  CHECK(f.value_of(ra).payload == "1");
+  sent = f.pushed();
+  REQUIRE(sent.size() == 1);
+  CHECK(sent[0].first.id == w);
+  CHECK(sent[0].second.spec.id == d);
+  (void)c;
+  (void)rc;
+  (void)rd;
+}
+
+TEST_CASE("a given-back task that no longer runs on that worker at that attempt is ignored",
+          "[core][task_submitter][pipelining]") {
+  submitter_fixture f;
+  auto [a, ra] = f.submit("f");
+  const worker_id w = f.grant();
+  REQUIRE(f.pushed().size() == 1);
+  protocol::tasks_returned back;
+  back.worker = worker_id::random();  // another worker
+  auto spec = f.task("f");
+  spec.id = a;
+  back.tasks.push_back(spec);
+  f.tasks.on_returned(back);
+  CHECK(f.tasks.running() == 1);
+  back.worker = w;
+  back.tasks[0].attempt = 2;  // another attempt
+  f.tasks.on_returned(back);
+  CHECK(f.tasks.running() == 1);
+  CHECK(f.tasks.queued() == 0);
+  auto r = testing::core_pieces::result(a, "1");
+  REQUIRE(f.tasks.on_result(r));
+  CHECK(f.value_of(ra).payload == "1");
+}
+
+TEST_CASE("an idle lease takes back the later half of another lease's queue through a withdrawal",
+          "[core][task_submitter][pipelining]") {
+  const scoped_depth three(3);
+  submitter_fixture f;
+  std::vector<std::pair<task_id, object_ref<void>>> t;
+  for (int i = 0; i < 8; ++i) t.push_back(f.submit("f"));
+  const worker_id w1 = f.grant();
+  REQUIRE(f.pushed().size() == 3);  // t0 t1 t2
+  const worker_id w2 = f.grant();
+  REQUIRE(f.pushed().size() == 3);  // t3 t4 t5
+  CHECK(f.tasks.queued() == 2);
+  // w2 runs through its own and what still waited (t6, t7) while w1 is on t0.
+  for (int i = 3; i < 8; ++i) {
+    auto done = testing::core_pieces::result(t[i].first, std::to_string(i));
+    REQUIRE(f.tasks.on_result(done));
+    CHECK(f.value_of(t[i].second).payload == std::to_string(i));
+  }
+  CHECK(f.tasks.queued() == 0);
+  // w2 is idle, nothing waits, w1 holds three: it is asked for the later one back.
+  auto asked = f.net.take<protocol::withdraw_tasks>();
+  REQUIRE(asked.size() == 1);
+  CHECK(asked[0].first.id == w1);
+  CHECK(asked[0].second.owner == f.self);
+  REQUIRE(asked[0].second.tasks.size() == 1);
+  CHECK(asked[0].second.tasks[0] == t[2].first);
+  (void)f.pushed();
+
+  // t2 had not started: it comes back and goes to w2.
+  protocol::tasks_returned back;
+  back.worker = w1;
+  auto spec = f.task("f");
+  spec.id = t[2].first;
+  back.tasks.push_back(spec);
+  f.tasks.on_returned(back);
+  auto sent = f.pushed();
+  REQUIRE(sent.size() == 1);
+  CHECK(sent[0].first.id == w2);
+  CHECK(sent[0].second.spec.id == t[2].first);
+  for (int i = 0; i < 3; ++i) {
+    auto done = testing::core_pieces::result(t[i].first, std::to_string(i));
+    REQUIRE(f.tasks.on_result(done));
+    CHECK(f.value_of(t[i].second).payload == std::to_string(i));
+  }
+  CHECK(f.tasks.running() == 0);
 }
