@@ -431,6 +431,12 @@ void head::on(protocol::kill_actor& m) {
 }
 
 void head::on(protocol::heartbeat& m) {
+  const auto began = std::chrono::steady_clock::now();
+  struct timed {
+    handling_histogram& into;
+    std::chrono::steady_clock::time_point began;
+    ~timed() { into.add(std::chrono::steady_clock::now() - began); }
+  } timing{heartbeat_times_, began};
   auto it = nodes_.find(m.node);
   if (it == nodes_.end()) return;
   auto& n = it->second;
