@@ -666,6 +666,12 @@ void head::on(protocol::subscribe_cluster& m) {
 }
 
 void head::on(protocol::job_finished& m) {
+  // Its actors' rows change together: one write, not two per actor (head_tables::begin_batch).
+  struct batch {
+    head_tables* t;
+    ~batch() { if (t) t->commit_batch(); }
+  } rows{tables_.get()};
+  if (tables_) tables_->begin_batch();
   if (jobs_.erase(m.job) > 0 && tables_) tables_->drop_job(m.job);
   if (auto t = job_tasks_.find(m.job); t != job_tasks_.end()) {
     t->second.waiting = t->second.running = 0;  // nothing of an ended job waits or runs
