@@ -26,6 +26,9 @@ allowed=(
   "scripts/fuzz.sh store"
   # celer-bench-scheduler drives the scheduler's policy code (runtime/src/scheduler) on
   # simulated nodes, as the runtime's own tests do; the scheduler has no public interface.
+  # celer-bench-sim-cluster's simulated node agents speak the cluster protocol with the
+  # runtime's own messages, wire encoding, admission and credentials (runtime/src/protocol,
+  # transport) against a real head: node agents have no public interface either.
   "bench/CMakeLists.txt runtime"
 )
 

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include <pthread.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 extern char** environ;
@@ -134,6 +135,23 @@ std::unique_ptr<head_jobs> start_jobs(const knob_values& k, const credentials& c
                                      std::chrono::milliseconds(std::max(10, k.heartbeat_ms)));
 }
 
+/// Raises the soft limit on open files to the hard one: the head holds about three
+/// descriptors per node (its connection to the node, the node's to it, a socket's mailbox).
+/// Says so when the hard limit leaves room for fewer nodes than `connections` (or 4,096).
+void raise_open_files(std::size_t connections) {
+  rlimit nofile{};
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) != 0) return;
+  if (nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    (void)::setrlimit(RLIMIT_NOFILE, &nofile);
+  }
+  const std::size_t nodes = static_cast<std::size_t>(nofile.rlim_cur / 3);
+  if (nodes < std::min<std::size_t>(connections, 4096)) {
+    CELER_LOG(warn, "head", "the open-file limit (" + std::to_string(nofile.rlim_cur) + ") lets the head serve about " +
+                              std::to_string(nodes) + " nodes; raise it (ulimit -n) for a larger cluster");
+  }
+}
+
 } // namespace
 
 int run_daemon(const knob_values& k, const daemon_options& o,
@@ -211,6 +229,12 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     k, o.head && o.port > 0 ? "tcp://" + ip + ":" + std::to_string(o.port) : bind_for(ip), *creds);
   // A node asks the head whose a job's key is; the head knows (drivers register with it).
   if (!o.head) zo.key_authority = "tcp://" + cluster_address;
+  // The head answers every node (each one's probes, at least once a second): it keeps a
+  // connection to each rather than closing and opening them again past max_connections.
+  if (o.head) {
+    zo.max_peers = std::max(zo.max_peers, static_cast<std::size_t>(std::max(1, k.head_max_connections)));
+    raise_open_files(zo.max_peers);
+  }
   std::unique_ptr<zmq_transport> net;
   try {
     net = std::make_unique<zmq_transport>(host.local(), zo);

@@ -431,6 +431,12 @@ void head::on(protocol::kill_actor& m) {
 }
 
 void head::on(protocol::heartbeat& m) {
+  const auto began = std::chrono::steady_clock::now();
+  struct timed {
+    handling_histogram& into;
+    std::chrono::steady_clock::time_point began;
+    ~timed() { into.add(std::chrono::steady_clock::now() - began); }
+  } timing{heartbeat_times_, began};
   auto it = nodes_.find(m.node);
   if (it == nodes_.end()) return;
   auto& n = it->second;
@@ -660,6 +666,12 @@ void head::on(protocol::subscribe_cluster& m) {
 }
 
 void head::on(protocol::job_finished& m) {
+  // Its actors' rows change together: one write, not two per actor (head_tables::begin_batch).
+  struct batch {
+    head_tables* t;
+    ~batch() { if (t) t->commit_batch(); }
+  } rows{tables_.get()};
+  if (tables_) tables_->begin_batch();
   if (jobs_.erase(m.job) > 0 && tables_) tables_->drop_job(m.job);
   if (auto t = job_tasks_.find(m.job); t != job_tasks_.end()) {
     t->second.waiting = t->second.running = 0;  // nothing of an ended job waits or runs

@@ -210,6 +210,8 @@ private:
   package_reader read_package_;
   /// Actor restarts since this head started.
   std::uint64_t restarts_total_ = 0;
+  /// The time each heartbeat took to handle (published for /metrics).
+  handling_histogram heartbeat_times_;
   /// What each running job's driver says its tasks did (its heartbeats), and the totals of
   /// the jobs that ended since this head started (so that counters never go down).
   std::unordered_map<job_id, protocol::task_counts> job_tasks_;

@@ -62,6 +62,7 @@ void head::publish_snapshot() {
   auto s = std::make_shared<head_snapshot>();
   s->taken = std::chrono::system_clock::now();
   s->actor_restarts = restarts_total_;
+  s->heartbeats = heartbeat_times_;
   s->actors.reserve(actors_.size());
   for (const auto& [id, a] : actors_) {
     actor_summary x;

@@ -87,7 +87,20 @@ expected<head_state> head_tables::load() const {
   return s;
 }
 
+void head_tables::commit_batch() {
+  if (!batch_) return;
+  auto w = std::move(*batch_);
+  batch_.reset();
+  if (w.empty()) return;
+  const std::string what = std::to_string(w.size()) + " row change(s) made together";
+  write(std::move(w), what);
+}
+
 void head_tables::write(std::vector<store::table_write> w, const std::string& what) {
+  if (batch_) {
+    batch_->insert(batch_->end(), std::make_move_iterator(w.begin()), std::make_move_iterator(w.end()));
+    return;
+  }
   auto ok = db_->apply(w);
   if (ok) {
     if (failed_streak_ > 0) {

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,15 @@ public:
   void save_subscriber(const address& a);
   void drop_subscriber(const std::string& endpoint);
 
+  /// The writes made from begin_batch() to commit_batch() go to the database together, as
+  /// one write (one sync of its log), for a handler that changes many rows at once: a job
+  /// that ends with 1,000 actors wrote 2,000 rows one sync each, and held the head (and
+  /// every heartbeat behind it) for 2.5 to 6 s, long enough to have live nodes declared dead.
+  /// A head killed before the commit loses those rows' changes, as one killed before the
+  /// handler would have. Batches do not nest.
+  void begin_batch() { batch_.emplace(); }
+  void commit_batch();
+
   /// Writes that failed since this object was made.
   [[nodiscard]] std::uint64_t failed_writes() const noexcept { return failed_; }
 
@@ -103,6 +113,8 @@ private:
   std::uint64_t failed_ = 0;
   /// Writes that failed since the last one that succeeded.
   std::uint64_t failed_streak_ = 0;
+  /// The writes of the open batch (none open: nullopt).
+  std::optional<std::vector<store::table_write>> batch_;
 };
 
 } // namespace celer

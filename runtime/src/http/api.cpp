@@ -105,6 +105,14 @@ std::string metrics_text(const protocol::status_reply& s, const std::map<int, st
     e.gauge("celer_actors", "Actors by state", actors);
     e.counter("celer_actor_restarts_total", "Actor restarts since the head started",
               {{{}, static_cast<double>(snapshot->actor_restarts)}});
+    const auto& hb = snapshot->heartbeats;
+    const std::vector<double> hb_bounds(hb.bounds.begin(), hb.bounds.end());
+    std::vector<std::uint64_t> hb_cumulative;
+    std::uint64_t below = 0;
+    for (std::size_t i = 0; i < hb.bounds.size(); ++i) hb_cumulative.push_back(below += hb.counts[i]);
+    e.histogram("celer_head_heartbeat_seconds",
+                "The head's time to handle one node heartbeat (its handler, after the transport decoded it)", {},
+                hb_bounds, hb_cumulative, static_cast<double>(hb.sum_ns) / 1e9, hb.count);
   } else {
     e.gauge("celer_actors", "Actors by state", {{{{"state", "ALIVE"}}, static_cast<double>(s.actors_alive)},
                                                 {{{"state", "PENDING"}}, static_cast<double>(s.actors_pending)}});

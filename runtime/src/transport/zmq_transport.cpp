@@ -32,6 +32,11 @@ constexpr int linger_ms = 1000;
 /// A connection that has not finished its handshake by then is closed (what a peer
 /// without keys can hold: one descriptor, this long).
 constexpr int handshake_ms = 5000;
+/// Connections waiting to be accepted (the kernel caps it at net.core.somaxconn). ZeroMQ's
+/// default, 100, overflowed when a cluster's nodes joined at once: the kernel dropped their
+/// SYNs, they retried after 1, 3 and 7 s and missed their hello's timeout (at 1,000 nodes,
+/// a fifth of them; docs/benchmarks.md, "A simulated cluster of 1,000 nodes").
+constexpr int listen_backlog = 4096;
 /// Messages a peer may have queued at this process before its connection is read no more
 /// (back-pressure, not loss).
 constexpr int receive_queue = 1000;
@@ -95,7 +100,12 @@ struct zmq_transport::zap_request {
 };
 
 zmq_transport::zmq_transport(local_transport& local, options o)
-  : local_(local), opts_(std::move(o)), ctx_(std::make_unique<zmq::context_t>(1)) {
+  : local_(local),
+    opts_(std::move(o)),
+    // Room for every connection kept, those closed and still flushing (up to linger_ms), and
+    // the few sockets of its own; ZeroMQ's default (1,023) for the usual cap.
+    ctx_(std::make_unique<zmq::context_t>(
+      1, static_cast<int>(std::clamp<std::size_t>(2 * opts_.max_peers + 64, ZMQ_MAX_SOCKETS_DFLT, 1u << 20)))) {
   // The ZAP handler must be bound before the first connection: without one, ZeroMQ lets
   // every CURVE or PLAIN client in.
   zap_ = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::router);
@@ -105,6 +115,7 @@ zmq_transport::zmq_transport(local_transport& local, options o)
   router_->set(zmq::sockopt::linger, 0);
   router_->set(zmq::sockopt::sndhwm, 0);
   router_->set(zmq::sockopt::rcvhwm, receive_queue);
+  router_->set(zmq::sockopt::backlog, listen_backlog);
   router_->set(zmq::sockopt::handshake_ivl, handshake_ms);
   router_->set(zmq::sockopt::zap_domain, "celer");
   if (opts_.encrypt) {

@@ -321,3 +321,30 @@ TEST_CASE("a head whose tables cannot be written (a full disk) goes on serving f
   CHECK(rows->writes == 1);
   CHECK(rows->tables["actors"].size() == 1);
 }
+
+TEST_CASE("a job that ends with many actors changes their rows in one write of the tables",
+          "[head][tables]") {
+  // One sync per row held the head for seconds at 1,000 actors (docs/benchmarks.md, "A
+  // simulated cluster of 1,000 nodes"): every heartbeat waited behind it.
+  auto rows = std::make_shared<fakes::memory_table_db::rows>();
+  std::chrono::steady_clock::time_point now{};
+  head_on_tables h(now, std::make_unique<head_tables>(std::make_unique<fakes::memory_table_db>(rows)));
+  const node_id node = node_id::random();
+  const job_id job = job_id::random();
+  h.handle(registration(node));
+  constexpr int actors = 50;
+  for (int i = 0; i < actors; ++i) {
+    const actor_id a = actor_id::random();
+    h.handle(named_actor(a, job, "a" + std::to_string(i)));
+    h.handle(protocol::actor_started{a, address{unique_id::random(), "tcp://10.0.0.1:7002"}, {}, {}});
+  }
+  REQUIRE(rows->tables["actors"].size() == actors);
+  const auto before = rows->writes;
+  h.handle(protocol::job_finished{job});
+  CHECK(rows->writes == before + 1);
+  CHECK(rows->tables["actors"].empty());
+  CHECK(h.net.take<protocol::kill_actor>().size() == actors);
+  // The head goes on writing row by row afterwards.
+  h.handle(named_actor(actor_id::random(), job_id::random(), "after"));
+  CHECK(rows->writes == before + 2);
+}
