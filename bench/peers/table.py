@@ -102,9 +102,10 @@ def main():
             for x in doc["results"]:
                 if "skipped" in x:
                     notes.append(f"{label} has no {x['name']}: {x['skipped']}")
-    for x in celer["results"]:
-        if "skipped" in x:
-            notes.append(f"celer skipped {x['name']}: {x['skipped']}")
+    for doc, label in ((celer, "embedded"), (cluster, "cluster")):
+        for x in (doc or {}).get("results", []):
+            if "skipped" in x:
+                notes.append(f"celer ({label}) skipped {x['name']}: {x['skipped']}")
     if notes:
         print()
         for n in notes:

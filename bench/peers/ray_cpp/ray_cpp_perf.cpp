@@ -9,7 +9,7 @@
 //
 //   ray_cpp_perf --address IP:PORT --code-search-path LIB [--duration S]
 //                [--only PATTERN | --workload NAME] [--json FILE] [--system NAME] [--smoke]
-//   ray_cpp_perf --list [--only PATTERN]        the workloads' names, one a line
+//   ray_cpp_perf --list [--only PATTERN]     each workload's name and "measured" or "skipped"
 //
 // run.sh runs each workload in a driver of its own (--workload): in one driver (one Ray
 // job), an actor's nested tasks (multi_client_tasks_async) waited forever for workers once
@@ -375,7 +375,7 @@ int main(int argc, char** argv) {
     if (only_workload.empty() ? selected(o, w.name) : w.name == only_workload) chosen.push_back(std::move(w));
   }
   if (list) {
-    for (const auto& w : chosen) std::printf("%s\n", w.name.c_str());
+    for (const auto& w : chosen) std::printf("%s\t%s\n", w.name.c_str(), w.measure ? "measured" : "skipped");
     return 0;
   }
   runner r(o);

@@ -61,26 +61,30 @@ trap cleanup EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
 
-# A token of this cluster's own (Ray 2.60 authenticates every connection; its default token
-# in ~/.ray is shared with every other cluster of this user).
-(umask 077 && "$venv/bin/python" -c 'import secrets; print(secrets.token_hex(32))' >"$tmp/token")
-export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=$tmp/token
-export RAY_BACKEND_LOG_LEVEL=${RAY_BACKEND_LOG_LEVEL:-warning}
-"$venv/bin/ray" start --head --block --node-ip-address="$ip" --port=0 --num-cpus="$cpus" \
-  --include-dashboard=false --disable-usage-stats --temp-dir="$tmp/ray" >"$tmp/head.log" 2>&1 &
-head_pid=$!
-for _ in $(seq 120); do
-  [[ -s $tmp/ray/ray_current_cluster ]] && break
-  kill -0 "$head_pid" 2>/dev/null || break
-  sleep 0.5
-done
-address=$(cat "$tmp/ray/ray_current_cluster" 2>/dev/null)
-if [[ -z $address ]]; then
-  echo "run.sh: ray start --head did not come up; its output:" >&2
-  tail -n 30 "$tmp/head.log" >&2
-  exit 1
+list=$("$build/ray_cpp_perf" --list --only "$only") || exit 1
+address=""
+if grep -q $'\tmeasured$' <<<"$list"; then
+  # A token of this cluster's own (Ray 2.60 authenticates every connection; its default token
+  # in ~/.ray is shared with every other cluster of this user).
+  (umask 077 && "$venv/bin/python" -c 'import secrets; print(secrets.token_hex(32))' >"$tmp/token")
+  export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=$tmp/token
+  export RAY_BACKEND_LOG_LEVEL=${RAY_BACKEND_LOG_LEVEL:-warning}
+  "$venv/bin/ray" start --head --block --node-ip-address="$ip" --port=0 --num-cpus="$cpus" \
+    --include-dashboard=false --disable-usage-stats --temp-dir="$tmp/ray" >"$tmp/head.log" 2>&1 &
+  head_pid=$!
+  for _ in $(seq 120); do
+    [[ -s $tmp/ray/ray_current_cluster ]] && break
+    kill -0 "$head_pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  address=$(cat "$tmp/ray/ray_current_cluster" 2>/dev/null)
+  if [[ -z $address ]]; then
+    echo "run.sh: ray start --head did not come up; its output:" >&2
+    tail -n 30 "$tmp/head.log" >&2
+    exit 1
+  fi
+  echo "run.sh: Ray $version head at $address ($cpus CPUs); one driver per workload"
 fi
-echo "run.sh: Ray $version head at $address ($cpus CPUs); one driver per workload"
 
 # Each workload's JSON, or why it has none, one a line ("json<TAB>FILE" or "skip<TAB>NAME<TAB>WHY").
 rows=$tmp/rows
@@ -88,7 +92,8 @@ rows=$tmp/rows
 status=0
 i=0
 printf '%-48s %28s  %s\n' workload "mean +- std" unit
-while read -r name; do
+while IFS=$'\t' read -r name kind; do
+  [[ -n $name ]] || continue
   i=$((i + 1))
   part=$tmp/part-$i.json
   timeout -k 10 "$timeout_s" "$build/ray_cpp_perf" --address "$address" \
@@ -109,7 +114,7 @@ while read -r name; do
   else
     printf 'json\t%s\n' "$part" >>"$rows"
   fi
-done < <("$build/ray_cpp_perf" --list --only "$only")
+done <<<"$list"
 
 if [[ -n $json ]]; then
   python3 - "$json" "ray C++ $version" "$duration" "$rows" <<'EOF'
