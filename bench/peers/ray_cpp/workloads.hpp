@@ -34,10 +34,12 @@ class bench_actor {
 };
 
 /// Ray's `Client`: calls on a server actor. Python's client keeps a list of handles; here
-/// the server's handle comes as an argument of each call (the C++ API's one way to hand an
-/// actor to another that kept working): a handle a C++ actor kept from one call to the
-/// next, or looked up by name, took calls that never reached the server after the first
-/// batch or so (Ray 2.60). So the 1:n workload calls the client once per server.
+/// the server's handle comes as an argument of each call, as in Ray's own C++ tests (the
+/// C++ API passes one `ActorHandle` argument, not a vector of them), so the 1:n workload
+/// calls the client once per server. A handle a C++ actor kept from one call to the next,
+/// or looked up by name, took calls that never reached the server after the first batch
+/// or so (Ray 2.60); given per call, they still hang in some runs (docs/benchmarks.md,
+/// "The Ray C++ column").
 class client {
  public:
   static client* create();
