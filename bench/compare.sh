@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs `celer microbenchmark` (embedded, and on a local cluster: a head with its node, worker
-# processes like Ray's and Dask's) and the same workloads on Ray and Dask, in one run on this
-# machine with the same CPU count, and prints one table: workload, celer, Ray, Dask and
-# celer's ratio to each. Installs what is missing (Ray and Dask from PyPI into a virtual
-# environment); a peer that cannot run is reported as missing, with why.
+# processes like Ray's and Dask's, and a second node with no CPUs, which the transfer row
+# reads objects from) and the same workloads on Ray (Python), on Ray's C++ API
+# (bench/peers/ray_cpp) and on Dask, in one run on this machine with the same CPU count, and
+# prints one table: workload, celer, Ray, Ray C++, Dask and celer's ratio to each. Installs
+# what is missing (Ray, ray-cpp and Dask from PyPI into a virtual environment); a peer that
+# cannot run is reported as missing, with why.
 #
 #   bench/compare.sh [--duration S] [--num-cpus N] [--only PATTERN] [--build DIR] [--out DIR]
 set -uo pipefail
@@ -25,6 +27,7 @@ while [[ $# -gt 0 ]]; do
 done
 out=${out:-$(mktemp -d /tmp/celer-compare.XXXXXX)}
 mkdir -p "$out"
+rm -f "$out"/{celer,celer-cluster,ray,ray-cpp,dask}.json
 venv=${CELER_BENCH_VENV:-$HOME/.cache/celer/bench-venv}
 
 if [[ ! -x $build/runtime/celer || ! -x $build/bench/celer-microbenchmark ]]; then
@@ -54,23 +57,39 @@ echo "compare: celer ($cpus CPUs)"
 "$build/runtime/celer" microbenchmark "${common[@]}" --json "$out/celer.json" --celer-num-cpus="$cpus" ||
   { echo "compare: celer microbenchmark failed" >&2; exit 1; }
 missing_cluster=""
-echo "compare: celer on a local cluster (head with its node, $cpus CPUs)"
+echo "compare: celer on a local cluster (head with its node, $cpus CPUs; a second node, no CPUs)"
 export CELER_TEMP_DIR="$out/cluster"
+node2_dir=$out/cluster-node2
 started=$("$build/runtime/celer" start --head --port 0 --num-cpus "$cpus" 2>"$out/cluster-start.log")
 address=$(sed -n 's/^celer head started at \([^ ]*\).*/\1/p' <<<"$started")
 if [[ -z $address ]]; then
   missing_cluster="celer start --head failed (see $out/cluster-start.log)"
 else
+  # The second node: a temp dir of its own, joining with the head's token as a node on
+  # another machine would. No CPUs, so that tasks and placement groups stay on the head's
+  # node; the microbenchmark keeps its actors there too (soft node affinity).
+  CELER_TEMP_DIR=$node2_dir "$build/runtime/celer" start --address "$address" --num-cpus 0 \
+    --token-file "$out/cluster/session_latest/token" >>"$out/cluster-start.log" 2>&1 ||
+    echo "compare: the second node did not start (see $out/cluster-start.log): no transfer row" >&2
   "$build/runtime/celer" microbenchmark "${common[@]}" --address "$address" \
     --json "$out/celer-cluster.json" 2>"$out/cluster.log" ||
     missing_cluster="celer microbenchmark --address failed (see $out/cluster.log)"
 fi
+CELER_TEMP_DIR=$node2_dir "$build/runtime/celer" stop >/dev/null 2>&1
 "$build/runtime/celer" stop >/dev/null 2>&1
 unset CELER_TEMP_DIR
+missing_ray_cpp=$missing_ray
 if [[ -z $missing_ray ]]; then
   echo "compare: Ray ($cpus CPUs)"
   (cd bench/peers && "$venv/bin/python" ray_perf.py "${common[@]}" --num-cpus "$cpus" \
     --json "$out/ray.json") 2>"$out/ray.log" || missing_ray="ray_perf.py failed (see $out/ray.log)"
+fi
+if [[ -z $missing_ray_cpp ]]; then
+  echo "compare: Ray's C++ API ($cpus CPUs; one driver per workload)"
+  bench/peers/ray_cpp/run.sh "${common[@]}" --num-cpus "$cpus" --venv "$venv" --build "$build/ray-cpp" \
+    --json "$out/ray-cpp.json" 2>"$out/ray-cpp.log" ||
+    [[ -s $out/ray-cpp.json ]] ||
+    missing_ray_cpp="bench/peers/ray_cpp/run.sh failed: $(tail -n 1 "$out/ray-cpp.log") (see $out/ray-cpp.log)"
 fi
 if [[ -z $missing_dask ]]; then
   echo "compare: Dask ($cpus worker processes)"
@@ -80,6 +99,7 @@ fi
 echo
 python3 bench/peers/table.py "$out/celer.json" "$out/ray.json" "$out/dask.json" \
   --cluster "$out/celer-cluster.json" --missing-cluster "$missing_cluster" \
+  --ray-cpp "$out/ray-cpp.json" --missing-ray-cpp "$missing_ray_cpp" \
   --missing-ray "$missing_ray" --missing-dask "$missing_dask" | tee "$out/table.txt"
 echo
 echo "compare: results in $out"

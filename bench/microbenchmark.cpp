@@ -10,6 +10,8 @@
 
 #include <celer/celer.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -193,23 +195,21 @@ bool selected(const options& o, const std::string& name) {
   return o.only.empty() || name.find(o.only) != std::string::npos;
 }
 
+/// The JSON bench/peers/table.py reads (and bench/peers/common.py writes for the peers).
 void write_json(const std::string& path, const std::vector<result>& results, const options& o) {
-  std::ofstream out(path);
-  out << "{\n  \"system\": \"celer\",\n  \"mode\": \""
-      << (o.address.empty() ? std::string("embedded") : "cluster " + o.address)
-      << "\",\n  \"duration_s\": " << o.duration << ",\n  \"results\": [\n";
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    const auto& r = results[i];
-    out << "    {\"name\": \"" << r.name << "\", ";
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : results) {
     if (r.skipped.empty()) {
-      out << "\"value\": " << r.mean << ", \"std\": " << r.stddev << ", \"unit\": \"" << r.unit
-          << "\"}";
+      rows.push_back({{"name", r.name}, {"value", r.mean}, {"std", r.stddev}, {"unit", r.unit}});
     } else {
-      out << "\"skipped\": \"" << r.skipped << "\"}";
+      rows.push_back({{"name", r.name}, {"skipped", r.skipped}});
     }
-    out << (i + 1 < results.size() ? ",\n" : "\n");
   }
-  out << "  ]\n}\n";
+  const nlohmann::json doc{{"system", "celer"},
+                           {"mode", o.address.empty() ? std::string("embedded") : "cluster " + o.address},
+                           {"duration_s", o.duration},
+                           {"results", rows}};
+  std::ofstream(path) << doc.dump(2) << "\n";
 }
 
 /// GB/s of reading objects made on another node (each read pulls one to this node).
@@ -419,7 +419,12 @@ int main(int argc, char** argv) {
         check_ok(celer::get(refs));
       }, batch));
     }
-    const celer::actor_options no_cpu{.num_cpus = 0};
+    // Actors stay on the driver's node (soft affinity: the head places every actor). On a
+    // cluster with a second node for object_transfer_gigabytes (bench/compare.sh starts one
+    // with no CPUs), a zero-CPU actor could otherwise land there; tasks ask for a CPU and
+    // cannot. Embedded, there is one node and this changes nothing.
+    const auto here = celer::scheduling_strategy::node_affinity(celer::current_node_id(), /*soft=*/true);
+    const celer::actor_options no_cpu{.num_cpus = 0, .scheduling = here};
     if (selected(o, "multi_client_tasks_async")) {
       std::vector<celer::actor_handle<bench_actor>> actors;
       for (int i = 0; i < multi_m; ++i) actors.push_back(celer::actor(make_bench_actor).options(no_cpu).remote());
@@ -449,7 +454,9 @@ int main(int argc, char** argv) {
       celer::kill(a);
     }
     if (selected(o, "1_1_actor_calls_concurrent")) {
-      auto a = celer::actor(make_bench_actor).options({.num_cpus = 0, .max_concurrency = 16}).remote();
+      auto a = celer::actor(make_bench_actor)
+                 .options({.num_cpus = 0, .scheduling = here, .max_concurrency = 16})
+                 .remote();
       record(timeit(o, "1_1_actor_calls_concurrent", [&] {
         std::vector<celer::object_ref<std::string>> refs;
         for (int i = 0; i < batch; ++i) refs.push_back(a.task(&bench_actor::small_value).remote());
