@@ -179,9 +179,11 @@ expected<void> spill_db::write(disk_record& rec, const std::byte* data) {
   if (rec.durable && ::fsync(files_fd_) != 0) {
     const int err = errno;
     (void)::unlinkat(files_fd_, name.c_str(), 0);
-    return failed(error(err == ENOSPC ? error_code::resource_exhausted : error_code::unavailable,
-                        std::string("syncing the files directory: ") +
-                          (err == ENOSPC ? "the disk is full (" : "(") + std::strerror(err) + ")"));
+    const bool full = err == ENOSPC || err == EDQUOT;
+    return failed(error(full ? error_code::resource_exhausted : error_code::unavailable,
+                        "syncing the files directory: " +
+                          (full ? "the disk is full (" + std::string(std::strerror(err)) + ")"
+                                : std::string(std::strerror(err)))));
   }
   rec.checksum = *sum;
   rocksdb::WriteOptions wo;
