@@ -355,6 +355,10 @@ int main(int argc, char** argv) {
     record({"floor_file_write_gigabytes", "GB per second",
             celer::bench::file_write_gigabytes(o.duration, store_object_bytes, temp_dir), 0, {}});
   }
+  if (selected(o, "floor_file_write_kept_gigabytes")) {
+    record({"floor_file_write_kept_gigabytes", "GB per second",
+            celer::bench::file_write_kept_gigabytes(store_object_bytes, store_objects, temp_dir), 0, {}});
+  }
 
   std::vector<char*> init_args = rest;
   std::string address_flag;

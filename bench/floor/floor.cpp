@@ -138,4 +138,22 @@ double file_write_gigabytes(double seconds, std::size_t bytes, const std::string
   return static_cast<double>(n) * static_cast<double>(bytes) / 1e9 / seconds_since(t0);
 }
 
+double file_write_kept_gigabytes(std::size_t bytes, std::size_t count, const std::string& dir) {
+  std::vector<char> from(bytes, 1);
+  std::vector<std::string> paths;
+  const auto t0 = clock_type::now();
+  bool ok = true;
+  for (std::size_t i = 0; i < count && ok; ++i) {
+    paths.push_back(dir + "/celer-floor-kept-" + std::to_string(::getpid()) + "-" + std::to_string(i));
+    FILE* f = std::fopen(paths.back().c_str(), "wb");
+    if (f == nullptr) break;
+    ok = std::fwrite(from.data(), 1, bytes, f) == bytes;
+    std::fclose(f);
+  }
+  const double s = seconds_since(t0);
+  for (const auto& p : paths) std::remove(p.c_str());
+  if (!ok || paths.size() != count) return 0;
+  return static_cast<double>(count) * static_cast<double>(bytes) / 1e9 / s;
+}
+
 } // namespace celer::bench

@@ -2,16 +2,22 @@
 
 #include "names.hpp"
 #include "rocksdb_env.hpp"
+#include "rocksdb_keys.hpp"
+#include "spill_file.hpp"
 
 #include <celer/store/checksum.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <rocksdb/db.h>
-#include <rocksdb/env.h>
 #include <rocksdb/options.h>
-#include <rocksdb/write_batch.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <vector>
 
@@ -19,8 +25,8 @@ namespace celer::store {
 
 namespace {
 
-// Keys: 'r' + id (16 bytes) for the record, 'c' + id + chunk index (4 bytes, big-endian)
-// for the bytes, so that an object's chunks sort together after its record.
+// Keys: 'r' + id (16 bytes) for the record; in the earlier layout, 'c' + id + chunk index
+// (4 bytes, big-endian) for the bytes, so that an object's chunks sorted together.
 void put_u64(std::string& s, std::uint64_t v) {
   for (int i = 7; i >= 0; --i) s.push_back(static_cast<char>(v >> (8 * i)));
 }
@@ -47,10 +53,15 @@ std::string chunk_key(const unique_id& id, std::uint32_t index) {
   return k;
 }
 
-constexpr std::size_t record_bytes = 16 + 8 + 8 + 4 + 1 + 16 + 16;
+// A record: id, size, checksum, lead, durable, owner, job, then where the bytes are. The
+// earlier layout's records end before that last byte (their bytes are chunks in RocksDB).
+constexpr std::size_t legacy_record_bytes = 16 + 8 + 8 + 4 + 1 + 16 + 16;
+constexpr std::size_t record_bytes = legacy_record_bytes + 1;
+constexpr char in_file = 1;
 
 std::string encode(const disk_record& r) {
   std::string v;
+  v.reserve(record_bytes);
   put_id(v, r.id);
   put_u64(v, r.size);
   put_u64(v, r.checksum);
@@ -58,46 +69,56 @@ std::string encode(const disk_record& r) {
   v.push_back(r.durable ? 1 : 0);
   put_id(v, r.owner);
   put_id(v, r.job);
+  v.push_back(in_file);
   return v;
 }
 
-std::optional<disk_record> decode(const rocksdb::Slice& v) {
-  if (v.size() != record_bytes) return std::nullopt;
-  const char* p = v.data();
-  disk_record r;
-  r.id = get_id(p);
-  r.size = get_u64(p + 16);
-  r.checksum = get_u64(p + 24);
-  r.lead = static_cast<std::uint32_t>(get_u64(p + 32) >> 32);
-  r.durable = p[36] != 0;
-  r.owner = get_id(p + 37);
-  r.job = get_id(p + 53);
-  return r;
-}
+struct decoded {
+  disk_record rec;
+  bool legacy = false;  // bytes in RocksDB chunks, not in a file
+};
 
-error from(const rocksdb::Status& s, const std::string& what) {
-  const bool full = s.IsNoSpace() ||
-                    s.subcode() == rocksdb::Status::SubCode::kNoSpace;
-  return error(full ? error_code::resource_exhausted : error_code::unavailable,
-               what + ": " + (full ? "the disk is full (" + s.ToString() + ")" : s.ToString()));
+std::optional<decoded> decode(const rocksdb::Slice& v) {
+  const bool legacy = v.size() == legacy_record_bytes;
+  if (!legacy && (v.size() != record_bytes || v[legacy_record_bytes] != in_file)) {
+    return std::nullopt;
+  }
+  const char* p = v.data();
+  decoded d;
+  d.legacy = legacy;
+  d.rec.id = get_id(p);
+  d.rec.size = get_u64(p + 16);
+  d.rec.checksum = get_u64(p + 24);
+  d.rec.lead = static_cast<std::uint32_t>(get_u64(p + 32) >> 32);
+  d.rec.durable = p[36] != 0;
+  d.rec.owner = get_id(p + 37);
+  d.rec.job = get_id(p + 53);
+  return d;
 }
 
 } // namespace
 
-spill_db::spill_db(std::string dir, rocksdb::DB* db) : dir_(std::move(dir)), db_(db) {
+spill_db::spill_db(std::string dir, rocksdb::DB* db, int files_fd)
+  : dir_(std::move(dir)), db_(db), files_fd_(files_fd) {
   rocksdb_opened();
 }
 
 spill_db::~spill_db() {
+  (void)::close(files_fd_);
   db_.reset();
   rocksdb_closed();
+}
+
+std::string spill_db::file_path(const std::string& dir, const unique_id& id) {
+  return (std::filesystem::path(dir) / "files" / hex(id)).string();
 }
 
 expected<std::unique_ptr<spill_db>> spill_db::open(
   const std::string& dir, const std::function<void(const disk_record&)>& found) {
   rocksdb::Options options;
   options.create_if_missing = true;
-  // Object bytes go to blob files, so compaction moves only the small keys, not gigabytes.
+  // The index holds small records; the blob-file settings are for the earlier layout's
+  // chunks, still read from directories it wrote.
   options.enable_blob_files = true;
   options.min_blob_size = 4096;
   options.enable_blob_garbage_collection = true;
@@ -105,74 +126,100 @@ expected<std::unique_ptr<spill_db>> spill_db::open(
   rocksdb::DB* raw = nullptr;
   auto s = rocksdb::DB::Open(options, dir, &raw);
   if (!s.ok()) return from(s, "opening the object store's disk tier at " + dir);
-  std::unique_ptr<spill_db> out(new spill_db(dir, raw));
+  std::unique_ptr<rocksdb::DB> db(raw);
+  const auto files = std::filesystem::path(dir) / "files";
+  std::error_code ec;
+  std::filesystem::create_directories(files, ec);
+  const int files_fd = ec ? -1 : ::open(files.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (files_fd < 0) {
+    return error(error_code::unavailable, "opening the object store's disk tier at " + dir +
+                                            ": cannot open " + files.string() + " (" +
+                                            (ec ? ec.message() : std::strerror(errno)) + ")");
+  }
+  std::unique_ptr<spill_db> out(new spill_db(dir, db.release(), files_fd));
   // Spilled copies of the last run are scratch: their owners are gone with that run.
   std::vector<unique_id> stale;
-  std::unique_ptr<rocksdb::Iterator> it(raw->NewIterator(rocksdb::ReadOptions()));
+  std::unordered_set<std::string> kept;  // names of the durable objects' files
+  std::unique_ptr<rocksdb::Iterator> it(out->db_->NewIterator(rocksdb::ReadOptions()));
   for (it->Seek("r"); it->Valid() && it->key().starts_with("r"); it->Next()) {
-    auto rec = decode(it->value());
-    if (!rec) continue;
-    if (rec->durable) {
-      found(*rec);
+    auto d = decode(it->value());
+    if (!d) continue;
+    if (d->legacy) out->legacy_.insert(d->rec.id);
+    const auto name = hex(d->rec.id);
+    struct stat st {};
+    if (d->rec.durable &&
+        (d->legacy || ::fstatat(files_fd, name.c_str(), &st, 0) == 0 || errno != ENOENT)) {
+      // A file that is there but damaged is found, and reported when read.
+      kept.insert(name);
+      found(d->rec);
     } else {
-      stale.push_back(rec->id);
+      stale.push_back(d->rec.id);
     }
   }
   it.reset();
   for (const auto& id : stale) out->erase(id);
+  // Files no durable record names: spilled copies (their records were never logged), and
+  // objects whose writer stopped before their record was written.
+  for (std::filesystem::directory_iterator f(files, ec), end; !ec && f != end; f.increment(ec)) {
+    const auto name = f->path().filename().string();
+    if (!kept.contains(name)) (void)::unlinkat(files_fd, name.c_str(), 0);
+  }
   return out;
 }
 
 expected<void> spill_db::write(disk_record& rec, const std::byte* data) {
-  running_checksum sum;
+  const auto name = hex(rec.id);
+  auto failed = [&](const error& e) -> error {
+    return error(e.code(), "writing object " + name + " (" + std::to_string(rec.size) +
+                             " bytes) to " + dir_ + ": " + e.message());
+  };
+  auto sum = write_object_file(files_fd_, name, data, rec.size, /*sync=*/rec.durable);
+  if (!sum) return failed(sum.error());
+  // A durable file's name must be on disk before a record that names it.
+  if (rec.durable && ::fsync(files_fd_) != 0) {
+    const int err = errno;
+    (void)::unlinkat(files_fd_, name.c_str(), 0);
+    const bool full = err == ENOSPC || err == EDQUOT;
+    return failed(error(full ? error_code::resource_exhausted : error_code::unavailable,
+                        "syncing the files directory: " +
+                          (full ? "the disk is full (" + std::string(std::strerror(err)) + ")"
+                                : std::string(std::strerror(err)))));
+  }
+  rec.checksum = *sum;
   rocksdb::WriteOptions wo;
-  // Spilled copies need not survive a crash (their owners do not): no log. Durable ones
-  // are logged and the log synced with the last chunk.
+  // A spilled copy's record need not survive a crash (nor its owner); a durable one's is
+  // logged and synced.
   wo.disableWAL = !rec.durable;
-  const auto chunks = static_cast<std::uint32_t>((rec.size + chunk_bytes - 1) / chunk_bytes);
-  for (std::uint32_t i = 0; i < chunks; ++i) {
-    const std::size_t off = std::size_t{i} * chunk_bytes;
-    const std::size_t n = std::min<std::size_t>(chunk_bytes, rec.size - off);
-    sum.update(data + off, n);
-    auto s = db_->Put(wo, chunk_key(rec.id, i),
-                      rocksdb::Slice(reinterpret_cast<const char*>(data + off), n));
-    if (!s.ok()) {
-      erase(rec.id);
-      return from(s, "writing object " + hex(rec.id) + " (" + std::to_string(rec.size) +
-                       " bytes) to " + dir_);
-    }
-  }
-  rec.checksum = sum.digest();
   wo.sync = rec.durable;
-  auto s = db_->Put(wo, record_key(rec.id), encode(rec));
-  if (s.ok() && !rec.durable) {
-    // A spill is written out now, not held in RocksDB's memory until a later flush: the
-    // point is to free memory, and a full disk must show here, while the object is still
-    // in memory to keep.
-    rocksdb::FlushOptions fo;
-    fo.wait = true;
-    s = db_->Flush(fo);
+  if (auto s = db_->Put(wo, record_key(rec.id), encode(rec)); !s.ok()) {
+    (void)::unlinkat(files_fd_, name.c_str(), 0);
+    return from(s, "writing the record of object " + name + " to " + dir_);
   }
-  if (!s.ok()) {
-    erase(rec.id);
-    return from(s, "writing object " + hex(rec.id) + " to " + dir_);
-  }
+  legacy_.erase(rec.id);
   return {};
 }
 
 expected<void> spill_db::read(const disk_record& rec, std::byte* out) {
+  if (legacy_.contains(rec.id)) return read_legacy(rec, out);
+  return read_object_file(files_fd_, hex(rec.id), out, rec.size, rec.checksum,
+                          "object " + hex(rec.id));
+}
+
+expected<void> spill_db::read_legacy(const disk_record& rec, std::byte* out) {
   running_checksum sum;
-  const auto chunks = static_cast<std::uint32_t>((rec.size + chunk_bytes - 1) / chunk_bytes);
+  const auto chunks =
+    static_cast<std::uint32_t>((rec.size + legacy_chunk_bytes - 1) / legacy_chunk_bytes);
   rocksdb::PinnableSlice value;
   for (std::uint32_t i = 0; i < chunks; ++i) {
-    const std::size_t off = std::size_t{i} * chunk_bytes;
-    const std::size_t n = std::min<std::size_t>(chunk_bytes, rec.size - off);
+    const std::size_t off = std::size_t{i} * legacy_chunk_bytes;
+    const std::size_t n = std::min<std::size_t>(legacy_chunk_bytes, rec.size - off);
     value.Reset();
     auto s = db_->Get(rocksdb::ReadOptions(), db_->DefaultColumnFamily(), chunk_key(rec.id, i),
                       &value);
     if (!s.ok() || value.size() != n) {
       return error(error_code::data_loss,
-                   "object " + hex(rec.id) + ": chunk " + std::to_string(i) + " of its copy on disk is " +
+                   "object " + hex(rec.id) + ": chunk " + std::to_string(i) +
+                     " of its copy on disk is " +
                      (s.ok() ? "the wrong size" : "missing (" + s.ToString() + ")"));
     }
     std::memcpy(out + off, value.data(), n);
@@ -186,11 +233,15 @@ expected<void> spill_db::read(const disk_record& rec, std::byte* out) {
 }
 
 void spill_db::erase(const unique_id& id) {
+  // The record first: a crash between the two leaves a file no record names, which the
+  // next open deletes.
   rocksdb::WriteOptions wo;
-  std::string from_key = chunk_key(id, 0);
-  std::string to_key = chunk_key(id, 0xffffffffu);
-  (void)db_->DeleteRange(wo, db_->DefaultColumnFamily(), from_key, to_key);
   (void)db_->Delete(wo, record_key(id));
+  if (legacy_.erase(id) > 0) {
+    (void)db_->DeleteRange(wo, db_->DefaultColumnFamily(), chunk_key(id, 0),
+                           chunk_key(id, 0xffffffffu));
+  }
+  (void)::unlinkat(files_fd_, hex(id).c_str(), 0);
 }
 
 } // namespace celer::store

@@ -1,68 +1,20 @@
+#include "store_test_support.hpp"
+
 #include <celer/store/object_store.hpp>
 
 #include <catch2/catch.hpp>
-#include <rocksdb/db.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <limits>
-#include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
 using namespace celer;
 using namespace celer::store;
 
-namespace {
-
-/// A fresh directory for one test's disk tier, removed afterwards.
-struct temp_dir {
-  std::filesystem::path path;
-  temp_dir() {
-    path = std::filesystem::temp_directory_path() /
-           ("celer-store-test-" + std::to_string(::getpid()) + "-" +
-            std::to_string(std::random_device{}()));
-    std::filesystem::create_directories(path);
-  }
-  ~temp_dir() { std::filesystem::remove_all(path); }
-};
-
-std::vector<std::byte> pattern(std::size_t size, unsigned seed) {
-  std::vector<std::byte> v(size);
-  std::mt19937 gen(seed);
-  for (auto& b : v) b = static_cast<std::byte>(gen());
-  return v;
-}
-
-unique_id id_of(std::uint64_t n) { return unique_id{0xc0ffee, n}; }
-
-/// Creates, fills, seals and unpins an object; returns where it was written.
-object_store::location put(object_store& s, const unique_id& id, const std::vector<std::byte>& v,
-                           bool durable = false) {
-  auto at = s.create(id, v.size(), /*lead=*/0, {unique_id{1, 1}, unique_id{2, 2}}, durable);
-  REQUIRE(at);
-  std::memcpy(s.segment().base() + at->offset, v.data(), v.size());
-  REQUIRE(s.seal(id));
-  s.unpin(id);
-  return *at;
-}
-
-bool reads_back(object_store& s, const unique_id& id, const std::vector<std::byte>& v) {
-  auto at = s.pin(id);
-  if (!at) {
-    INFO(at.error().message());
-    return false;
-  }
-  const bool same = at->size == v.size() &&
-                    std::memcmp(s.segment().base() + at->offset, v.data(), v.size()) == 0;
-  s.unpin(id);
-  return same;
-}
-
-} // namespace
+using namespace celer::store::testing;
 
 TEST_CASE("a sealed object is read where its writer wrote it", "[store]") {
   auto s = object_store::open({.capacity = 1 << 20});
@@ -183,106 +135,12 @@ TEST_CASE("objects of a finished job or a gone owner are freed; durable ones out
   CHECK_FALSE((*s)->contains(id_of(2)));
 }
 
-TEST_CASE("durable objects are found again when the store reopens; spilled ones are not",
-          "[store]") {
-  temp_dir dir;
-  const auto d = pattern(3 << 20, 7);
-  {
-    auto s = object_store::open({.capacity = 4 << 20, .dir = dir.path.string()});
-    REQUIRE(s);
-    put(**s, id_of(1), d, /*durable=*/true);
-    put(**s, id_of(2), pattern(3 << 20, 8));  // id 1 leaves memory (already on disk)
-    put(**s, id_of(3), pattern(3 << 20, 9));  // spills id 2
-    CHECK((*s)->stats().spilled_objects >= 1);
-  }  // the node stops (or dies: durable writes were synced)
-  auto s = object_store::open({.capacity = 4 << 20, .dir = dir.path.string()});
-  REQUIRE(s);
-  CHECK((*s)->contains(id_of(1)));
-  CHECK_FALSE((*s)->contains(id_of(2)));
-  CHECK_FALSE((*s)->contains(id_of(3)));
-  CHECK(reads_back(**s, id_of(1), d));
-  CHECK((*s)->stats().durable_objects == 1);
-}
-
-TEST_CASE("a corrupted copy on disk is detected and never returned", "[store]") {
-  temp_dir dir;
-  {
-    auto s = object_store::open({.capacity = 4 << 20, .dir = dir.path.string()});
-    REQUIRE(s);
-    put(**s, id_of(1), pattern(100000, 3), /*durable=*/true);
-  }
-  {
-    // Flip one byte of the stored chunk, as a failing disk would.
-    rocksdb::DB* raw = nullptr;
-    rocksdb::Options o;
-    o.enable_blob_files = true;
-    REQUIRE(rocksdb::DB::Open(o, dir.path.string(), &raw).ok());
-    std::unique_ptr<rocksdb::DB> db(raw);
-    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
-    it->Seek("c");
-    REQUIRE(it->Valid());
-    std::string key = it->key().ToString();
-    std::string value = it->value().ToString();
-    it.reset();
-    value[value.size() / 2] = static_cast<char>(value[value.size() / 2] ^ 0x40);
-    REQUIRE(db->Put(rocksdb::WriteOptions(), key, value).ok());
-  }
-  auto s = object_store::open({.capacity = 4 << 20, .dir = dir.path.string()});
-  REQUIRE(s);
-  auto at = (*s)->pin(id_of(1));
-  REQUIRE_FALSE(at);
-  CHECK(at.error().code() == error_code::data_loss);
-  CHECK(at.error().message().find("checksum") != std::string::npos);
-  CHECK((*s)->stats().bytes_in_memory == 0);
-}
-
 TEST_CASE("a durable object needs a disk tier", "[store]") {
   auto s = object_store::open({.capacity = 1 << 20});
   REQUIRE(s);
   auto at = (*s)->create(id_of(1), 10, 0, {}, /*durable=*/true);
   REQUIRE_FALSE(at);
   CHECK(at.error().code() == error_code::failed_precondition);
-}
-
-TEST_CASE("a full disk fails the put with resource_exhausted and loses nothing", "[store]") {
-  if (::geteuid() != 0) {
-    WARN("skipped: mounting a small tmpfs as the full disk needs root");
-    return;
-  }
-  temp_dir dir;
-  const std::string mnt = (dir.path / "small").string();
-  std::filesystem::create_directories(mnt);
-  REQUIRE(std::system(("mount -t tmpfs -o size=6m tmpfs " + mnt).c_str()) == 0);
-  struct unmount {
-    std::string at;
-    ~unmount() { (void)std::system(("umount -l " + at).c_str()); }
-  } guard{mnt};
-  {
-    auto s = object_store::open({.capacity = 8 << 20, .dir = mnt});
-    REQUIRE(s);
-    std::vector<std::vector<std::byte>> kept;
-    std::optional<celer::error> failed;
-    for (unsigned i = 0; i < 12 && !failed; ++i) {
-      kept.push_back(pattern(2 << 20, 40 + i));
-      auto at = (*s)->create(id_of(i), kept.back().size(), 0, {}, false);
-      if (!at) {
-        failed = at.error();
-        kept.pop_back();
-        break;
-      }
-      std::memcpy((*s)->segment().base() + at->offset, kept.back().data(), kept.back().size());
-      REQUIRE((*s)->seal(id_of(i)));
-      (*s)->unpin(id_of(i));
-    }
-    REQUIRE(failed);
-    CHECK(failed->code() == error_code::resource_exhausted);
-    CHECK(failed->message().find("full") != std::string::npos);
-    // Every object created before the disk filled reads back, from memory or disk.
-    for (std::size_t i = 0; i < kept.size(); ++i) {
-      INFO("object " << i);
-      CHECK(reads_back(**s, id_of(i), kept[i]));
-    }
-  }
 }
 
 TEST_CASE("sizes and leads that overflow or exceed the store are refused, never wrapped",

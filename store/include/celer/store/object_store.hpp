@@ -31,7 +31,7 @@
 
 namespace celer::store {
 
-class spill_db;  // the disk tier (RocksDB), private to store/src
+class spill_db;  // the disk tier (files, indexed in RocksDB), private to store/src
 
 class object_store {
 public:
