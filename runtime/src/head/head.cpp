@@ -129,18 +129,19 @@ std::pair<const node_id, head::node_info>* head::pick_node(
     return nullptr;
   }
   if (!d.now && !preemptible_.empty()) {
-    if (preemptible_changed_) {  // rebuilt only when an actor that opted in starts or dies
-      preemptible_list_.clear();
+    if (preemptible_changed_) {  // regrouped only when an actor that opted in starts or dies
+      std::vector<scheduling::cluster_view::preemptible> list;
+      list.reserve(preemptible_.size());
       for (const auto& id : preemptible_) {
         const auto& a = actors_.at(id);
         if (a.spec.where.group.nil()) {
-          preemptible_list_.push_back({a.node, a.spec.resources, a.gpus, a.spec.priority, a.started});
+          list.push_back({a.node, a.spec.resources, a.gpus, a.spec.priority, a.started});
         }
       }
+      view_.set_preemptible(list);
       preemptible_changed_ = false;
     }
-    auto room =
-      view_.preemption_target(spec.resources, spec.where, spec.priority, preemptible_list_);
+    auto room = view_.preemption_target(spec.resources, spec.where, spec.priority);
     if (room && *room != d.target) {
       view_.move_waiting(d.target, *room, spec.resources);
       d.target = *room;

@@ -199,9 +199,8 @@ private:
   /// Live actors that opted in to preemption, and how many actors have started.
   std::unordered_set<actor_id> preemptible_;
   std::uint64_t started_ = 0;
-  /// preemptible_ as the scheduler takes it (those outside placement groups), rebuilt when
-  /// preemptible_ changed.
-  std::vector<scheduling::cluster_view::preemptible> preemptible_list_;
+  /// Whether preemptible_ changed since the view last took it (view_.set_preemptible, those
+  /// outside placement groups: grouped there by node once, not per choice).
   bool preemptible_changed_ = false;
   /// Lease requests and actors (by id) that came while no node was alive.
   std::vector<protocol::request_lease> parked_leases_;

@@ -1,7 +1,7 @@
 #include "protocol/resources.hpp"
 
+#include <charconv>
 #include <cmath>
-#include <sstream>
 
 namespace celer::protocol {
 namespace {
@@ -13,10 +13,22 @@ double from_fixed(std::int64_t v) { return static_cast<double>(v) / resource_uni
 
 } // namespace
 
+namespace {
+
+/// `amount` as an ostream writes a double by default (printf's %g: 6 significant digits),
+/// without a stream: the scheduler words amounts in every reason it gives.
+void append_amount(std::string& out, double amount) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, amount, std::chars_format::general, 6);
+  out.append(buf, r.ptr);
+}
+
+} // namespace
+
 std::string format_amount(double amount) {
-  std::ostringstream out;
-  out << amount;
-  return out.str();
+  std::string out;
+  append_amount(out, amount);
+  return out;
 }
 
 void resource_set::set(const std::string& name, double amount) {
@@ -59,19 +71,22 @@ std::map<std::string, double> resource_set::to_map() const {
 }
 
 std::string resource_set::to_string() const {
-  std::ostringstream out;
+  std::string out;
   bool first = true;
   for (const auto& [name, v] : amounts) {
     if (name.starts_with("node:")) continue;  // the node's own resource: its id says it
-    out << (first ? "" : ", ") << name << ": ";
+    out += first ? "" : ", ";
+    out += name;
+    out += ": ";
     if (name == memory) {
-      out << from_fixed(v) / 1e9 << " GB";
+      append_amount(out, from_fixed(v) / 1e9);
+      out += " GB";
     } else {
-      out << from_fixed(v);
+      append_amount(out, from_fixed(v));
     }
     first = false;
   }
-  return first ? "nothing" : out.str();
+  return first ? "nothing" : out;
 }
 
 expected<resource_set> make_request(double num_cpus, double num_gpus, double memory,

@@ -34,8 +34,13 @@ cluster_view::node& cluster_view::add_node(const node_id& id, protocol::resource
                                            std::map<std::string, std::string> labels,
                                            std::vector<gpu::device> gpus) {
   auto [it, fresh] = index_.try_emplace(id, nodes_.size());
-  if (fresh) nodes_.emplace_back();
+  if (fresh) {
+    nodes_.emplace_back();
+    keys_.emplace_back();
+    free_units_.emplace_back();
+  }
   auto& n = nodes_[it->second];
+  if (!n.alive || fresh) ++alive_;
   n.id = id;
   n.available = total;
   n.total = std::move(total);
@@ -44,16 +49,26 @@ cluster_view::node& cluster_view::add_node(const node_id& id, protocol::resource
   n.queued = 0;
   n.queued_gpus = 0;
   n.alive = true;
+  forget_shapes();
+  // Rows long enough for its devices (those past 64 are counted by the pool itself).
+  const auto row_size = 3 + std::min<std::size_t>(64, n.gpus.devices().size());
+  if (row_size > row_size_) {
+    row_size_ = row_size;
+    rows_.assign(nodes_.size() * row_size_, 0);
+    for (std::size_t i = 0; i < nodes_.size(); ++i) sync_row(i);
+  }
+  rows_.resize(nodes_.size() * row_size_, 0);
+  reindex(it->second);
   return n;
 }
 
 void cluster_view::mark_dead(const node_id& id) {
-  if (auto* n = find(id)) n->alive = false;
-}
-
-cluster_view::node* cluster_view::find(const node_id& id) {
   const auto it = index_.find(id);
-  return it == index_.end() ? nullptr : &nodes_[it->second];
+  if (it == index_.end() || !nodes_[it->second].alive) return;
+  nodes_[it->second].alive = false;
+  --alive_;
+  forget_shapes();
+  reindex(it->second);
 }
 
 const cluster_view::node* cluster_view::find(const node_id& id) const {
@@ -64,12 +79,14 @@ const cluster_view::node* cluster_view::find(const node_id& id) const {
 void cluster_view::refresh(const node_id& id, const protocol::resource_set& available,
                            const std::vector<std::int64_t>& gpu_free, std::uint32_t queued,
                            std::int64_t queued_gpus) {
-  auto* n = find(id);
-  if (n == nullptr) return;
-  n->available = available;
-  n->gpus.set_free(gpu_free);
-  n->queued = queued;
-  n->queued_gpus = queued_gpus;
+  const auto it = index_.find(id);
+  if (it == index_.end()) return;
+  auto& n = nodes_[it->second];
+  n.available = available;
+  n.gpus.set_free(gpu_free);
+  n.queued = queued;
+  n.queued_gpus = queued_gpus;
+  reindex(it->second);
 }
 
 bool cluster_view::could_run(const node& n, const protocol::resource_set& need,
@@ -118,25 +135,6 @@ double cluster_view::load_of(const node& n) {
   return load;
 }
 
-double cluster_view::backlog(const node& n, const protocol::resource_set& need,
-                             const protocol::placement& p) {
-  if (gpu_units(need) > 0) {
-    const auto devices = static_cast<double>(n.gpus.count_of(p)) * protocol::resource_unit;
-    const auto work = n.gpus.busy_of(p) + n.queued_gpus + gpu_units(need);
-    return static_cast<double>(work) / std::max(devices, 1.0);
-  }
-  const double cpus = n.total.get(protocol::cpu);
-  return (static_cast<double>(n.queued) + 1) / std::max(cpus, 1.0);
-}
-
-double cluster_view::expected_finish(const node& n, const protocol::resource_set& need,
-                                     const protocol::placement& p) {
-  const double speed = n.gpus.speed_of(p);
-  if (speed <= 0) return std::numeric_limits<double>::infinity();
-  const auto work = n.gpus.busy_of(p) + n.queued_gpus + gpu_units(need);
-  return static_cast<double>(work) / speed;
-}
-
 cluster_view::decision cluster_view::take(node& n, const protocol::resource_set& need,
                                           const protocol::placement& p) {
   decision d;
@@ -148,10 +146,18 @@ cluster_view::decision cluster_view::take(node& n, const protocol::resource_set&
   return d;
 }
 
+cluster_view::decision cluster_view::take_at(std::size_t slot, const protocol::resource_set& need,
+                                             const protocol::placement& p) {
+  auto d = take(nodes_[slot], need, p);
+  reindex(slot);
+  return d;
+}
+
 cluster_view::decision cluster_view::enqueue(node& n, const protocol::resource_set& need,
                                              std::string why) {
   ++n.queued;
   n.queued_gpus += gpu_units(need);
+  sync_row(static_cast<std::size_t>(&n - nodes_.data()));
   decision d;
   d.target = n.id;
   d.why = std::move(why);
@@ -160,163 +166,31 @@ cluster_view::decision cluster_view::enqueue(node& n, const protocol::resource_s
 
 void cluster_view::release(const node_id& id, const protocol::resource_set& need,
                            const std::vector<protocol::gpu_share>& gpus) {
-  auto* n = find(id);
-  if (n == nullptr) return;
-  n->available.add(need);
-  n->gpus.give_back(gpus);
+  const auto it = index_.find(id);
+  if (it == index_.end()) return;
+  auto& n = nodes_[it->second];
+  n.available.add(need);
+  n.gpus.give_back(gpus);
+  reindex(it->second);
 }
 
 void cluster_view::dequeue(const node_id& id, const protocol::resource_set& need) {
-  auto* n = find(id);
-  if (n == nullptr) return;
-  if (n->queued > 0) --n->queued;
-  n->queued_gpus = std::max<std::int64_t>(0, n->queued_gpus - gpu_units(need));
+  const auto it = index_.find(id);
+  if (it == index_.end()) return;
+  auto& n = nodes_[it->second];
+  if (n.queued > 0) --n.queued;
+  n.queued_gpus = std::max<std::int64_t>(0, n.queued_gpus - gpu_units(need));
+  sync_row(it->second);
 }
 
 void cluster_view::move_waiting(const node_id& from, const node_id& to,
                                 const protocol::resource_set& need) {
   dequeue(from, need);
-  if (auto* n = find(to)) (void)enqueue(*n, need, {});
+  const auto it = index_.find(to);
+  if (it != index_.end()) (void)enqueue(nodes_[it->second], need, {});
 }
 
-std::optional<node_id> cluster_view::preemption_target(const protocol::resource_set& need,
-                                                       const protocol::placement& p,
-                                                       std::int32_t priority,
-                                                       std::span<const preemptible> actors) const {
-  std::unordered_map<node_id, std::vector<const preemptible*>> by_node;
-  for (const auto& a : actors) {
-    if (a.priority < priority) by_node[a.node].push_back(&a);
-  }
-  std::optional<node_id> best;
-  std::size_t best_count = 0;
-  std::int32_t best_top = 0;
-  for (auto& [id, list] : by_node) {
-    // One stopped actor is the fewest: a node then wins only with a lower priority to stop.
-    if (best && best_count == 1) {
-      const auto lowest = std::min_element(list.begin(), list.end(), [](const auto* a, const auto* b) {
-                            return a->priority < b->priority;
-                          });
-      if ((*lowest)->priority >= best_top) continue;
-    }
-    const auto* n = find(id);
-    if (n == nullptr || !n->alive || !could_run(*n, need, p)) continue;
-    if (p.how == scheduling_strategy::kind::node_affinity && !p.soft && p.node != id) continue;
-    std::sort(list.begin(), list.end(), [](const auto* a, const auto* b) {
-      return a->priority != b->priority ? a->priority < b->priority : a->started > b->started;
-    });
-    if (fits_now(*n, need, p)) continue;  // room already (the view was behind)
-    // A cheap bound first: all of them together, amounts only.
-    auto most = n->available;
-    for (const auto* a : list) most.add(a->holds);
-    if (!most.covers(need)) continue;
-    const auto units = gpu_units(need);
-    protocol::resource_set free;              // reused: assigning keeps its nodes
-    std::vector<protocol::gpu_share> shares;  // what the chosen give back
-    const auto chosen = pick_victims(list.size(), [&](const std::vector<bool>& set) {
-      free = n->available;
-      shares.clear();
-      for (std::size_t i = 0; i < list.size(); ++i) {
-        if (!set[i]) continue;
-        free.add(list[i]->holds);
-        shares.insert(shares.end(), list[i]->gpus.begin(), list[i]->gpus.end());
-      }
-      return free.covers(need) && n->gpus.fits_after(units, p, shares);
-    });
-    std::size_t count = 0;
-    std::int32_t top = 0;
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      if (!chosen[i]) continue;
-      top = count == 0 ? list[i]->priority : std::max(top, list[i]->priority);
-      ++count;
-    }
-    if (count == 0) continue;
-    if (!best || count < best_count || (count == best_count && top < best_top)) {
-      best = id;
-      best_count = count;
-      best_top = top;
-    }
-  }
-  return best;
-}
-
-cluster_view::node& cluster_view::choose_hybrid(const std::vector<node*>& fit,
-                                                const protocol::resource_set& need,
-                                                std::span<const node_bytes> locality) {
-  // The node holding most of the arguments' bytes, if any holds some.
-  node* local = nullptr;
-  std::uint64_t most = 0;
-  for (const auto& l : locality) {
-    if (l.bytes <= most) continue;
-    for (auto* n : fit) {
-      if (n->id == l.node) {
-        local = n;
-        most = l.bytes;
-      }
-    }
-  }
-  if (local != nullptr) return *local;
-  // Work that needs no GPU keeps off GPU nodes while other nodes fit (Ray does the same).
-  const bool cpu_only = gpu_units(need) == 0;
-  const bool any_plain = cpu_only && std::any_of(fit.begin(), fit.end(), [](const node* n) {
-                           return n->gpus.empty();
-                         });
-  node* packed = nullptr;  // the busiest node under the threshold
-  node* spread = nullptr;  // the least busy node
-  double packed_load = -1, spread_load = 0;
-  for (auto* n : fit) {
-    if (any_plain && !n->gpus.empty()) continue;
-    // Past 1 when a report says more is in use than the node has (workers back from get
-    // take their CPUs back even then): such a node still fits, and is the busiest.
-    const double load = load_of(*n);
-    if (load < spread_threshold_ && load > packed_load) {
-      packed = n;
-      packed_load = load;
-    }
-    if (spread == nullptr || load < spread_load) {
-      spread = n;
-      spread_load = load;
-    }
-  }
-  return packed != nullptr ? *packed : *spread;
-}
-
-cluster_view::node& cluster_view::choose(const std::vector<node*>& fit,
-                                         const protocol::resource_set& need,
-                                         const protocol::placement& p,
-                                         std::span<const node_bytes> locality) {
-  using kind = scheduling_strategy::kind;
-  if (fit.empty()) {
-    // A caller's broken promise, not a state to carry on from with no node.
-    std::fprintf(stderr, "celer: cluster_view::choose called with no node that fits\n");
-    std::abort();
-  }
-  if (p.how == kind::spread) {
-    node* chosen = fit.front();
-    for (auto* n : fit) {
-      if (index_.at(n->id) >= next_) {
-        chosen = n;
-        break;
-      }
-    }
-    next_ = index_.at(chosen->id) + 1;
-    return *chosen;
-  }
-  if (p.how == kind::speed_weighted && gpu_units(need) > 0) {
-    node* best = fit.front();
-    double best_finish = expected_finish(*best, need, p);
-    for (auto* n : fit) {
-      const double f = expected_finish(*n, need, p);
-      if (f < best_finish) {
-        best = n;
-        best_finish = f;
-      }
-    }
-    return *best;
-  }
-  return choose_hybrid(fit, need, locality);
-}
-
-std::string cluster_view::why_waiting(const std::vector<std::size_t>& could,
+std::string cluster_view::why_waiting(const std::vector<std::uint32_t>& could,
                                       const protocol::resource_set& need,
                                       const protocol::placement& p) const {
   std::string out = "waits for resources: it needs " + request_text(need, p) + "; the " +
@@ -335,33 +209,16 @@ std::string cluster_view::why_waiting(const std::vector<std::size_t>& could,
   return shown > 0 ? out + ")" : out;
 }
 
-cluster_view::survey cluster_view::look(const protocol::resource_set& need,
-                                        const protocol::placement& p) const {
-  survey out;
-  for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    const auto& n = nodes_[i];
-    if (!n.alive) continue;
-    ++out.alive;
-    if (!could_run(n, need, p)) {
-      if (out.refusals.size() < 3) out.refusals.push_back(i);
-      continue;
-    }
-    out.could.push_back(i);
-    if (fits_now(n, need, p)) out.fit.push_back(i);
-  }
-  return out;
-}
-
-std::string cluster_view::never_text(const survey& s, const protocol::resource_set& need,
+std::string cluster_view::never_text(const candidates& c, const protocol::resource_set& need,
                                      const protocol::placement& p) const {
-  if (s.alive == 0) return "the cluster has no live nodes";
+  if (alive_ == 0) return "the cluster has no live nodes";
   std::string why = "it needs " + request_text(need, p) + ", and none of the " +
-                    std::to_string(s.alive) + " live node(s) can ever run it:";
-  for (const auto i : s.refusals) {
+                    std::to_string(alive_) + " live node(s) can ever run it:";
+  for (const auto i : c.refusals) {
     why += " node " + nodes_[i].id.short_hex() + " " + never_on(nodes_[i], need, p) + ";";
   }
-  if (s.alive > s.refusals.size()) {
-    why += " and " + std::to_string(s.alive - s.refusals.size()) + " more";
+  if (alive_ > c.refusals.size()) {
+    why += " and " + std::to_string(alive_ - c.refusals.size()) + " more";
   } else {
     why.pop_back();
   }
@@ -370,7 +227,8 @@ std::string cluster_view::never_text(const survey& s, const protocol::resource_s
 
 std::optional<cluster_view::decision> cluster_view::place_on_node(
   const protocol::resource_set& need, const protocol::placement& p) {
-  auto* n = find(p.node);
+  const auto it = index_.find(p.node);
+  node* n = it == index_.end() ? nullptr : &nodes_[it->second];
   std::string why;
   if (n == nullptr) {
     why = "node " + p.node.short_hex() + " is not in the cluster";
@@ -385,7 +243,7 @@ std::optional<cluster_view::decision> cluster_view::place_on_node(
     d.why = "it needs " + request_text(need, p) + " on node " + p.node.short_hex() + ", but " + why;
     return d;
   }
-  if (fits_now(*n, need, p)) return take(*n, need, p);
+  if (fits_now(*n, need, p)) return take_at(it->second, need, p);
   if (p.soft) return std::nullopt;  // busy: anywhere else that fits
   return enqueue(*n, need, "waits for node " + p.node.short_hex() + " (it has " +
                              n->available.to_string() + " free; it needs " +
@@ -395,50 +253,21 @@ std::optional<cluster_view::decision> cluster_view::place_on_node(
 cluster_view::decision cluster_view::place(const protocol::resource_set& need,
                                            const protocol::placement& p,
                                            std::span<const node_bytes> locality) {
-  using kind = scheduling_strategy::kind;
-  if (p.how == kind::node_affinity) {
+  if (p.how == scheduling_strategy::kind::node_affinity) {
     if (auto d = place_on_node(need, p)) return std::move(*d);
   }
-  auto s = look(need, p);
-  if (s.could.empty()) {
+  const auto& c = candidates_for(need, p);
+  if (c.could.empty()) {
     decision d;
-    d.why = never_text(s, need, p);
+    d.why = never_text(c, need, p);
     return d;
   }
-  if (!s.fit.empty()) {
-    std::vector<node*> fit;
-    fit.reserve(s.fit.size());
-    for (auto i : s.fit) fit.push_back(&nodes_[i]);
-    return take(choose(fit, need, p, locality), need, p);
+  if (const auto slot = choose(c, need, p, locality); slot < nodes_.size()) {
+    return take_at(slot, need, p);
   }
   // Nothing is free now: wait where it should start soonest.
-  node* wait = nullptr;
-  if (p.how == kind::speed_weighted && gpu_units(need) > 0) {
-    double best = 0;
-    for (auto i : s.could) {
-      auto* n = &nodes_[i];
-      const double f = expected_finish(*n, need, p);
-      if (wait == nullptr || f < best) {
-        wait = n;
-        best = f;
-      }
-    }
-  } else if (p.how == kind::spread) {
-    for (auto i : s.could) {
-      if (wait == nullptr || nodes_[i].queued < wait->queued) wait = &nodes_[i];
-    }
-  } else {
-    // The default: where the least work is ahead of it for the node's size.
-    double best = 0;
-    for (auto i : s.could) {
-      const double b = backlog(nodes_[i], need, p);
-      if (wait == nullptr || b < best) {
-        wait = &nodes_[i];
-        best = b;
-      }
-    }
-  }
-  return enqueue(*wait, need, why_waiting(s.could, need, p));
+  auto why = why_waiting(c.could, need, p);
+  return enqueue(nodes_[choose_wait(c, p)], need, std::move(why));
 }
 
 cluster_view::group_plan cluster_view::plan_group(
@@ -469,10 +298,10 @@ cluster_view::group_plan cluster_view::plan_group(
     }
   }
   for (std::size_t i = 0; i < bundles.size() && !strict_pack; ++i) {
-    survey s = look(bundles[i].need, bundles[i].where);
-    if (s.could.empty()) {
+    const auto& c = candidates_for(bundles[i].need, bundles[i].where);
+    if (c.could.empty()) {
       out.never = true;
-      out.why = "bundle " + std::to_string(i) + " " + never_text(s, bundles[i].need, bundles[i].where);
+      out.why = "bundle " + std::to_string(i) + " " + never_text(c, bundles[i].need, bundles[i].where);
       return out;
     }
   }
@@ -536,7 +365,7 @@ cluster_view::group_plan cluster_view::plan_group(
     return out;
   }
   for (std::size_t b = 0; b < bundles.size(); ++b) {
-    (void)take(nodes_[where[b]], bundles[b].need, bundles[b].where);
+    (void)take_at(where[b], bundles[b].need, bundles[b].where);
     out.nodes.push_back(nodes_[where[b]].id);
   }
   return out;
@@ -552,29 +381,12 @@ std::string cluster_view::explain(const protocol::resource_set& need,
     return "waits for node " + p.node.short_hex() + " (it has " + n->available.to_string() +
            " free; it needs " + request_text(need, p) + ")";
   }
-  auto s = look(need, p);
-  if (s.could.empty()) return never_text(s, need, p);
-  if (!s.fit.empty()) return {};
-  return why_waiting(s.could, need, p);
-}
-
-std::vector<bool> pick_victims(std::size_t count,
-                               const std::function<bool(const std::vector<bool>&)>& room) {
-  std::vector<bool> chosen(count, false);
-  std::size_t last = count;
-  for (std::size_t i = 0; i < count; ++i) {
-    chosen[i] = true;
-    if (room(chosen)) {
-      last = i;
-      break;
-    }
+  const auto& c = candidates_for(need, p);
+  if (c.could.empty()) return never_text(c, need, p);
+  for (const auto i : c.could) {
+    if (fits(i, c, p)) return {};
   }
-  if (last == count) return std::vector<bool>(count, false);
-  for (std::size_t i = last; i-- > 0;) {
-    chosen[i] = false;
-    if (!room(chosen)) chosen[i] = true;
-  }
-  return chosen;
+  return why_waiting(c.could, need, p);
 }
 
 } // namespace celer::scheduling

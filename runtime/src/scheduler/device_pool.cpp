@@ -173,6 +173,14 @@ std::int64_t device_pool::busy_of(const protocol::placement& p) const {
   return sum;
 }
 
+std::uint64_t device_pool::accepted_mask(const protocol::placement& p) const {
+  std::uint64_t mask = 0;
+  for (std::size_t i = 0; i < devices_.size() && i < 64; ++i) {
+    if (accepts(devices_[i], p)) mask |= std::uint64_t{1} << i;
+  }
+  return mask;
+}
+
 std::vector<gpu::device> with_count(std::vector<gpu::device> devices, std::size_t count) {
   if (devices.size() > count) devices.resize(count);
   while (devices.size() < count) {

@@ -54,6 +54,9 @@ public:
   [[nodiscard]] std::size_t count_of(const protocol::placement& p) const;
   /// Units in use on the devices `p` accepts.
   [[nodiscard]] std::int64_t busy_of(const protocol::placement& p) const;
+  /// Which devices `p` accepts: bit i for the i-th device (of the first 64), for callers
+  /// that ask the same of many decisions (the cluster view caches it per request shape).
+  [[nodiscard]] std::uint64_t accepted_mask(const protocol::placement& p) const;
 
 private:
   [[nodiscard]] bool accepts(const gpu::device& d, const protocol::placement& p) const;
