@@ -142,11 +142,15 @@ void task_submitter::fail_queued(task_class& c, const protocol::failure_info& fa
   }
 }
 
+/// A task that came back this soon, alone on its worker, is short enough to queue behind
+/// others: 16 of them (the default depth) hold a worker for tens of milliseconds at most.
+constexpr auto short_task = std::chrono::milliseconds(2);
+
 bool task_submitter::pipelinable(const std::string& function) const {
-  // A function not seen yet is queued behind others too: if it blocks, its worker gives
-  // back what waits behind it (task_inbox), and it is not queued again.
-  auto it = never_blocks_.find(function);
-  return it == never_blocks_.end() || it->second;
+  // Known to come back quickly and never seen waiting. One that waits only sometimes is
+  // still safe: its worker gives back what is queued behind it (task_inbox).
+  auto it = functions_.find(function);
+  return it != functions_.end() && it->second.short_seen && !it->second.blocks;
 }
 
 void task_submitter::rebalance(std::size_t cls) {
@@ -181,7 +185,7 @@ void task_submitter::on_returned(protocol::tasks_returned& m) {
   if (!m.blocked_function.empty()) {
     // It waits in get: never queued behind again, and nothing more goes to its worker
     // until the call that blocked (the first running there) finishes.
-    never_blocks_[m.blocked_function] = false;
+    functions_[m.blocked_function].blocks = true;
     if (!l.running.empty()) {
       if (auto first = running_.find(l.running.front()); first != running_.end() && !first->second.may_block) {
         first->second.may_block = true;
@@ -238,6 +242,7 @@ void task_submitter::push(const worker_id& w, lease& l, task_entry task) {
   if (!retrying_.empty()) retrying_.erase(id);
   auto& p = running_[id];
   p.worker = w;
+  p.alone_since = l.running.size() == 1 ? now_() : time_point{};
   p.may_block = may_block;
   p.attempt = task.spec.attempt;
   bool sent = false;
@@ -328,9 +333,11 @@ bool task_submitter::on_result(protocol::task_result& r) {
   if (p.attempt != r.attempt) return true;
   const worker_id w = p.worker;
   const bool counted = p.may_block;
-  // Learn: a function whose task waited never runs pipelined again.
-  auto [known, first] = never_blocks_.try_emplace(p.function_name(), !r.blocked);
-  if (!first && r.blocked) known->second = false;
+  // Learn: a function whose task waited never runs pipelined again; one whose task ran
+  // alone and came back within short_task may.
+  auto& fn = functions_[p.function_name()];
+  if (r.blocked) fn.blocks = true;
+  if (p.alone_since != time_point{} && now_() - p.alone_since <= short_task) fn.short_seen = true;
   if (r.raised && !r.returns.empty()) {
     // Its own code threw: run it again if it may, else say what every attempt came to.
     const std::string why = "it threw: " + r.returns.front().fail.message;

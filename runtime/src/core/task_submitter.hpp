@@ -175,6 +175,9 @@ private:
   /// its failure need (its spec went to the worker).
   struct pushed {
     worker_id worker;
+    /// When it was pushed to a worker with nothing else running there (its turnaround is
+    /// then its own), else never.
+    time_point alone_since{};
     /// Counted in its lease's may_block.
     bool may_block = false;
     std::int32_t attempt = 1;
@@ -241,9 +244,15 @@ private:
   /// Tasks queued again after a failed attempt (a late result of an earlier attempt is
   /// ignored while they wait for a lease).
   std::unordered_set<task_id> retrying_;
-  /// Functions whose tasks have run without ever waiting in get: only those are pipelined
-  /// (queued on a worker behind another), so that no task waits behind one that blocks.
-  std::unordered_map<std::string, bool> never_blocks_;
+  /// What results said of each function: tasks of a function are queued behind others
+  /// (pipelined) only once one has come back quickly (a task that ran alone on its worker
+  /// within short_task) and none was seen waiting in get. Long tasks so spread over
+  /// workers rather than queue behind one another.
+  struct function_record {
+    bool blocks = false;
+    bool short_seen = false;
+  };
+  std::unordered_map<std::string, function_record> functions_;
   /// Lease requests not answered yet, and the class each is for.
   std::unordered_map<task_id, std::size_t> lease_requests_;
   /// Set once the local node died: lease requests go to the head instead.

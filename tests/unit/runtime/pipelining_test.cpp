@@ -22,8 +22,10 @@ struct ref_box {
 };
 ref_box* make_ref_box() { return new ref_box(); }
 
-/// Waits (in get) until the box holds a ref, then waits for that ref's value.
-int wait_for_posted(celer::actor_handle<ref_box> box) {
+/// With `wait`, waits (in get) until the box holds a ref, then for that ref's value;
+/// without, returns at once: a function that waits only sometimes.
+int wait_for_posted(celer::actor_handle<ref_box> box, bool wait) {
+  if (!wait) return 0;
   for (;;) {
     auto refs = celer::get(box.task(&ref_box::take).remote());
     if (!refs.empty()) return celer::get(refs.front()) * 10;
@@ -48,8 +50,12 @@ TEST_CASE("a task queued behind a call that waits for it is given back and runs 
           "[api][pipelining]") {
   scoped_runtime rt({.num_cpus = 1});
   auto box = celer::actor(make_ref_box).options({.num_cpus = 0}).remote();
+  // Both functions came back quickly once, without waiting: the caller queues their tasks
+  // behind others on a worker (pipelining) from now on.
+  REQUIRE(celer::get(celer::task(wait_for_posted).remote(box, false)) == 0);
+  REQUIRE(celer::get(celer::task(plus_one).remote(0)) == 1);
   // On one CPU, both go to the one leased worker: the waiter first, then what it waits for.
-  auto waiter = celer::task(wait_for_posted).remote(box);
+  auto waiter = celer::task(wait_for_posted).remote(box, true);
   auto awaited = celer::task(plus_one).remote(4);
   celer::get(box.task(&ref_box::post).remote(std::vector<celer::object_ref<int>>{awaited}));
   // Without the give-back, `awaited` would wait behind `waiter` forever.
