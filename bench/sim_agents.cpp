@@ -1,6 +1,7 @@
 // Simulated node agents (sim_agents.hpp): one event loop drives them all.
 #include "sim_agents.hpp"
 
+#include "cluster/head_join.hpp"
 #include "cluster/head_watch.hpp"
 #include "cluster/session.hpp"
 #include "config/knobs.hpp"
@@ -8,6 +9,7 @@
 #include "transport/admission.hpp"
 #include "transport/credentials.hpp"
 #include "transport/wire.hpp"
+#include "worker/task_inbox.hpp"
 
 #include <celer/version.hpp>
 
@@ -54,9 +56,15 @@ struct sim_agent {
   node_id id = node_id::random();
   address self;
   std::unique_ptr<zmq::socket_t> router;
-  /// The hello before joining (a connection of its own, as a node's probe is).
+  /// The hello before joining (a connection of its own, as a node's probe is), tried again
+  /// with backoff and jitter while the head does not answer, as a node's is (head_join.hpp).
   std::unique_ptr<zmq::socket_t> probe;
-  clock_type::time_point probe_sent;
+  std::optional<head_join> join;
+  /// When it first says hello (its place in the join window), when this attempt began and
+  /// how long it may wait, and when to try again after one went unanswered.
+  clock_type::time_point start_at, first_hello, probe_sent, retry_at;
+  std::chrono::milliseconds probe_within{0};
+  bool started = false, retrying = false;
   bool joined = false, failed = false, gone = false, silent = false;
   /// Connections to the head and to the owners it answers, by endpoint.
   std::unordered_map<std::string, std::unique_ptr<zmq::socket_t>> peers;
@@ -69,6 +77,9 @@ struct sim_agent {
     protocol::resource_set held;
     bool actor = false;
     actor_id actor_of;
+    /// The tasks pushed to this worker, in order, as a worker process holds them: the real
+    /// worker's inbox, so that an owner's withdraw_tasks takes back exactly what has not run.
+    std::unique_ptr<task_inbox> inbox = std::make_unique<task_inbox>();
   };
   std::unordered_map<worker_id, lent> workers;
   std::deque<protocol::task_spec> queued;
@@ -101,13 +112,19 @@ private:
   // ---- joining and heartbeats
   void start_probe(sim_agent& a);
   void on_probe_reply(sim_agent& a);
+  /// Starts, times out and retries the agents' hellos due at `now`; whether any is pending.
+  bool step_joins(clock_type::time_point now);
   void join(sim_agent& a);
   void beat(sim_agent& a, clock_type::time_point now);
   // ---- what arrives
   void on_zap();
   void drain(sim_agent& a);
   void on_frames(sim_agent& a, std::vector<zmq::message_t>& parts);
-  void handle(sim_agent& a, protocol::message& m);
+  /// `to`: the component addressed (the agent itself, or a worker it lent).
+  void handle(sim_agent& a, const unique_id& to, protocol::message& m);
+  void on_withdraw(sim_agent& a, const worker_id& w, protocol::withdraw_tasks& m);
+  /// Runs the tasks waiting in the inboxes of workers woken since the last call.
+  void run_ready();
   void dispatch(sim_agent& a);
   void release(sim_agent& a, const worker_id& w);
   void echo(sim_agent& a, protocol::task_spec& spec);
@@ -126,6 +143,8 @@ private:
   zmq::context_t ctx_;
   std::unique_ptr<zmq::socket_t> zap_;
   std::vector<std::unique_ptr<sim_agent>> agents_;
+  /// Workers whose inbox woke them (deliver() said so): their tasks run after this drain.
+  std::vector<std::pair<sim_agent*, worker_id>> ready_;
   std::unordered_map<node_id, sim_agent*> by_id_;
   /// Public keys of the jobs whose processes may connect (learnt from their work).
   std::unordered_map<std::string, job_id> job_keys_;
@@ -142,7 +161,11 @@ private:
   // Counters, reported by stats().
   std::uint64_t heartbeats_ = 0, probes_ = 0, leases_granted_ = 0, leases_returned_ = 0,
                 leases_cancelled_ = 0, tasks_answered_ = 0, actors_started_ = 0, actors_stopped_ = 0,
-                refused_ = 0, malformed_ = 0, false_deaths_ = 0, zap_accepted_ = 0, zap_refused_ = 0;
+                refused_ = 0, malformed_ = 0, false_deaths_ = 0, zap_accepted_ = 0, zap_refused_ = 0,
+                hellos_ = 0, hellos_unanswered_ = 0, withdraws_ = 0, tasks_given_back_ = 0;
+  std::size_t most_queued_ = 0;
+  /// Each joined agent's time from its first hello to the answer, ms.
+  std::vector<double> join_ms_;
   std::map<std::string, std::uint64_t> received_;
 };
 
@@ -214,7 +237,49 @@ void sim_process::start_probe(sim_agent& a) {
   (void)a.probe->send(zmq::str_buffer("H"), zmq::send_flags::sndmore);
   (void)a.probe->send(zmq::buffer(hello), zmq::send_flags::none);
   a.probe_sent = clock_type::now();
+  a.probe_within = a.join->attempt_timeout(a.probe_sent);
+  a.retrying = false;
+  ++hellos_;
   poll_dirty_ = true;
+}
+
+bool sim_process::step_joins(clock_type::time_point now) {
+  bool pending = false;
+  for (auto& ap : agents_) {
+    auto& a = *ap;
+    if (!a.started && a.start_at <= now) {
+      // Its place in the join window has come: its first hello.
+      a.started = true;
+      a.first_hello = now;
+      head_join::config c;
+      c.head = o_.head;
+      c.attempt_timeout = std::chrono::milliseconds(std::max(1, k_.connect_timeout_ms));
+      c.give_up_after = std::chrono::milliseconds(std::max(0, k_.node_head_timeout_ms));
+      c.give_up_knob = "node_head_timeout_ms";
+      a.join.emplace(c, now, rng_());
+      start_probe(a);
+    } else if (a.retrying && a.retry_at <= now) {
+      start_probe(a);
+    } else if (a.probe && now - a.probe_sent >= a.probe_within) {
+      // No answer in time: the same as a node's probe (zmq_transport::probe), then its retry.
+      a.probe.reset();
+      poll_dirty_ = true;
+      ++hellos_unanswered_;
+      auto s = a.join->failed(now, error(error_code::unavailable,
+                                         "no celer process answered at " + o_.head + " within " +
+                                           std::to_string(a.probe_within.count()) + " ms"));
+      if (s.give_up) {
+        a.failed = true;
+        std::cerr << "agent " << a.index << ": cannot join: " << s.why << "\n";
+      } else {
+        a.retrying = true;
+        a.retry_at = s.retry_at;
+        std::cerr << "agent " << a.index << ": " << s.say << "\n";
+      }
+    }
+    pending = pending || !a.started || a.probe != nullptr || a.retrying;
+  }
+  return pending;
 }
 
 void sim_process::on_probe_reply(sim_agent& a) {
@@ -223,12 +288,13 @@ void sim_process::on_probe_reply(sim_agent& a) {
   const std::string kind = parts.empty() ? "" : parts[0].to_string();
   a.probe.reset();
   poll_dirty_ = true;
-  if (kind != "A") {
+  if (kind != "A") {  // refused: not tried again (head_join retries only silence)
     a.failed = true;
     std::cerr << "agent " << a.index << ": the head refused its hello: "
               << (parts.size() > 1 ? parts[1].to_string() : kind) << "\n";
     return;
   }
+  join_ms_.push_back(ms_between(a.first_hello, clock_type::now()));
   join(a);
 }
 
@@ -358,7 +424,7 @@ void sim_process::on_frames(sim_agent& a, std::vector<zmq::message_t>& parts) {
     return;
   }
   ++received_[protocol::name_of(*m)];
-  handle(a, *m);
+  handle(a, unique_id::from_bytes(first.substr(1, id_bytes)).value_or(unique_id{}), *m);
 }
 
 void sim_process::echo(sim_agent& a, protocol::task_spec& spec) {
@@ -417,11 +483,53 @@ void sim_process::dispatch(sim_agent& a) {
 void sim_process::release(sim_agent& a, const worker_id& w) {
   auto it = a.workers.find(w);
   if (it == a.workers.end()) return;
+  // What was pushed to it and has not run yet runs now (an owner returns a lease when its
+  // worker is idle; a cancel or a job's end may come sooner).
+  while (auto m = it->second.inbox->next()) {
+    if (auto* e = std::get_if<protocol::execute_task>(&*m)) echo(a, e->spec);
+  }
   a.available.add(it->second.held);
   a.workers.erase(it);
 }
 
-void sim_process::handle(sim_agent& a, protocol::message& msg) {
+void sim_process::on_withdraw(sim_agent& a, const worker_id& w, protocol::withdraw_tasks& m) {
+  // As worker::front_door: the queued plain tasks among those named go back, each to its own
+  // owner; an empty answer tells the asker that the others have run.
+  ++withdraws_;
+  std::vector<protocol::task_spec> taken;
+  if (auto it = a.workers.find(w); it != a.workers.end()) taken = it->second.inbox->withdraw(m.tasks);
+  if (taken.empty()) {
+    send(a, m.owner, protocol::tasks_returned{w, {}, {}, {}});
+    return;
+  }
+  tasks_given_back_ += taken.size();
+  while (!taken.empty()) {
+    const address owner = taken.front().owner;
+    protocol::tasks_returned back;
+    back.worker = w;
+    std::vector<protocol::task_spec> rest;
+    for (auto& t : taken) (t.owner == owner ? back.tasks : rest).push_back(std::move(t));
+    send(a, owner, back);
+    taken = std::move(rest);
+  }
+}
+
+void sim_process::run_ready() {
+  // Each woken worker runs what its inbox holds, in order, until it is empty (next() then
+  // marks it idle, so the next task pushed wakes it again).
+  auto ready = std::move(ready_);
+  ready_.clear();
+  for (auto& [a, w] : ready) {
+    auto it = a->workers.find(w);
+    if (it == a->workers.end()) continue;  // released: what it held ran then
+    most_queued_ = std::max(most_queued_, it->second.inbox->queued());
+    while (auto m = it->second.inbox->next()) {
+      if (auto* e = std::get_if<protocol::execute_task>(&*m)) echo(*a, e->spec);
+    }
+  }
+}
+
+void sim_process::handle(sim_agent& a, const unique_id& to, protocol::message& msg) {
   std::visit(
     [&](auto& m) {
       using T = std::decay_t<decltype(m)>;
@@ -435,7 +543,27 @@ void sim_process::handle(sim_agent& a, protocol::message& msg) {
         a.queued.push_back(std::move(m.spec));
         dispatch(a);
       } else if constexpr (std::is_same_v<T, protocol::execute_task>) {
-        echo(a, m.spec);
+        // Pipelining: an owner may push several tasks to one leased worker before the first
+        // is answered. They wait in the worker's inbox and run after this drain, in order.
+        const worker_id w(to);
+        auto it = a.workers.find(w);
+        if (it == a.workers.end()) {
+          echo(a, m.spec);  // not lent now (an idle worker of the pool runs it as it comes)
+          return;
+        }
+        protocol::message queued = std::move(m);
+        switch (it->second.inbox->deliver(queued)) {
+          case task_inbox::after::wake:
+            ready_.emplace_back(&a, w);
+            break;
+          case task_inbox::after::nothing:
+            break;
+          case task_inbox::after::give_back:  // never: no simulated call blocks in get
+            echo(a, std::get<protocol::execute_task>(queued).spec);
+            break;
+        }
+      } else if constexpr (std::is_same_v<T, protocol::withdraw_tasks>) {
+        on_withdraw(a, worker_id(to), m);
       } else if constexpr (std::is_same_v<T, protocol::return_lease>) {
         auto it = a.workers.find(m.worker);
         if (it == a.workers.end() || it->second.actor || it->second.request != m.request) return;
@@ -550,6 +678,13 @@ nlohmann::json sim_process::stats() const {
     failed += a->failed ? 1 : 0;
     gone += a->gone ? 1 : 0;
   }
+  // Each agent's time from its first hello to the head's answer.
+  auto sorted = join_ms_;
+  std::sort(sorted.begin(), sorted.end());
+  auto at = [&](double q) {
+    return sorted.empty() ? 0.0 : sorted[std::min(sorted.size() - 1, static_cast<std::size_t>(q * static_cast<double>(sorted.size())))];
+  };
+  const nlohmann::json join{{"p50", at(0.5)}, {"p99", at(0.99)}, {"max", sorted.empty() ? 0.0 : sorted.back()}};
   rusage ru{};
   ::getrusage(RUSAGE_SELF, &ru);
   const double cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
@@ -563,7 +698,10 @@ nlohmann::json sim_process::stats() const {
           {"refused", refused_},             {"malformed", malformed_},
           {"false_deaths", false_deaths_},   {"zap_accepted", zap_accepted_},
           {"zap_refused", zap_refused_},     {"received", received_},
-          {"cpu_seconds", cpu},              {"max_rss_kib", ru.ru_maxrss}};
+          {"cpu_seconds", cpu},              {"max_rss_kib", ru.ru_maxrss},
+          {"hellos", hellos_},               {"hellos_unanswered", hellos_unanswered_},
+          {"join_ms", join},                 {"withdraws", withdraws_},
+          {"tasks_given_back", tasks_given_back_}, {"most_tasks_queued_per_worker", most_queued_}};
 }
 
 int sim_process::run() {
@@ -575,17 +713,22 @@ int sim_process::run() {
     a->total.set(protocol::cpu, o_.cpus);
     a->total.set("sim_node", o_.sim_node);
     a->available = a->total;
+    // Its first hello at its place in the join window: all the agents of every process
+    // spread evenly over it, by index.
+    a->start_at = started_ + std::chrono::milliseconds(static_cast<long>(
+                               static_cast<double>(o_.join_window_ms) * a->index / std::max(1, o_.total)));
     by_id_[a->id] = a.get();
     agents_.push_back(std::move(a));
   }
-  for (auto& a : agents_) start_probe(*a);
-  const auto join_timeout = std::chrono::milliseconds(std::max(1000, k_.connect_timeout_ms));
   for (;;) {
     if (poll_dirty_) rebuild_poll();
     auto now = clock_type::now();
     auto next = now + std::chrono::milliseconds(100);
     for (const auto& a : agents_) {
       if (a->joined && !a->gone && !a->silent) next = std::min(next, a->next_beat);
+      if (!a->started) next = std::min(next, a->start_at);
+      if (a->retrying) next = std::min(next, a->retry_at);
+      if (a->probe) next = std::min(next, a->probe_sent + a->probe_within);
     }
     const auto wait = std::max<long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count());
     zmq::poll(items_.data(), items_.size(), std::chrono::milliseconds(wait));
@@ -602,24 +745,18 @@ int sim_process::run() {
         drain(*a);
       }
     }
+    run_ready();
     now = clock_type::now();
-    bool waiting = false;
+    const bool waiting = !joined_reported_ && step_joins(now);
     for (auto& a : agents_) {
-      if (a->probe && now - a->probe_sent > join_timeout) {
-        a->probe.reset();
-        a->failed = true;
-        poll_dirty_ = true;
-        std::cerr << "agent " << a->index << ": the head did not answer its hello within "
-                  << join_timeout.count() << " ms\n";
-      }
-      waiting = waiting || a->probe != nullptr;
       if (a->joined && !a->gone && a->next_beat <= now) beat(*a, now);
     }
     if (!waiting && !joined_reported_) {
       joined_reported_ = true;
       std::size_t joined = 0, failed = 0;
       for (const auto& a : agents_) (a->joined ? joined : failed) += 1;
-      std::cout << "joined " << joined << " " << failed << " " << ms_between(started_, now) << std::endl;
+      std::cout << "joined " << joined << " " << failed << " " << ms_between(started_, now) << " "
+                << hellos_unanswered_ << std::endl;
     }
   }
   std::cout << "stats " << stats().dump() << std::endl;

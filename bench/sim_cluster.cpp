@@ -218,6 +218,7 @@ struct run_options {
   int batch_tasks = 2000;
   int actors = 0;  // 0: as many as nodes
   int node_timeout_ms = 0;  // 0: the knob's default
+  double join_window = 2;   // seconds the agents' first hellos are spread over
   bool keep = false;
 };
 
@@ -292,19 +293,23 @@ nlohmann::json run_cluster(int nodes, const run_options& o) {
     const int count = nodes / procs + (p < nodes % procs ? 1 : 0);
     agents.push_back(spawn({o.self, "agents", "--head", "tcp://" + address, "--token-file",
                             (fs::path(session) / "token").string(), "--count", std::to_string(count),
-                            "--first", std::to_string(first)},
+                            "--first", std::to_string(first), "--total", std::to_string(nodes),
+                            "--join-window-ms", std::to_string(static_cast<int>(1000 * o.join_window))},
                            env, tmp / ("agents-" + std::to_string(p) + ".log"), true, true));
     first += count;
   }
-  int joined = 0, failed = 0;
+  int joined = 0, failed = 0, unanswered = 0;
   for (auto& a : agents) {
-    auto l = a.line(std::chrono::seconds(120));
+    // Up to node_head_timeout_ms (60 s by default) of retries, after the window.
+    auto l = a.line(std::chrono::seconds(180));
     if (!l || l->rfind("joined ", 0) != 0) return finish("an agent process did not join: " + l.value_or("(nothing)"));
     std::istringstream f(l->substr(7));
-    int j = 0, x = 0;
-    f >> j >> x;
+    int j = 0, x = 0, u = 0;
+    double ms = 0;
+    f >> j >> x >> ms >> u;
     joined += j;
     failed += x;
+    unanswered += u;
   }
   // Every agent registered: the head counts them (and its own node) alive.
   std::optional<metrics> m;
@@ -319,8 +324,10 @@ nlohmann::json run_cluster(int nodes, const run_options& o) {
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
   r["join"] = {{"seconds", std::chrono::duration<double>(clock_type::now() - join_t0).count()},
+               {"window_seconds", o.join_window},
                {"agents_joined", joined},
                {"agents_failed", failed},
+               {"hellos_unanswered", unanswered},
                {"head_nodes_alive", m->get("celer_nodes{state=\"alive\"}")}};
 
   // Idle: heartbeats only.
@@ -392,6 +399,20 @@ nlohmann::json run_cluster(int nodes, const run_options& o) {
   }
   r["false_deaths"] = false_deaths;
   r["refused"] = refused;
+  // Each agent's time from its first hello to the answer: the worst process's figures.
+  for (const char* q : {"p50", "p99", "max"}) {
+    double worst = 0;
+    for (const auto& p : r["agent_processes"]) worst = std::max(worst, p["join_ms"][q].get<double>());
+    r["join"][std::string("hello_answered_ms_") + q] = worst;
+  }
+  std::uint64_t withdraws = 0, given_back = 0, most_queued = 0;
+  for (const auto& p : r["agent_processes"]) {
+    withdraws += p["withdraws"].get<std::uint64_t>();
+    given_back += p["tasks_given_back"].get<std::uint64_t>();
+    most_queued = std::max(most_queued, p["most_tasks_queued_per_worker"].get<std::uint64_t>());
+  }
+  r["pipelining"] = {{"withdraws", withdraws}, {"tasks_given_back", given_back},
+                     {"most_tasks_queued_per_worker", most_queued}};
   return r;
 }
 
@@ -406,13 +427,14 @@ void print_table(const nlohmann::json& runs) {
     if (!j.contains(a) || !j[a].contains(b)) return "-";
     return fixed(j[a][b].get<double>(), digits);
   };
-  std::cout << "| nodes | join s | head CPU idle % | head CPU run % | head peak RSS MiB | heartbeats/s | "
+  std::cout << "| nodes | join s | hellos retried | head CPU idle % | head CPU run % | head peak RSS MiB | heartbeats/s | "
                "handler mean us | head CPU us/heartbeat | spill p50 ms | spill p99 ms | batch tasks/s | "
                "actors/s | dead after ms |\n"
-            << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+            << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& r : runs) {
     const auto d = r.value("driver", nlohmann::json::object());
     std::cout << "| " << r["nodes"].get<int>() << " | " << num(r, "join", "seconds", 1) << " | "
+              << num(r, "join", "hellos_unanswered", 0) << " | "
               << num(r, "idle", "head_cpu_percent", 1) << " | " << num(r, "driver", "head_cpu_percent", 1) << " | "
               << num(r, "head", "peak_rss_mib", 0) << " | " << num(r, "idle", "heartbeats_per_second", 0) << " | "
               << num(r, "idle", "heartbeat_handler_mean_us", 1) << " | "
@@ -462,6 +484,7 @@ int main(int argc, char** argv) {
   app.add_option("--batch-tasks", o.batch_tasks, "tasks submitted at once (throughput)")->capture_default_str();
   app.add_option("--actors", o.actors, "actors created (default: one per node)");
   app.add_option("--node-timeout-ms", o.node_timeout_ms, "the head's node_timeout_ms (default: the knob's)");
+  app.add_option("--join-window", o.join_window, "seconds the agents' first hellos are spread over")->capture_default_str();
   app.add_option("--celer", o.celer, "the celer CLI (default: ../runtime/celer beside this program)");
   app.add_option("--json", json, "write the figures here as JSON");
   app.add_flag("--check", check, "exit 1 unless every node joined, every result was right and the dead node was found");
@@ -474,6 +497,8 @@ int main(int argc, char** argv) {
   agents_cmd->add_option("--token-file", token_file, "the cluster token's file")->required();
   agents_cmd->add_option("--count", ao.count, "agents in this process")->capture_default_str();
   agents_cmd->add_option("--first", ao.first, "the index of the first")->capture_default_str();
+  agents_cmd->add_option("--total", ao.total, "agents in the whole run (for the join window)")->capture_default_str();
+  agents_cmd->add_option("--join-window-ms", ao.join_window_ms, "the first hellos are spread over this")->capture_default_str();
   agents_cmd->add_option("--cpus", ao.cpus, "CPUs each offers")->capture_default_str();
   agents_cmd->add_option("--ip", ao.ip, "the address they listen on")->capture_default_str();
 

@@ -7,7 +7,7 @@
 #   bench/sim_cluster.sh [--nodes 10,100,1000] [--procs 4] [--build DIR] [--out FILE] [-- more options]
 #
 # Options after "--" go to celer-bench-sim-cluster (--idle-seconds, --latency-tasks,
-# --batch-tasks, --actors, --node-timeout-ms, --keep, --check).
+# --batch-tasks, --actors, --node-timeout-ms, --join-window, --keep, --check).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 nodes=10,100,1000

@@ -1,5 +1,6 @@
 #include "cluster/daemon.hpp"
 
+#include "cluster/head_join.hpp"
 #include "cluster/process_wiring.hpp"
 #include "cluster/session.hpp"
 #include "crash.hpp"
@@ -31,6 +32,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <string_view>
 #include <thread>
@@ -253,8 +255,23 @@ int run_daemon(const knob_values& k, const daemon_options& o,
   }
   const address head_addr{head_component, o.head ? net->endpoint() : "tcp://" + cluster_address};
   if (!o.head) {
-    if (auto ok = net->probe(head_addr.endpoint, std::chrono::milliseconds(k.connect_timeout_ms));
-        !ok) {
+    // A head busy with many nodes joining at once may not answer one hello in time: the node
+    // tries again, with backoff and jitter, for up to node_head_timeout_ms (head_join.hpp).
+    head_join join({.head = head_addr.endpoint,
+                    .attempt_timeout = std::chrono::milliseconds(std::max(1, k.connect_timeout_ms)),
+                    .give_up_after = std::chrono::milliseconds(std::max(0, k.node_head_timeout_ms)),
+                    .give_up_knob = "node_head_timeout_ms"},
+                   std::chrono::steady_clock::now(), std::random_device{}() ^ static_cast<std::uint64_t>(::getpid()));
+    auto ok = join_head(
+      join, [&](std::chrono::milliseconds within) { return net->probe(head_addr.endpoint, within); },
+      [&](std::chrono::milliseconds pause) {
+        // SIGTERM or SIGINT (blocked here, taken by sigwait below) stops the wait.
+        const timespec ts{static_cast<time_t>(pause.count() / 1000), static_cast<long>(pause.count() % 1000) * 1000000L};
+        return pause.count() == 0 || sigtimedwait(&stop_signals, nullptr, &ts) < 0;
+      },
+      [] { return std::chrono::steady_clock::now(); },
+      [](const std::string& line) { CELER_LOG(warn, "node", line); });
+    if (!ok) {
       ready(error(ok.error().code(), "cannot join the cluster at " + cluster_address + ": " +
                                        ok.error().message()));
       return 1;
