@@ -55,7 +55,7 @@ wire_sources=(runtime/src/transport/wire.cpp runtime/src/protocol/messages.cpp
               runtime/base/src/error.cpp runtime/base/src/ids.cpp)
 store_sources=(runtime/src/node/node_store.cpp runtime/src/config/knobs.cpp
                store/src/checksum.cpp store/src/object_store.cpp store/src/shm_arena.cpp
-               store/src/spill_db.cpp store/src/rocksdb_env.cpp)
+               store/src/spill_db.cpp store/src/spill_file.cpp store/src/rocksdb_env.cpp)
 
 # Whether $1 is missing or older than any source in the folders after it (default: the
 # runtime's and the store's).
