@@ -7,9 +7,16 @@
 
 #include <celer/ids.hpp>
 
+#include <chrono>
 #include <string>
 
 namespace celer {
+
+/// The longest a process waits before connecting again to a peer that went away (the
+/// ZeroMQ transport's reconnect interval grows up to this). A restarted head hears again
+/// from everyone within it, plus one heartbeat: it gives what it recovered this long on top
+/// of node_timeout_ms before declaring anything dead.
+inline constexpr std::chrono::milliseconds reconnect_interval_max{2000};
 
 class transport {
 public:

@@ -285,10 +285,11 @@ std::shared_ptr<zmq_transport::peer> zmq_transport::peer_for(const std::string& 
                                              // detected by heartbeats and reapers
     p->socket.set(zmq::sockopt::rcvhwm, 16);
     // A peer that went away is retried less and less often, up to every 2 s: a head
-    // restarted after a crash is reached again within 2 s of its start, well inside the
-    // node_timeout_ms it gives the nodes it recovers (a dead peer costs one refused
-    // connection per 2 s until it is forgotten).
-    p->socket.set(zmq::sockopt::reconnect_ivl_max, 2000);
+    // restarted after a crash is reached again within 2 s of its start, and it gives the
+    // nodes and drivers it recovers that long on top of node_timeout_ms (head::restore; a
+    // dead peer costs one refused connection per 2 s until it is forgotten).
+    p->socket.set(zmq::sockopt::reconnect_ivl_max,
+                  static_cast<int>(reconnect_interval_max.count()));
     connect_options(p->socket, endpoint, /*as_cluster=*/false);
   } catch (const std::exception& e) {
     CELER_LOG(error, "transport", "cannot connect to " + endpoint + ": " + e.what());

@@ -211,8 +211,9 @@ TEST_CASE("a head started again on the tables of a destroyed one knows its nodes
   CHECK(replies[0].second.ok);
   CHECK(second.net.take<protocol::start_actor>().empty());
 
-  // The loaded node has node_timeout from the head's start to heartbeat, not less.
-  now += 900ms;
+  // The loaded node has node_timeout from the head's start to heartbeat, after the longest
+  // reconnect, not less.
+  now += reconnect_interval_max + 900ms;
   second.handle(protocol::tick{});
   CHECK(second.net.take<protocol::node_died>().empty());
   CHECK(second.net.take<protocol::actor_update>().empty());
