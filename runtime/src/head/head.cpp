@@ -796,10 +796,8 @@ void head::persist(const group_info& g) {
 }
 
 void head::restore(head_state s) {
-  // Everyone it recovers reconnects within reconnect_interval_max of its start (their
-  // sockets back off while it was away) and heartbeats within node_timeout_ms after that:
-  // as if each had last been heard that far in the future. Without it, a short
-  // node_timeout_ms (2 s in the chaos run) declared live nodes and drivers dead at once.
+  // Everyone recovered reconnects within reconnect_interval_max (sockets back off while it
+  // was away), then has node_timeout_ms to heartbeat: as if last heard that far ahead.
   const auto now = now_() + reconnect_interval_max;
   cluster_subscribers_ = std::move(s.subscribers);
   std::size_t live_nodes = 0, live_actors = 0;
@@ -809,9 +807,8 @@ void head::restore(head_state s) {
     n.addr = row.registration.node_address;
     n.alive = row.alive;
     n.dead_reason = row.dead_reason;
-    // A fresh grace: it must heartbeat within node_timeout (and the reconnect, above) of the
-    // head's start, as if it had just registered. Its free resources come with that
-    // heartbeat.
+    // A fresh grace, as if it had just registered (above). Its free resources come with
+    // its heartbeat.
     n.last_seen = now;
     view_.add_node(id, row.registration.total, row.registration.labels, row.registration.gpus);
     if (!n.alive) {
