@@ -251,6 +251,7 @@ void node_store::on(protocol::store_pull& m) {
         " bytes in one chunk (at most " + std::to_string(max_chunk_bytes) + ")");
   } else {
     c.data = chunk_bytes_of(m.id, at->offset + m.offset, m.length);
+    if (!m.reply_to.endpoint.empty()) pullers_[m.reply_to.id] = m.reply_to.endpoint;
     c.checksum = store::checksum(c.data.data(), c.data.size());
     c.ok = true;
   }
@@ -514,6 +515,12 @@ void node_store::announce_durable() {
 
 void node_store::node_died(const node_id& node) {
   dead_nodes_.insert(node);
+  if (auto p = pullers_.find(node); p != pullers_.end()) {
+    // Its chunks still queued go with the connection; their pins are dropped on the next
+    // store message or tick.
+    net_.forget(p->second);
+    pullers_.erase(p);
+  }
   std::vector<object_id> failed;
   for (const auto& [id, p] : pulls_) {
     if (!p.source.nil() && node_id(p.source.id) == node) failed.push_back(id);

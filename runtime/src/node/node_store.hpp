@@ -79,7 +79,8 @@ public:
   void process_gone(const std::string& endpoint);
   /// The job ended: its objects are freed.
   void job_finished(const job_id& job);
-  /// A node died: pulls from it fail, now and later.
+  /// A node died: pulls from it fail, now and later, and the chunks still queued to it are
+  /// dropped (the transport forgets its connection), which unpins their objects.
   void node_died(const node_id& node);
   /// Tells the head which durable objects this node found on disk (after registering).
   void announce_durable();
@@ -158,6 +159,9 @@ private:
   /// holds it, so that it stays mapped for a frame still queued when this store is gone.
   std::shared_ptr<const store::shm_segment> send_view_;
   std::size_t chunks_pinned_ = 0;
+  /// Nodes this one sent chunks to, by id: their endpoint, forgotten when they die (so
+  /// that chunks queued to a dead node do not keep objects pinned). One entry per node.
+  std::unordered_map<unique_id, std::string> pullers_;
   /// Pins each process holds, by its address, to drop them if it dies.
   std::unordered_map<unique_id, std::unordered_map<object_id, int>> pins_;
   std::unordered_map<unique_id, std::string> client_endpoint_;

@@ -510,6 +510,25 @@ TEST_CASE("a chunk that cannot be sent drops its pin", "[store]") {
   CHECK(f.store.stats().bytes_in_memory == 0);
 }
 
+TEST_CASE("chunks queued to a node that died are dropped with its connection, and unpin",
+          "[store]") {
+  store_fixture f;
+  const auto id = object_id::random();
+  f.put(id, 1 << 20, 'x');
+  const address puller{unique_id::random(), "tcp://127.0.0.1:9"};
+  protocol::store_pull p{7, puller, id, 0, 1 << 20, f.job};
+  f.store.on(p);
+  REQUIRE(f.store.chunks_pinned() == 1);
+  f.store.node_died(node_id(puller.id));
+  REQUIRE(f.net.forgotten == std::vector<std::string>{puller.endpoint});
+  f.net.sent.clear();  // what forget does to the messages queued there
+  f.store.expire_pulls();
+  CHECK(f.store.chunks_pinned() == 0);
+  protocol::store_free free_it{{id}};
+  f.store.on(free_it);
+  CHECK(f.store.stats().bytes_in_memory == 0);
+}
+
 TEST_CASE("a chunk still queued when its node's store is gone stays readable", "[store]") {
   fakes::recording_transport net;
   const address self{unique_id::random(), {}};
