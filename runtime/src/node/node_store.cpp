@@ -4,6 +4,7 @@
 
 #include <celer/store/checksum.hpp>
 #include <celer/store/object_store.hpp>
+#include <celer/store/shm_arena.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -12,10 +13,9 @@ namespace celer {
 
 namespace {
 
-/// Bytes per pulled chunk and chunks in flight per pull: 4 x 4 MiB keeps a TCP connection
-/// busy without holding much memory in messages.
-constexpr std::uint64_t chunk_bytes = std::uint64_t{4} << 20;
-constexpr std::size_t chunks_in_flight = 4;
+/// A received chunk is checksummed piece by piece as it is copied into the store, each
+/// piece while it is still in the cache (a core's L2 holds a few of them).
+constexpr std::size_t copy_piece_bytes = std::size_t{256} << 10;
 /// Log lines about dropped chunks per second: a peer sending junk cannot flood the log.
 constexpr int drop_log_lines_per_second = 5;
 
@@ -33,6 +33,18 @@ node_store::node_store(transport& net, config cfg)
   auto s = store::object_store::open({cfg_.capacity, cfg_.dir, cfg_.spill});
   if (!s) throw exception(s.error().code(), "the node's object store: " + s.error().message());
   store_ = std::move(*s);
+  cfg_.chunk_bytes = std::clamp<std::uint64_t>(cfg_.chunk_bytes, 1, max_chunk_bytes);
+  cfg_.chunks_in_flight = std::max<std::size_t>(cfg_.chunks_in_flight, 1);
+  // Chunks are sent from a second, read-only mapping of the store's memory: a frame still
+  // queued in the transport when this store is gone keeps it mapped.
+  auto view = store::shm_segment::open(store_->segment().path(), store_->segment().capacity(),
+                                       store::shm_access::read_only);
+  if (view) {
+    send_view_ = std::make_shared<const store::shm_segment>(std::move(*view));
+  } else {
+    CELER_LOG(warn, "store", "cannot map the store's memory for sending (" +
+                               view.error().message() + "); chunks sent to other nodes are copied");
+  }
 }
 
 node_store::~node_store() = default;
@@ -190,13 +202,13 @@ void node_store::on(protocol::store_get& m) {
 }
 
 void node_store::ask_next_chunks(const object_id& id, pull& p) {
-  while (p.in_flight.size() < chunks_in_flight && p.next < p.size) {
+  while (p.in_flight.size() < cfg_.chunks_in_flight && p.next < p.size) {
     protocol::store_pull q;
     q.request_id = p.request_id;
     q.reply_to = cfg_.self;
     q.id = id;
     q.offset = p.next;
-    q.length = static_cast<std::uint32_t>(std::min(chunk_bytes, p.size - p.next));
+    q.length = static_cast<std::uint32_t>(std::min(cfg_.chunk_bytes, p.size - p.next));
     q.job = p.job;
     p.next += q.length;
     p.in_flight.emplace(q.offset, q.length);
@@ -230,21 +242,70 @@ void node_store::on(protocol::store_pull& m) {
       detail::failure_kind::object_lost, error_code::invalid_argument,
       "object " + m.id.hex() + " has " + std::to_string(at->size) + " bytes; asked for " +
         std::to_string(m.length) + " at " + std::to_string(m.offset));
-  } else if (m.length > chunk_bytes) {
-    // A puller asks chunk by chunk; one request for gigabytes would be copied into one
-    // message here.
+  } else if (m.length > max_chunk_bytes) {
+    // A puller asks chunk by chunk; one request for gigabytes would be one message larger
+    // than a connection takes.
     c.fail = protocol::failure_info::make(
       detail::failure_kind::object_lost, error_code::invalid_argument,
       "object " + m.id.hex() + ": asked for " + std::to_string(m.length) +
-        " bytes in one chunk (at most " + std::to_string(chunk_bytes) + ")");
+        " bytes in one chunk (at most " + std::to_string(max_chunk_bytes) + ")");
   } else {
-    const auto* bytes = store_->segment().base() + at->offset + m.offset;
-    c.data.assign(reinterpret_cast<const char*>(bytes), m.length);
+    c.data = chunk_bytes_of(m.id, at->offset + m.offset, m.length);
+    if (!m.reply_to.endpoint.empty()) pullers_[m.reply_to.id] = m.reply_to.endpoint;
     c.checksum = store::checksum(c.data.data(), c.data.size());
     c.ok = true;
   }
+  // The pin taken above; chunk_bytes_of took one of its own for the bytes it shares.
   if (at) store_->unpin(m.id);
+  // Sent or not, the chunk's pin is dropped once the transport and `c` let go of its bytes.
   (void)net_.send(m.reply_to, std::move(c));
+}
+
+protocol::shared_bytes node_store::chunk_bytes_of(const object_id& id, std::uint64_t at,
+                                                  std::uint32_t length) {
+  if (send_view_ == nullptr) {
+    const auto* bytes = store_->segment().base() + at;
+    return std::string(reinterpret_cast<const char*>(bytes), length);
+  }
+  // The object stays pinned (neither freed, moved nor spilled) until the last copy of the
+  // bytes is gone: ZeroMQ's I/O thread lets go of them once written, or the send fails and
+  // the message is dropped here.
+  struct chunk_pin {
+    std::shared_ptr<sent_chunks> sent;
+    std::shared_ptr<const store::shm_segment> view;
+    object_id id;
+    chunk_pin(std::shared_ptr<sent_chunks> s, std::shared_ptr<const store::shm_segment> v,
+              const object_id& i)
+      : sent(std::move(s)), view(std::move(v)), id(i) {}
+    chunk_pin(const chunk_pin&) = delete;
+    chunk_pin& operator=(const chunk_pin&) = delete;
+    ~chunk_pin() {
+      try {
+        std::lock_guard lock(sent->mutex);
+        sent->released.push_back(id);
+      } catch (...) {
+        // Out of memory: the object stays pinned until its job ends. Nothing is unsafe.
+      }
+    }
+  };
+  (void)store_->pin(id);  // cannot fail: the caller holds a pin
+  ++chunks_pinned_;
+  auto pin = std::make_shared<const chunk_pin>(sent_, send_view_, id);
+  const auto* bytes = reinterpret_cast<const char*>(send_view_->base() + at);
+  return protocol::shared_bytes(bytes, length, std::move(pin));
+}
+
+void node_store::release_sent_chunks() {
+  std::vector<object_id> released;
+  {
+    std::lock_guard lock(sent_->mutex);
+    if (sent_->released.empty()) return;
+    released.swap(sent_->released);
+  }
+  for (const auto& id : released) {
+    store_->unpin(id);
+    --chunks_pinned_;
+  }
 }
 
 void node_store::on(protocol::store_chunk& m) {
@@ -274,14 +335,22 @@ void node_store::on(protocol::store_chunk& m) {
     finish_pull(m.id, &e);
     return;
   }
-  if (store::checksum(m.data.data(), m.data.size()) != m.checksum) {
+  // Straight from the frame it arrived in into the block (the puller's pin, from create,
+  // keeps it where create put it), checked as it goes; a damaged chunk fails the pull, and
+  // the unsealed copy with it.
+  auto* to = reinterpret_cast<char*>(store_->segment().base() + p.offset + m.offset);
+  store::running_checksum sum;
+  for (std::size_t done = 0; done < m.data.size(); done += copy_piece_bytes) {
+    const std::size_t n = std::min(copy_piece_bytes, m.data.size() - done);
+    std::memcpy(to + done, m.data.data() + done, n);
+    sum.update(to + done, n);
+  }
+  if (sum.digest() != m.checksum) {
     const error e(error_code::data_loss, "object " + m.id.hex() + ": a chunk from " +
                                            p.source.endpoint + " arrived damaged (checksum mismatch)");
     finish_pull(m.id, &e);
     return;
   }
-  // The puller's pin (from create) keeps the block where create put it.
-  std::memcpy(store_->segment().base() + p.offset + m.offset, m.data.data(), m.data.size());
   p.received += m.data.size();
   if (p.received == p.size) {
     finish_pull(m.id, nullptr);
@@ -309,6 +378,7 @@ void node_store::drop_chunk(const protocol::store_chunk& m, const std::string& w
 }
 
 void node_store::expire_pulls() {
+  release_sent_chunks();
   if (pulls_.empty() || cfg_.pull_timeout.count() <= 0) return;
   const auto t = now();
   std::vector<object_id> stuck;
@@ -445,6 +515,12 @@ void node_store::announce_durable() {
 
 void node_store::node_died(const node_id& node) {
   dead_nodes_.insert(node);
+  if (auto p = pullers_.find(node); p != pullers_.end()) {
+    // Its chunks still queued go with the connection; their pins are dropped on the next
+    // store message or tick.
+    net_.forget(p->second);
+    pullers_.erase(p);
+  }
   std::vector<object_id> failed;
   for (const auto& [id, p] : pulls_) {
     if (!p.source.nil() && node_id(p.source.id) == node) failed.push_back(id);

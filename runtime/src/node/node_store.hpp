@@ -10,11 +10,13 @@
 #include "transport/rate_limited_log.hpp"
 #include "transport/transport.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <unordered_map>
@@ -25,7 +27,8 @@ namespace celer {
 
 namespace store {
 class object_store;
-}
+class shm_segment;
+} // namespace store
 
 class node_store {
 public:
@@ -46,7 +49,14 @@ public:
     /// Seeds the pulls' request ids; zero (the default) seeds them from the OS. Fuzzing
     /// passes a fixed one, so that a found input replays the same way.
     std::uint64_t pull_id_seed = 0;
+    /// Bytes per pulled chunk (at most max_chunk_bytes) and chunks asked for at once.
+    std::uint64_t chunk_bytes = static_cast<std::uint64_t>(knobs().object_transfer_chunk_bytes);
+    std::size_t chunks_in_flight =
+      static_cast<std::size_t>(std::max(1, knobs().object_transfer_chunks_in_flight));
   };
+  /// The largest chunk a node serves: one message, well inside a connection's 16 MiB frame
+  /// limit (zmq_transport::options::max_frame_bytes) with CURVE's overhead.
+  static constexpr std::uint64_t max_chunk_bytes = std::uint64_t{8} << 20;
   /// Opens the store; throws celer::exception when the memory or the disk tier cannot be had.
   node_store(transport& net, config cfg);
   ~node_store();
@@ -69,13 +79,15 @@ public:
   void process_gone(const std::string& endpoint);
   /// The job ended: its objects are freed.
   void job_finished(const job_id& job);
-  /// A node died: pulls from it fail, now and later.
+  /// A node died: pulls from it fail, now and later, and the chunks still queued to it are
+  /// dropped (the transport forgets its connection), which unpins their objects.
   void node_died(const node_id& node);
   /// Tells the head which durable objects this node found on disk (after registering).
   void announce_durable();
-  /// Fails the pulls that have received no chunk for config::pull_timeout. Every store
-  /// message runs it first; the node agent may also call it on its tick, so that a stuck
-  /// pull on an otherwise quiet node expires too.
+  /// Fails the pulls that have received no chunk for config::pull_timeout, and drops the
+  /// pins of chunks the transport has finished sending. Every store message runs it first;
+  /// the node agent may also call it on its tick, so that a stuck pull on an otherwise
+  /// quiet node expires too, and a sent object is unpinned there.
   void expire_pulls();
 
   void on(protocol::store_stats_query& m);
@@ -84,6 +96,8 @@ public:
   [[nodiscard]] std::uint64_t dropped_chunks() const noexcept { return dropped_chunks_; }
   /// Objects of another job that a job asked to seal, get, release, free or pull (refused).
   [[nodiscard]] std::uint64_t refused() const noexcept { return refused_; }
+  /// Chunks sent whose pin is not yet dropped (their bytes may still be queued to send).
+  [[nodiscard]] std::size_t chunks_pinned() const noexcept { return chunks_pinned_; }
 
 private:
   struct waiter {
@@ -124,10 +138,30 @@ private:
   /// counts and logs the refusal of `what` (rate-limited).
   bool owned_by_sender(const job_id& sender, const object_id& id, const char* what);
   [[nodiscard]] std::chrono::steady_clock::time_point now() const;
+  /// Unpins the objects whose sent chunks the transport has let go of.
+  void release_sent_chunks();
+  /// The bytes of a chunk to send: shared straight from the store's memory, the object
+  /// pinned until the transport lets go of them (a copy when the store's memory cannot be
+  /// mapped again).
+  protocol::shared_bytes chunk_bytes_of(const object_id& id, std::uint64_t at, std::uint32_t length);
 
   transport& net_;
   config cfg_;
   std::unique_ptr<store::object_store> store_;
+  /// The chunks sent and let go of by the transport (on its own thread: ZeroMQ's I/O
+  /// thread frees a frame once written), waiting for this actor to drop their pins.
+  struct sent_chunks {
+    std::mutex mutex;
+    std::vector<object_id> released;  // guarded by mutex
+  };
+  std::shared_ptr<sent_chunks> sent_ = std::make_shared<sent_chunks>();
+  /// The store's memory mapped a second time, read-only, for chunks being sent: each one
+  /// holds it, so that it stays mapped for a frame still queued when this store is gone.
+  std::shared_ptr<const store::shm_segment> send_view_;
+  std::size_t chunks_pinned_ = 0;
+  /// Nodes this one sent chunks to, by id: their endpoint, forgotten when they die (so
+  /// that chunks queued to a dead node do not keep objects pinned). One entry per node.
+  std::unordered_map<unique_id, std::string> pullers_;
   /// Pins each process holds, by its address, to drop them if it dies.
   std::unordered_map<unique_id, std::unordered_map<object_id, int>> pins_;
   std::unordered_map<unique_id, std::string> client_endpoint_;

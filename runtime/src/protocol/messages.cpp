@@ -2,14 +2,32 @@
 
 namespace celer::protocol {
 
-std::vector<std::string>*& bulk_sink() noexcept {
-  thread_local std::vector<std::string>* sink = nullptr;
+std::vector<shared_bytes>*& bulk_sink() noexcept {
+  thread_local std::vector<shared_bytes>* sink = nullptr;
   return sink;
 }
 
 bulk_frames*& bulk_source() noexcept {
   thread_local bulk_frames* source = nullptr;
   return source;
+}
+
+std::uint32_t take_bulk_frame(const char* ext_data) {
+  const auto* b = reinterpret_cast<const unsigned char*>(ext_data);
+  const std::uint32_t index = (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) |
+                              (std::uint32_t{b[2]} << 8) | std::uint32_t{b[3]};
+  auto* source = bulk_source();
+  if (source == nullptr || index >= source->frames.size()) {
+    throw std::invalid_argument("a reference to bulk frame " + std::to_string(index) +
+                                ", which the message does not have");
+  }
+  if (source->used[index]) {
+    throw std::invalid_argument("bulk frame " + std::to_string(index) +
+                                " is referenced more than once");
+  }
+  source->used[index] = true;
+  ++source->used_count;
+  return index;
 }
 
 namespace {

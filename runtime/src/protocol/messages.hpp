@@ -617,7 +617,9 @@ struct store_chunk {
   object_id id;
   std::uint64_t offset = 0;
   bool ok = false;
-  bulk data;
+  /// The chunk's bytes, as a bulk value on the wire; shared, not copied, on both sides (the
+  /// sender's store memory, the receiver's ZeroMQ frame).
+  shared_bytes data;
   std::uint64_t checksum = 0;
   failure_info fail;
   CELER_MSGPACK_DEFINE(request_id, id, offset, ok, data, checksum, fail)

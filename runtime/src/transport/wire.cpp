@@ -58,12 +58,12 @@ struct string_writer {
 
 } // namespace
 
-std::vector<std::string> encode(const protocol::message& m, std::string_view prefix) {
-  std::vector<std::string> bulk;
-  std::string frame;
+encoded encode_shared(const protocol::message& m, std::string_view prefix) {
+  encoded out;
+  std::string& frame = out.message;
   frame.reserve(prefix.size() + 128);
   frame.append(prefix);
-  protocol::bulk_sink() = &bulk;
+  protocol::bulk_sink() = &out.bulk;
   try {
     string_writer w{&frame};
     std::visit([&](const auto& msg) { msgpack::pack(w, msg); }, m);
@@ -73,15 +73,20 @@ std::vector<std::string> encode(const protocol::message& m, std::string_view pre
   }
   protocol::bulk_sink() = nullptr;
   const header h{std::string(magic), protocol_version, static_cast<std::uint32_t>(m.index()),
-                 frame.size() - prefix.size(), static_cast<std::uint32_t>(bulk.size())};
+                 frame.size() - prefix.size(), static_cast<std::uint32_t>(out.bulk.size())};
   const std::size_t before = frame.size();
   string_writer w{&frame};
   msgpack::pack(w, h);
   frame.push_back(static_cast<char>(frame.size() - before));
+  return out;
+}
+
+std::vector<std::string> encode(const protocol::message& m, std::string_view prefix) {
+  auto e = encode_shared(m, prefix);
   std::vector<std::string> frames;
-  frames.reserve(1 + bulk.size());
-  frames.push_back(std::move(frame));
-  for (auto& b : bulk) frames.push_back(std::move(b));
+  frames.reserve(1 + e.bulk.size());
+  frames.push_back(std::move(e.message));
+  for (const auto& b : e.bulk) frames.emplace_back(b.view());
   return frames;
 }
 
@@ -114,6 +119,12 @@ expected<header> peek_header(std::string_view frame) {
 
 expected<protocol::message> decode(std::span<const std::string_view> frames,
                                    std::size_t max_body_bytes) {
+  return decode(frames, max_body_bytes, {});
+}
+
+expected<protocol::message> decode(std::span<const std::string_view> frames,
+                                   std::size_t max_body_bytes,
+                                   std::span<const std::shared_ptr<const void>> owners) {
   if (frames.empty() || frames.size() > 1 + max_bulk_frames) {
     return error(error_code::invalid_argument,
                  "a message has a message frame and up to " + std::to_string(max_bulk_frames) +
@@ -150,7 +161,7 @@ expected<protocol::message> decode(std::span<const std::string_view> frames,
                  "header says " + std::to_string(h->bulk_frames) + " bulk frames, message has " +
                    std::to_string(frames.size() - 1));
   }
-  protocol::bulk_frames bulk(frames.subspan(1));
+  protocol::bulk_frames bulk(frames.subspan(1), owners);
   struct scoped_source {
     explicit scoped_source(protocol::bulk_frames* b) { protocol::bulk_source() = b; }
     ~scoped_source() { protocol::bulk_source() = nullptr; }

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -63,6 +64,15 @@ expected<hello> decode_hello(std::string_view frame);
 /// straight into the frame: no copy.
 std::vector<std::string> encode(const protocol::message& m, std::string_view prefix = {});
 
+/// encode, with the bulk frames shared instead of copied into strings (a shared_bytes value
+/// stays where it lies; a bulk value is copied once, as by encode): what the transport
+/// hands ZeroMQ without another copy.
+struct encoded {
+  std::string message;
+  std::vector<protocol::shared_bytes> bulk;
+};
+encoded encode_shared(const protocol::message& m, std::string_view prefix = {});
+
 /// A message frame (without prefix) from a body and a packed header of at most 255 bytes:
 /// for tests and fuzzers that forge one part.
 std::string message_frame(std::string_view body, std::string_view packed_header);
@@ -86,6 +96,11 @@ expected<header> peek_header(std::string_view frame);
 /// together larger than `max_body_bytes`, checked before parsing).
 expected<protocol::message> decode(std::span<const std::string_view> frames,
                                    std::size_t max_body_bytes);
+/// decode, with what keeps each bulk frame alive (`owners[i]` for `frames[i + 1]`, or null):
+/// a shared_bytes field then reads its frame where it lies instead of copying it.
+expected<protocol::message> decode(std::span<const std::string_view> frames,
+                                   std::size_t max_body_bytes,
+                                   std::span<const std::shared_ptr<const void>> owners);
 
 /// The memory one decode of `input_bytes` may allocate in proportion to what the input
 /// claims (msgpack's object tree, containers and the structs in them; see

@@ -59,6 +59,16 @@ zmq::message_t adopt(std::string s) {
     [](void*, void* hint) { delete static_cast<std::string*>(hint); }, owned);
 }
 
+/// A zmq message that sends shared bytes where they lie: ZeroMQ holds a copy of their owner
+/// until its I/O thread has written them (then frees it there, on that thread).
+zmq::message_t share(const protocol::shared_bytes& b) {
+  if (b.size() < 4096 || b.owner() == nullptr) return zmq::message_t(b.data(), b.size());
+  auto* owner = new std::shared_ptr<const void>(b.owner());
+  return zmq::message_t(
+    const_cast<char*>(b.data()), b.size(),  // ZeroMQ only reads it
+    [](void*, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); }, owner);
+}
+
 } // namespace
 
 std::string make_token() {
@@ -319,15 +329,16 @@ bool zmq_transport::send_encoded(const address& to, const protocol::message& m) 
   if (stopped_) return false;
   // Kind and destination ride in the message frame: one frame (one CURVE box) for a small
   // message.
-  auto frames = wire::encode(m, "M" + to.id.bytes());
+  auto frames = wire::encode_shared(m, "M" + to.id.bytes());
   auto p = peer_for(to.endpoint);
   if (p == nullptr) return false;
   try {
     std::lock_guard lock(p->mutex);
-    for (std::size_t i = 0; i < frames.size(); ++i) {
-      p->socket.send(adopt(std::move(frames[i])), i + 1 < frames.size()
-                                                     ? zmq::send_flags::sndmore
-                                                     : zmq::send_flags::none);
+    p->socket.send(adopt(std::move(frames.message)),
+                   frames.bulk.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
+    for (std::size_t i = 0; i < frames.bulk.size(); ++i) {
+      p->socket.send(share(frames.bulk[i]), i + 1 < frames.bulk.size() ? zmq::send_flags::sndmore
+                                                                       : zmq::send_flags::none);
     }
   } catch (const zmq::error_t& e) {
     CELER_LOG(warn, "transport", "sending to " + to.endpoint + " failed: " + e.what());
@@ -513,6 +524,7 @@ bool zmq_transport::poll_once(std::chrono::milliseconds timeout) {
   // Per thread: the standby and the receiver take turns, never at once.
   thread_local std::vector<zmq::message_t> parts;
   thread_local std::vector<std::string_view> views;
+  thread_local std::vector<std::shared_ptr<const void>> owners;
   std::array<zmq::pollitem_t, 4> items{{{router_->handle(), 0, ZMQ_POLLIN, 0},
                                         {wake_rx_->handle(), 0, ZMQ_POLLIN, 0},
                                         {zap_->handle(), 0, ZMQ_POLLIN, 0},
@@ -558,10 +570,30 @@ bool zmq_transport::poll_once(std::chrono::milliseconds timeout) {
                          " bytes (max_message_bytes)");
           continue;
         }
-        views.clear();
-        for (const auto& p : parts) views.emplace_back(p.data<char>(), p.size());
         const char* user = parts.size() > 1 ? zmq_msg_gets(parts[1].handle(), "User-Id") : nullptr;
-        on_frames(views, user);
+        // Bulk frames (after routing id and message frame) large enough to matter are lent
+        // to the decoded message, which may keep them (shared_bytes) instead of a copy.
+        owners.clear();
+        for (std::size_t i = 2; i < parts.size(); ++i) {
+          if (parts[i].size() < protocol::bulk::threshold) {
+            owners.emplace_back();
+            continue;
+          }
+          auto held = std::make_shared<zmq::message_t>();
+          held->move(parts[i]);
+          owners.push_back(std::move(held));
+        }
+        views.clear();
+        for (std::size_t i = 0; i < parts.size(); ++i) {
+          if (i >= 2 && owners[i - 2] != nullptr) {
+            const auto* held = static_cast<const zmq::message_t*>(owners[i - 2].get());
+            views.emplace_back(held->data<char>(), held->size());
+          } else {
+            views.emplace_back(parts[i].data<char>(), parts[i].size());
+          }
+        }
+        on_frames(views, user, owners);
+        owners.clear();
         // A handler ran work off the seat and the standby holds it now.
         if (reclaim_) return true;
       }
@@ -748,7 +780,8 @@ void zmq_transport::on_hello(const std::string& rid, std::string_view frame,
   reply(rid, 'A', "");
 }
 
-void zmq_transport::on_frames(std::vector<std::string_view>& parts, const char* user_id) {
+void zmq_transport::on_frames(std::vector<std::string_view>& parts, const char* user_id,
+                              std::span<const std::shared_ptr<const void>> owners) {
   const std::string_view first = parts.size() > 1 ? parts[1] : std::string_view{};
   const char kind = first.empty() ? '\0' : first[0];
   // Every connection passed the handshake, so it has an identity; parse it once per run
@@ -810,7 +843,8 @@ void zmq_transport::on_frames(std::vector<std::string_view>& parts, const char* 
       return;
     }
   }
-  auto m = wire::decode(std::span<const std::string_view>(parts).subspan(1), opts_.max_body_bytes);
+  auto m = wire::decode(std::span<const std::string_view>(parts).subspan(1), opts_.max_body_bytes,
+                        owners);
   if (!m) {
     ++malformed_;
     refusals_.warn("dropped a message from " + who->describe() + ": " + m.error().to_string());

@@ -47,6 +47,7 @@
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -166,7 +167,9 @@ private:
   /// The standby thread: takes the seat while run_on_receiver's work runs long.
   void standby_loop();
   struct zap_request;
-  void on_frames(std::vector<std::string_view>& parts, const char* user_id);
+  /// `owners[i]` keeps `parts[i + 2]` (a bulk frame) alive, or is null.
+  void on_frames(std::vector<std::string_view>& parts, const char* user_id,
+                 std::span<const std::shared_ptr<const void>> owners);
   void on_hello(const std::string& rid, std::string_view frame, const peer_identity* who);
   void on_zap();
   void on_event();

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <memory>
 
 using namespace celer;
 
@@ -23,9 +24,11 @@ struct store_fixture {
   job_id job = job_id::random();
   /// The store's clock: tests move it by hand.
   std::chrono::steady_clock::time_point now{};
+  // 4 MiB chunks, 4 in flight: the sizes below count chunks of that size.
   node_store store{net, {node_id(self.id), self, address{unique_id::random(), {}}, 16 << 20, {},
                          true, /*pull_timeout=*/std::chrono::milliseconds(1000),
-                         [this] { return now; }}};
+                         [this] { return now; }, /*pull_id_seed=*/0,
+                         /*chunk_bytes=*/4 << 20, /*chunks_in_flight=*/4}};
   std::uint64_t next = 0;
 
   protocol::store_reply reply() {
@@ -453,4 +456,125 @@ TEST_CASE("a node sends an object's chunks only to a pull for the object's job",
   REQUIRE(chunks.size() == 1);
   CHECK(chunks[0].second.ok);
   CHECK(chunks[0].second.data == std::string(1000, 'x'));
+}
+
+TEST_CASE("a sent chunk shares the store's memory and keeps its object pinned until the "
+          "transport lets go of it",
+          "[store]") {
+  store_fixture f;
+  const auto id = object_id::random();
+  f.put(id, 1 << 20, 'x');
+  const address puller{unique_id::random(), "tcp://127.0.0.1:9"};
+  protocol::store_pull p{7, puller, id, 4096, 8192, f.job};
+  f.store.on(p);
+  auto chunks = f.net.take<protocol::store_chunk>();
+  REQUIRE(chunks.size() == 1);
+  auto& c = chunks[0].second;
+  REQUIRE(c.ok);
+  CHECK(c.data == std::string(8192, 'x'));
+  CHECK(c.checksum == store::checksum(c.data.data(), c.data.size()));
+  CHECK(c.data.owner() != nullptr);  // borrowed from the store, not a copy
+  CHECK(f.store.chunks_pinned() == 1);
+
+  // Freed meanwhile (its owner dropped the last ref): the memory stays while the bytes are
+  // still to be sent, and nothing else is written there.
+  protocol::store_free free_it{{id}};
+  f.store.on(free_it);
+  CHECK(f.store.stats().bytes_in_memory >= (1u << 20));
+  f.put(object_id::random(), 1 << 20, 'y');
+  CHECK(c.data == std::string(8192, 'x'));
+
+  // The transport lets go (ZeroMQ freed the frame): the pin goes with the next store
+  // message or tick, and the freed object's memory with it.
+  const auto before = f.store.stats().bytes_in_memory;
+  chunks.clear();
+  CHECK(f.store.chunks_pinned() == 1);
+  f.store.expire_pulls();
+  CHECK(f.store.chunks_pinned() == 0);
+  CHECK(f.store.stats().bytes_in_memory < before);
+}
+
+TEST_CASE("a chunk that cannot be sent drops its pin", "[store]") {
+  store_fixture f;
+  const auto id = object_id::random();
+  f.put(id, 100000, 'x');
+  const address puller{unique_id::random(), "tcp://127.0.0.1:9"};
+  f.net.unreachable.push_back(puller);
+  protocol::store_pull p{7, puller, id, 0, 100000, f.job};
+  f.store.on(p);
+  CHECK(f.net.sent.empty());
+  f.store.expire_pulls();
+  CHECK(f.store.chunks_pinned() == 0);
+  protocol::store_free free_it{{id}};
+  f.store.on(free_it);
+  CHECK(f.store.stats().bytes_in_memory == 0);
+}
+
+TEST_CASE("chunks queued to a node that died are dropped with its connection, and unpin",
+          "[store]") {
+  store_fixture f;
+  const auto id = object_id::random();
+  f.put(id, 1 << 20, 'x');
+  const address puller{unique_id::random(), "tcp://127.0.0.1:9"};
+  protocol::store_pull p{7, puller, id, 0, 1 << 20, f.job};
+  f.store.on(p);
+  REQUIRE(f.store.chunks_pinned() == 1);
+  f.store.node_died(node_id(puller.id));
+  REQUIRE(f.net.forgotten == std::vector<std::string>{puller.endpoint});
+  f.net.sent.clear();  // what forget does to the messages queued there
+  f.store.expire_pulls();
+  CHECK(f.store.chunks_pinned() == 0);
+  protocol::store_free free_it{{id}};
+  f.store.on(free_it);
+  CHECK(f.store.stats().bytes_in_memory == 0);
+}
+
+TEST_CASE("a chunk still queued when its node's store is gone stays readable", "[store]") {
+  fakes::recording_transport net;
+  const address self{unique_id::random(), {}};
+  const address client{unique_id::random(), {}};
+  const job_id job = job_id::random();
+  auto s = std::make_unique<node_store>(
+    net, node_store::config{node_id(self.id), self, address{unique_id::random(), {}}, 4 << 20});
+  const auto id = object_id::random();
+  protocol::store_create c{1, client, id, 1 << 20, 0, client, job, false};
+  s->on(c);
+  auto made = net.take<protocol::store_reply>();
+  REQUIRE(made.size() == 1);
+  REQUIRE(made[0].second.ok);
+  {
+    auto seg = store::shm_segment::open(made[0].second.segment, made[0].second.capacity);
+    REQUIRE(seg);
+    std::memset(seg->base() + made[0].second.offset, 'z', 1 << 20);
+  }
+  protocol::store_seal sealed{2, client, id};
+  s->on(sealed);
+  protocol::store_pull p{7, address{unique_id::random(), "tcp://127.0.0.1:9"}, id, 0, 1 << 20, job};
+  s->on(p);
+  auto chunks = net.take<protocol::store_chunk>();
+  REQUIRE(chunks.size() == 1);
+  s.reset();  // the node stops while ZeroMQ still holds the frame
+  CHECK(chunks[0].second.data == std::string(1 << 20, 'z'));
+}
+
+TEST_CASE("a pull asks for the configured chunks, and a node serves at most max_chunk_bytes",
+          "[store]") {
+  fakes::recording_transport net;
+  const address self{unique_id::random(), {}};
+  node_store::config cfg{node_id(self.id), self, address{unique_id::random(), {}}, 64 << 20};
+  cfg.chunk_bytes = std::uint64_t{1} << 40;  // clamped to max_chunk_bytes
+  cfg.chunks_in_flight = 3;
+  node_store s(net, cfg);
+  const address client{unique_id::random(), {}};
+  const job_id job = job_id::random();
+  const std::uint64_t size = 5 * node_store::max_chunk_bytes;
+  protocol::store_get g{1, client, object_id::random(), address{unique_id::random(), "tcp://127.0.0.1:1"},
+                        size, 0, client, job};
+  s.on(g);
+  auto asked = net.take<protocol::store_pull>();
+  REQUIRE(asked.size() == 3);
+  for (std::size_t i = 0; i < asked.size(); ++i) {
+    CHECK(asked[i].second.offset == i * node_store::max_chunk_bytes);
+    CHECK(asked[i].second.length == node_store::max_chunk_bytes);
+  }
 }

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <memory>
 #include <random>
 
 #include <sys/resource.h>
@@ -626,4 +627,63 @@ TEST_CASE("a forged body costs no more than its budget whether it is refused or 
     CAPTURE(c.body.size(), peak.growth, peak.refused);
     CHECK(peak.growth < wire::decode_budget_for(c.body.size()) + (std::size_t{16} << 20));
   }
+}
+
+TEST_CASE("a store chunk's bytes travel as a bulk frame, read where they arrived, not copied",
+          "[wire]") {
+  protocol::store_chunk c;
+  c.request_id = 3;
+  c.id = object_id::random();
+  c.ok = true;
+  const std::string payload(protocol::bulk::threshold + 5, 'c');
+  auto held = std::make_shared<const std::string>(payload);
+  c.data = protocol::shared_bytes(held->data(), held->size(), held);
+  // The sender shares the bytes with the frame it hands ZeroMQ.
+  auto e = wire::encode_shared(c);
+  REQUIRE(e.bulk.size() == 1);
+  CHECK(e.bulk[0].data() == held->data());
+  // A peer cannot tell it from a bulk value: the frames are the same bytes.
+  auto frames = wire::encode(c);
+  REQUIRE(frames.size() == 2);
+  CHECK(frames[1] == payload);
+
+  // The receiver lends the frame; the chunk keeps it alive instead of copying it.
+  auto arrived = std::make_shared<const std::string>(frames[1]);
+  const std::vector<std::string_view> views{frames[0], *arrived};
+  const std::vector<std::shared_ptr<const void>> owners{arrived};
+  auto m = wire::decode(views, limit, owners);
+  REQUIRE(m.has_value());
+  const auto& got = std::get<protocol::store_chunk>(*m).data;
+  CHECK(got.data() == arrived->data());
+  arrived.reset();
+  CHECK(got == payload);  // still alive through the chunk
+
+  // Without an owner, or inline below the threshold, the bytes are copied.
+  auto copied = decode_wire(frames);
+  REQUIRE(copied.has_value());
+  CHECK(std::get<protocol::store_chunk>(*copied).data == payload);
+  c.data = std::string(10, 's');
+  auto small = wire::encode(c);
+  CHECK(small.size() == 1);
+  auto inline_back = decode_wire(small);
+  REQUIRE(inline_back.has_value());
+  CHECK(std::get<protocol::store_chunk>(*inline_back).data == std::string(10, 's'));
+}
+
+TEST_CASE("a store chunk whose bulk frame is missing or extra is refused", "[wire][security]") {
+  protocol::store_chunk c;
+  c.ok = true;
+  c.data = std::string(protocol::bulk::threshold, 'c');
+  auto frames = wire::encode(c);
+  REQUIRE(frames.size() == 2);
+  auto missing = frames;
+  missing.pop_back();
+  auto r = decode_wire(missing);
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().code() == error_code::invalid_argument);
+  auto extra = frames;
+  extra.push_back("more");
+  r = decode_wire(extra);
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().code() == error_code::invalid_argument);
 }
