@@ -5,12 +5,21 @@
 // deviation over the trials. Every workload checks its results; a wrong one stops the run.
 //
 //   celer microbenchmark [--address ADDR] [--only PATTERN] [--json FILE] [--duration S]
-//                        [--smoke]
+//                        [--smoke] [--queued-tasks N]
+//
+// queued_tasks_* (celer's own, not Ray's) is not a timeit loop: N no-op tasks are submitted
+// at once while gate actors hold every CPU, so none runs yet; the driver's memory growth
+// over that submission, divided by N, is the bytes per queued task. Then the gates go, every
+// result is read, and the end-to-end rate is N over the submission plus the drain.
 #include "floor/floor.hpp"
 
 #include <celer/celer.hpp>
 
 #include <nlohmann/json.hpp>
+
+#include <malloc.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -118,6 +127,17 @@ void check_bytes(const celer::bytes& b, std::size_t size, int seed) {
 
 CELER_REMOTE(make_bytes);
 
+/// The queued-task workload's task: does nothing, returns 1 (the sum checks every result).
+std::int32_t noop_task() { return 1; }
+
+/// Holds one CPU while it lives: queued_tasks makes one per CPU so that no task can run.
+struct cpu_gate {
+  bool ready() const { return true; }
+};
+cpu_gate* make_cpu_gate() { return new cpu_gate(); }
+
+CELER_REMOTE(noop_task, make_cpu_gate, &cpu_gate::ready);
+
 CELER_REMOTE(small_value, small_value_batch, do_put_small, create_object_containing_ref,
              make_bench_actor, &bench_actor::small_value, &bench_actor::small_value_arg,
              &bench_actor::small_value_batch, make_client, &client::small_value_batch,
@@ -131,6 +151,7 @@ struct options {
   std::string json;
   double duration = 2.0;
   bool smoke = false;
+  std::size_t queued_tasks = 1000000;
 };
 
 struct result {
@@ -280,6 +301,77 @@ std::vector<result> spill_and_restore(std::size_t bytes, std::size_t count) {
           {"object_restore_gigabytes", "GB per second", restore_bytes / 1e9 / restore_s, 0, {}}};
 }
 
+/// This process's memory now: resident (/proc/self/statm) and malloc's bytes in use
+/// (mallinfo2: every arena, mmapped chunks too).
+struct memory_sample {
+  double rss = 0;
+  double heap = 0;
+};
+
+memory_sample sample_memory() {
+  long pages = 0;
+  long resident = 0;
+  std::ifstream("/proc/self/statm") >> pages >> resident;
+  const auto m = mallinfo2();
+  return {static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)),
+          static_cast<double>(m.uordblks + m.hblkhd)};
+}
+
+/// The most this process has been resident (bytes).
+double peak_rss() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) * 1024;
+}
+
+/// `n` no-op tasks submitted at once, held back, then run. The hold: one actor of one CPU
+/// per CPU of the cluster, created and ready before the first submission (checked with
+/// available_resources), so that every lease request waits; the gates are killed once all
+/// are submitted. The memory growth over the submission is the driver's cost of a queued
+/// task: its record in the submitter, its result's entry in the reference table, and the
+/// object_ref the program keeps for it (80 bytes in the vector, plus what it shares).
+std::vector<result> queued_tasks(std::size_t n) {
+  const auto total = celer::cluster_resources();
+  const auto cpus = total.contains("CPU") ? static_cast<int>(std::lround(total.at("CPU"))) : 0;
+  std::vector<celer::actor_handle<cpu_gate>> gates;
+  for (int i = 0; i < cpus; ++i) gates.push_back(celer::actor(make_cpu_gate).options({.num_cpus = 1}).remote());
+  for (auto& g : gates) {
+    if (!celer::get(g.task(&cpu_gate::ready).remote())) throw std::runtime_error("a gate actor did not start");
+  }
+  // The head hears of the gates' CPUs with the nodes' heartbeats.
+  const auto deadline = clock_type::now() + std::chrono::seconds(30);
+  for (;;) {
+    const auto free = celer::available_resources();
+    if (!free.contains("CPU") || free.at("CPU") < 1) break;
+    if (clock_type::now() > deadline) throw std::runtime_error("the gate actors did not take every CPU");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  malloc_trim(0);  // what earlier workloads freed is not counted as this one's
+  const auto before = sample_memory();
+  std::vector<celer::object_ref<std::int32_t>> refs;
+  refs.reserve(n);
+  const auto t0 = clock_type::now();
+  for (std::size_t i = 0; i < n; ++i) refs.push_back(celer::task(noop_task).remote());
+  const double submit_s = seconds_since(t0);
+  const auto queued = sample_memory();
+  const auto t1 = clock_type::now();
+  for (auto& g : gates) celer::kill(g);
+  std::int64_t sum = 0;
+  for (auto v : celer::get(refs)) sum += v;
+  const double drain_s = seconds_since(t1);
+  if (sum != static_cast<std::int64_t>(n)) throw std::runtime_error("a queued task returned a wrong value");
+  const double per = static_cast<double>(n);
+  std::printf("# queued_tasks: %zu tasks behind %d gate(s); submitted in %.3f s, drained in %.3f s; "
+              "rss %.1f -> %.1f MB, heap %.1f -> %.1f MB\n",
+              n, cpus, submit_s, drain_s, before.rss / 1e6, queued.rss / 1e6, before.heap / 1e6,
+              queued.heap / 1e6);
+  return {{"queued_tasks_per_second", "per second", per / (submit_s + drain_s), 0, {}},
+          {"queued_tasks_submit_per_second", "per second", per / submit_s, 0, {}},
+          {"queued_task_rss_bytes", "bytes per queued task", (queued.rss - before.rss) / per, 0, {}},
+          {"queued_task_heap_bytes", "bytes per queued task", (queued.heap - before.heap) / per, 0, {}},
+          {"queued_tasks_driver_peak_megabytes", "MB (VmHWM)", peak_rss() / 1e6, 0, {}}};
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -305,18 +397,25 @@ int main(int argc, char** argv) {
       o.duration = std::stod(value());
     } else if (a == "--smoke") {
       o.smoke = true;
+    } else if (a == "--queued-tasks") {
+      o.queued_tasks = std::stoul(value());
     } else if (a == "-h" || a == "--help") {
       std::cout << "usage: celer microbenchmark [--address HOST:PORT] [--only PATTERN] "
-                   "[--json FILE] [--duration SECONDS] [--smoke]\n"
+                   "[--json FILE] [--duration SECONDS] [--smoke] [--queued-tasks N]\n"
                    "Runs Ray's microbenchmark workloads on celer (embedded, or on the cluster "
                    "at --address) and prints operations per second, mean +- std of 4 trials.\n"
-                   "--smoke: tiny sizes and 0.05 s trials, to check that every workload runs.\n";
+                   "--smoke: tiny sizes and 0.05 s trials, to check that every workload runs.\n"
+                   "--queued-tasks N: tasks of the queued_tasks workload (default 1000000; "
+                   "20000 with --smoke); run it alone (--only queued_task) for its peak RSS.\n";
       return 0;
     } else {
       rest.push_back(argv[i]);
     }
   }
-  if (o.smoke) o.duration = std::min(o.duration, 0.05);
+  if (o.smoke) {
+    o.duration = std::min(o.duration, 0.05);
+    o.queued_tasks = std::min<std::size_t>(o.queued_tasks, 20000);
+  }
   // Sizes of Ray's ray_perf.py; --smoke shrinks them.
   const int batch = o.smoke ? 20 : 1000;          // tasks / calls per async batch
   const int multi_n = o.smoke ? 20 : 10000;       // multi client tasks: per client
@@ -511,6 +610,14 @@ int main(int argc, char** argv) {
       for (auto& a : actors) celer::kill(a);
     }
     if (selected(o, "object_transfer_gigabytes")) record(transfer(o, store_object_bytes, store_objects));
+    const bool queued_selected = selected(o, "queued_tasks_per_second") ||
+                                 selected(o, "queued_tasks_submit_per_second") ||
+                                 selected(o, "queued_task_rss_bytes") ||
+                                 selected(o, "queued_task_heap_bytes") ||
+                                 selected(o, "queued_tasks_driver_peak_megabytes");
+    if (queued_selected) {
+      for (auto& r : queued_tasks(o.queued_tasks)) record(std::move(r));
+    }
     if (selected(o, "placement_group_create/removal")) {
       // As Ray's: 100 groups of one small bundle created, waited for, then removed.
       constexpr int groups = 100;

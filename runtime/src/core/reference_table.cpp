@@ -17,6 +17,11 @@ std::string millis(std::chrono::nanoseconds d) {
 
 } // namespace
 
+const protocol::object_payload& reference_table::payload_box::empty() {
+  static const protocol::object_payload none;
+  return none;
+}
+
 reference_table::reference_table(transport& net, address self, store_client& store,
                                  head_client* head)
   : net_(net), self_(std::move(self)), store_(store), head_(head),
@@ -55,10 +60,10 @@ std::vector<protocol::task_arg> reference_table::to_wire(std::vector<detail::arg
       // An object this process owns and already holds travels inline: the worker need
       // not ask for it (unless it is in the object store: the worker maps it there).
       auto it = objects_.find(t.ref);
-      if (it != objects_.end() && it->second.ready && it->second.value.ok &&
-          !it->second.value.stored) {
+      if (it != objects_.end() && it->second.ready && it->second.value->ok &&
+          !it->second.value->stored) {
         t.is_ref = false;
-        t.value = it->second.value.payload;
+        t.value = it->second.value->payload;
       } else if (it != objects_.end() && it->second.owned) {
         // Kept until the task finishes (an actor's constructor: until the job ends).
         if (task.nil()) {
@@ -112,9 +117,10 @@ object_ref<void> reference_table::put(const object_id& id, std::string payload) 
   e.ready = true;
   e.owned = true;
   e.put = true;
-  e.value.id = id;
-  e.value.ok = true;
-  static_cast<std::string&>(e.value.payload) = std::move(payload);
+  auto& v = e.value.edit();
+  v.id = id;
+  v.ok = true;
+  static_cast<std::string&>(v.payload) = std::move(payload);
   return owned_ref(id);
 }
 
@@ -150,9 +156,11 @@ void reference_table::maybe_free(const object_id& id) {
   auto& e = it->second;
   if (!e.owned || e.escaped || e.holders > 0 || e.task_uses > 0) return;
   if (!e.ready && !e.dormant) return;  // its result is still to come
-  if (e.value.stored) {
-    (void)net_.send(e.value.node_addr, protocol::store_free{{id}});
-    for (const auto& [node, at] : e.copies) (void)net_.send(at, protocol::store_free{{id}});
+  if (e.value->stored) {
+    (void)net_.send(e.value->node_addr, protocol::store_free{{id}});
+    if (e.others) {
+      for (const auto& [node, at] : e.others->copies) (void)net_.send(at, protocol::store_free{{id}});
+    }
   }
   // Its lineage's arguments may go too (erasing other entries leaves `it` valid).
   if (e.made) drop_lineage(e);
@@ -168,22 +176,22 @@ void reference_table::on_copied(const protocol::object_copied& m) {
     return;
   }
   auto& e = it->second;
-  if (e.value.stored && e.value.node == m.node) return;  // its first copy
-  auto& copies = e.copies;
+  if (e.value->stored && e.value->node == m.node) return;  // its first copy
+  auto& copies = e.others_made().copies;
   const auto same = [&](const auto& c) { return c.first == m.node; };
   if (std::find_if(copies.begin(), copies.end(), same) == copies.end()) {
     copies.emplace_back(m.node, m.node_addr);
   }
 }
 
-std::vector<protocol::node_bytes> reference_table::locality_of(const protocol::task_spec& spec) const {
+std::vector<protocol::node_bytes> reference_table::locality_of(const std::vector<protocol::task_arg>& args) const {
   std::vector<protocol::node_bytes> out;
   std::lock_guard lock(mutex_);
-  for (const auto& a : spec.args) {
+  for (const auto& a : args) {
     if (!a.is_ref) continue;
     const auto it = objects_.find(a.ref);
-    if (it == objects_.end() || !it->second.ready || !it->second.value.stored) continue;
-    const auto& v = it->second.value;
+    if (it == objects_.end() || !it->second.ready || !it->second.value->stored) continue;
+    const auto& v = *it->second.value;
     auto same = std::find_if(out.begin(), out.end(), [&](const auto& n) { return n.node == v.node; });
     if (same == out.end()) {
       out.push_back({v.node, v.size});
@@ -244,16 +252,16 @@ std::size_t reference_table::prepare(const std::vector<object_ref<void>>& refs, 
     const bool owned = r.owner() == self_ || r.owner().nil();
     if (inserted && owned) {
       e.ready = true;
-      e.value.id = r.id();
-      e.value.fail = protocol::failure_info::make(
+      e.value.edit().id = r.id();
+      e.value.edit().fail = protocol::failure_info::make(
         detail::failure_kind::object_lost, error_code::not_found,
         "object " + r.id().hex() + " is not known to its owner: it was never created here");
     } else if (!owned && !e.ready && !e.fetch_sent) {
       e.fetch_sent = true;
       if (!net_.send(r.owner(), protocol::get_object{r.id(), self_})) {
         e.ready = true;
-        e.value.id = r.id();
-        e.value.fail = protocol::failure_info::make(
+        e.value.edit().id = r.id();
+        e.value.edit().fail = protocol::failure_info::make(
           detail::failure_kind::object_lost, error_code::unavailable,
           "object " + r.id().hex() + " is lost: its owner is unreachable");
       }
@@ -311,8 +319,8 @@ void reference_table::await_node_news(std::unique_lock<std::mutex>& lock,
   (void)block_on(lock, node_news_, limit, [&] {
     return std::none_of(unheard.begin(), unheard.end(), [&](const auto& u) {
       auto it = objects_.find(u.first);
-      return it != objects_.end() && it->second.ready && it->second.value.ok &&
-             it->second.value.stored && it->second.value.node == u.second;
+      return it != objects_.end() && it->second.ready && it->second.value->ok &&
+             it->second.value->stored && it->second.value->node == u.second;
     });
   });
   --awaiting_node_news_;
@@ -353,7 +361,7 @@ std::vector<detail::fetched> reference_table::fetch(const std::vector<object_ref
         if (it == objects_.end()) continue;
         const auto& e = it->second;
         // A durable one's node keeps it on disk: nothing here changes when that node dies.
-        if (e.ready && e.value.ok && e.value.stored && !e.durable && e.value.node == at(i)) {
+        if (e.ready && e.value->ok && e.value->stored && !e.durable && e.value->node == at(i)) {
           unheard.emplace_back(it->first, at(i));
         }
       }
@@ -362,12 +370,12 @@ std::vector<detail::fetched> reference_table::fetch(const std::vector<object_ref
         auto it = objects_.find(refs[i].id());
         if (it == objects_.end()) return true;
         auto& e = it->second;
-        if (!e.ready || !e.value.ok || !e.value.stored) return false;  // being made again, or lost
+        if (!e.ready || !e.value->ok || !e.value->stored) return false;  // being made again, or lost
         // Owned: read again where it is now (a copy); the failure stands if nothing moved it.
-        if (refs[i].owner() == self_ || refs[i].owner().nil()) return e.value.node == at(i);
+        if (refs[i].owner() == self_ || refs[i].owner().nil()) return e.value->node == at(i);
         e.ready = false;
         e.fetch_sent = false;
-        e.value = {};
+        e.value.reset();
         return false;
       });
     }
@@ -420,7 +428,7 @@ std::vector<detail::fetched> reference_table::fetch_once(const std::vector<objec
   std::vector<std::pair<std::size_t, protocol::object_payload>> stored;
   read_at.clear();  // filled only when something is stored: no allocation for inline values
   for (std::size_t i = 0; i < refs.size(); ++i) {
-    const auto& v = objects_[refs[i].id()].value;
+    const auto& v = *objects_[refs[i].id()].value;
     detail::fetched f;
     f.ok = v.ok;
     if (v.ok && v.stored) {
@@ -461,9 +469,9 @@ std::vector<detail::fetched> reference_table::fetch_once(const std::vector<objec
     if (!again.ok) continue;
     out[i] = std::move(again);
     std::lock_guard relock(mutex_);
-    if (auto e = objects_.find(v.id); e != objects_.end() && e->second.value.stored) {
-      e->second.value.node = at.node;
-      e->second.value.node_addr = at.node_addr;
+    if (auto e = objects_.find(v.id); e != objects_.end() && e->second.value->stored) {
+      e->second.value.edit().node = at.node;
+      e->second.value.edit().node_addr = at.node_addr;
     }
   }
   return out;
@@ -613,8 +621,8 @@ void reference_table::start_rebuild(const object_id& id, object_entry& e, const 
   e.made->why_not = "it was lost again while it was being made again";
   e.ready = false;
   e.dormant = false;
-  e.value = {};
-  e.value.id = id;
+  e.value.reset();
+  e.value.edit().id = id;
   ++rebuilt_;
   CELER_LOG(warn, "core", "object " + id.hex() + " (the output of " + r.spec.function +
                             ") was lost: " + why + "; running its task again");
@@ -667,38 +675,40 @@ void reference_table::on_node_died(const node_id& node, const std::string& reaso
     for (auto& [id, e] : objects_) {
       if (!e.owned) {
         // Borrowed, read there: its owner says where it is now (a copy, a rebuild, lost).
-        if (e.ready && e.value.ok && e.value.stored && e.value.node == node) {
+        if (e.ready && e.value->ok && e.value->stored && e.value->node == node) {
           e.ready = false;
           e.fetch_sent = false;
-          e.value = {};
+          e.value.reset();
         }
         continue;
       }
-      std::erase_if(e.copies, [&](const auto& c) { return c.first == node; });
-      if (!e.ready || !e.value.ok || !e.value.stored || e.value.node != node) continue;
+      if (e.others) std::erase_if(e.others->copies, [&](const auto& c) { return c.first == node; });
+      if (!e.ready || !e.value->ok || !e.value->stored || e.value->node != node) continue;
       if (e.durable) continue;  // on its node's disk: found through the head's directory
-      if (!e.copies.empty()) {
+      if (e.others && !e.others->copies.empty()) {
         // Another node pulled a copy, kept until the object is freed: it is read there.
-        std::tie(e.value.node, e.value.node_addr) = e.copies.back();
-        e.copies.pop_back();
+        auto& v = e.value.edit();
+        std::tie(v.node, v.node_addr) = e.others->copies.back();
+        e.others->copies.pop_back();
         continue;
       }
       if (e.made && e.made->spec) {
-        if (e.holders > 0 || e.escaped || !e.remote_waiters.empty()) {
+        if (e.holders > 0 || e.escaped || e.has_remote_waiters()) {
           start_rebuild(id, e, why);
         } else {
           // Kept only as another lineage's argument: made again if that task runs again.
           e.ready = false;
           e.dormant = true;
-          e.value = {};
-          e.value.id = id;
+          e.value.reset();
+          e.value.edit().id = id;
         }
         continue;
       }
       auto fail = lost_failure(id, e, where, reason);
-      e.value = {};
-      e.value.id = id;
-      e.value.fail = std::move(fail);
+      protocol::object_payload lost;
+      lost.id = id;
+      lost.fail = std::move(fail);
+      e.value = std::move(lost);
     }
   }
   node_news_.notify_all();
@@ -732,8 +742,10 @@ void reference_table::fill_locked(protocol::object_payload value) {
     return;
   }
   auto& e = it->second;
-  for (const auto& w : e.remote_waiters) (void)net_.send(w, protocol::object_reply{value});
-  e.remote_waiters.clear();
+  if (e.others) {
+    for (const auto& w : e.others->remote_waiters) (void)net_.send(w, protocol::object_reply{value});
+    e.others->remote_waiters.clear();
+  }
   e.value = std::move(value);
   e.ready = true;
   e.dormant = false;
@@ -759,9 +771,9 @@ void reference_table::answer_get_object(const protocol::get_object& m) {
                                           "object " + m.id.hex() + " is not known to its owner");
     (void)net_.send(m.requester, protocol::object_reply{std::move(v)});
   } else if (it->second.ready) {
-    (void)net_.send(m.requester, protocol::object_reply{it->second.value});
+    (void)net_.send(m.requester, protocol::object_reply{*it->second.value});
   } else {
-    it->second.remote_waiters.push_back(m.requester);
+    it->second.others_made().remote_waiters.push_back(m.requester);
     if (it->second.dormant) {
       // A lost lineage argument that a task runs again with: made again now.
       start_rebuild(m.id, it->second, "it was lost with its node, and task " +

@@ -126,7 +126,10 @@ public:
   /// the object is kept until the job ends.
   void escaped(const object_id& id);
   /// The nodes holding `spec`'s stored arguments that this process owns, with their bytes.
-  [[nodiscard]] std::vector<protocol::node_bytes> locality_of(const protocol::task_spec& spec) const;
+  [[nodiscard]] std::vector<protocol::node_bytes> locality_of(const protocol::task_spec& spec) const {
+    return locality_of(spec.args);
+  }
+  [[nodiscard]] std::vector<protocol::node_bytes> locality_of(const std::vector<protocol::task_arg>& args) const;
 
   /// get: the values (or failures) of `refs`, waiting up to `timeout`. Throws
   /// get_timeout_error, or the stop's error.
@@ -171,32 +174,68 @@ private:
       if (first_ == nullptr) {
         first_ = w;
       } else {
-        rest_.push_back(w);
+        if (!rest_) rest_ = std::make_unique<std::vector<waiter*>>();
+        rest_->push_back(w);
       }
     }
     void remove(waiter* w) {
       if (first_ == w) {
         first_ = nullptr;
-        if (!rest_.empty()) {
-          first_ = rest_.back();
-          rest_.pop_back();
+        if (rest_ && !rest_->empty()) {
+          first_ = rest_->back();
+          rest_->pop_back();
         }
       }
-      std::erase(rest_, w);
+      if (rest_) std::erase(*rest_, w);
     }
     template <class F>
     void for_each(F&& f) const {
       if (first_ != nullptr) f(first_);
-      for (waiter* w : rest_) f(w);
+      if (rest_) {
+        for (waiter* w : *rest_) f(w);
+      }
     }
     void clear() {
       first_ = nullptr;
-      rest_.clear();
+      rest_.reset();
     }
 
   private:
     waiter* first_ = nullptr;
-    std::vector<waiter*> rest_;
+    /// The others (made when a second waits).
+    std::unique_ptr<std::vector<waiter*>> rest_;
+  };
+  /// An object's value or failure, boxed: an entry still waiting for its value (a queued
+  /// task's result, mostly) holds a null pointer, not a 280-byte payload. Reads of an
+  /// empty box see an empty payload (not ok, not stored, nil id).
+  class payload_box {
+  public:
+    const protocol::object_payload& operator*() const { return p_ ? *p_ : empty(); }
+    const protocol::object_payload* operator->() const { return &**this; }
+    /// The payload to write into, made on first use.
+    protocol::object_payload& edit() {
+      if (!p_) p_ = std::make_unique<protocol::object_payload>();
+      return *p_;
+    }
+    payload_box& operator=(protocol::object_payload v) {
+      if (p_) {
+        *p_ = std::move(v);
+      } else {
+        p_ = std::make_unique<protocol::object_payload>(std::move(v));
+      }
+      return *this;
+    }
+    void reset() noexcept { p_.reset(); }
+
+  private:
+    static const protocol::object_payload& empty();
+    std::unique_ptr<protocol::object_payload> p_;
+  };
+  /// Who else reads an owned object: borrowers waiting for its value, and other nodes
+  /// that pulled a copy of it (made on first use: most results only this process reads).
+  struct readers {
+    std::vector<address> remote_waiters;
+    std::vector<std::pair<node_id, address>> copies;
   };
   /// A stored task output's origin, kept while it is referenced.
   struct origin {
@@ -212,36 +251,49 @@ private:
     std::size_t bytes = 0;
     std::string why_not;
   };
+  /// One object. Kept small (one per queued task's result in a driver that may queue
+  /// millions: docs/benchmarks.md, "Queued tasks"): what most objects never need is boxed.
   struct object_entry {
-    bool ready = false;
-    bool fetch_sent = false;
-    protocol::object_payload value;
-    /// Borrowers waiting for the value (owned objects only).
-    std::vector<address> remote_waiters;
+    payload_box value;
     /// Threads of this process blocked on it (once per time a get or wait names it).
     waiter_list waiters;
+    /// Borrowers waiting for the value (owned objects only), and, for stored objects, other
+    /// nodes that pulled a copy (freed with the object; read in place of the first when its
+    /// node dies). Null while there are none.
+    std::unique_ptr<readers> others;
+    /// A stored task output's origin (null for inline values and puts).
+    std::unique_ptr<origin> made;
     /// Owned objects: freed when no handle holds them, no pending task takes them, and no
     /// ref to them has escaped this process.
-    bool owned = false;
-    bool escaped = false;
     int holders = 0;
     int task_uses = 0;
-    /// Stored objects: other nodes that pulled a copy (freed with the object; read in
-    /// place of the first when its node dies).
-    std::vector<std::pair<node_id, address>> copies;
+    bool ready = false;
+    bool fetch_sent = false;
+    bool owned = false;
+    bool escaped = false;
     /// Owned: a put (else a task's output); durable (kept on disk by its node).
     bool put = false;
     bool durable = false;
-    /// A stored task output's origin (null for inline values and puts).
-    std::unique_ptr<origin> made;
     /// Lost with its node, kept only as a lineage's argument: made again on the first ask.
     bool dormant = false;
+
+    [[nodiscard]] bool has_remote_waiters() const { return others && !others->remote_waiters.empty(); }
+    [[nodiscard]] readers& others_made() {
+      if (!others) others = std::make_unique<readers>();
+      return *others;
+    }
   };
   /// Lets handles outlive the table: they reach it through this while it lives.
   struct link {
     std::mutex m;
     reference_table* table = nullptr;
   };
+
+public:
+  /// Bytes of one object's entry (tests bound it: a queued task's result has one).
+  static constexpr std::size_t entry_bytes = sizeof(object_entry);
+
+private:
 
   // The following require mutex_.
   void check_running_locked() const;

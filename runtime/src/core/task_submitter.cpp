@@ -13,6 +13,22 @@ task_submitter::task_submitter(transport& net, reference_table& objects, task_id
                                endpoints where, clock now)
   : net_(net), objects_(objects), ids_(ids), where_(std::move(where)), now_(std::move(now)) {}
 
+const std::string& task_submitter::task_entry::failures() const {
+  static const std::string none;
+  return failed ? failed->failures : none;
+}
+
+task_submitter::task_entry task_submitter::entry_of(protocol::task_spec spec, std::int32_t retries_left,
+                                                    bool retry_exceptions) {
+  task_entry task;
+  task.id = spec.id;
+  task.args = std::move(spec.args);
+  task.attempt = spec.attempt;
+  task.retries_left = retries_left;
+  task.shape = descriptors_.intern(std::move(spec), retry_exceptions);
+  return task;
+}
+
 void task_submitter::submit(protocol::task_spec spec, retry_policy retry) {
   std::lock_guard lock(mutex_);
   ++submitted_;
@@ -22,10 +38,12 @@ void task_submitter::submit(protocol::task_spec spec, retry_policy retry) {
                                   "celer is shutting down: " + stop_reason_, spec.function));
     return;
   }
-  const std::size_t cls = class_of(spec.resources, spec.where, spec.priority);
-  changed(spec.id, protocol::task_state::waiting, spec.attempt, {}, spec.function);
-  classes_[cls].queued.push_back({std::move(spec), retry.max_retries, retry.retry_exceptions, {}});
-  classes_[cls].queued.back().submitted = now_();
+  auto task = entry_of(std::move(spec), retry.max_retries, retry.retry_exceptions);
+  const auto& shape = task.shape->prototype;
+  const std::size_t cls = class_of(shape.resources, shape.where, shape.priority);
+  changed(task.id, protocol::task_state::waiting, task.attempt, {}, shape.function);
+  task.submitted = now_();
+  classes_[cls].queued.push_back(std::move(task));
   pump(cls);
 }
 
@@ -85,7 +103,7 @@ void task_submitter::pump(std::size_t cls) {
     std::min(c.queued.size(), static_cast<std::size_t>(std::max(1, knobs().max_pending_lease_requests)));
   while (c.requests < wanted) {
     // The first waiting task describes the lease (without its arguments).
-    const auto& first = c.queued.front().spec;
+    const auto& first = c.queued.front().shape->prototype;
     protocol::request_lease req;
     req.spec.id = ids_.next();
     req.spec.kind = protocol::task_kind::normal;
@@ -97,7 +115,7 @@ void task_submitter::pump(std::size_t cls) {
     req.spec.package = first.package;
     req.spec.where = first.where;
     req.spec.priority = first.priority;
-    req.locality = objects_.locality_of(first);
+    req.locality = objects_.locality_of(c.queued.front().args);
     const task_id rid = req.spec.id;
     const std::string function = first.function;
     lease_requests_[rid] = cls;
@@ -123,22 +141,23 @@ void task_submitter::fail_queued(task_class& c, const protocol::failure_info& fa
   c.queued.clear();
   for (auto& task : queued) {
     auto f = fail;
-    f.function = task.spec.function;
-    f.message = "task " + task.spec.function + how + fail.message;
-    if (!task.failures.empty()) {
+    f.function = task.function();
+    f.message = "task " + task.function() + how + fail.message;
+    if (task.failed) {
       // A retry that cannot start: the task failed as its last attempt did (so that the
       // caller's catch of worker_died_error or node_died_error still holds), and says why
       // it could not run again.
-      retrying_.erase(task.spec.id);
-      const std::int32_t made = task.spec.attempt - 1;
-      f.kind = task.last_kind;
-      f.code = task.last_code;
-      f.message = "task " + task.spec.function + " failed after " + std::to_string(made) +
+      retrying_.erase(task.id);
+      const std::int32_t made = task.attempt - 1;
+      const auto& failures = task.failed->failures;
+      f.kind = task.failed->last_kind;
+      f.code = task.failed->last_code;
+      f.message = "task " + task.function() + " failed after " + std::to_string(made) +
                   (made == 1 ? " attempt: " : " attempts: ") +
-                  task.failures.substr(0, task.failures.size() - 2) +
+                  failures.substr(0, failures.size() - 2) +
                   "; then it could not run again: " + fail.message;
     }
-    fail_task(task.spec.id, f);
+    fail_task(task.id, f);
   }
 }
 
@@ -197,24 +216,20 @@ void task_submitter::on_returned(protocol::tasks_returned& m) {
   // Backwards: each goes to the front of its class's queue, so they keep their order.
   for (auto t = m.tasks.rbegin(); t != m.tasks.rend(); ++t) {
     auto it = running_.find(t->id);
-    if (it == running_.end() || it->second.worker != m.worker || it->second.attempt != t->attempt) {
+    if (it == running_.end() || it->second.worker != m.worker || it->second.task.attempt != t->attempt) {
       continue;
     }
     auto& p = it->second;
-    task_entry task;
-    if (p.whole) {
-      task = std::move(*p.whole);
-      task.submitted = {};  // its scheduling latency was counted when it was first pushed
-    } else {
-      task.spec = std::move(*t);
-      task.failures = std::move(p.failures);
-    }
+    task_entry task = std::move(p.task);
+    task.submitted = {};  // its scheduling latency was counted when it was first pushed
+    if (!p.whole) task.args = std::move(t->args);  // they went to the worker, and came back
     if (p.may_block && l.may_block > 0) --l.may_block;
     std::erase(l.running, t->id);
     running_.erase(it);
-    changed(task.spec.id, protocol::task_state::waiting, task.spec.attempt,
+    changed(task.id, protocol::task_state::waiting, task.attempt,
             "given back unrun by worker " + m.worker.short_hex());
-    const std::size_t cls = class_of(task.spec.resources, task.spec.where, task.spec.priority);
+    const auto& shape = task.shape->prototype;
+    const std::size_t cls = class_of(shape.resources, shape.where, shape.priority);
     classes_[cls].queued.push_front(std::move(task));
     if (std::find(classes.begin(), classes.end(), cls) == classes.end()) classes.push_back(cls);
   }
@@ -225,8 +240,8 @@ void task_submitter::on_returned(protocol::tasks_returned& m) {
 }
 
 void task_submitter::push(const worker_id& w, lease& l, task_entry task) {
-  const task_id id = task.spec.id;
-  if (task.spec.attempt == 1 && task.submitted != time_point{}) {
+  const task_id id = task.id;
+  if (task.attempt == 1 && task.submitted != time_point{}) {
     const auto us = static_cast<std::uint64_t>(
       std::max<std::int64_t>(0, std::chrono::duration_cast<std::chrono::microseconds>(now_() - task.submitted).count()));
     latency_sum_us_ += us;
@@ -235,8 +250,8 @@ void task_submitter::push(const worker_id& w, lease& l, task_entry task) {
     while (b < protocol::scheduling_latency_bounds.size() && seconds > protocol::scheduling_latency_bounds[b]) ++b;
     ++latency_[b];
   }
-  changed(id, protocol::task_state::running, task.spec.attempt, l.node_hex);
-  const bool may_block = !pipelinable(task.spec.function);
+  changed(id, protocol::task_state::running, task.attempt, l.node_hex);
+  const bool may_block = !pipelinable(task.function());
   if (may_block) ++l.may_block;
   l.running.push_back(id);
   if (!retrying_.empty()) retrying_.erase(id);
@@ -244,36 +259,36 @@ void task_submitter::push(const worker_id& w, lease& l, task_entry task) {
   p.worker = w;
   p.alone_since = l.running.size() == 1 ? now_() : time_point{};
   p.may_block = may_block;
-  p.attempt = task.spec.attempt;
   bool sent = false;
-  if (task.may_retry() && (where_.workers_may_die || task.retry_exceptions)) {
-    // It may run again: kept here, and sent as it is (over the wire, its encoding: no copy).
-    protocol::message msg = protocol::execute_task{std::move(task.spec)};
+  p.whole = task.may_retry() && (where_.workers_may_die || task.shape->retry_exceptions);
+  if (p.whole) {
+    // It may run again: kept here with its arguments, and sent as it is (over the wire,
+    // its encoding: the arguments are not copied).
+    protocol::message msg = protocol::execute_task{task.take_spec()};
     sent = net_.send_copy(l.worker, msg);
-    task.spec = std::move(std::get<protocol::execute_task>(msg).spec);
-    p.whole.emplace(std::move(task));
+    task.args = std::move(std::get<protocol::execute_task>(msg).spec.args);
   } else {
-    p.function = task.spec.function;
-    p.failures = std::move(task.failures);
-    sent = net_.send(l.worker, protocol::execute_task{std::move(task.spec)});
+    sent = net_.send(l.worker, protocol::execute_task{task.take_spec()});
   }
+  p.task = std::move(task);
   if (!sent) drop_lease(w, detail::failure_kind::worker_died, "unreachable");
 }
 
 void task_submitter::retry(std::size_t cls, task_entry task, detail::failure_kind kind,
                            error_code code, const std::string& why) {
-  const std::int32_t attempt = task.spec.attempt;
-  CELER_LOG(warn, "core", "task " + task.spec.function + ", attempt " + std::to_string(attempt) +
+  const std::int32_t attempt = task.attempt;
+  CELER_LOG(warn, "core", "task " + task.function() + ", attempt " + std::to_string(attempt) +
                             ", failed: " + why + "; it runs again (attempt " +
                             std::to_string(attempt + 1) + ")");
-  task.failures += "attempt " + std::to_string(attempt) + ": " + why + "; ";
-  task.last_kind = kind;
-  task.last_code = code;
+  if (!task.failed) task.failed = std::make_unique<failure_record>();
+  task.failed->failures += "attempt " + std::to_string(attempt) + ": " + why + "; ";
+  task.failed->last_kind = kind;
+  task.failed->last_code = code;
   if (task.retries_left > 0) --task.retries_left;
-  ++task.spec.attempt;
-  retrying_.insert(task.spec.id);
+  ++task.attempt;
+  retrying_.insert(task.id);
   ++retries_;
-  changed(task.spec.id, protocol::task_state::waiting, task.spec.attempt, "attempt " + std::to_string(attempt) + " failed: " + why);
+  changed(task.id, protocol::task_state::waiting, task.attempt, "attempt " + std::to_string(attempt) + " failed: " + why);
   // At the front: it does not wait behind work submitted after it.
   classes_[cls].queued.push_front(std::move(task));
 }
@@ -303,16 +318,16 @@ void task_submitter::drop_lease(const worker_id& w, detail::failure_kind kind,
     auto r = running_.find(*t);
     if (r == running_.end()) continue;
     auto& p = r->second;
-    if (p.whole && p.whole->may_retry()) {
-      auto task = std::move(*p.whole);
+    if (p.whole && p.task.may_retry()) {
+      auto task = std::move(p.task);
       running_.erase(r);
       retry(l.cls, std::move(task), kind, error_code::unavailable, cause);
       continue;
     }
     auto f = protocol::failure_info::make(
       kind, error_code::unavailable,
-      final_message(p.function_name(), p.attempt, p.earlier_failures(), cause));
-    f.function = p.function_name();
+      final_message(p.task.function(), p.task.attempt, p.task.failures(), cause));
+    f.function = p.task.function();
     running_.erase(r);
     f.node = l.node.short_hex();
     f.worker = w.short_hex();
@@ -330,30 +345,31 @@ bool task_submitter::on_result(protocol::task_result& r) {
   }
   auto& p = it->second;
   // A late result of an earlier attempt (its worker was given up for dead): ignored.
-  if (p.attempt != r.attempt) return true;
+  if (p.task.attempt != r.attempt) return true;
   const worker_id w = p.worker;
   const bool counted = p.may_block;
   // Learn: a function whose task waited never runs pipelined again; one whose task ran
   // alone and came back within short_task may.
-  auto& fn = functions_[p.function_name()];
+  auto& fn = functions_[p.task.function()];
   if (r.blocked) fn.blocks = true;
   if (p.alone_since != time_point{} && now_() - p.alone_since <= short_task) fn.short_seen = true;
   if (r.raised && !r.returns.empty()) {
     // Its own code threw: run it again if it may, else say what every attempt came to.
     const std::string why = "it threw: " + r.returns.front().fail.message;
-    if (p.whole && p.whole->retry_exceptions && p.whole->may_retry()) {
-      auto task = std::move(*p.whole);
+    if (p.whole && p.task.shape->retry_exceptions && p.task.may_retry()) {
+      auto task = std::move(p.task);
       running_.erase(it);
-      const std::size_t cls = class_of(task.spec.resources, task.spec.where, task.spec.priority);
+      const auto& shape = task.shape->prototype;
+      const std::size_t cls = class_of(shape.resources, shape.where, shape.priority);
       retry(cls, std::move(task), detail::failure_kind::task_error, r.returns.front().fail.code,
             why);
     } else {
-      if (p.attempt > 1) {
+      if (p.task.attempt > 1) {
         r.returns.front().fail.message =
-          final_message(p.function_name(), p.attempt, p.earlier_failures(), why);
+          final_message(p.task.function(), p.task.attempt, p.task.failures(), why);
       }
       ++failed_;
-      changed(r.task, protocol::task_state::failed, p.attempt, r.returns.front().fail.message);
+      changed(r.task, protocol::task_state::failed, p.task.attempt, r.returns.front().fail.message);
       running_.erase(it);
       objects_.finish_task(r.task, r.returns);
     }
@@ -361,11 +377,11 @@ bool task_submitter::on_result(protocol::task_result& r) {
     reference_table::made_by made;
     if (!r.returns.empty() && r.returns.front().stored) {
       // A stored output can be lost with its node: the table keeps how to make it again.
-      made.function = p.function_name();
+      made.function = p.task.function();
       if (p.whole) {
-        made.spec = std::move(p.whole->spec);
-        made.retries_left = p.whole->retries_left;
-        made.retry_exceptions = p.whole->retry_exceptions;
+        made.spec = p.task.take_spec();
+        made.retries_left = p.task.retries_left;
+        made.retry_exceptions = p.task.shape->retry_exceptions;
       } else {
         made.why_not = "its task " + made.function +
                        " has no retries left (max_retries is 0 or used up: give it max_retries, "
@@ -373,7 +389,7 @@ bool task_submitter::on_result(protocol::task_result& r) {
       }
     }
     ++finished_;
-    changed(r.task, protocol::task_state::finished, p.attempt);
+    changed(r.task, protocol::task_state::finished, p.task.attempt);
     running_.erase(it);
     objects_.finish_task(r.task, r.returns, std::move(made));
   }
@@ -395,8 +411,9 @@ void task_submitter::rebuild(reference_table::rebuild r) {
                                     r.spec.function));
     return;
   }
-  const std::size_t cls = class_of(r.spec.resources, r.spec.where, r.spec.priority);
-  task_entry task{std::move(r.spec), r.retries_left, r.retry_exceptions, {}};
+  auto task = entry_of(std::move(r.spec), r.retries_left, r.retry_exceptions);
+  const auto& shape = task.shape->prototype;
+  const std::size_t cls = class_of(shape.resources, shape.where, shape.priority);
   // Counted as a retry of the task: the attempt that made the lost output failed late.
   retry(cls, std::move(task), detail::failure_kind::object_lost, error_code::data_loss,
         "its output was lost: " + r.why);
@@ -456,10 +473,10 @@ void task_submitter::lease_lost(std::size_t cls, const protocol::failure_info& f
       continue;
     }
     auto f = fail;
-    f.function = t->spec.function;
-    f.message = final_message(t->spec.function, t->spec.attempt, t->failures, why);
-    retrying_.erase(t->spec.id);
-    fail_task(t->spec.id, f);
+    f.function = t->function();
+    f.message = final_message(t->function(), t->attempt, t->failures(), why);
+    retrying_.erase(t->id);
+    fail_task(t->id, f);
   }
   pump(cls);
 }
@@ -549,10 +566,10 @@ std::optional<protocol::explain_placement> task_submitter::waiting(const object_
   std::lock_guard lock(mutex_);
   for (const auto& c : classes_) {
     for (const auto& task : c.queued) {
-      if (task.spec.return_id() == result) {
+      if (protocol::task_spec::return_id_of(task.id) == result) {
         protocol::explain_placement q;
-        q.need = task.spec.resources;
-        q.where = task.spec.where;
+        q.need = task.shape->prototype.resources;
+        q.where = task.shape->prototype.where;
         return q;
       }
     }
@@ -620,6 +637,11 @@ protocol::task_counts task_submitter::counts(bool take_changes) {
     c.changes_dropped = std::exchange(changes_dropped_, 0);
   }
   return c;
+}
+
+std::size_t task_submitter::descriptors() const {
+  std::lock_guard lock(mutex_);
+  return descriptors_.size();
 }
 
 std::size_t task_submitter::lease_requests() const {

@@ -27,6 +27,7 @@
 // lock, never the reverse.
 
 #include "core/reference_table.hpp"
+#include "core/task_descriptor.hpp"
 #include "core/task_ids.hpp"
 #include "protocol/messages.hpp"
 #include "transport/transport.hpp"
@@ -37,6 +38,7 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -118,29 +120,46 @@ public:
   [[nodiscard]] std::size_t queued() const;
   [[nodiscard]] std::size_t running() const;
   [[nodiscard]] std::size_t lease_requests() const;
+  /// Task descriptors known (tasks of one function and options share one).
+  [[nodiscard]] std::size_t descriptors() const;
   /// Attempts that failed and were retried (tests, metrics).
   [[nodiscard]] std::size_t retries() const;
   /// What this process's tasks have done (a driver's job heartbeats carry it to the head);
   /// with `take_changes`, also each task's changes of state since the last such call.
   [[nodiscard]] protocol::task_counts counts(bool take_changes = false);
 
-private:
-  /// A task not finished yet, and what its earlier attempts came to.
-  struct task_entry {
-    protocol::task_spec spec;
-    /// Retries left (-1: without limit).
-    std::int32_t retries_left = 0;
-    bool retry_exceptions = false;
-    /// How each earlier attempt failed: "attempt 1: ...; attempt 2: ..." (empty on the
-    /// first attempt: nothing is kept for a task that never failed).
+  // The records of tasks not finished yet (public for the tests that bound their size).
+  /// How a task's earlier attempts failed (kept only once one has).
+  struct failure_record {
+    /// "attempt 1: ...; attempt 2: ..." (each ends in "; ").
     std::string failures;
-    /// How the last attempt failed (once one has).
     detail::failure_kind last_kind = detail::failure_kind::task_error;
     error_code last_code = error_code::internal;
+  };
+  /// A task not finished yet: its descriptor (shared with the other tasks of its function
+  /// and options), its own fields, and what its earlier attempts came to. Kept small: a
+  /// driver may queue millions (docs/benchmarks.md, queued tasks); the unit tests bound
+  /// its size.
+  struct task_entry {
+    std::shared_ptr<const task_descriptor> shape;
+    task_id id;
+    /// On the wire already. Empty while the task runs, unless it may run again.
+    std::vector<protocol::task_arg> args;
     /// When it was submitted (its first attempt's scheduling latency runs from here).
     time_point submitted{};
+    std::int32_t attempt = 1;
+    /// Retries left (-1: without limit).
+    std::int32_t retries_left = 0;
+    /// Null on the first attempt: nothing is kept for a task that never failed.
+    std::unique_ptr<failure_record> failed;
     [[nodiscard]] bool may_retry() const { return retries_left != 0; }
+    [[nodiscard]] const std::string& function() const { return shape->prototype.function; }
+    [[nodiscard]] const std::string& failures() const;
+    /// The whole spec, as a worker receives it (the arguments moved into it).
+    [[nodiscard]] protocol::task_spec take_spec() { return shape->spec_for(id, std::move(args), attempt); }
   };
+
+private:
   /// Tasks of one resource shape (Ray's scheduling class) waiting for a leased worker.
   struct task_class {
     protocol::resource_set shape;
@@ -170,9 +189,9 @@ private:
     /// lease goes back to its node after lease_idle_ms.
     time_point idle_since;
   };
-  /// A task pushed to a leased worker. A task that may run again is kept whole here (a
-  /// copy of its spec went to the worker); one that cannot keeps only what its result and
-  /// its failure need (its spec went to the worker).
+  /// A task pushed to a leased worker. A task that may run again is kept whole here (its
+  /// arguments too: a copy of them went to the worker); one that cannot keeps only what its
+  /// result and its failure need (its arguments went to the worker).
   struct pushed {
     worker_id worker;
     /// When it was pushed to a worker with nothing else running there (its turnaround is
@@ -180,19 +199,12 @@ private:
     time_point alone_since{};
     /// Counted in its lease's may_block.
     bool may_block = false;
-    std::int32_t attempt = 1;
-    /// A task that cannot run again: its function, and how its earlier attempts failed.
-    std::string function;
-    std::string failures;
-    /// A task that may run again.
-    std::optional<task_entry> whole;
-    [[nodiscard]] const std::string& function_name() const {
-      return whole ? whole->spec.function : function;
-    }
-    [[nodiscard]] const std::string& earlier_failures() const {
-      return whole ? whole->failures : failures;
-    }
+    /// Kept with its arguments: it may run again.
+    bool whole = false;
+    task_entry task;
   };
+  /// Splits a whole spec into a task entry (its descriptor found or made).
+  task_entry entry_of(protocol::task_spec spec, std::int32_t retries_left, bool retry_exceptions);
 
   // The following require mutex_.
   std::size_t class_of(const protocol::resource_set& shape, const protocol::placement& where,
@@ -238,7 +250,10 @@ private:
   std::condition_variable reaper_cv_;
   bool stopped_ = false;
   std::string stop_reason_;
-  std::vector<task_class> classes_;
+  /// A deque: a class's queue is not copyable (its tasks own their failure records), and a
+  /// vector would copy it when it grows (a deque's move may throw).
+  std::deque<task_class> classes_;
+  task_descriptors descriptors_;
   std::unordered_map<worker_id, lease> leases_;
   std::unordered_map<task_id, pushed> running_;
   /// Tasks queued again after a failed attempt (a late result of an earlier attempt is

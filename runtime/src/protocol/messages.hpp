@@ -76,6 +76,7 @@ struct task_arg {
   address owner;
   bulk value;
   CELER_MSGPACK_DEFINE(is_ref, ref, owner, value)
+  bool operator==(const task_arg&) const = default;
 };
 
 /// Everything needed to run a task, create an actor, or call an actor method.
@@ -126,6 +127,8 @@ struct task_spec {
                  max_concurrency, job, binary, durable, where, priority, preemptible,
                  preemption_grace_ms, max_restarts, restarts, restore_method, max_task_retries,
                  attempt, package)
+  /// Every field equal (the task submitter finds tasks of one function and options by it).
+  bool operator==(const task_spec&) const = default;
 
   /// The object holding the task's (single) return value.
   [[nodiscard]] object_id return_id() const { return return_id_of(id); }

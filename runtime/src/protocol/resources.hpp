@@ -23,6 +23,7 @@ inline constexpr const char* memory = "memory";
 struct resource_set {
   std::map<std::string, std::int64_t> amounts;
   CELER_MSGPACK_DEFINE(amounts)
+  bool operator==(const resource_set&) const = default;
 
   void set(const std::string& name, double amount);
   [[nodiscard]] double get(const std::string& name) const;

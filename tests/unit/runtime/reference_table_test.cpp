@@ -533,3 +533,30 @@ TEST_CASE("an object whose node died is read from a copy another node pulled, an
   REQUIRE(freed.size() == 1);  // where it is now, once; not the dead nodes
   CHECK(freed[0].first == copied_at);
 }
+
+TEST_CASE("an object's entry is small: what most objects never need is kept out of line",
+          "[core][reference_table][queued]") {
+  // One per queued task's result in a driver that may queue a million (docs/benchmarks.md,
+  // "Queued tasks"): a payload (280 bytes), borrowers, copies and waiters beyond the first
+  // are boxed, made when first needed.
+  STATIC_REQUIRE(reference_table::entry_bytes <= 64);
+  STATIC_REQUIRE(sizeof(protocol::object_payload) > 4 * reference_table::entry_bytes);
+  // Entries of results still to come carry no payload, and fill as before.
+  testing::core_pieces f;
+  std::vector<std::pair<task_id, object_ref<void>>> pending;
+  for (int i = 0; i < 100; ++i) {
+    auto spec = f.task("f");
+    auto ref = f.objects.submit(spec, {});
+    pending.emplace_back(spec.id, std::move(ref));
+  }
+  CHECK(f.objects.owned_objects() == 100);
+  for (int i = 0; i < 100; i += 2) {
+    auto r = testing::core_pieces::result(pending[static_cast<std::size_t>(i)].first, std::to_string(i));
+    f.objects.finish_task(r.task, r.returns);
+  }
+  for (int i = 0; i < 100; ++i) {
+    const auto& ref = pending[static_cast<std::size_t>(i)].second;
+    REQUIRE(f.objects.ready(ref.id()) == (i % 2 == 0));
+    if (i % 2 == 0) CHECK(f.value_of(ref).payload == std::to_string(i));
+  }
+}

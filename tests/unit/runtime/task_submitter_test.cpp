@@ -855,3 +855,39 @@ TEST_CASE("an idle lease takes back the later half of another lease's queue thro
   }
   CHECK(f.tasks.running() == 0);
 }
+
+TEST_CASE("a queued task's record is small, and tasks of one function and options share one "
+          "descriptor that makes their specs whole again",
+          "[core][task_submitter][queued]") {
+  // A driver may queue a million tasks (docs/benchmarks.md, "Queued tasks"): each keeps an
+  // entry of at most 96 bytes here, not a task_spec (536 bytes and its heap).
+  STATIC_REQUIRE(sizeof(task_submitter::task_entry) <= 96);
+  STATIC_REQUIRE(sizeof(protocol::task_spec) > 4 * sizeof(task_submitter::task_entry));
+  submitter_fixture f;
+  std::vector<task_id> ids;
+  std::vector<object_ref<void>> refs;
+  for (int i = 0; i < 1000; ++i) {
+    auto [id, ref] = f.submit("f");
+    ids.push_back(id);
+    refs.push_back(std::move(ref));
+  }
+  CHECK(f.tasks.queued() == 1000);
+  CHECK(f.tasks.descriptors() == 1);
+  auto [g_id, g_ref] = f.submit("g");
+  CHECK(f.tasks.descriptors() == 2);
+  f.retry.retry_exceptions = true;  // another option: another descriptor
+  auto [f2_id, f2_ref] = f.submit("f");
+  CHECK(f.tasks.descriptors() == 3);
+
+  // Sent whole: the descriptor's fields with each task's own id and attempt.
+  f.grant();
+  const auto sent = f.pushed();
+  REQUIRE(sent.size() == 1);
+  const auto& spec = sent[0].second.spec;
+  CHECK(spec.id == ids[0]);
+  CHECK(spec.function == "f");
+  CHECK(spec.owner == f.self);
+  CHECK(spec.job == f.job);
+  CHECK(spec.attempt == 1);
+  CHECK(spec.resources == *protocol::make_request(1, 0, 0, {}));
+}
