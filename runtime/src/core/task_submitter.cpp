@@ -201,10 +201,12 @@ void task_submitter::on_returned(protocol::tasks_returned& m) {
   if (lit == leases_.end()) return;  // dropped: its tasks were queued again already
   auto& l = lit->second;
   l.withdrawing = false;
-  if (!m.blocked_function.empty()) {
-    // It waits in get: never queued behind again, and nothing more goes to its worker
-    // until the call that blocked (the first running there) finishes.
-    functions_[m.blocked_function].blocks = true;
+  if (m.blocked || !m.blocked_function.empty()) {
+    // Its call waits: nothing more goes to its worker until that call (the first running
+    // there) finishes, or what comes back would be pushed straight back to it, round and
+    // round, while the task it waits for never runs. One that waits in get is never queued
+    // behind again; one waiting for its own arguments says nothing about its function.
+    if (!m.blocked_function.empty()) functions_[m.blocked_function].blocks = true;
     if (!l.running.empty()) {
       if (auto first = running_.find(l.running.front()); first != running_.end() && !first->second.may_block) {
         first->second.may_block = true;

@@ -842,11 +842,15 @@ struct package_data {
 struct tasks_returned {
   worker_id worker;
   std::vector<task_spec> tasks;
-  /// The function of the call that blocked ("" when the owner asked for them back).
+  /// The function of the call that blocked in get ("" when the owner asked for them back,
+  /// or when the call waits for its own arguments).
   std::string blocked_function;
   /// The job that sent it (the transport sets it for a job's connection).
   job_id sender_job;
-  CELER_MSGPACK_DEFINE(worker, tasks, blocked_function, sender_job)
+  /// Given back because the running call waits (in get, or for its arguments): the owner
+  /// sends that worker nothing more until the call finishes (false: a withdrawal's answer).
+  bool blocked = false;
+  CELER_MSGPACK_DEFINE(worker, tasks, blocked_function, sender_job, blocked)
 };
 // ---- owner core -> leased worker: give back these tasks unless they have started
 struct withdraw_tasks {

@@ -78,7 +78,7 @@ bool worker::front_door(protocol::message& m) {
     if (taken.empty()) {
       (void)net_.send(w->owner, protocol::tasks_returned{cfg_.id, {}, {}, {}});
     } else {
-      give_back(std::move(taken), "");
+      give_back(std::move(taken), false, "");
     }
     return true;
   }
@@ -88,7 +88,9 @@ bool worker::front_door(protocol::message& m) {
     case task_inbox::after::give_back: {
       std::vector<protocol::task_spec> one;
       one.push_back(std::move(std::get<protocol::execute_task>(m).spec));
-      give_back(std::move(one), "");
+      // Arrived while a call blocks: its owner learns that this worker takes nothing more
+      // for now (else it would send the task straight back here, again and again).
+      give_back(std::move(one), true, "");
       return true;
     }
     case task_inbox::after::wake:
@@ -98,12 +100,14 @@ bool worker::front_door(protocol::message& m) {
   return false;
 }
 
-void worker::give_back(std::vector<protocol::task_spec> tasks, const std::string& blocked_function) {
+void worker::give_back(std::vector<protocol::task_spec> tasks, bool blocked,
+                       const std::string& blocked_function) {
   // One message per owner, the tasks in the order they were queued.
   while (!tasks.empty()) {
     const address owner = tasks.front().owner;
     protocol::tasks_returned back;
     back.worker = cfg_.id;
+    back.blocked = blocked;
     back.blocked_function = blocked_function;
     std::vector<protocol::task_spec> rest;
     for (auto& t : tasks) {
@@ -127,7 +131,7 @@ void worker::on_block(bool blocked) {
   }
   auto back = inbox_.block();
   // A wait for the call's own arguments says nothing about its function.
-  if (!back.empty()) give_back(std::move(back), resolving_ ? std::string() : running_function_);
+  if (!back.empty()) give_back(std::move(back), true, resolving_ ? std::string() : running_function_);
 }
 
 void worker::handle(protocol::message& m) {

@@ -58,8 +58,10 @@ private:
   void handle_one(protocol::message& m);
   /// A call starts or stops waiting in get: the plain tasks queued behind it go back.
   void on_block(bool blocked);
-  /// Sends tasks it will not run back to their owners.
-  void give_back(std::vector<protocol::task_spec> tasks, const std::string& blocked_function);
+  /// Sends tasks it will not run back to their owners: `blocked` when a call waits (named
+  /// by `blocked_function` when it waits in get), not when they were withdrawn.
+  void give_back(std::vector<protocol::task_spec> tasks, bool blocked,
+                 const std::string& blocked_function);
   void execute(protocol::task_spec& spec);
   void create_actor(protocol::task_spec& spec);
   /// Runs the restarted actor's restore hook (spec.restore_method); false, with `fail`, when
