@@ -88,7 +88,16 @@ fail() { echo "FAILED: $*"; exit 1; }
 head_ip=()
 if [[ $(id -u) -eq 0 ]] && command -v ip >/dev/null && ip netns list >/dev/null 2>&1; then
   tag=$$
-  subnet=10.$((150 + tag % 50)).$((tag % 250))
+  # A run SIGKILLed (a ctest timeout) leaves its namespace and veth behind: remove those of
+  # runs whose process is gone, and take a subnet no interface here holds (a stale one with
+  # the same /24 would take the replies to the namespace).
+  for ns in $(ip netns list | sed -n 's/^cc\([0-9]*\).*/\1/p'); do
+    if ! kill -0 "$ns" 2>/dev/null; then ip netns del "cc$ns" 2>/dev/null || true; ip link del "vc$ns" 2>/dev/null || true; fi
+  done
+  for try in $(seq 0 49); do
+    subnet=10.$((150 + (tag + try) % 50)).$(((tag + try * 7) % 250))
+    grep -q " $subnet\." <<<"$(ip -4 -o addr)" || break
+  done
   host_if=vc$tag
   if ip netns add "cc$tag" 2>/dev/null; then
     netns=cc$tag

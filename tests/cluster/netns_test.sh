@@ -19,7 +19,18 @@ if ! command -v ip >/dev/null || ! ip netns list >/dev/null 2>&1; then
   exit 77
 fi
 tag=$$
-subnet=10.$((200 + tag % 50)).$((tag % 250))
+# A run SIGKILLed (a ctest timeout) leaves its namespaces and bridge behind: remove those of
+# runs whose process is gone, and take a subnet no interface here holds.
+for t in $(ip netns list | sed -n 's/^ch\([0-9]*\).*/\1/p'); do
+  if ! kill -0 "$t" 2>/dev/null; then
+    for ns in ch$t ca$t cb$t; do ip netns del "$ns" 2>/dev/null || true; done
+    ip link del "cbr$t" 2>/dev/null || true
+  fi
+done
+for try in $(seq 0 49); do
+  subnet=10.$((200 + (tag + try) % 50)).$(((tag + try * 7) % 250))
+  grep -q " $subnet\." <<<"$(ip -4 -o addr)" || break
+done
 bridge=cbr$tag
 names=(ch$tag ca$tag cb$tag)
 work=$(mktemp -d /tmp/celer-netns.XXXXXX)
