@@ -35,10 +35,10 @@ node_pid=$(cat "$session"/pids/node-*)
 # has surely reached the head, and a node stopped mid-handshake is never known, so never
 # declared dead (seen once under load: "a connection ended during its handshake").
 for _ in $(seq 100); do
-  "$celer" status 2>/dev/null | grep -q "2 node(s), 2 alive" && break
+  "$celer" status 2>/dev/null | grep "2 node(s), 2 alive" >/dev/null && break
   sleep 0.1
 done
-"$celer" status | grep -q "2 node(s), 2 alive" || fail "the second node never joined: $("$celer" status | head -1)"
+"$celer" status | grep "2 node(s), 2 alive" >/dev/null || fail "the second node never joined: $("$celer" status | head -1)"
 kill -STOP "$node_pid"
 for _ in $(seq 100); do
   grep -q "is dead: no heartbeat" "$session/logs/head.log" && break
@@ -57,9 +57,9 @@ grep -q "declared this node dead" "$session"/logs/node-*.log || fail "the node's
 
 "$celer" start --address "$addr" --num-cpus 1 >/dev/null
 for _ in $(seq 50); do
-  "$celer" status 2>/dev/null | grep -q "3 node(s), 2 alive, 1 dead" && break
+  "$celer" status 2>/dev/null | grep "3 node(s), 2 alive, 1 dead" >/dev/null && break
   sleep 0.1
 done
-"$celer" status | grep -q "3 node(s), 2 alive, 1 dead" || fail "a node started again did not join as a new node"
+"$celer" status | grep "3 node(s), 2 alive, 1 dead" >/dev/null || fail "a node started again did not join as a new node"
 status=0
 echo "declared dead: passed"

@@ -72,7 +72,7 @@ curl -sf "${auth[@]}" "$url/api/actors" | python3 -c '
 import json, sys
 a = json.load(sys.stdin)
 assert a["total"] == 0 and a["actors"] == [] and a["truncated"] is False, a' || fail "GET /api/actors"
-curl -sf "${auth[@]}" "$url/api/placement_groups" | grep -q '"placement_groups":\[\]' || fail "GET /api/placement_groups"
+curl -sf "${auth[@]}" "$url/api/placement_groups" | contains '"placement_groups":\[\]' || fail "GET /api/placement_groups"
 curl -sf "${auth[@]}" "$url/api/objects" | python3 -c '
 import json, sys
 o = json.load(sys.stdin)
@@ -84,18 +84,18 @@ assert t["summary"]["QUEUED_ON_NODES"] == 0 and t["summary"]["SUBMITTED"] == 0 a
 for path in /api/actors /api/placement_groups /api/objects /api/tasks /api/jobs/; do
   [[ $(code "$url$path") == 401 ]] || fail "GET $path without a credential was not 401"
 done
-CELER_TEMP_DIR=$work/a "$celer" list actors | grep -q '^0 actor(s)' || fail "celer list actors"
-CELER_TEMP_DIR=$work/a "$celer" list nodes | grep -q 'ALIVE' || fail "celer list nodes"
-CELER_TEMP_DIR=$work/a "$celer" list objects | grep -q 'object stores:' || fail "celer list objects"
-CELER_TEMP_DIR=$work/a "$celer" list tasks | grep -q 'queued on nodes: 0' || fail "celer list tasks"
+CELER_TEMP_DIR=$work/a "$celer" list actors | contains '^0 actor(s)' || fail "celer list actors"
+CELER_TEMP_DIR=$work/a "$celer" list nodes | contains 'ALIVE' || fail "celer list nodes"
+CELER_TEMP_DIR=$work/a "$celer" list objects | contains 'object stores:' || fail "celer list objects"
+CELER_TEMP_DIR=$work/a "$celer" list tasks | contains 'queued on nodes: 0' || fail "celer list tasks"
 
 # The dashboard: the page and its script with a credential; a browser without one gets the
 # login form (with the 401); logging in sets a session cookie that then opens the API.
 page=$(curl -sf "${auth[@]}" "$url/") || fail "GET /"
 grep -q '<script src="/dashboard.js"></script>' <<<"$page" || fail "the page: $page"
-curl -sf "${auth[@]}" "$url/dashboard.js" | grep -q "fetch(path" || fail "GET /dashboard.js"
+curl -sf "${auth[@]}" "$url/dashboard.js" | contains "fetch(path" || fail "GET /dashboard.js"
 [[ $(code -H 'Accept: text/html' "$url/") == 401 ]] || fail "a browser without a session was not 401"
-curl -s -H 'Accept: text/html' "$url/" | grep -q 'action="/api/login"' || fail "no login form for a browser"
+curl -s -H 'Accept: text/html' "$url/" | contains 'action="/api/login"' || fail "no login form for a browser"
 [[ $(code -c "$work/jar" --data-urlencode "token=$token" "$url/api/login") == 303 ]] || fail "login"
 grep -q 'celer_session' "$work/jar" || fail "no session cookie: $(cat "$work/jar")"
 grep -qF "$token" "$work/jar" && fail "the token itself went into the cookie"

@@ -47,8 +47,8 @@ grep -q '^step 5: 10, counter 5$' <<<"$out" || fail "the job's tasks and actor: 
 grep -q 'SUCCEEDED' "$work/submit.err" || fail "no final state: $(cat "$work/submit.err")"
 first=$(grep -o 'celersubmit_[0-9a-f]*' "$work/submit.err" | head -1)
 # Its driver's heartbeats told the head what its tasks did (the last one as it ended).
-for _ in $(seq 30); do "$celer" job status "$first" | grep -q 'tasks: *5 submitted, 5 finished, 0 failed' && break; sleep 0.1; done
-"$celer" job status "$first" | grep -q 'tasks: *5 submitted, 5 finished, 0 failed' ||
+for _ in $(seq 30); do "$celer" job status "$first" | contains 'tasks: *5 submitted, 5 finished, 0 failed' && break; sleep 0.1; done
+"$celer" job status "$first" | contains 'tasks: *5 submitted, 5 finished, 0 failed' ||
   fail "the job's task counts: $("$celer" job status "$first")"
 # ... and each task's changes of state: the head lists the job's five tasks, finished.
 first_job=$("$celer" job status "$first" | sed -n 's/.*(celer job \([0-9a-f]*\)).*/\1/p')
@@ -73,14 +73,14 @@ grep -q 'exit code: *3' <<<"$st" || fail "status: $st"
 # 3. Stop a running job: its log streams, it ends STOPPED, its actor goes.
 id=$("$celer" submit --working-dir "$work/app" --exclude build -- ./bin/celer-job-driver forever 2>/dev/null)
 [[ $id == celersubmit_* ]] || fail "submit printed '$id', not a submission id"
-for _ in $(seq 300); do "$celer" job logs "$id" | grep -q '^tick 3$' && break; sleep 0.1; done
-"$celer" job logs "$id" | grep -q '^tick 3$' || fail "no ticks in the log: $("$celer" job logs "$id")"
-"$celer" status | grep -q 'actors: 1 alive' || fail "the running job's actor: $("$celer" status | head -3)"
+for _ in $(seq 300); do "$celer" job logs "$id" | contains '^tick 3$' && break; sleep 0.1; done
+"$celer" job logs "$id" | contains '^tick 3$' || fail "no ticks in the log: $("$celer" job logs "$id")"
+"$celer" status | contains 'actors: 1 alive' || fail "the running job's actor: $("$celer" status | head -3)"
 stopped=$("$celer" job stop "$id")
 grep -q "STOPPED" <<<"$stopped" || fail "stop: $stopped"
-for _ in $(seq 100); do "$celer" status | grep -q 'actors: 0 alive' && break; sleep 0.1; done
-"$celer" status | grep -q 'actors: 0 alive' || fail "the stopped job's actor lives on: $("$celer" status | head -3)"
-"$celer" job logs "$id" | grep -q '^ready$' || fail "the stopped job's log is gone"
+for _ in $(seq 100); do "$celer" status | contains 'actors: 0 alive' && break; sleep 0.1; done
+"$celer" status | contains 'actors: 0 alive' || fail "the stopped job's actor lives on: $("$celer" status | head -3)"
+"$celer" job logs "$id" | contains '^ready$' || fail "the stopped job's log is gone"
 
 # 4. A job's own credential sees its own job only (the CLI inside a job uses it).
 "$celer" submit --submission-id lister --follow -- "$celer" job list >"$work/lister.out" 2>/dev/null ||
@@ -98,7 +98,7 @@ grep -q 'never through a shell' <<<"$refused" || fail "a shell entrypoint was no
 made=$(curl -sf "${auth[@]}" -X POST "$url/api/jobs/" \
   --data '{"entrypoint": "/bin/echo '"'"'$(touch '"$work"'/pwned)'"'"'", "submission_id": "literal"}') || fail "POST /api/jobs/"
 grep -q '"submission_id":"literal"' <<<"$made" || fail "submit: $made"
-for _ in $(seq 100); do curl -sf "${auth[@]}" "$url/api/jobs/literal" | grep -q SUCCEEDED && break; sleep 0.1; done
+for _ in $(seq 100); do curl -sf "${auth[@]}" "$url/api/jobs/literal" | contains SUCCEEDED && break; sleep 0.1; done
 logs=$(curl -sf "${auth[@]}" "$url/api/jobs/literal/logs")
 grep -q 'touch' <<<"$logs" || fail "logs: $logs"
 [[ -e $work/pwned ]] && fail "an entrypoint ran through a shell"
@@ -124,16 +124,16 @@ gpu=$("$celer" submit --working-dir "$work/app" --exclude build --entrypoint-num
 grep -q '^gpu task saw CUDA_VISIBLE_DEVICES=0$' <<<"$gpu" || fail "the GPU job's task: $gpu"
 # A job needing the GPU for itself waits while another holds it, and starts when it is free.
 "$celer" submit --submission-id gpu-holder --entrypoint-num-gpus 1 -- /bin/sleep 1000 >/dev/null 2>&1
-for _ in $(seq 100); do "$celer" job status gpu-holder | grep -q 'status: *RUNNING' && break; sleep 0.1; done
-"$celer" job status gpu-holder | grep -q "status: *RUNNING" || fail "gpu-holder: $("$celer" job status gpu-holder)"
+for _ in $(seq 100); do "$celer" job status gpu-holder | contains 'status: *RUNNING' && break; sleep 0.1; done
+"$celer" job status gpu-holder | contains "status: *RUNNING" || fail "gpu-holder: $("$celer" job status gpu-holder)"
 "$celer" submit --submission-id gpu-waiter --entrypoint-num-gpus 1 -- /bin/true >/dev/null 2>&1
 sleep 1
 w=$("$celer" job status gpu-waiter)
 grep -q 'status: *PENDING' <<<"$w" && grep -q "waiting for the entrypoint's resources (0 CPU, 1 GPU)" <<<"$w" ||
   fail "a second GPU entrypoint did not wait: $w"
 "$celer" job stop gpu-holder >/dev/null
-for _ in $(seq 100); do "$celer" job status gpu-waiter | grep -q 'status: *SUCCEEDED' && break; sleep 0.1; done
-"$celer" job status gpu-waiter | grep -q 'status: *SUCCEEDED' || fail "gpu-waiter: $("$celer" job status gpu-waiter)"
+for _ in $(seq 100); do "$celer" job status gpu-waiter | contains 'status: *SUCCEEDED' && break; sleep 0.1; done
+"$celer" job status gpu-waiter | contains 'status: *SUCCEEDED' || fail "gpu-waiter: $("$celer" job status gpu-waiter)"
 
 # Workers run from each node's own copy of the working directory, fetched from the head: the
 # program and the data file beside it are found there, on the head's node and the GPU node.

@@ -16,3 +16,9 @@ tail_logs() {
     tail -n 20 "$f"
   done
 }
+
+# Like `grep -q`, but reads all of its input: under `set -o pipefail`, `producer | grep -q`
+# fails whenever grep quits at the first match while the producer still writes (curl exits
+# 23, a celer command dies of SIGPIPE), which a busy machine makes likely.
+#   curl -sf "$url/dashboard.js" | contains "fetch(path" || fail "..."
+contains() { grep "$@" > /dev/null; }

@@ -31,7 +31,7 @@ addr_of() { sed -n 's/^celer head started at \([^ ]*\).*/\1/p' <<<"$1"; }
 check_cmdline() {
   local pid=$1 token=$2 what=$3
   [[ -n $pid && -r /proc/$pid/cmdline ]] || fail "$what: no running daemon (pid '$pid')"
-  if tr '\0' ' ' </proc/"$pid"/cmdline | grep -qF "$token"; then
+  if tr '\0' ' ' </proc/"$pid"/cmdline | contains -F "$token"; then
     fail "$what: the token is in /proc/$pid/cmdline: $(tr '\0' ' ' </proc/"$pid"/cmdline)"
   fi
   echo "ok: $what (pid $pid) has no token in its command line: $(tr '\0' ' ' </proc/"$pid"/cmdline)"

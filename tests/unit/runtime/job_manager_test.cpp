@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <condition_variable>
 #include <csignal>
 #include <fstream>
 #include <future>
@@ -111,9 +112,17 @@ struct fixture {
                                        [this] { return now; });
   }
   std::mutex events_mutex;
+  std::condition_variable event_seen;
   void event(std::string e) {
     std::lock_guard lock(events_mutex);
     events.push_back(std::move(e));
+    event_seen.notify_all();
+  }
+  /// Waits (at most 10 s) for a hook to report `e`, which it may do from the manager's thread.
+  bool await_event(const std::string& e) {
+    std::unique_lock lock(events_mutex);
+    return event_seen.wait_for(lock, std::chrono::seconds(10),
+                               [&] { return std::find(events.begin(), events.end(), e) != events.end(); });
   }
   bool saw(const std::string& e) {
     std::lock_guard lock(events_mutex);
@@ -569,8 +578,7 @@ TEST_CASE("a job stopped while it waits for its resources ends STOPPED without s
   CHECK(end.status() == job_state::stopped);
   CHECK(end.message == "stopped before it started (it was waiting for the entrypoint's resources)");
   CHECK(f.launcher.started.empty());
-  for (int i = 0; i < 100 && !f.saw("ended " + rec->id.hex()); ++i) std::this_thread::yield();
-  CHECK(f.saw("ended " + rec->id.hex()));
+  CHECK(f.await_event("ended " + rec->id.hex()));
   // And one still waiting when the head stops ends STOPPED too.
   r.submission_id = "at-shutdown";
   REQUIRE(f.jm->submit(r, f.admin));
