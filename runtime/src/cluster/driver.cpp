@@ -121,8 +121,9 @@ cluster_driver::cluster_driver(const knob_values& k, const std::string& address,
   if (!parts) throw exception(parts.error().code(), parts.error().message());
   const std::string ip = k.node_ip.empty() ? local_ip_towards(parts->host) : k.node_ip;
   auto [job, creds] = driver_credentials(address, r);
-  s.net = std::make_unique<zmq_transport>(s.host.local(),
-                                          transport_options(k, bind_for(ip), std::move(creds)));
+  auto zo = transport_options(k, bind_for(ip), std::move(creds));
+  zo.lend_seat = k.driver_receives_replies != 0;
+  s.net = std::make_unique<zmq_transport>(s.host.local(), std::move(zo));
   s.head_addr = celer::address{head_component, tcp_endpoint(*parts)};
   if (auto ok = s.net->probe(s.head_addr.endpoint, std::chrono::milliseconds(k.connect_timeout_ms));
       !ok) {
@@ -146,6 +147,14 @@ cluster_driver::cluster_driver(const knob_values& k, const std::string& address,
   // An observer's core sends no job heartbeats (it has no job to keep alive).
   s.core = start_core(s.host, *s.net, where, r == role::driver ? s.net.get() : nullptr,
                       s.watch.get());
+  // A thread blocked in get takes its reply off the socket itself (no hand-off from the
+  // receiver thread).
+  s.core->receive_while_waiting(
+    {.receive_until = [net = s.net.get()](const std::function<bool()>& done,
+                                          std::chrono::steady_clock::time_point until) {
+       return net->receive_until(done, until);
+     },
+     .wake = [net = s.net.get()] { net->wake_receiving(); }});
   s.net->start();
   if (r == role::observer) return;
   // The head stops the job's actors and workers when these stop (the driver died).

@@ -124,6 +124,12 @@ public:
   /// celer::peer in this process: its mailboxes (peer_data arriving here lands in them) and
   /// sending to another's.
   [[nodiscard]] peer_link& peers() noexcept { return peers_; }
+  /// A thread about to wait in get or wait receives its own reply instead, when `seat`
+  /// lends it the transport's socket (a cluster driver; reference_table::receiver_seat).
+  /// Once, before any get.
+  void receive_while_waiting(reference_table::receiver_seat seat) {
+    objects_.receive_while_waiting(std::move(seat));
+  }
   /// Sets the node tasks are submitted to and objects stored on: a cluster driver learns
   /// it after connecting, and takes another when that one dies.
   void attach_node(address node, node_id id);

@@ -305,7 +305,40 @@ bool reference_table::block_on(std::unique_lock<std::mutex>& lock, std::conditio
 
 bool reference_table::block_until(std::unique_lock<std::mutex>& lock, waiter& w,
                                   detail::timeout_t timeout) {
+  if (w.needed == 0) return true;
+  // A driver's thread (no worker context: a worker's get lends its CPUs instead) takes its
+  // reply off the socket itself, when the transport lends it the seat.
+  if (seat_.receive_until && !stopped_ && current_worker_context() == nullptr) {
+    const auto start = std::chrono::steady_clock::now();
+    const bool bounded = timeout && *timeout < std::chrono::hours(24 * 365);
+    const auto until = bounded ? start + *timeout : std::chrono::steady_clock::time_point::max();
+    w.receiving = std::this_thread::get_id();
+    lock.unlock();
+    const bool received = seat_.receive_until(
+      [&] {
+        std::lock_guard look(mutex_);
+        return stopped_ || w.needed == 0;
+      },
+      until);
+    lock.lock();
+    w.receiving = {};
+    if (w.needed == 0 || stopped_) return w.needed == 0;
+    if (received) {
+      // It gave the seat back early (the transport stops): wait out the rest as before.
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= until) return false;
+      if (bounded) timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(until - now);
+    }
+  }
   return block_on(lock, w.cv, timeout, [&] { return w.needed == 0; });
+}
+
+void reference_table::wake(waiter& w) {
+  if (w.receiving == std::thread::id{}) {
+    w.cv.notify_one();
+  } else if (w.receiving != std::this_thread::get_id()) {
+    seat_.wake();
+  }
 }
 
 void reference_table::await_node_news(std::unique_lock<std::mutex>& lock,
@@ -749,8 +782,8 @@ void reference_table::fill_locked(protocol::object_payload value) {
   e.value = std::move(value);
   e.ready = true;
   e.dormant = false;
-  e.waiters.for_each([](waiter* w) {
-    if (w->needed > 0 && --w->needed == 0) w->cv.notify_one();
+  e.waiters.for_each([this](waiter* w) {
+    if (w->needed > 0 && --w->needed == 0) wake(*w);
   });
   e.waiters.clear();
   maybe_free(id);
@@ -796,7 +829,7 @@ void reference_table::stop(const std::string& reason, std::optional<error_code> 
     stop_code_ = code;
   }
   for (auto& [id, e] : objects_) {
-    e.waiters.for_each([](waiter* w) { w->cv.notify_one(); });
+    e.waiters.for_each([this](waiter* w) { wake(*w); });
   }
   node_news_.notify_all();
 }

@@ -40,6 +40,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -98,6 +99,18 @@ public:
 
   /// Installs the rebuilder (once, before any task finishes).
   void set_rebuilder(rebuilder r);
+
+  /// A thread about to wait in get or wait may receive instead, taking its own reply off
+  /// the socket (a cluster driver's transport: zmq_transport::receive_until). `receive_until`
+  /// returns false when the seat is not to be had, and the thread waits as before; `wake`
+  /// makes a receiving thread look again when what it waits for filled on another thread.
+  struct receiver_seat {
+    std::function<bool(const std::function<bool()>& done, std::chrono::steady_clock::time_point until)>
+      receive_until;
+    std::function<void()> wake;
+  };
+  /// Installs the seat (once, before any get).
+  void receive_while_waiting(receiver_seat seat) { seat_ = std::move(seat); }
 
   /// A task's final outcome: stores its returns (once: a later fill of the same object is
   /// ignored) and ends its use of its arguments, unless its output is stored and `made`
@@ -165,7 +178,11 @@ private:
   struct waiter {
     std::condition_variable cv;
     std::size_t needed = 0;
+    /// The thread waiting receives (receiver_seat) rather than waits on `cv`.
+    std::thread::id receiving;
   };
+  /// Wakes `w` (mutex_ held): its cv, or its receiving thread when that is another.
+  void wake(waiter& w);
   /// The threads blocked on one object: nearly always none or one, kept without an
   /// allocation; more only when several threads (or one get naming it twice) wait on it.
   class waiter_list {
@@ -362,6 +379,7 @@ private:
   /// Owned objects passed by ref to a task still pending, by task.
   std::unordered_map<task_id, std::vector<object_id>> task_args_;
   rebuilder rebuilder_;
+  receiver_seat seat_;
   /// Rebuilds decided under mutex_, handed over once it is released.
   std::vector<rebuild> to_rebuild_;
   std::size_t lineages_ = 0;

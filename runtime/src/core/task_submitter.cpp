@@ -526,7 +526,7 @@ bool task_submitter::idle(const lease& l) const {
 
 void task_submitter::went_idle(lease& l) {
   l.idle_since = now_();
-  reaper_cv_.notify_one();
+  if (reaper_wakes_ == time_point::max()) reaper_cv_.notify_one();
 }
 
 task_submitter::time_point task_submitter::return_idle(time_point now) {
@@ -556,6 +556,7 @@ void task_submitter::run_reaper() {
   std::unique_lock lock(mutex_);
   while (!stopped_) {
     const auto next = return_idle_locked(now_());
+    reaper_wakes_ = next;
     if (next == time_point::max()) {
       reaper_cv_.wait(lock);
     } else {

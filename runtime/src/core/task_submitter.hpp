@@ -248,6 +248,10 @@ private:
 
   mutable std::mutex mutex_;
   std::condition_variable reaper_cv_;
+  /// When the reaper wakes next (max: when told). A lease going idle wakes it only when it
+  /// waits untold: its deadline is idle_since + lease_idle_ms, never sooner than one set
+  /// already, so a caller whose lease goes idle after every call wakes no thread for it.
+  time_point reaper_wakes_ = time_point::max();
   bool stopped_ = false;
   std::string stop_reason_;
   /// A deque: a class's queue is not copyable (its tasks own their failure records), and a

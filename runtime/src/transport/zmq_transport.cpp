@@ -434,7 +434,65 @@ void zmq_transport::receive_loop() {
   }
   // Wake now and then while handshakes wait for the head, to refuse those it never answers.
   while (poll_once(std::chrono::milliseconds(-1))) {
+    if (borrow_wanted_.load(std::memory_order_acquire)) lend_seat();
   }
+}
+
+void zmq_transport::lend_seat() {
+  std::unique_lock lock(seat_mutex_);
+  if (!borrow_wanted_ || seat_lent_) return;
+  seat_lent_ = true;
+  parked_since_ = std::chrono::steady_clock::now();
+  seat_cv_.notify_all();
+  // Back once parked (lent, no borrower) for park_limit, or at the stop once the borrower
+  // has left (its poll sees the stop).
+  for (;;) {
+    seat_cv_.wait_for(lock, park_limit);
+    if (borrowed_ || borrow_wanted_) continue;  // in use, or the borrower not woken yet
+    if (stopped_ || std::chrono::steady_clock::now() - parked_since_ >= park_limit) break;
+  }
+  seat_lent_ = false;
+  borrow_wanted_ = false;
+}
+
+bool zmq_transport::receive_until(const std::function<bool()>& done,
+                                  std::chrono::steady_clock::time_point until) {
+  if (!opts_.lend_seat || opts_.standby_receiver) return false;
+  {
+    std::unique_lock lock(seat_mutex_);
+    // One borrower at a time: another receives, or is about to.
+    if (stopped_ || borrowed_ || borrow_wanted_ || receiver_id_ == std::thread::id{} ||
+        std::this_thread::get_id() == receiver_id_) {
+      return false;
+    }
+    if (!seat_lent_) {
+      borrow_wanted_ = true;
+      // The receiver leaves its poll and lends the seat (while the request is still out,
+      // mostly: off the reply's path).
+      wake_tx_->send(zmq::str_buffer("g"), zmq::send_flags::none);
+      seat_cv_.wait(lock, [&] { return (seat_lent_ && !borrowed_) || stopped_.load(); });
+      if (!seat_lent_ || borrowed_) return false;
+    }
+    borrowed_ = true;  // lent just now, or parked since an earlier wait
+    borrow_wanted_ = false;
+  }
+  // Bounded slices: a wake lost to a race costs a slice, never the whole wait.
+  constexpr auto slice = std::chrono::milliseconds(20);
+  while (!done()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= until) break;
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - now);
+    if (!poll_once(std::min<std::chrono::milliseconds>(left, slice))) break;  // stopping
+  }
+  std::lock_guard lock(seat_mutex_);
+  borrowed_ = false;
+  parked_since_ = std::chrono::steady_clock::now();  // no wake: the receiver looks in time
+  return true;
+}
+
+void zmq_transport::wake_receiving() {
+  std::lock_guard lock(seat_mutex_);
+  if (borrowed_ && !stopped_) wake_tx_->send(zmq::str_buffer("w"), zmq::send_flags::none);
 }
 
 void zmq_transport::run_on_receiver(std::function<void()> work) {

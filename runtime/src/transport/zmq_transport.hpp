@@ -91,6 +91,10 @@ public:
     /// tasks run on the receiver thread).
     bool standby_receiver = false;
     std::chrono::microseconds standby_after{2000};
+    /// A thread waiting for what a message brings may receive itself (receive_until): a
+    /// driver's get takes its reply off the socket, one hand-off fewer. Not with
+    /// standby_receiver.
+    bool lend_seat = false;
   };
   struct counters {
     std::uint64_t delivered = 0;
@@ -127,6 +131,16 @@ public:
   /// The work run_on_receiver runs is about to wait for a message (a get): the standby
   /// takes the seat now rather than after standby_after. Any thread (a no-op elsewhere).
   void receiver_waits();
+  /// With lend_seat, on a thread that waits for what a message will bring (not the receiver
+  /// thread, nor inside a handler): takes the seat from the receiver thread and receives and
+  /// handles messages on this thread until `done()` or `until`, then gives it back. False,
+  /// at once, when it cannot have the seat (another thread has it lent, or the transport is
+  /// stopping): the caller waits as it otherwise would. `done` is called without any lock
+  /// of the transport's. wake_receiving() makes the borrower look at `done` again.
+  bool receive_until(const std::function<bool()>& done, std::chrono::steady_clock::time_point until);
+  /// Wakes the thread in receive_until (something it waits for happened on another
+  /// thread). Any thread; a spurious wake costs that thread one look at `done`.
+  void wake_receiving();
   /// Stops receiving, flushes what is queued for peers (boundedly) and closes every socket.
   void stop();
 
@@ -208,6 +222,17 @@ private:
   std::atomic<bool> reclaim_{false};
   /// Work handed to run_on_receiver on the standby thread, for the receiver to run next.
   std::deque<std::function<void()>> deferred_;
+  /// receive_until: a thread wants the seat (one at a time); the receiver thread has lent
+  /// it; a borrower receives now. Lent and not borrowed, the seat is parked: a thread that
+  /// waits again soon (a driver's next get) takes it with no wake of the receiver, which
+  /// takes it back once it has been parked for park_limit.
+  std::atomic<bool> borrow_wanted_{false};
+  bool seat_lent_ = false;
+  bool borrowed_ = false;
+  std::chrono::steady_clock::time_point parked_since_;
+  static constexpr std::chrono::microseconds park_limit{1000};
+  /// The receiver thread, when it sees borrow_wanted_: lends the seat and waits for it back.
+  void lend_seat();
 
   mutable std::shared_mutex peers_mutex_;  // guards peers_ (the map, not the sockets)
   std::unordered_map<std::string, std::shared_ptr<peer>> peers_;

@@ -7,6 +7,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <condition_variable>
+#include <functional>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -241,6 +244,72 @@ TEST_CASE("stop wakes a blocked get with the stop's error", "[core][reference_ta
   f.objects.stop("the cluster is gone", error_code::unavailable);
   t.join();
   CHECK(code == error_code::unavailable);
+}
+
+// A driver's get receives its own reply when the transport lends it the seat
+// (reference_table::receiver_seat); here the seat is played by the test.
+TEST_CASE("a get lent the receiver's seat fills from what its own thread receives",
+          "[core][reference_table]") {
+  testing::core_pieces f;
+  auto spec = f.task("a");
+  auto a = f.objects.submit(spec, {});
+  std::thread::id received_on;
+  int wakes = 0;
+  f.objects.receive_while_waiting(
+    {.receive_until = [&](const std::function<bool()>& done, std::chrono::steady_clock::time_point) {
+       received_on = std::this_thread::get_id();
+       f.objects.fill(value(spec.return_id(), "x"));  // the reply, handled on this thread
+       return done();
+     },
+     .wake = [&] { ++wakes; }});
+  auto got = f.objects.fetch({a}, std::nullopt);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].payload == "x");
+  CHECK(received_on == std::this_thread::get_id());
+  CHECK(wakes == 0);  // filled on the receiving thread itself: nothing to wake
+  CHECK(f.objects.blocked() == 0);
+}
+
+TEST_CASE("a receiving get is woken through the seat by a fill on another thread; one refused "
+          "the seat waits as before", "[core][reference_table]") {
+  testing::core_pieces f;
+  auto a_spec = f.task("a");
+  auto b_spec = f.task("b");
+  auto a = f.objects.submit(a_spec, {});
+  auto b = f.objects.submit(b_spec, {});
+  std::mutex m;
+  std::condition_variable cv;
+  bool receiving = false, woken = false, lend = true;
+  f.objects.receive_while_waiting(
+    {.receive_until = [&](const std::function<bool()>& done, std::chrono::steady_clock::time_point) {
+       std::unique_lock lock(m);
+       if (!lend) return false;
+       receiving = true;
+       cv.notify_all();
+       cv.wait(lock, [&] { return woken; });
+       return done();
+     },
+     .wake = [&] {
+       std::lock_guard lock(m);
+       woken = true;
+       cv.notify_all();
+     }});
+  std::vector<detail::fetched> got;
+  std::thread t([&] { got = f.objects.fetch({a}, std::nullopt); });
+  {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return receiving; });
+    lend = false;
+  }
+  f.objects.fill(value(a_spec.return_id(), "x"));  // on this thread: the seat's wake
+  t.join();
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].payload == "x");
+  // Refused the seat: blocked as before, woken by the fill.
+  auto t2 = blocked_in(f.objects, 0, [&] { got = f.objects.fetch({b}, std::nullopt); });
+  f.objects.fill(value(b_spec.return_id(), "y"));
+  t2.join();
+  CHECK(got[0].payload == "y");
 }
 
 // Lineage: how a stored task output is made again when its node dies, and what a lost

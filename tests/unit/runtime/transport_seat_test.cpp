@@ -1,0 +1,182 @@
+// zmq_transport::receive_until between real sockets in this process: a thread waiting for a
+// message's effect (a driver's get) takes the seat from the receiver thread, handles what
+// arrives itself, and hands the seat back; one borrower at a time; a wake, the deadline and
+// the stop each end a borrow.
+#include "host.hpp"
+#include "transport/zmq_transport.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+using namespace celer;
+using namespace std::chrono_literals;
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+/// A process's end whose component `id` is handled directly on the thread receiving, as a
+/// driver's core is; records which thread handled each message.
+struct seat_fixture {
+  component_host host{2};
+  zmq_transport net;
+  unique_id id = unique_id::random();
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<std::thread::id> handled_on;
+
+  explicit seat_fixture(bool lend_seat)
+    : net(host.local(), options(lend_seat)) {
+    net.handle_directly(id, [this](protocol::message&) {
+      std::lock_guard lock(mutex);
+      handled_on.push_back(std::this_thread::get_id());
+      cv.notify_all();
+    });
+    net.start();
+  }
+  ~seat_fixture() {
+    host.stop();
+    net.stop();
+  }
+  static zmq_transport::options options(bool lend_seat) {
+    zmq_transport::options o;
+    o.bind = "tcp://127.0.0.1:*";
+    o.creds = *credentials::for_cluster("seat-token");
+    o.lend_seat = lend_seat;
+    return o;
+  }
+  [[nodiscard]] address where() const { return {id, net.endpoint()}; }
+  std::size_t handled() {
+    std::lock_guard lock(mutex);
+    return handled_on.size();
+  }
+  /// The thread that handled the n-th message (waits for it, at most 10 s).
+  std::thread::id nth(std::size_t n) {
+    std::unique_lock lock(mutex);
+    REQUIRE(cv.wait_for(lock, 10s, [&] { return handled_on.size() > n; }));
+    return handled_on[n];
+  }
+};
+
+/// A sender in another "process" (its own transport).
+struct sender {
+  component_host host{1};
+  zmq_transport net{host.local(), seat_fixture::options(false)};
+  sender() { net.start(); }
+  ~sender() {
+    host.stop();
+    net.stop();
+  }
+  void send(const address& to) {
+    REQUIRE(net.send(to, protocol::return_lease{worker_id::random(), task_id::random()}));
+  }
+};
+
+} // namespace
+
+TEST_CASE("a thread waiting for a message takes it off the socket itself, then the receiver "
+          "thread receives again", "[transport][seat]") {
+  seat_fixture a(true);
+  sender b;
+  b.send(a.where());  // the connection up, handled by the receiver thread
+  const auto receiver = a.nth(0);
+
+  std::promise<void> seated;
+  bool told = false;
+  std::thread::id borrower;
+  std::thread t([&] {
+    borrower = std::this_thread::get_id();
+    const bool received = a.net.receive_until(
+      [&] {
+        // First asked once this thread holds the seat.
+        if (!told) {
+          told = true;
+          seated.set_value();
+        }
+        return a.handled() >= 2;
+      },
+      steady::now() + 30s);
+    CHECK(received);
+  });
+  seated.get_future().wait();
+  b.send(a.where());
+  t.join();
+  CHECK(a.nth(1) == borrower);
+  CHECK(a.nth(1) != receiver);
+
+  // The seat goes back (parked a moment, then taken back): the receiver thread receives.
+  b.send(a.where());
+  CHECK(a.nth(2) != borrower);
+}
+
+TEST_CASE("one borrower at a time: a second waiting thread is told to wait as before",
+          "[transport][seat]") {
+  seat_fixture a(true);
+  sender b;
+  b.send(a.where());
+  (void)a.nth(0);  // the receiver thread runs (before it does, nothing is lent)
+  std::promise<void> seated;
+  std::atomic<bool> release{false};
+  bool told = false;
+  std::thread t([&] {
+    CHECK(a.net.receive_until(
+      [&] {
+        if (!told) {
+          told = true;
+          seated.set_value();
+        }
+        return release.load();
+      },
+      steady::now() + 30s));
+  });
+  seated.get_future().wait();
+  const auto before = steady::now();
+  CHECK_FALSE(a.net.receive_until([] { return false; }, steady::now() + 30s));
+  CHECK(steady::now() - before < 10s);  // at once, not after its deadline
+  // Something the borrower waits for happened on another thread: the wake ends its borrow.
+  release = true;
+  a.net.wake_receiving();
+  t.join();
+}
+
+TEST_CASE("a borrow ends at its deadline with nothing received, and a stop ends one at once",
+          "[transport][seat]") {
+  seat_fixture a(true);
+  sender b;
+  b.send(a.where());
+  (void)a.nth(0);
+  const auto start = steady::now();
+  CHECK(a.net.receive_until([] { return false; }, start + 100ms));
+  CHECK(steady::now() - start >= 100ms);
+
+  std::promise<void> seated;
+  bool told = false;
+  std::thread t([&] {
+    a.net.receive_until(
+      [&] {
+        if (!told) {
+          told = true;
+          seated.set_value();
+        }
+        return false;
+      },
+      steady::now() + 600s);
+  });
+  seated.get_future().wait();
+  a.net.stop();  // the borrower's poll sees it; the receiver thread then ends
+  t.join();
+  CHECK_FALSE(a.net.receive_until([] { return false; }, steady::now() + 600s));
+}
+
+TEST_CASE("without lend_seat nothing is lent: the caller waits as before",
+          "[transport][seat]") {
+  seat_fixture a(false);
+  CHECK_FALSE(a.net.receive_until([] { return false; }, steady::now() + 600s));
+}
