@@ -308,7 +308,10 @@ bool reference_table::block_until(std::unique_lock<std::mutex>& lock, waiter& w,
   if (w.needed == 0) return true;
   // A driver's thread (no worker context: a worker's get lends its CPUs instead) takes its
   // reply off the socket itself, when the transport lends it the seat.
-  if (seat_.receive_until && !stopped_ && current_worker_context() == nullptr) {
+  // Not for a look that hardly waits (a wait with a zero timeout, polled in a loop): the
+  // seat's hand-over would cost more than it saves.
+  if (seat_.receive_until && !stopped_ && current_worker_context() == nullptr &&
+      (!timeout || *timeout >= std::chrono::milliseconds(1))) {
     const auto start = std::chrono::steady_clock::now();
     const bool bounded = timeout && *timeout < std::chrono::hours(24 * 365);
     const auto until = bounded ? start + *timeout : std::chrono::steady_clock::time_point::max();

@@ -447,9 +447,20 @@ void zmq_transport::lend_seat() {
   // Back once parked (lent, no borrower) for park_limit, or at the stop once the borrower
   // has left (its poll sees the stop).
   for (;;) {
-    seat_cv_.wait_for(lock, park_limit);
-    if (borrowed_ || borrow_wanted_) continue;  // in use, or the borrower not woken yet
-    if (stopped_ || std::chrono::steady_clock::now() - parked_since_ >= park_limit) break;
+    if (borrowed_) {
+      // Told when it is given back: a long get costs this thread no wake meanwhile.
+      awaiting_return_ = true;
+      seat_cv_.wait(lock, [&] { return !borrowed_; });
+      awaiting_return_ = false;
+      continue;
+    }
+    if (borrow_wanted_) {  // lent, and the borrower not woken yet
+      seat_cv_.wait_for(lock, park_limit);
+      continue;
+    }
+    const auto back_at = parked_since_ + park_limit;
+    if (stopped_ || std::chrono::steady_clock::now() >= back_at) break;
+    seat_cv_.wait_until(lock, back_at);
   }
   seat_lent_ = false;
   borrow_wanted_ = false;
@@ -486,7 +497,9 @@ bool zmq_transport::receive_until(const std::function<bool()>& done,
   }
   std::lock_guard lock(seat_mutex_);
   borrowed_ = false;
-  parked_since_ = std::chrono::steady_clock::now();  // no wake: the receiver looks in time
+  parked_since_ = std::chrono::steady_clock::now();
+  // Parked: a get soon after takes it again; the receiver takes it back after park_limit.
+  if (awaiting_return_) seat_cv_.notify_all();
   return true;
 }
 

@@ -229,6 +229,8 @@ private:
   std::atomic<bool> borrow_wanted_{false};
   bool seat_lent_ = false;
   bool borrowed_ = false;
+  /// The receiver thread sleeps until the borrower gives the seat back (it is told).
+  bool awaiting_return_ = false;
   std::chrono::steady_clock::time_point parked_since_;
   static constexpr std::chrono::microseconds park_limit{1000};
   /// The receiver thread, when it sees borrow_wanted_: lends the seat and waits for it back.

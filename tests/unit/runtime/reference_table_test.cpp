@@ -268,6 +268,12 @@ TEST_CASE("a get lent the receiver's seat fills from what its own thread receive
   CHECK(received_on == std::this_thread::get_id());
   CHECK(wakes == 0);  // filled on the receiving thread itself: nothing to wake
   CHECK(f.objects.blocked() == 0);
+  // A look that hardly waits (a zero timeout, polled in a loop) is not worth the seat.
+  auto b_spec = f.task("b");
+  auto b = f.objects.submit(b_spec, {});
+  received_on = {};
+  CHECK(f.objects.wait_ready({b}, 1, std::chrono::nanoseconds(0)).empty());
+  CHECK(received_on == std::thread::id{});
 }
 
 TEST_CASE("a receiving get is woken through the seat by a fill on another thread; one refused "
@@ -287,6 +293,7 @@ TEST_CASE("a receiving get is woken through the seat by a fill on another thread
        receiving = true;
        cv.notify_all();
        cv.wait(lock, [&] { return woken; });
+       lock.unlock();  // done() takes the table's lock, which wake() is called under
        return done();
      },
      .wake = [&] {
