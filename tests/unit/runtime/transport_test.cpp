@@ -70,10 +70,10 @@ struct endpoint_fixture {
   [[nodiscard]] address box_address() const { return {box_id, net.endpoint()}; }
 };
 
-/// Waits until `done` holds (counters move on the receiver thread), at most 10 s.
+/// Waits until `done` holds (counters move on the receiver thread), at most `limit`.
 template <class F>
-bool eventually(F done) {
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
+bool eventually(F done, std::chrono::seconds limit = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
   while (!done()) {
     if (std::chrono::steady_clock::now() > deadline) return false;
     std::this_thread::sleep_for(5ms);
@@ -406,7 +406,16 @@ TEST_CASE("peers without keys and garbage from peers with keys are refused, and 
       }
     }
   }
-  // Everything sent has been read once the counters stop moving.
+  // Everything sent has been read once what must come has come (a quiet spell alone is no
+  // proof: under ThreadSanitizer on a busy host, 40 handshakes can stall for longer than it)
+  // and the counters then stop moving.
+  REQUIRE(eventually(
+    [&] {
+      const auto st = server.net.stats();
+      return st.handshakes_accepted >= 30 &&
+             st.handshakes_failed >= static_cast<std::uint64_t>(keyless) && st.malformed >= 60;
+    },
+    60s));
   auto total = [&] {
     const auto st = server.net.stats();
     return st.handshakes_refused + st.malformed + st.handshakes_accepted;
@@ -419,7 +428,10 @@ TEST_CASE("peers without keys and garbage from peers with keys are refused, and 
   for (int i = 0; i < 5; ++i) REQUIRE(friendly.net.send(server.box_address(), sample()));
   REQUIRE(server.box->wait_for(5, 10s));
   const auto st = server.net.stats();
-  CHECK(st.handshakes_accepted == 31);  // 30 raw sockets with keys and the friend
+  // 30 raw sockets with keys and the friend; one whose handshake outlasted its 5 s limit on a
+  // loaded host reconnects and is let in again, so at least 31. None with keys is refused.
+  CHECK(st.handshakes_accepted >= 31);
+  CHECK(st.handshakes_refused == 0);
   CHECK(st.handshakes_failed >= static_cast<std::uint64_t>(keyless));
   CHECK(st.malformed >= 60);
   REQUIRE(server.box->size() == 5);  // nothing from the keyless or mangled was delivered
