@@ -18,9 +18,10 @@ double memcpy_gigabytes(double seconds, std::size_t bytes);
 /// cache and the disk take, like a spill), for about `seconds`.
 double file_write_gigabytes(double seconds, std::size_t bytes, const std::string& dir);
 /// GB/s of writing `count` new files of `bytes` each in `dir`, all kept until the last is
-/// closed, then removed (no fsync). What a spill of that many objects must do: each file
-/// takes fresh page-cache pages, where the loop above reuses the pages its last, deleted,
-/// file gave back. Measured once.
+/// closed, then removed (no fsync), with a spill's system calls: `fallocate` of the whole
+/// file, then 1 MiB `write()`s. What a spill of that many objects must do: each file takes
+/// fresh page-cache pages, where the loop above reuses the pages its last, deleted, file
+/// gave back. Measured once.
 double file_write_kept_gigabytes(std::size_t bytes, std::size_t count, const std::string& dir);
 
 } // namespace celer::bench

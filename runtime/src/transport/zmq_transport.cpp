@@ -181,7 +181,7 @@ void zmq_transport::stop() {
   {
     // Whichever thread holds the seat leaves its poll; the other sees stopped_.
     std::lock_guard lock(seat_mutex_);
-    if (receiver_.joinable()) wake_tx_->send(zmq::str_buffer("x"), zmq::send_flags::none);
+    if (receiver_.joinable()) ring("x");
   }
   seat_cv_.notify_all();
   if (standby_.joinable()) standby_.join();
@@ -442,9 +442,15 @@ bool zmq_transport::poll_once(std::chrono::milliseconds timeout) {
       zmq::poll(items.data(), items.size(),
                 !pending_keys_.empty() ? std::chrono::milliseconds(200) : timeout);
       if (items[1].revents & ZMQ_POLLIN) {
+        // Every word says "look at the seat's flags" ("g": a thread wants the seat, "r":
+        // the receiver wants it back, "w": look at done() again, "x": stop): take them all.
         zmq::message_t word;
-        (void)wake_rx_->recv(word, zmq::recv_flags::dontwait);
-        return !stopped_;  // "r": the receiver wants the seat back; "x": stop
+        while (wake_rx_->recv(word, zmq::recv_flags::dontwait)) {
+        }
+        // After the drain: a "w" rung from now on is unread, and one rung before is read
+        // (its fill shows in the caller's next look at done()).
+        woken_.store(false, std::memory_order_release);
+        return !stopped_;
       }
       if (items[2].revents & ZMQ_POLLIN) on_zap();
       if (items[3].revents & ZMQ_POLLIN) on_event();

@@ -231,6 +231,12 @@ private:
   bool borrowed_ = false;
   /// The receiver thread sleeps until the borrower gives the seat back (it is told).
   bool awaiting_return_ = false;
+  /// wake_receiving came while a thread waited for the seat to be lent (it stops waiting).
+  bool woken_while_wanted_ = false;
+  /// A "w" was rung and not yet read: the next wake_receiving rings no other.
+  std::atomic<bool> woken_{false};
+  /// Rings the seat holder's doorbell (seat_mutex_ held): never blocks.
+  void ring(const char* word);
   std::chrono::steady_clock::time_point parked_since_;
   static constexpr std::chrono::microseconds park_limit{1000};
   /// The receiver thread, when it sees borrow_wanted_: lends the seat and waits for it back.

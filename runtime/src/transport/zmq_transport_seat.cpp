@@ -13,6 +13,13 @@
 
 namespace celer {
 
+void zmq_transport::ring(const char* word) {
+  // A doorbell, never a queue: with the pipe full (a word is waiting unread) there is
+  // nothing to add, and a send that blocked here would hold seat_mutex_ until the reader,
+  // which needs that mutex, read.
+  (void)wake_tx_->send(zmq::buffer(word, 1), zmq::send_flags::dontwait);
+}
+
 void zmq_transport::receive_loop() {
   {
     std::lock_guard lock(seat_mutex_);
@@ -64,11 +71,27 @@ bool zmq_transport::receive_until(const std::function<bool()>& done,
     }
     if (!seat_lent_) {
       borrow_wanted_ = true;
+      woken_while_wanted_ = false;
       // The receiver leaves its poll and lends the seat (while the request is still out,
       // mostly: off the reply's path).
-      wake_tx_->send(zmq::str_buffer("g"), zmq::send_flags::none);
-      seat_cv_.wait(lock, [&] { return (seat_lent_ && !borrowed_) || stopped_.load(); });
-      if (!seat_lent_ || borrowed_) return false;
+      ring("g");
+      // Until the deadline, and no longer than it takes the receiver thread to receive
+      // what this thread waits for (wake_receiving says so): then this thread has nothing
+      // to receive, and the caller looks at what it waits for.
+      auto lent = [&] {
+        return (seat_lent_ && !borrowed_) || woken_while_wanted_ || stopped_.load();
+      };
+      if (until == std::chrono::steady_clock::time_point::max()) {
+        seat_cv_.wait(lock, lent);
+      } else {
+        seat_cv_.wait_until(lock, until, lent);
+      }
+      if (!seat_lent_ || borrowed_ || stopped_) {
+        // Not lent (yet): withdrawn. A receiver thread that lends it now finds no one and
+        // takes it back after park_limit.
+        borrow_wanted_ = false;
+        return false;
+      }
     }
     borrowed_ = true;  // lent just now, or parked since an earlier wait
     borrow_wanted_ = false;
@@ -91,7 +114,14 @@ bool zmq_transport::receive_until(const std::function<bool()>& done,
 
 void zmq_transport::wake_receiving() {
   std::lock_guard lock(seat_mutex_);
-  if (borrowed_ && !stopped_) wake_tx_->send(zmq::str_buffer("w"), zmq::send_flags::none);
+  if (stopped_) return;
+  if (borrowed_) {
+    // One word until the borrower reads: a burst of fills costs one wake, not one each.
+    if (!woken_.exchange(true, std::memory_order_acq_rel)) ring("w");
+  } else if (borrow_wanted_) {
+    woken_while_wanted_ = true;  // still waiting for the seat: what it waits for is here
+    seat_cv_.notify_all();
+  }
 }
 
 void zmq_transport::run_on_receiver(std::function<void()> work) {
@@ -122,7 +152,7 @@ void zmq_transport::run_on_receiver(std::function<void()> work) {
     if (!seat_free_) {
       // The standby took the seat: it leaves its poll and gives it back.
       reclaim_ = true;
-      if (!stopped_) wake_tx_->send(zmq::str_buffer("r"), zmq::send_flags::none);
+      if (!stopped_) ring("r");
       seat_cv_.wait(lock, [&] { return seat_free_ || stopped_.load(); });
       reclaim_ = false;
     }

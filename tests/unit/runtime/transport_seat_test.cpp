@@ -31,13 +31,16 @@ struct seat_fixture {
   std::mutex mutex;
   std::condition_variable cv;
   std::vector<std::thread::id> handled_on;
+  /// While true, a handler waits (the thread receiving is busy) until it is set false.
+  bool hold = false;
 
   explicit seat_fixture(bool lend_seat)
     : net(host.local(), options(lend_seat)) {
     net.handle_directly(id, [this](protocol::message&) {
-      std::lock_guard lock(mutex);
+      std::unique_lock lock(mutex);
       handled_on.push_back(std::this_thread::get_id());
       cv.notify_all();
+      cv.wait_for(lock, 30s, [&] { return !hold; });
     });
     net.start();
   }
@@ -53,6 +56,11 @@ struct seat_fixture {
     return o;
   }
   [[nodiscard]] address where() const { return {id, net.endpoint()}; }
+  void set_hold(bool on) {
+    std::lock_guard lock(mutex);
+    hold = on;
+    cv.notify_all();
+  }
   std::size_t handled() {
     std::lock_guard lock(mutex);
     return handled_on.size();
@@ -182,4 +190,87 @@ TEST_CASE("without lend_seat nothing is lent: the caller waits as before",
           "[transport][seat]") {
   seat_fixture a(false);
   CHECK_FALSE(a.net.receive_until([] { return false; }, steady::now() + 600s));
+}
+
+TEST_CASE("wakes are a doorbell: thousands while the borrower is not reading never block the "
+          "waker", "[transport][seat]") {
+  seat_fixture a(true);
+  sender b;
+  b.send(a.where());
+  (void)a.nth(0);
+  // The borrower sits in done() (not reading its doorbell) until 10,000 wakes have rung.
+  // Were each a queued word, the pipe would fill (ZeroMQ's high-water mark) and a waker
+  // block, holding the seat's lock the borrower needs to give the seat back.
+  std::promise<void> seated;
+  std::atomic<bool> rung{false};
+  bool told = false;
+  bool received = false;
+  std::thread t([&] {
+    received = a.net.receive_until(
+      [&] {
+        if (!told) {
+          told = true;
+          seated.set_value();
+          const auto give_up = steady::now() + 30s;
+          while (!rung && steady::now() < give_up) std::this_thread::yield();
+        }
+        return rung.load();
+      },
+      steady::now() + 60s);
+  });
+  seated.get_future().wait();
+  for (int i = 0; i < 10'000; ++i) a.net.wake_receiving();
+  rung = true;
+  t.join();
+  CHECK(received);
+  // The seat went back: the receiver thread receives.
+  b.send(a.where());
+  CHECK(a.nth(1) != std::thread::id{});
+}
+
+TEST_CASE("a thread waiting for the seat stops waiting once the receiver thread brings what "
+          "it waits for", "[transport][seat]") {
+  seat_fixture a(true);
+  sender b;
+  b.send(a.where());
+  (void)a.nth(0);
+  // The receiver thread is busy in a handler, so it cannot lend the seat.
+  a.set_hold(true);
+  b.send(a.where());
+  (void)a.nth(1);
+  std::atomic<bool> returned{false};
+  bool received = true;
+  std::thread t([&] {
+    received = a.net.receive_until([] { return false; }, steady::now() + 60s);
+    returned = true;
+  });
+  // What the thread waits for arrives on the receiver thread (the wake a fill there makes),
+  // before or after the thread began to wait for the seat.
+  const auto give_up = steady::now() + 30s;
+  while (!returned && steady::now() < give_up) {
+    a.net.wake_receiving();
+    std::this_thread::sleep_for(1ms);
+  }
+  const bool returned_while_busy = returned.load();
+  a.set_hold(false);
+  t.join();
+  CHECK(returned_while_busy);  // not after the handler, nor at its 60 s deadline
+  CHECK_FALSE(received);       // it never had the seat: the caller waits as before
+}
+
+TEST_CASE("a thread waiting for the seat gives up at its deadline", "[transport][seat]") {
+  seat_fixture a(true);
+  sender b;
+  b.send(a.where());
+  (void)a.nth(0);
+  a.set_hold(true);  // the receiver thread is busy and lends nothing
+  b.send(a.where());
+  (void)a.nth(1);
+  const auto start = steady::now();
+  const bool received = a.net.receive_until([] { return false; }, start + 200ms);
+  const auto waited = steady::now() - start;
+  a.set_hold(false);
+  CHECK_FALSE(received);
+  CHECK(waited >= 200ms);
+  CHECK(waited < 20s);
 }
