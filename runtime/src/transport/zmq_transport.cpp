@@ -436,6 +436,14 @@ bool zmq_transport::poll_once(std::chrono::milliseconds timeout) {
                                         {wake_rx_->handle(), 0, ZMQ_POLLIN, 0},
                                         {zap_->handle(), 0, ZMQ_POLLIN, 0},
                                         {events_->handle(), 0, ZMQ_POLLIN, 0}}};
+  // One thread at a time, always (ZeroMQ sockets are not thread-safe): counted if not.
+  struct one_poller {
+    std::atomic<int>& n;
+    explicit one_poller(std::atomic<int>& c, std::atomic<std::uint64_t>& overlaps) : n(c) {
+      if (n.fetch_add(1, std::memory_order_acq_rel) != 0) overlaps.fetch_add(1);
+    }
+    ~one_poller() { n.fetch_sub(1, std::memory_order_acq_rel); }
+  } seat_check(pollers_, seat_overlaps_);
   {
     if (stopped_) return false;
     try {
@@ -789,8 +797,8 @@ void zmq_transport::on_frames(std::vector<std::string_view>& parts, const char* 
 }
 
 zmq_transport::counters zmq_transport::stats() const {
-  return {delivered_.load(), accepted_.load(), refused_.load(),      failed_.load(),
-          denied_.load(),    malformed_.load(), undeliverable_.load()};
+  return {delivered_.load(), accepted_.load(),  refused_.load(),       failed_.load(),
+          denied_.load(),    malformed_.load(), undeliverable_.load(), seat_overlaps_.load()};
 }
 
 } // namespace celer

@@ -106,6 +106,9 @@ public:
     std::uint64_t permission_denied = 0;
     std::uint64_t malformed = 0;
     std::uint64_t undeliverable = 0;
+    /// Times a thread began to poll while another polled (a bug in the seat's hand-overs:
+    /// always 0).
+    std::uint64_t seat_overlaps = 0;
   };
 
   /// Binds; throws celer::exception(unavailable) when the endpoint cannot be bound.
@@ -235,6 +238,9 @@ private:
   bool woken_while_wanted_ = false;
   /// A "w" was rung and not yet read: the next wake_receiving rings no other.
   std::atomic<bool> woken_{false};
+  /// Threads inside poll_once now (at most 1), and how often there were two.
+  std::atomic<int> pollers_{0};
+  std::atomic<std::uint64_t> seat_overlaps_{0};
   /// Rings the seat holder's doorbell (seat_mutex_ held): never blocks.
   void ring(const char* word);
   std::chrono::steady_clock::time_point parked_since_;

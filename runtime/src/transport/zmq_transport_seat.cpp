@@ -131,8 +131,16 @@ void zmq_transport::run_on_receiver(std::function<void()> work) {
     deferred_.push_back(std::move(work));
     return;
   }
+  // The receiver thread holds the seat now, and frees it for the work; only once: while it
+  // runs deferred work the seat stays as it is (free, or taken by the standby, which keeps
+  // it until reclaimed below). Freeing it again there let both threads poll the socket.
+  bool release = true;
   for (;;) {
-    seat_free_ = true;
+    if (release) {
+      seat_free_ = true;
+      release = false;
+      pollers_.fetch_sub(1, std::memory_order_acq_rel);  // called inside poll_once: out of it
+    }
     working_ = true;
     work_since_ = std::chrono::steady_clock::now();
     if (opts_.standby_receiver && !standby_armed_) {
@@ -156,10 +164,12 @@ void zmq_transport::run_on_receiver(std::function<void()> work) {
       seat_cv_.wait(lock, [&] { return seat_free_ || stopped_.load(); });
       reclaim_ = false;
     }
-    seat_free_ = false;
+    seat_free_ = false;  // the receiver thread's again
+    if (pollers_.fetch_add(1, std::memory_order_acq_rel) != 0) seat_overlaps_.fetch_add(1);
     if (deferred_.empty()) return;
     work = std::move(deferred_.front());
     deferred_.pop_front();
+    release = true;
   }
 }
 

@@ -274,3 +274,59 @@ TEST_CASE("a thread waiting for the seat gives up at its deadline", "[transport]
   CHECK(waited >= 200ms);
   CHECK(waited < 20s);
 }
+
+TEST_CASE("work handed to the receiver thread from the standby runs there in order, and the "
+          "two threads never poll at once", "[transport][seat][standby]") {
+  // A worker process's shape: each message's work runs on the receiver thread; while a long
+  // one runs, the standby receives, and hands what it receives to the receiver thread.
+  component_host host{2};
+  auto o = seat_fixture::options(false);
+  o.standby_receiver = true;
+  zmq_transport net(host.local(), o);
+  const unique_id id = unique_id::random();
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<std::pair<int, std::thread::id>> ran;  // (message number, thread)
+  int received = 0;
+  net.handle_directly(id, [&](protocol::message&) {
+    int n = 0;
+    {
+      std::lock_guard lock(mutex);
+      n = received++;
+    }
+    net.run_on_receiver([&, n] {
+      if (n == 0) std::this_thread::sleep_for(100ms);  // a long task: the standby takes over
+      std::lock_guard lock(mutex);
+      ran.emplace_back(n, std::this_thread::get_id());
+      cv.notify_all();
+    });
+  });
+  net.start();
+  sender b;
+  const address to{id, net.endpoint()};
+  auto wait_ran = [&](std::size_t count) {
+    std::unique_lock lock(mutex);
+    return cv.wait_for(lock, 30s, [&] { return ran.size() >= count; });
+  };
+  b.send(to);
+  REQUIRE(wait_ran(1));
+  b.send(to);  // work 0 of this round is long (n == 1 is not; send one more first)
+  REQUIRE(wait_ran(2));
+  {
+    std::lock_guard lock(mutex);
+    received = 0;  // the next message's work is long
+  }
+  for (int i = 0; i < 20; ++i) b.send(to);
+  REQUIRE(wait_ran(22));
+  // After the deferred work the receiver thread receives alone again.
+  for (int i = 0; i < 20; ++i) b.send(to);
+  REQUIRE(wait_ran(42));
+  const auto overlaps = net.stats().seat_overlaps;
+  host.stop();
+  net.stop();
+  CHECK(overlaps == 0);
+  std::lock_guard lock(mutex);
+  const auto receiver = ran.front().second;
+  for (std::size_t i = 0; i < ran.size(); ++i) CHECK(ran[i].second == receiver);
+  for (std::size_t i = 2; i < 22; ++i) CHECK(ran[i].first == static_cast<int>(i) - 2);  // in order
+}
