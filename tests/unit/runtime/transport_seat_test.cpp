@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -87,6 +88,34 @@ struct sender {
   }
 };
 
+/// A thread that borrows the seat (receive_until on it) until `done` or `until`; seated()
+/// returns once it holds the seat (`done` is first asked then). Its results are read after
+/// join(): Catch's assertions are not thread-safe.
+struct borrowing_thread {
+  std::promise<void> seated_promise;
+  std::future<void> seated_future = seated_promise.get_future();
+  std::thread::id id;
+  bool received = false;
+  std::thread thread;
+
+  borrowing_thread(zmq_transport& net, std::function<bool()> done, steady::time_point until)
+    : thread([this, &net, done = std::move(done), until] {
+        id = std::this_thread::get_id();
+        bool told = false;
+        received = net.receive_until(
+          [&] {
+            if (!told) {
+              told = true;
+              seated_promise.set_value();
+            }
+            return done();
+          },
+          until);
+      }) {}
+  void seated() { seated_future.wait(); }
+  void join() { thread.join(); }
+};
+
 } // namespace
 
 TEST_CASE("a thread waiting for a message takes it off the socket itself, then the receiver "
@@ -96,33 +125,17 @@ TEST_CASE("a thread waiting for a message takes it off the socket itself, then t
   b.send(a.where());  // the connection up, handled by the receiver thread
   const auto receiver = a.nth(0);
 
-  std::promise<void> seated;
-  bool told = false;
-  std::thread::id borrower;
-  bool received = false;  // checked after the join: Catch's assertions are not thread-safe
-  std::thread t([&] {
-    borrower = std::this_thread::get_id();
-    received = a.net.receive_until(
-      [&] {
-        // First asked once this thread holds the seat.
-        if (!told) {
-          told = true;
-          seated.set_value();
-        }
-        return a.handled() >= 2;
-      },
-      steady::now() + 30s);
-  });
-  seated.get_future().wait();
+  borrowing_thread t(a.net, [&] { return a.handled() >= 2; }, steady::now() + 30s);
+  t.seated();
   b.send(a.where());
   t.join();
-  CHECK(received);
-  CHECK(a.nth(1) == borrower);
+  CHECK(t.received);
+  CHECK(a.nth(1) == t.id);
   CHECK(a.nth(1) != receiver);
 
   // The seat goes back (parked a moment, then taken back): the receiver thread receives.
   b.send(a.where());
-  CHECK(a.nth(2) != borrower);
+  CHECK(a.nth(2) != t.id);
 }
 
 TEST_CASE("one borrower at a time: a second waiting thread is told to wait as before",
@@ -131,22 +144,9 @@ TEST_CASE("one borrower at a time: a second waiting thread is told to wait as be
   sender b;
   b.send(a.where());
   (void)a.nth(0);  // the receiver thread runs (before it does, nothing is lent)
-  std::promise<void> seated;
   std::atomic<bool> release{false};
-  bool told = false;
-  bool received = false;
-  std::thread t([&] {
-    received = a.net.receive_until(
-      [&] {
-        if (!told) {
-          told = true;
-          seated.set_value();
-        }
-        return release.load();
-      },
-      steady::now() + 30s);
-  });
-  seated.get_future().wait();
+  borrowing_thread t(a.net, [&] { return release.load(); }, steady::now() + 30s);
+  t.seated();
   const auto before = steady::now();
   CHECK_FALSE(a.net.receive_until([] { return false; }, steady::now() + 30s));
   CHECK(steady::now() - before < 10s);  // at once, not after its deadline
@@ -154,7 +154,7 @@ TEST_CASE("one borrower at a time: a second waiting thread is told to wait as be
   release = true;
   a.net.wake_receiving();
   t.join();
-  CHECK(received);
+  CHECK(t.received);
 }
 
 TEST_CASE("a borrow ends at its deadline with nothing received, and a stop ends one at once",
@@ -167,20 +167,8 @@ TEST_CASE("a borrow ends at its deadline with nothing received, and a stop ends 
   CHECK(a.net.receive_until([] { return false; }, start + 100ms));
   CHECK(steady::now() - start >= 100ms);
 
-  std::promise<void> seated;
-  bool told = false;
-  std::thread t([&] {
-    a.net.receive_until(
-      [&] {
-        if (!told) {
-          told = true;
-          seated.set_value();
-        }
-        return false;
-      },
-      steady::now() + 600s);
-  });
-  seated.get_future().wait();
+  borrowing_thread t(a.net, [] { return false; }, steady::now() + 600s);
+  t.seated();
   a.net.stop();  // the borrower's poll sees it; the receiver thread then ends
   t.join();
   CHECK_FALSE(a.net.receive_until([] { return false; }, steady::now() + 600s));
@@ -201,28 +189,20 @@ TEST_CASE("wakes are a doorbell: thousands while the borrower is not reading nev
   // The borrower sits in done() (not reading its doorbell) until 10,000 wakes have rung.
   // Were each a queued word, the pipe would fill (ZeroMQ's high-water mark) and a waker
   // block, holding the seat's lock the borrower needs to give the seat back.
-  std::promise<void> seated;
   std::atomic<bool> rung{false};
-  bool told = false;
-  bool received = false;
-  std::thread t([&] {
-    received = a.net.receive_until(
-      [&] {
-        if (!told) {
-          told = true;
-          seated.set_value();
-          const auto give_up = steady::now() + 30s;
-          while (!rung && steady::now() < give_up) std::this_thread::yield();
-        }
-        return rung.load();
-      },
-      steady::now() + 60s);
-  });
-  seated.get_future().wait();
+  borrowing_thread t(
+    a.net,
+    [&] {
+      const auto give_up = steady::now() + 30s;
+      while (!rung && steady::now() < give_up) std::this_thread::yield();
+      return rung.load();
+    },
+    steady::now() + 60s);
+  t.seated();
   for (int i = 0; i < 10'000; ++i) a.net.wake_receiving();
   rung = true;
   t.join();
-  CHECK(received);
+  CHECK(t.received);
   // The seat went back: the receiver thread receives.
   b.send(a.where());
   CHECK(a.nth(1) != std::thread::id{});
