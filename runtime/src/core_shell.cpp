@@ -11,21 +11,34 @@ namespace celer {
 namespace {
 
 /// Hands a core the messages addressed to it (the core's own lock orders them). A driver's
-/// core also turns its ticks into job heartbeats to the head, with its tasks' counts, and,
-/// with a head watch, probes
-/// the head and fails every wait once it has been silent too long.
+/// core also turns its ticks into job heartbeats to the head, with its tasks' counts; with
+/// a head watch, probes the head and fails every wait once it has been silent too long; and
+/// fails every wait once the head says it ended the job (job_ended).
 struct core_shell {
   core_worker* core;
   transport* net = nullptr;
   head_watch* watch = nullptr;
+  /// The head ended this job (job_ended): no more heartbeats.
+  bool ended = false;
   void handle(protocol::message& m) {
     if (std::holds_alternative<protocol::tick>(m)) {
-      if (net == nullptr || (watch != nullptr && watch->gave_up())) return;
-      (void)net->send(core->where().head, protocol::job_heartbeat{core->where().job, core->task_counts(true)});
+      if (net == nullptr || ended || (watch != nullptr && watch->gave_up())) return;
+      (void)net->send(core->where().head,
+                      protocol::job_heartbeat{core->where().job, core->task_counts(true), core->self()});
       if (watch != nullptr) on_tick();
+    } else if (auto* e = std::get_if<protocol::job_ended>(&m)) {
+      on_ended(*e);
     } else if (!std::holds_alternative<protocol::shutdown_component>(m)) {
       core->handle(m);
     }
+  }
+  /// The head stopped this job's actors and workers after its driver was silent too long
+  /// (the driver, or its machine, stalled): what waits would wait for ever, so it fails.
+  void on_ended(const protocol::job_ended& e) {
+    if (ended || e.job != core->where().job) return;
+    ended = true;
+    CELER_LOG(error, "driver", e.reason + "; every wait and request fails with unavailable");
+    core->stop(e.reason, error_code::unavailable);
   }
   void on_tick() {
     auto s = watch->tick(std::chrono::steady_clock::now());

@@ -10,6 +10,10 @@
 //   celer-head-restart-driver find NAME
 //     prints "found <actor id>" (the actor named NAME) and "task <2 + 3>" (a new task of
 //     this second job); exits 1 with "failed: <why>" otherwise.
+//   celer-head-restart-driver tasks          (tests/cluster/driver_declared_dead_test.sh)
+//     prints "ready" once a task ran, then every 100 ms runs a task and prints "task ok
+//     <unix ms>" or "task failed <unix ms>: <why>"; exits 3 after a failure saying the head
+//     ended the job, 4 if none came within 120 s.
 #include <celer/celer.hpp>
 
 #include <chrono>
@@ -99,6 +103,24 @@ int find(const std::string& name) {
   }
 }
 
+int tasks() {
+  (void)celer::get(celer::task(add).remote(2, 3), std::chrono::seconds(60));
+  std::cout << "ready" << std::endl;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < until) {
+    try {
+      (void)celer::get(celer::task(add).remote(2, 3), std::chrono::seconds(5));
+      std::cout << "task ok " << unix_ms() << std::endl;
+    } catch (const std::exception& e) {
+      const std::string why = one_line(e.what());
+      std::cout << "task failed " << unix_ms() << ": " << why << std::endl;
+      if (why.find("the head ended job") != std::string::npos) return 3;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return 4;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -109,8 +131,10 @@ int main(int argc, char** argv) {
     code = serve(argv[2], argv[3]);
   } else if (mode == "find" && argc > 2) {
     code = find(argv[2]);
+  } else if (mode == "tasks") {
+    code = tasks();
   } else {
-    std::cerr << "usage: celer-head-restart-driver serve NAME STOP_FILE | find NAME\n";
+    std::cerr << "usage: celer-head-restart-driver serve NAME STOP_FILE | find NAME | tasks\n";
   }
   celer::shutdown();
   return code;

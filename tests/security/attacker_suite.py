@@ -147,11 +147,22 @@ class Cluster:
         self.node_log = os.path.join(logs, [f for f in os.listdir(logs) if f.startswith("node-")][0])
         self.head_node_id = self._node_id(self.head_log)
         self.node_id = self._node_id(self.node_log)
-        self.node_port = listening_ports(self.node_pid)[0]
+        self.node_port = self._port_in(self.node_log, r"serving at tcp://[^\s,]+:(\d+),")
+        self.lane_port = self._port_in(self.node_log, r"bulk lane at tcp://[^\s,]+:(\d+),")
         self.node_endpoint = f"tcp://127.0.0.1:{self.node_port}"
         self.head_endpoint = f"tcp://{self.address}"
         self.keys = Keys(self.token)
         self.wait_nodes(2)
+
+    @staticmethod
+    def _port_in(log, pattern):
+        for _ in range(50):
+            for line in log_lines(log):
+                m = re.search(pattern, line)
+                if m:
+                    return int(m.group(1))
+            time.sleep(0.1)
+        raise RuntimeError(f"no {pattern!r} in {log}")
 
     @staticmethod
     def _node_id(log):
@@ -609,6 +620,49 @@ class Suite:
               "log grows by a bounded number of lines", grew <= limit,
               f"{grew} new log lines (limit {limit:.0f})")
 
+    def attack_bulk_lane(self):
+        """The node's bulk lane takes connections from anyone: junk there is dropped."""
+        c = self.cluster
+        before_lines = len(log_lines(c.node_log))
+        before_hwm = peak_before(c.node_pid)
+        t0 = time.time()
+        sent = 0
+        for i in range(500):  # raw TCP garbage
+            try:
+                s = socket.create_connection(("127.0.0.1", c.lane_port), timeout=2)
+                s.sendall(os.urandom(256) if i % 2 else b"\xff" + bytes(8) + b"\x7f" + b"junk" * 64)
+                s.close()
+                sent += 1
+            except OSError:
+                pass
+        header = lambda: b"L" + os.urandom(32)  # a random pull: no such request id
+        dealers = []
+        for _ in range(20):  # ZeroMQ peers: frames that are no chunk, and chunks of no pull
+            d = self.ctx.socket(zmq.DEALER)
+            d.setsockopt(zmq.LINGER, 0)
+            d.setsockopt(zmq.SNDTIMEO, 50)
+            d.connect(f"tcp://127.0.0.1:{c.lane_port}")
+            for frames in ([b"x"], [b"L", b"short"], [header(), b"a", b"b"],
+                           [header(), os.urandom(1 << 20)], [header(), os.urandom(8 << 20)]):
+                try:
+                    d.send_multipart(frames)
+                    sent += 1
+                except zmq.Again:
+                    break
+            dealers.append(d)
+        time.sleep(1.0)
+        for d in dealers:
+            d.close(0)
+        elapsed = time.time() - t0
+        time.sleep(0.5)
+        grew = len(log_lines(c.node_log)) - before_lines
+        limit = 5 * (elapsed + 2) + 10
+        check(f"A5 {sent} junk connections and frames to the node's bulk lane in {elapsed:.1f}s: "
+              "dropped, the node's log grows by a bounded number of lines",
+              grew <= limit and alive(c.node_pid), f"{grew} new log lines (limit {limit:.0f})")
+        self.bounded("A5b the junk costs the node no lasting memory", c.node_pid, before_hwm,
+                     256 * MIB)
+
     def attack_wrong_keys(self):
         c = self.cluster
         # A wrong token's keys: the client expects another server key; the head cannot read
@@ -962,7 +1016,7 @@ class Suite:
                   f"{mib(base['node'][0])}, {base['node'][1]} fds", flush=True)
             sections = [("A. no token", [self.attack_huge_frames_without_keys,
                                          self.attack_many_connections, self.attack_junk_flood,
-                                         self.attack_wrong_keys]),
+                                         self.attack_bulk_lane, self.attack_wrong_keys]),
                         ("B. reconnects", [self.attack_tcp_reset]),
                         ("C. one job's credential", [self.attack_job_credential,
                                                      self.attack_store_free]),

@@ -17,6 +17,7 @@
 #include "node/node_agent.hpp"
 #include "node/node_config.hpp"
 #include "node/process_launcher.hpp"
+#include "transport/bulk_lane.hpp"
 #include "transport/zmq_transport.hpp"
 
 #include <celer/store/table_db.hpp>
@@ -300,6 +301,7 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     // Drivers and workers of the jobs it knows reconnect with their job's keys.
     for (const auto& job : h->jobs()) net->register_job(job);
     h->publish_to(board);  // what the HTTP server lists
+    h->expect_ticks_every(std::chrono::milliseconds(std::max(10, k.heartbeat_ms)));  // ticked below
     h->serve_packages([job_packages](const job_id& job, const std::string& digest) -> expected<std::string> {
       const auto* manager = job_packages->load();
       if (manager == nullptr) return error(error_code::unavailable, "the head runs no jobs (it was started with --dashboard-port -1)");
@@ -309,6 +311,7 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     tick_targets.push_back(head_addr);
   }
   std::unique_ptr<process_launcher> launcher;
+  std::unique_ptr<bulk_lane> lane;  // outlives the agent, which sends on it
   std::shared_ptr<node_agent> agent;
   struct lost_head {
     std::mutex mutex;
@@ -349,6 +352,20 @@ int run_daemon(const knob_values& k, const daemon_options& o,
         }
         ::kill(::getpid(), SIGTERM);
       };
+    }
+    // With encryption, pulled chunks travel sealed on a lane of their own, outside CURVE
+    // (transport/bulk_lane.hpp): the chunks it receives go to the agent like any message.
+    if (k.encryption != 0 && k.object_transfer_lane != 0) {
+      auto opened = bulk_lane::open("tcp://" + ip, node_store::max_chunk_bytes + 64,
+                                    [&local = host.local(), nid](protocol::store_chunk&& c) {
+                                      (void)local.send(address{nid, {}}, protocol::message{std::move(c)});
+                                    });
+      if (opened) {
+        lane = std::move(*opened);
+        nc.lane = lane.get();
+      } else {
+        CELER_LOG(warn, "node", opened.error().message() + "; pulled chunks go on the CURVE connection");
+      }
     }
     launcher = std::make_unique<process_launcher>(
       *net, process_launcher::config{nid, node_addr, head_addr, *creds, k.encryption != 0, ip,
@@ -435,6 +452,7 @@ int run_daemon(const knob_values& k, const daemon_options& o,
       if (agent) (void)host.local().send(address{nid, {}}, bye);
       if (launcher) launcher->stop(std::chrono::seconds(5));
       jobs->stop();
+      if (lane) lane->stop();
       host.stop();
       net->stop();
       return 1;
@@ -459,7 +477,9 @@ int run_daemon(const knob_values& k, const daemon_options& o,
   ready(cluster_address + " " + session_dir.string() + " " + log_file.string() + " " + (web ? web->url() : std::string("-")));
   CELER_LOG(warn, o.head ? "head" : "node",
             std::string(o.head ? "head" : "node") + " serving at " + net->endpoint() +
-              (nid.nil() ? "" : ", node " + nid.hex()) + ", session " + session_dir.string());
+              (nid.nil() ? "" : ", node " + nid.hex()) +
+              (lane ? ", bulk lane at " + lane->endpoint() : std::string()) + ", session " +
+              session_dir.string());
 
   int sig = 0;
   while (sigwait(&stop_signals, &sig) != 0) {
@@ -481,6 +501,7 @@ int run_daemon(const knob_values& k, const daemon_options& o,
   if (web) web->stop();
   if (gateway_at) (void)host.local().send(*gateway_at, bye);
   if (launcher) launcher->stop(std::chrono::seconds(5));
+  if (lane) lane->stop();
   host.stop();
   net->stop();
   std::error_code ec;

@@ -158,7 +158,7 @@ cluster_driver::cluster_driver(const knob_values& k, const std::string& address,
   s.net->start();
   if (r == role::observer) return;
   // The head stops the job's actors and workers when these stop (the driver died).
-  (void)s.net->send(s.head_addr, protocol::job_heartbeat{where.job});
+  (void)s.net->send(s.head_addr, protocol::job_heartbeat{where.job, {}, where.self});
   s.host.start_ticks({where.self}, std::chrono::milliseconds(std::max(10, k.heartbeat_ms)));
   (void)s.net->send(s.head_addr, protocol::subscribe_cluster{where.self});
   auto st = s.core->query_status();

@@ -61,10 +61,14 @@ std::unique_ptr<core_worker> start_core(component_host& host, zmq_transport& net
                                         transport* heartbeats, head_watch* watch) {
   auto core = std::make_unique<core_worker>(net, where);
   spawn_core_shell(host, *core, heartbeats, watch);
-  // The head's answers to the watch's probes stop here; the rest is the core's.
-  net.handle_directly(where.self.id, [core = core.get(), watch](protocol::message& m) {
+  // The head's answers to the watch's probes stop here; its job_ended goes to the core's
+  // shell (which stops the core and its heartbeats); the rest is the core's.
+  net.handle_directly(where.self.id, [core = core.get(), watch, local = &host.local(),
+                                      self = where.self](protocol::message& m) {
     if (watch != nullptr && head_watch::answers_probe(m)) {
       watch->heard(std::chrono::steady_clock::now());
+    } else if (std::holds_alternative<protocol::job_ended>(m)) {
+      (void)local->send(self, std::move(m));
     } else {
       core->handle(m);
     }

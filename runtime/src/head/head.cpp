@@ -431,46 +431,6 @@ void head::on(protocol::kill_actor& m) {
   if (n != nodes_.end() && n->second.alive) (void)net_.send(n->second.addr, m);
 }
 
-void head::on(protocol::heartbeat& m) {
-  const auto began = std::chrono::steady_clock::now();
-  struct timed {
-    handling_histogram& into;
-    std::chrono::steady_clock::time_point began;
-    ~timed() { into.add(std::chrono::steady_clock::now() - began); }
-  } timing{heartbeat_times_, began};
-  auto it = nodes_.find(m.node);
-  if (it == nodes_.end()) return;
-  auto& n = it->second;
-  if (!n.alive) {
-    // Declared dead, it stays dead: its work has failed over and its owners were told. It
-    // hears so on each heartbeat until it goes (a node leaves when told; restarted, it
-    // joins as a new node).
-    (void)net_.send(n.addr, protocol::node_died{m.node, "the head declared this node dead earlier (" +
-                                                          n.dead_reason + ")"});
-    return;
-  }
-  n.last_seen = now_();
-  n.workers = m.workers;
-  n.store = m.store;
-  n.waiting = std::move(m.waiting);
-  n.gpu_samples = std::move(m.gpu_samples);
-  n.preempting = std::move(m.preempting);
-  n.worker_endpoints = std::move(m.worker_endpoints);
-  view_.refresh(m.node, m.available, m.gpu_free, m.queued, m.queued_gpus);
-}
-
-void head::on(protocol::job_heartbeat& m) {
-  auto [it, fresh] = jobs_.insert_or_assign(m.job, now_());
-  if (fresh && tables_) tables_->save_job(m.job);
-  // A driver's own heartbeats carry its tasks' counts (a histogram, at least); the head's
-  // job manager's, for a submitted job it supervises, carry none.
-  if (!m.tasks.changes.empty() || m.tasks.changes_dropped > 0) {
-    task_list_->apply(m.job, m.tasks.changes, m.tasks.changes_dropped);
-    m.tasks.changes.clear();
-  }
-  if (!m.tasks.latency.empty()) job_tasks_[m.job] = std::move(m.tasks);
-}
-
 void head::on(protocol::package_fetch& m) {
   auto n = nodes_.find(m.node);
   if (n == nodes_.end() || !n->second.alive) return;  // only a live registered node is answered
@@ -500,39 +460,6 @@ void head::forget_subscriber(const std::string& endpoint) {
     if (std::erase_if(a.subscribers, at) > 0) persist(id, a);
   }
   net_.forget(endpoint);
-}
-
-void head::on(protocol::tick&) {
-  if (board_) publish_snapshot();
-  if (!recovered_.empty()) {
-    CELER_LOG(warn, "head", recovered_);
-    recovered_.clear();
-  }
-  for (auto& [id, g] : groups_) {
-    if (g.info.state == protocol::group_state::pending) try_reserve(g);
-  }
-  if (node_timeout_.count() <= 0) return;
-  const auto now = now_();
-  std::vector<job_id> silent;
-  for (const auto& [job, seen] : jobs_) {
-    if (now - seen > node_timeout_) silent.push_back(job);
-  }
-  for (const auto& job : silent) {
-    CELER_LOG(warn, "head", "the driver of job " + job.short_hex() +
-                              " stopped heartbeating; stopping the job's actors and workers");
-    protocol::job_finished done{job};
-    on(done);
-  }
-  for (auto& [id, n] : nodes_) {
-    if (n.alive && now - n.last_seen > node_timeout_) {
-      declare_dead(id, n,
-                   "no heartbeat for " +
-                     std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                      now - n.last_seen)
-                                      .count()) +
-                     " ms");
-    }
-  }
 }
 
 void head::declare_dead(const node_id& id, node_info& n, const std::string& reason) {

@@ -16,7 +16,10 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <string>
 #include <unordered_map>
+#include <utility>
 #include <unordered_set>
 #include <vector>
 
@@ -48,6 +51,10 @@ public:
   /// runs; without it, fetches are refused.
   using package_reader = std::function<expected<std::string>(const job_id& job, const std::string& digest)>;
   void serve_packages(package_reader read) { read_package_ = std::move(read); }
+  /// The head is ticked every `period` (the daemon's heartbeat_ms). A tick later than two
+  /// periods means the head itself stalled: that time counts against nobody's heartbeats
+  /// (head_liveness.cpp). Before the head runs; without it, a late tick is not noticed.
+  void expect_ticks_every(std::chrono::milliseconds period) { tick_period_ = period; }
 
 private:
   /// What the head knows of a node beyond what its scheduler weighs (view_ has that).
@@ -160,6 +167,10 @@ private:
   /// the transport drops its connection.
   void forget_subscriber(const std::string& endpoint);
 
+  /// Moves every live node's and driver's last heartbeat forward by the time the head
+  /// itself was away, as its late tick at `now` shows (head_liveness.cpp).
+  void credit_own_stall(std::chrono::steady_clock::time_point now);
+
   /// Puts a new snapshot on board_ (head_snapshot.cpp).
   void publish_snapshot();
 
@@ -187,6 +198,12 @@ private:
   std::vector<address> cluster_subscribers_;
   /// Jobs whose drivers heartbeat, and when each was last heard from.
   std::unordered_map<job_id, std::chrono::steady_clock::time_point> jobs_;
+  /// Jobs ended because their driver went silent, and what the driver is told if it speaks
+  /// again (the most recent 1,000).
+  std::deque<std::pair<job_id, std::string>> silenced_jobs_;
+  /// expect_ticks_every's period (zero: none) and when the last tick came.
+  std::chrono::milliseconds tick_period_{0};
+  std::optional<std::chrono::steady_clock::time_point> last_tick_;
   std::map<node_id, node_info> nodes_;
   /// The scheduler's view: each node's resources, labels, GPUs and queue.
   scheduling::cluster_view view_;

@@ -24,6 +24,7 @@ node_agent::node_agent(transport& net, worker_launcher& launcher, config cfg)
     node_store::config sc{cfg_.id, cfg_.self, cfg_.head, cfg_.store_capacity, cfg_.store_dir,
                           cfg_.store_spill};
     sc.clock = cfg_.now;  // pulls expire by the node's clock (a made-up one in tests)
+    sc.lane = cfg_.lane;
     store_ = std::make_unique<node_store>(net_, std::move(sc));
   }
   if (!cfg_.packages_dir.empty()) packages_ = std::make_unique<jobs::package_cache>(cfg_.packages_dir);

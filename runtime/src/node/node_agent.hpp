@@ -70,6 +70,9 @@ public:
     std::size_t store_capacity = 0;
     std::string store_dir;
     bool store_spill = true;
+    /// Cluster mode with encryption: the lane pulled chunks travel on, sealed
+    /// (node_store::config::lane); it outlives the agent. Null: none.
+    bulk_lane* lane = nullptr;
     /// Where jobs' working directories (task_spec::package) are unpacked, one folder per
     /// digest, fetched from the head before a worker of the job starts here (the process
     /// launcher's packages_dir). Empty: work naming a package starts without it.

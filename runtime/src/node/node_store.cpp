@@ -1,6 +1,8 @@
 #include "node/node_store.hpp"
 
 #include "log.hpp"
+#include "node/chunk_seal.hpp"
+#include "transport/bulk_lane.hpp"
 
 #include <celer/store/checksum.hpp>
 #include <celer/store/object_store.hpp>
@@ -18,6 +20,8 @@ namespace {
 constexpr std::size_t copy_piece_bytes = std::size_t{256} << 10;
 /// Log lines about dropped chunks per second: a peer sending junk cannot flood the log.
 constexpr int drop_log_lines_per_second = 5;
+/// Sealing buffers kept for reuse (one per chunk in flight to other nodes, about).
+constexpr std::size_t max_free_seal_buffers = 32;
 
 protocol::failure_info failure_of(const error& e, detail::failure_kind kind) {
   return protocol::failure_info::make(kind, e.code(), e.message());
@@ -187,6 +191,7 @@ void node_store::on(protocol::store_get& m) {
   p.source = m.source;
   p.size = m.size;
   p.job = m.job;
+  if (cfg_.lane != nullptr) p.key = chunk_seal::new_key();
   do {
     p.request_id = pull_ids_();
   } while (p.request_id == 0);
@@ -210,6 +215,10 @@ void node_store::ask_next_chunks(const object_id& id, pull& p) {
     q.offset = p.next;
     q.length = static_cast<std::uint32_t>(std::min(cfg_.chunk_bytes, p.size - p.next));
     q.job = p.job;
+    if (!p.key.empty()) {
+      q.key = p.key;
+      q.lane = cfg_.lane->endpoint();
+    }
     p.next += q.length;
     p.in_flight.emplace(q.offset, q.length);
     if (!net_.send(p.source, std::move(q))) {
@@ -249,6 +258,15 @@ void node_store::on(protocol::store_pull& m) {
       detail::failure_kind::object_lost, error_code::invalid_argument,
       "object " + m.id.hex() + ": asked for " + std::to_string(m.length) +
         " bytes in one chunk (at most " + std::to_string(max_chunk_bytes) + ")");
+  } else if (!m.key.empty() && m.key.size() != chunk_seal::key_bytes) {
+    c.fail = protocol::failure_info::make(
+      detail::failure_kind::object_lost, error_code::invalid_argument,
+      "object " + m.id.hex() + ": a pull's key has " + std::to_string(chunk_seal::key_bytes) +
+        " bytes, not " + std::to_string(m.key.size()));
+  } else if (!m.key.empty()) {
+    send_sealed(m, at->offset + m.offset);
+    store_->unpin(m.id);
+    return;
   } else {
     c.data = chunk_bytes_of(m.id, at->offset + m.offset, m.length);
     if (!m.reply_to.endpoint.empty()) pullers_[m.reply_to.id] = m.reply_to.endpoint;
@@ -295,6 +313,60 @@ protocol::shared_bytes node_store::chunk_bytes_of(const object_id& id, std::uint
   return protocol::shared_bytes(bytes, length, std::move(pin));
 }
 
+void node_store::send_sealed(protocol::store_pull& m, std::uint64_t from) {
+  std::unique_ptr<char[]> buffer;
+  {
+    std::lock_guard lock(seal_buffers_->mutex);
+    if (!seal_buffers_->free.empty()) {
+      buffer = std::move(seal_buffers_->free.back());
+      seal_buffers_->free.pop_back();
+    }
+  }
+  if (!buffer) buffer.reset(new char[max_chunk_bytes + chunk_seal::tag_bytes]);
+  protocol::store_chunk c;
+  c.request_id = m.request_id;
+  c.id = m.id;
+  c.offset = m.offset;
+  const auto* plain = reinterpret_cast<const char*>(store_->segment().base() + from);
+  if (!chunk_seal::seal(m.key, {m.request_id, m.id, m.offset}, plain, m.length, buffer.get())) {
+    c.fail = protocol::failure_info::make(detail::failure_kind::object_lost, error_code::internal,
+                                          "object " + m.id.hex() + ": its chunk could not be sealed");
+    (void)net_.send(m.reply_to, std::move(c));
+    return;
+  }
+  // The buffer goes back to the pool once the transport (on its I/O thread) and `c` let go.
+  struct lent {
+    std::shared_ptr<seal_buffers> pool;
+    std::unique_ptr<char[]> buffer;
+    lent(std::shared_ptr<seal_buffers> p, std::unique_ptr<char[]> b)
+      : pool(std::move(p)), buffer(std::move(b)) {}
+    lent(const lent&) = delete;
+    lent& operator=(const lent&) = delete;
+    ~lent() {
+      try {
+        std::lock_guard lock(pool->mutex);
+        if (pool->free.size() < max_free_seal_buffers) pool->free.push_back(std::move(buffer));
+      } catch (...) {
+        // Out of memory: the buffer is freed instead.
+      }
+    }
+  };
+  auto owner = std::make_shared<const lent>(seal_buffers_, std::move(buffer));
+  c.data = protocol::shared_bytes(owner->buffer.get(), m.length + chunk_seal::tag_bytes, owner);
+  c.ok = true;
+  if (!m.lane.empty() && cfg_.lane != nullptr && cfg_.lane->send(m.lane, c)) {
+    puller_lanes_[m.reply_to.id] = m.lane;
+    return;
+  }
+  // No lane of ours, none at the puller, or not connected yet: sealed on the connection.
+  if (!m.reply_to.endpoint.empty()) pullers_[m.reply_to.id] = m.reply_to.endpoint;
+  (void)net_.send(m.reply_to, std::move(c));
+}
+
+bool node_store::open_sealed(const pull& p, const protocol::store_chunk& m, char* to) const {
+  return chunk_seal::open(p.key, {p.request_id, m.id, m.offset}, m.data.data(), m.data.size(), to);
+}
+
 void node_store::release_sent_chunks() {
   std::vector<object_id> released;
   {
@@ -322,12 +394,30 @@ void node_store::on(protocol::store_chunk& m) {
     drop_chunk(m, "no chunk at offset " + std::to_string(m.offset) + " was asked for");
     return;
   }
-  if (m.ok && m.data.size() != asked->second) {
-    drop_chunk(m, std::to_string(asked->second) + " bytes were asked for at offset " +
+  const std::size_t sealing = p.key.empty() ? 0 : chunk_seal::tag_bytes;
+  if (m.ok && m.data.size() != asked->second + sealing) {
+    drop_chunk(m, std::to_string(asked->second + sealing) + " bytes were asked for at offset " +
                     std::to_string(m.offset) + ", " + std::to_string(m.data.size()) + " came");
     return;
   }
-  // What was asked lies inside the object (ask_next_chunks), so the copy below does too.
+  // What was asked lies inside the object (ask_next_chunks), so the writes below do too:
+  // straight from the frame it arrived in into the block (the puller's pin, from create,
+  // keeps it where create put it).
+  auto* to = reinterpret_cast<char*>(store_->segment().base() + p.offset + m.offset);
+  if (m.ok && sealing > 0) {
+    // Opened and checked as it goes. One that does not authenticate (a peer's junk on the
+    // lane, which anyone may connect to) is dropped, and the chunk stays asked for: the real
+    // one, when it comes, is written over it.
+    if (!open_sealed(p, m, to)) {
+      drop_chunk(m, "it does not authenticate under the pull's key (forged, or damaged)");
+      return;
+    }
+    p.received += asked->second;
+    p.in_flight.erase(asked);
+    p.progress = now();
+    finish_or_ask(m.id, p);
+    return;
+  }
   p.in_flight.erase(asked);
   p.progress = now();
   if (!m.ok) {
@@ -335,10 +425,8 @@ void node_store::on(protocol::store_chunk& m) {
     finish_pull(m.id, &e);
     return;
   }
-  // Straight from the frame it arrived in into the block (the puller's pin, from create,
-  // keeps it where create put it), checked as it goes; a damaged chunk fails the pull, and
-  // the unsealed copy with it.
-  auto* to = reinterpret_cast<char*>(store_->segment().base() + p.offset + m.offset);
+  // In clear: copied and checked as it goes; a damaged chunk fails the pull, and the
+  // unsealed copy with it.
   store::running_checksum sum;
   for (std::size_t done = 0; done < m.data.size(); done += copy_piece_bytes) {
     const std::size_t n = std::min(copy_piece_bytes, m.data.size() - done);
@@ -352,10 +440,14 @@ void node_store::on(protocol::store_chunk& m) {
     return;
   }
   p.received += m.data.size();
+  finish_or_ask(m.id, p);
+}
+
+void node_store::finish_or_ask(const object_id& id, pull& p) {
   if (p.received == p.size) {
-    finish_pull(m.id, nullptr);
+    finish_pull(id, nullptr);
   } else {
-    ask_next_chunks(m.id, p);
+    ask_next_chunks(id, p);
   }
 }
 
@@ -520,6 +612,10 @@ void node_store::node_died(const node_id& node) {
     // store message or tick.
     net_.forget(p->second);
     pullers_.erase(p);
+  }
+  if (auto l = puller_lanes_.find(node); l != puller_lanes_.end()) {
+    if (cfg_.lane != nullptr) cfg_.lane->forget(l->second);
+    puller_lanes_.erase(l);
   }
   std::vector<object_id> failed;
   for (const auto& [id, p] : pulls_) {

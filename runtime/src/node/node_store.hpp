@@ -29,6 +29,7 @@ namespace store {
 class object_store;
 class shm_segment;
 } // namespace store
+class bulk_lane;
 
 class node_store {
 public:
@@ -53,6 +54,11 @@ public:
     std::uint64_t chunk_bytes = static_cast<std::uint64_t>(knobs().object_transfer_chunk_bytes);
     std::size_t chunks_in_flight =
       static_cast<std::size_t>(std::max(1, knobs().object_transfer_chunks_in_flight));
+    /// This node's bulk lane (transport/bulk_lane.hpp; it outlives the store), or none. With
+    /// one, each pull gets a key, and the node holding the object seals its chunks with it
+    /// and sends them on the lane (node/chunk_seal.hpp). Null: chunks go in clear on the
+    /// nodes' connection (CURVE encrypts them when encryption is on), checksummed.
+    bulk_lane* lane = nullptr;
   };
   /// The largest chunk a node serves: one message, well inside a connection's 16 MiB frame
   /// limit (zmq_transport::options::max_frame_bytes) with CURVE's overhead.
@@ -118,6 +124,8 @@ private:
     std::uint64_t request_id = 0;
     /// The job the copy is for (store_pull names it to the node holding the object).
     job_id job;
+    /// Sealed chunks: the key they are sealed with (chunk_seal::key_bytes; empty: in clear).
+    std::string key;
     /// When the pull started or last received a chunk.
     std::chrono::steady_clock::time_point progress;
     std::vector<waiter> waiters;
@@ -129,6 +137,8 @@ private:
   void answer_get(std::uint64_t request_id, const address& client, const object_id& id,
                   bool pulled);
   void ask_next_chunks(const object_id& id, pull& p);
+  /// After a chunk: the pull is sealed when every byte came, else asks for more.
+  void finish_or_ask(const object_id& id, pull& p);
   void finish_pull(const object_id& id, const error* failed);
   void unpin_for(const address& client, const object_id& id);
   /// Drops a chunk no pull asked for, saying why in the log (at most a few lines a second).
@@ -144,6 +154,13 @@ private:
   /// pinned until the transport lets go of them (a copy when the store's memory cannot be
   /// mapped again).
   protocol::shared_bytes chunk_bytes_of(const object_id& id, std::uint64_t at, std::uint32_t length);
+  /// Seals the `m.length` bytes at `from` in the store's memory with the pull's key into a
+  /// buffer of seal_buffers_, and sends them to the puller: on its bulk lane, else on the
+  /// nodes' connection.
+  void send_sealed(protocol::store_pull& m, std::uint64_t from);
+  /// The chunk at `m.offset` of pull `p` (`m.data` sealed: bytes and tag), opened into the
+  /// object's block; false when it does not authenticate.
+  bool open_sealed(const pull& p, const protocol::store_chunk& m, char* to) const;
 
   transport& net_;
   config cfg_;
@@ -159,6 +176,16 @@ private:
   /// holds it, so that it stays mapped for a frame still queued when this store is gone.
   std::shared_ptr<const store::shm_segment> send_view_;
   std::size_t chunks_pinned_ = 0;
+  /// Buffers that sealed chunks are written into, each given back when the transport lets
+  /// go of its chunk (on its I/O thread): a fresh buffer per chunk would be faulted in anew.
+  struct seal_buffers {
+    std::mutex mutex;
+    std::vector<std::unique_ptr<char[]>> free;  // guarded by mutex
+  };
+  std::shared_ptr<seal_buffers> seal_buffers_ = std::make_shared<seal_buffers>();
+  /// The bulk lanes of the nodes this one sent sealed chunks to, by node id (forgotten with
+  /// the node).
+  std::unordered_map<unique_id, std::string> puller_lanes_;
   /// Nodes this one sent chunks to, by id: their endpoint, forgotten when they die (so
   /// that chunks queued to a dead node do not keep objects pinned). One entry per node.
   std::unordered_map<unique_id, std::string> pullers_;

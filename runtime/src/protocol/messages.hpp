@@ -469,7 +469,10 @@ struct job_finished {
 struct job_heartbeat {
   job_id job;
   task_counts tasks;
-  CELER_MSGPACK_DEFINE(job, tasks)
+  /// The driver's core, told job_ended if the head ended the job meanwhile (none: a
+  /// heartbeat on the driver's behalf, the job manager's).
+  address driver;
+  CELER_MSGPACK_DEFINE(job, tasks, driver)
 };
 // ---- node -> head -> every node: the process at `endpoint` (a worker) is gone; stop telling
 // it things, take back the workers it leased, drop its lease requests
@@ -612,7 +615,12 @@ struct store_pull {
   /// The job of the reader the copy is for (store_get's checked `job`): the node holding
   /// the object sends only that job's objects (nil: not checked).
   job_id job;
-  CELER_MSGPACK_DEFINE(request_id, reply_to, id, offset, length, job)
+  /// The pull's key (32 bytes; empty: none): the chunk comes sealed with it (AES-256-GCM,
+  /// node/chunk_seal.hpp), on the puller's bulk lane at `lane` when it has one
+  /// (transport/bulk_lane.hpp), else on this connection.
+  std::string key;
+  std::string lane;
+  CELER_MSGPACK_DEFINE(request_id, reply_to, id, offset, length, job, key, lane)
 };
 // ---- node -> node: one chunk of a pull and its checksum, or why there is none
 struct store_chunk {
@@ -864,6 +872,13 @@ struct withdraw_tasks {
 struct worker_wake {
   std::int32_t unused = 0;
   CELER_MSGPACK_DEFINE(unused)
+};
+// ---- head -> a driver's core: the head ended its job (the driver was silent for longer
+// than node_timeout_ms: its actors and workers were stopped); every wait fails with `reason`
+struct job_ended {
+  job_id job;
+  std::string reason;
+  CELER_MSGPACK_DEFINE(job, reason)
 };
 
 /// Who may send a message over the wire (messages.def says it for each).

@@ -490,3 +490,100 @@ TEST_CASE("drivers' heartbeats carry their tasks' changes; the snapshot lists th
   CHECK(page.rows[0].updated_ms == 1500);
   CHECK(s->job_tasks.empty());  // the counts moved to the ended jobs' totals; the list stays
 }
+
+TEST_CASE("a driver the head ended for its silence is told why when it speaks again, and its "
+          "job stays ended",
+          "[head][fault]") {
+  head_fixture f;
+  const node_id n = node_id::random();
+  const address node = f.join(n);
+  const job_id job = job_id::random();
+  const address driver{unique_id::random(), "tcp://10.0.0.9:2"};
+  f.handle(protocol::job_heartbeat{job, {}, driver});
+  f.now += 600ms;
+  f.heartbeat(n);
+  f.handle(protocol::tick{});
+  REQUIRE(f.h.jobs() == std::vector<job_id>{job});
+
+  f.now += 600ms;  // the driver: 1.2 s silent (its machine stalled)
+  f.heartbeat(n);
+  f.handle(protocol::tick{});
+  CHECK(f.h.jobs().empty());
+  REQUIRE(f.net.take<protocol::job_ended>().empty());  // nobody asked yet
+  auto finished = f.net.take<protocol::job_finished>();
+  REQUIRE(finished.size() == 1);  // the node stops the job's workers
+  CHECK(finished[0].first == node);
+
+  // The driver wakes and heartbeats: it is told, and the job is not taken back.
+  f.handle(protocol::job_heartbeat{job, {}, driver});
+  auto told = f.net.take<protocol::job_ended>();
+  REQUIRE(told.size() == 1);
+  CHECK(told[0].first == driver);
+  CHECK(told[0].second.job == job);
+  CHECK(told[0].second.reason.find("sent no heartbeat for 1200 ms") != std::string::npos);
+  CHECK(told[0].second.reason.find("node_timeout_ms is 1000 ms") != std::string::npos);
+  CHECK(f.h.jobs().empty());
+  f.heartbeat(n);
+  f.handle(protocol::tick{});
+  CHECK(f.net.take<protocol::job_finished>().empty());  // ended once
+
+  // A heartbeat on the driver's behalf (no address) is not answered, and takes nothing back.
+  f.handle(protocol::job_heartbeat{job});
+  CHECK(f.net.take<protocol::job_ended>().empty());
+  CHECK(f.h.jobs().empty());
+
+  // Another job is untouched.
+  const job_id other = job_id::random();
+  f.handle(protocol::job_heartbeat{other, {}, driver});
+  CHECK(f.net.take<protocol::job_ended>().empty());
+  CHECK(f.h.jobs() == std::vector<job_id>{other});
+}
+
+TEST_CASE("a head whose own tick comes late blames no node or driver for the time it was "
+          "away",
+          "[head][fault]") {
+  head_fixture f;  // node_timeout 1 s
+  f.h.expect_ticks_every(100ms);
+  const node_id n = node_id::random();
+  f.join(n);
+  const job_id job = job_id::random();
+  f.handle(protocol::job_heartbeat{job, {}, address{unique_id::random(), "tcp://10.0.0.9:3"}});
+  f.heartbeat(n);
+  f.handle(protocol::tick{});
+
+  // The head stalls for 3 s; the heartbeats sent meanwhile wait unread behind its tick.
+  f.now += 3000ms;
+  f.handle(protocol::tick{});
+  CHECK(f.net.take<protocol::node_died>().empty());
+  CHECK(f.net.take<protocol::job_finished>().empty());
+  CHECK(f.h.jobs() == std::vector<job_id>{job});
+
+  // Ticking on time again, the silence counts from the stall's end: 100 ms were not
+  // credited (a tick's own period), so 1 s of silence is passed after 1,000 ms more.
+  for (int i = 0; i < 9; ++i) {
+    f.now += 100ms;
+    f.handle(protocol::tick{});
+  }
+  CHECK(f.net.take<protocol::node_died>().empty());
+  f.now += 100ms;
+  f.handle(protocol::tick{});  // 1,000 ms after the stall's end: 1,100 ms of silence
+  CHECK(f.net.take<protocol::job_finished>().size() == 1);
+  CHECK(f.h.jobs().empty());
+  f.heartbeat(n);  // dead already: it is told
+  auto died = f.net.take<protocol::node_died>();
+  REQUIRE(!died.empty());
+  CHECK(std::all_of(died.begin(), died.end(), [&](const auto& d) { return d.second.node == n; }));
+}
+
+TEST_CASE("without a tick period, a late tick still declares the silent dead", "[head][fault]") {
+  head_fixture f;  // as before expect_ticks_every: what the other cases here rely on
+  const node_id n = node_id::random();
+  f.join(n);
+  f.handle(protocol::tick{});
+  f.now += 3000ms;
+  f.handle(protocol::tick{});
+  auto died = f.net.take<protocol::node_died>();
+  CHECK(died.empty());  // nobody subscribed; the node itself is not told on death
+  f.heartbeat(n);
+  CHECK(f.net.take<protocol::node_died>().size() == 1);
+}
