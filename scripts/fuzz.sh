@@ -54,6 +54,7 @@ wire_sources=(runtime/src/transport/wire.cpp runtime/src/protocol/messages.cpp
               runtime/src/protocol/resources.cpp runtime/src/common.cpp
               runtime/base/src/error.cpp runtime/base/src/ids.cpp)
 store_sources=(runtime/src/node/node_store.cpp runtime/src/config/knobs.cpp
+               runtime/src/node/chunk_seal.cpp runtime/src/transport/bulk_lane.cpp
                store/src/checksum.cpp store/src/object_store.cpp store/src/shm_arena.cpp
                store/src/spill_db.cpp store/src/spill_file.cpp store/src/rocksdb_env.cpp)
 
@@ -103,7 +104,7 @@ for src in tests/fuzz/*_fuzz.cpp; do
     tests/fuzz tests/fakes || continue
   if [[ $name == node_store_fuzz ]]; then
     clang++ "${flags[@]}" "$src" "${wire_objects[@]}" "${store_objects[@]}" \
-      -lrocksdb -lxxhash -lpthread -o "$out/$name" &
+      -lrocksdb -lxxhash -lcrypto -lzmq -lpthread -o "$out/$name" &
   else
     clang++ "${flags[@]}" "$src" "${wire_objects[@]}" -o "$out/$name" &
   fi
