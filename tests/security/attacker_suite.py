@@ -571,15 +571,7 @@ class Suite:
         t0 = time.time()
         sent = 0
         # Keyless peers: raw TCP connections that send garbage and go.
-        for i in range(1500):
-            try:
-                s = socket.create_connection(("127.0.0.1", c.head_port), timeout=2)
-                s.sendall(os.urandom(256) if i % 2 else b"\xff" + bytes(8) + b"\x7f\x03\x00NULL" +
-                          bytes(48) + b"junk" * 64)
-                s.close()
-                sent += 1
-            except OSError:
-                pass
+        sent += self.raw_junk(c.head_port, 1500)
         # And ZeroMQ peers without keys, each queueing messages that are never read.
         dealers = []
         for _ in range(20):
@@ -620,6 +612,22 @@ class Suite:
               "log grows by a bounded number of lines", grew <= limit,
               f"{grew} new log lines (limit {limit:.0f})")
 
+    @staticmethod
+    def raw_junk(port, count):
+        """`count` raw TCP connections to `port` that each send garbage (random bytes, or a
+        ZeroMQ NULL greeting followed by junk) and go; returns how many got through."""
+        sent = 0
+        for i in range(count):
+            try:
+                s = socket.create_connection(("127.0.0.1", port), timeout=2)
+                s.sendall(os.urandom(256) if i % 2 else b"\xff" + bytes(8) + b"\x7f\x03\x00NULL" +
+                          bytes(48) + b"junk" * 64)
+                s.close()
+                sent += 1
+            except OSError:
+                pass
+        return sent
+
     def attack_bulk_lane(self):
         """The node's bulk lane takes connections from anyone: junk there is dropped."""
         c = self.cluster
@@ -627,14 +635,7 @@ class Suite:
         before_hwm = peak_before(c.node_pid)
         t0 = time.time()
         sent = 0
-        for i in range(500):  # raw TCP garbage
-            try:
-                s = socket.create_connection(("127.0.0.1", c.lane_port), timeout=2)
-                s.sendall(os.urandom(256) if i % 2 else b"\xff" + bytes(8) + b"\x7f" + b"junk" * 64)
-                s.close()
-                sent += 1
-            except OSError:
-                pass
+        sent += self.raw_junk(c.lane_port, 500)
         header = lambda: b"L" + os.urandom(32)  # a random pull: no such request id
         dealers = []
         for _ in range(20):  # ZeroMQ peers: frames that are no chunk, and chunks of no pull

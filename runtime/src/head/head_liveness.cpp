@@ -54,16 +54,22 @@ void head::on(protocol::job_heartbeat& m) {
   // Ended because its driver went silent, it stays ended: its actors and workers were
   // stopped. A driver that speaks again (it, or its machine, stalled) is told why, so that
   // its waits fail instead of waiting for work that no longer runs.
-  const auto silenced = std::find_if(silenced_jobs_.begin(), silenced_jobs_.end(),
-                                     [&](const auto& s) { return s.first == m.job; });
-  if (silenced != silenced_jobs_.end()) {
-    if (!m.driver.endpoint.empty()) {
-      (void)net_.send(m.driver, protocol::job_ended{m.job, silenced->second});
+  // (A running job's heartbeat, the common case, finds its job and looks no further.)
+  auto it = jobs_.find(m.job);
+  if (it == jobs_.end()) {
+    const auto silenced = std::find_if(silenced_jobs_.begin(), silenced_jobs_.end(),
+                                       [&](const auto& s) { return s.first == m.job; });
+    if (silenced != silenced_jobs_.end()) {
+      if (!m.driver.endpoint.empty()) {
+        (void)net_.send(m.driver, protocol::job_ended{m.job, silenced->second});
+      }
+      return;
     }
-    return;
+    jobs_.emplace(m.job, now_());
+    if (tables_) tables_->save_job(m.job);
+  } else {
+    it->second = now_();
   }
-  auto [it, fresh] = jobs_.insert_or_assign(m.job, now_());
-  if (fresh && tables_) tables_->save_job(m.job);
   // A driver's own heartbeats carry its tasks' counts (a histogram, at least); the head's
   // job manager's, for a submitted job it supervises, carry none.
   if (!m.tasks.changes.empty() || m.tasks.changes_dropped > 0) {

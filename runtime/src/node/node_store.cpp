@@ -363,10 +363,6 @@ void node_store::send_sealed(protocol::store_pull& m, std::uint64_t from) {
   (void)net_.send(m.reply_to, std::move(c));
 }
 
-bool node_store::open_sealed(const pull& p, const protocol::store_chunk& m, char* to) const {
-  return chunk_seal::open(p.key, {p.request_id, m.id, m.offset}, m.data.data(), m.data.size(), to);
-}
-
 void node_store::release_sent_chunks() {
   std::vector<object_id> released;
   {
@@ -408,7 +404,7 @@ void node_store::on(protocol::store_chunk& m) {
     // Opened and checked as it goes. One that does not authenticate (a peer's junk on the
     // lane, which anyone may connect to) is dropped, and the chunk stays asked for: the real
     // one, when it comes, is written over it.
-    if (!open_sealed(p, m, to)) {
+    if (!chunk_seal::open(p.key, {p.request_id, m.id, m.offset}, m.data.data(), m.data.size(), to)) {
       drop_chunk(m, "it does not authenticate under the pull's key (forged, or damaged)");
       return;
     }

@@ -158,9 +158,6 @@ private:
   /// buffer of seal_buffers_, and sends them to the puller: on its bulk lane, else on the
   /// nodes' connection.
   void send_sealed(protocol::store_pull& m, std::uint64_t from);
-  /// The chunk at `m.offset` of pull `p` (`m.data` sealed: bytes and tag), opened into the
-  /// object's block; false when it does not authenticate.
-  bool open_sealed(const pull& p, const protocol::store_chunk& m, char* to) const;
 
   transport& net_;
   config cfg_;
