@@ -52,10 +52,17 @@ except ImportError as e:  # pragma: no cover
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import attack_tools  # noqa: E402 (after the check above)
+import attacks_http  # noqa: E402
+import attacks_isolation  # noqa: E402
+import attacks_jobs  # noqa: E402
+import attacks_store  # noqa: E402
 from attack_tools import (MIB, NIL, NO_ADDR, TAGS, U64, Keys, addr, alive, children, env_var,
                           environ, fds, frames_of, split_message, hello, hwm, id_bytes, idv, listening_ports,
                           log_lines, mib, pack, peak_before, random_keypair, resources, rss,
                           task_spec, tcp_sockets)
+
+# Sections in modules of their own (issue 34), run after A-D in this order.
+EXTRA_SECTIONS = (attacks_jobs, attacks_store, attacks_http, attacks_isolation)
 
 HEAD_COMPONENT = (0, 1)
 NODE_TIMEOUT_MS = 6000
@@ -427,6 +434,13 @@ class Suite:
             if hit or time.time() > deadline:
                 return hit[0] if hit else None
             time.sleep(0.1)
+
+    def bound(self, attack):
+        """An attack of a section module, as a method of this suite."""
+        def run():
+            return attack(self, check)
+        run.__name__ = attack.__name__
+        return run
 
     # -- setup
 
@@ -1022,6 +1036,10 @@ class Suite:
                         ("C. one job's credential", [self.attack_job_credential,
                                                      self.attack_store_free]),
                         ("D. token hygiene", [self.token_hygiene])]
+            # Issue 34's sections, one module each (tests/security/attacks_*.py): each lists
+            # ATTACKS, functions of (suite, check), run in order after the sections above.
+            for module in EXTRA_SECTIONS:
+                sections.append((module.TITLE, [self.bound(f) for f in module.ATTACKS]))
             for title, attacks in sections:
                 print(f"== {title} ({time.time() - t0:.0f}s)", flush=True)
                 for a in attacks:
