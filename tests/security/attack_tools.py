@@ -162,7 +162,12 @@ def peak_before(pid):
 
 
 def fds(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
+    """Open descriptors of `pid`; -1 where /proc refuses (a daemon is not dumpable: only root
+    may list them)."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except PermissionError:
+        return -1
 
 
 def alive(pid):

@@ -118,6 +118,10 @@ class Cluster:
         # to refuse (C8 decodes 30 MiB) on a loaded 2-core machine does not stop heartbeats
         # that long; attack B waits past it.
         self.env.update(CELER_NODE_TIMEOUT_MS=str(NODE_TIMEOUT_MS), CELER_HEARTBEAT_MS="200")
+        # Jobs' own folders (the job_dir knob): outside the work directory, which a job's
+        # user may not traverse.
+        self.job_dir = tempfile.mkdtemp(prefix="celer-attack-jobs.", dir="/tmp")
+        self.env.update(CELER_JOB_DIR=self.job_dir)
 
     def run(self, args, temp_dir=None, extra_env=None, timeout=60, stdin=None):
         env = dict(self.env, CELER_TEMP_DIR=temp_dir or self.head_dir, **(extra_env or {}))
@@ -401,6 +405,7 @@ class Suite:
         self.work = tempfile.mkdtemp(prefix="celer-attack.", dir="/tmp")
         self.cluster = Cluster(args.celer, self.work)
         self.victim = self.attacker = self.jpeer = None
+        self.job_dir = self.cluster.job_dir
 
     # -- what every section ends with
 
@@ -1040,6 +1045,9 @@ class Suite:
             # ATTACKS, functions of (suite, check), run in order after the sections above.
             for module in EXTRA_SECTIONS:
                 sections.append((module.TITLE, [self.bound(f) for f in module.ATTACKS]))
+            if self.args.sections:
+                wanted = set(self.args.sections.split(","))
+                sections = [s for s in sections if s[0].split(".", 1)[0] in wanted]
             for title, attacks in sections:
                 print(f"== {title} ({time.time() - t0:.0f}s)", flush=True)
                 for a in attacks:
@@ -1082,6 +1090,7 @@ class Suite:
                     print("\n".join(log_lines(log)[-30:]))
         self.ctx.destroy(0)
         shutil.rmtree(self.work, ignore_errors=True)
+        shutil.rmtree(self.cluster.job_dir, ignore_errors=True)
 
 
 def main():
@@ -1091,6 +1100,9 @@ def main():
     ap.add_argument("--fan-out", required=True)
     ap.add_argument("--frame-mib", type=int, default=192,
                     help="size of each frame of attack A1 (default 192)")
+    ap.add_argument("--sections", default="",
+                    help="run only these sections, e.g. I,H (the run as an unprivileged user: sections A-C "
+                         "measure the daemons' memory through /proc, which only root may reset)")
     args = ap.parse_args()
     v = subprocess.run([args.celer, "--version"], capture_output=True, text=True).stdout
     m = re.search(r"protocol (\d+)", v)

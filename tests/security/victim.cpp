@@ -12,16 +12,25 @@
 //            n counts up from 8 (each check adds one), or "check failed: <why>"
 //   where NODE -> "where <node hex>": runs a task that must run on node NODE (32 hex digits)
 //            and says where it ran, or "where failed: <why>"
+//   probe PATH -> "probe <what>": a task of this job opens PATH for reading on a worker and
+//            says "opened" or the error (a worker's sandbox, docs/security.md)
+//   signal PID -> "signal <what>": a task of this job sends signal 0 to PID: "sent" or the error
 //   quit  -> shuts down and exits 0
 #include <celer/celer.hpp>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <iostream>
 #include <numeric>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
 
 struct counter {
   explicit counter(int start) : value(start) {}
@@ -34,7 +43,18 @@ counter* make_counter(int start) { return new counter(start); }
 /// Where a task runs: the node's id.
 std::string where_am_i() { return celer::current_node_id().hex(); }
 
-CELER_REMOTE(make_counter, &counter::incr, where_am_i);
+/// What a worker of this job may do on its machine: open `path` for reading.
+std::string probe_open(std::string path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::strerror(errno);
+  ::close(fd);
+  return "opened";
+}
+
+/// ... and send signal 0 to `pid`.
+std::string probe_signal(int pid) { return ::kill(pid, 0) == 0 ? "sent" : std::strerror(errno); }
+
+CELER_REMOTE(make_counter, &counter::incr, where_am_i, probe_open, probe_signal);
 
 namespace {
 
@@ -94,6 +114,19 @@ int main(int argc, char** argv) {
         std::string why = e.what();
         for (auto& c : why) if (c == '\n') c = ' ';
         std::cout << "where failed: " << why << std::endl;
+      }
+      continue;
+    }
+    if (line.rfind("probe ", 0) == 0 || line.rfind("signal ", 0) == 0) {
+      const bool open = line[0] == 'p';
+      try {
+        auto r = open ? celer::task(probe_open).remote(line.substr(6))
+                      : celer::task(probe_signal).remote(std::stoi(line.substr(7)));
+        std::cout << (open ? "probe " : "signal ") << celer::get(r, std::chrono::seconds(30)) << std::endl;
+      } catch (const std::exception& e) {
+        std::string why = e.what();
+        for (auto& c : why) if (c == '\n') c = ' ';
+        std::cout << (open ? "probe" : "signal") << " failed: " << why << std::endl;
       }
       continue;
     }

@@ -17,6 +17,7 @@
 #include "node/node_agent.hpp"
 #include "node/node_config.hpp"
 #include "node/process_launcher.hpp"
+#include "sandbox/job_sandbox.hpp"
 #include "transport/bulk_lane.hpp"
 #include "transport/zmq_transport.hpp"
 
@@ -40,6 +41,7 @@
 #include <vector>
 
 #include <pthread.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -59,8 +61,8 @@ struct head_jobs {
   std::thread ticker;
 
   head_jobs(jobs::job_manager_config cfg, jobs::job_hooks hooks, std::shared_ptr<store::table_db> db,
-            std::chrono::milliseconds every)
-    : manager(std::move(cfg), launcher, std::move(hooks), std::move(db)) {
+            std::chrono::milliseconds every, sandbox::job_sandbox* box)
+    : launcher(box), manager(std::move(cfg), launcher, std::move(hooks), std::move(db)) {
     ticker = std::thread([this, every] {
       std::unique_lock lock(m);
       while (!cv.wait_for(lock, every, [&] { return stopping; })) {
@@ -89,9 +91,10 @@ std::unique_ptr<head_jobs> start_jobs(const knob_values& k, const credentials& c
                                       const std::string& cluster_address, const std::string& ip,
                                       std::shared_ptr<store::table_db> tables,
                                       std::shared_ptr<http::head_gateway> gateway,
-                                      std::shared_ptr<head_snapshot_board> board) {
+                                      std::shared_ptr<head_snapshot_board> board, sandbox::job_sandbox& box) {
   jobs::job_manager_config cfg{.jobs_dir = session_dir / "jobs",
                                .packages_dir = session_dir / "packages",
+                               .job_dir = box.job_dir(),
                                .cluster_address = cluster_address,
                                .creds = creds,
                                .encrypt = k.encryption != 0,
@@ -110,7 +113,10 @@ std::unique_ptr<head_jobs> start_jobs(const knob_values& k, const credentials& c
       (void)local.send(head_addr, protocol::job_heartbeat{job});
     },
     .alive = [&local, head_addr](const job_id& job) { (void)local.send(head_addr, protocol::job_heartbeat{job}); },
-    .ended = [&local, head_addr](const job_id& job) { (void)local.send(head_addr, protocol::job_finished{job}); },
+    .ended = [&local, head_addr, &box](const job_id& job) {
+      (void)local.send(head_addr, protocol::job_finished{job});
+      box.job_finished(job);  // its user and folder on this machine
+    },
     .reserve = [gateway](const job_id& job, double cpus, double gpus) -> expected<placement_group_id> {
       auto need = protocol::make_request(cpus, gpus, 0, {});
       if (!need) return need.error();
@@ -135,7 +141,34 @@ std::unique_ptr<head_jobs> start_jobs(const knob_values& k, const credentials& c
       return std::nullopt;
     }};
   return std::make_unique<head_jobs>(std::move(cfg), std::move(hooks), std::move(tables),
-                                     std::chrono::milliseconds(std::max(10, k.heartbeat_ms)));
+                                     std::chrono::milliseconds(std::max(10, k.heartbeat_ms)), &box);
+}
+
+/// How this daemon confines jobs' processes, from the job_* knobs (sandbox/job_sandbox.hpp).
+std::unique_ptr<sandbox::job_sandbox> make_sandbox(const knob_values& k) {
+  sandbox::options o;
+  o.mode = k.job_isolation;
+  unsigned first = 0, last = 0;
+  char dash = 0;
+  std::istringstream range(k.job_uids);
+  if (range >> first >> dash >> last && dash == '-') {
+    o.users.first = first;
+    o.users.last = last;
+  } else {
+    o.users.first = 1;  // an empty range: job_users::open says why
+    o.users.last = 0;
+    CELER_LOG(warn, "sandbox", "job_uids '" + k.job_uids + "' is not FIRST-LAST: no user per job");
+  }
+  std::stringstream paths(k.job_read_paths);
+  for (std::string p; std::getline(paths, p, ':');) {
+    if (!p.empty()) o.read_paths.emplace_back(p);
+  }
+  o.job_dir = !k.job_dir.empty()       ? std::filesystem::path(k.job_dir)
+              : ::geteuid() == 0 ? std::filesystem::path("/tmp/celer-jobs")
+                                 : std::filesystem::path("/tmp/celer-jobs-" + std::to_string(::geteuid()));
+  auto box = sandbox::job_sandbox::detect(std::move(o));
+  CELER_LOG(info, "sandbox", "jobs' processes run confined: " + box->describe());
+  return box;
 }
 
 /// Raises the soft limit on open files to the hard one: the head holds about three
@@ -166,6 +199,10 @@ int run_daemon(const knob_values& k, const daemon_options& o,
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   install_crash_handler();
+  // Nothing of a daemon's is open to other processes of its user (jobs' processes, when
+  // they run as it): no ptrace, and /proc/PID/environ, fd/ and mem become root's.
+  ::prctl(PR_SET_DUMPABLE, 0);
+  const auto box = make_sandbox(k);
 
   std::string head_host;
   std::string cluster_address;
@@ -369,7 +406,7 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     }
     launcher = std::make_unique<process_launcher>(
       *net, process_launcher::config{nid, node_addr, head_addr, *creds, k.encryption != 0, ip,
-                                     session_dir / "logs", !nc.gpus.empty(), nc.packages_dir});
+                                     session_dir / "logs", !nc.gpus.empty(), nc.packages_dir, box.get()});
     // The disk tier: object_store_dir, else the first of <session>/objects/0, 1, ... that no
     // other node on this machine holds (a node restarted here takes its old one back, and
     // finds its durable objects again).
@@ -415,7 +452,8 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     http::authenticator auth(*creds, [transport] { return transport->accepted_jobs(); },
                              std::make_shared<http::session_store>(std::chrono::hours(12), tables));
     auto server_slot = std::make_shared<http::server*>(nullptr);
-    jobs = start_jobs(k, *creds, *net, host.local(), head_addr, session_dir, cluster_address, ip, tables, gateway, board);
+    jobs = start_jobs(k, *creds, *net, host.local(), head_addr, session_dir, cluster_address, ip, tables, gateway, board,
+                      *box);
     auto* jm = &jobs->manager;
     job_packages->store(jm);
     auto routes = http::state_routes({.status = [gateway, ask_within] { return gateway->status(ask_within); },

@@ -13,7 +13,7 @@
 
 namespace celer::jobs {
 
-driver_process_launcher::driver_process_launcher() {
+driver_process_launcher::driver_process_launcher(sandbox::job_sandbox* sandbox) : sandbox_(sandbox) {
   forker_ = std::thread([this] {
     std::unique_lock lock(mutex_);
     for (;;) {
@@ -61,6 +61,17 @@ expected<int> driver_process_launcher::fork_and_exec(const driver_spec& spec,
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
   const std::string cwd = spec.cwd.string();
+  sandbox::confinement box;
+  if (sandbox_ != nullptr) {
+    std::string path_env;
+    for (const auto& e : spec.env) {
+      if (e.starts_with("PATH=")) path_env = e.substr(5);
+    }
+    auto confined = sandbox_->confine(spec.job, {.workdir = spec.cwd, .tmpdir = spec.tmpdir, .binary = args.front(),
+                                                 .path_env = path_env, .read_also = {}});
+    if (!confined) return error(confined.error().code(), "cannot confine the job's driver: " + confined.error().message());
+    box = std::move(*confined);
+  }
   const int log_fd = ::open(spec.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (log_fd < 0) return error(error_code::unavailable, "cannot open the job's log " + spec.log.string() + ": " + std::strerror(errno));
   int report[2];
@@ -87,6 +98,8 @@ expected<int> driver_process_launcher::fork_and_exec(const driver_spec& spec,
     char stage = 'c';
     if (::chdir(cwd.c_str()) != 0) {
       err = errno;
+    } else if ((err = box.enter(SIGTERM)) != 0 || ::getppid() != parent) {
+      stage = 's';
     } else {
       stage = 'x';
       ::execvpe(argv[0], argv.data(), envp.data());
@@ -119,6 +132,10 @@ expected<int> driver_process_launcher::fork_and_exec(const driver_spec& spec,
     // The child exits at once; reap it here (the job never ran).
     child_reaper::instance().watch(pid, [](int) {});
     if (msg[0] == 'c') return error(error_code::unavailable, "cannot enter the job's folder " + cwd + ": " + std::strerror(err));
+    if (msg[0] == 's')
+      return error(error_code::unavailable, "cannot enter the job's sandbox" +
+                                              (box.drops_user() ? " as user " + std::to_string(box.uid()) : std::string()) + ": " +
+                                              std::strerror(err));
     const bool missing = err == ENOENT;
     return error(missing ? error_code::not_found : error_code::permission_denied,
                  "cannot run '" + args.front() + "': " + std::strerror(err) +

@@ -224,10 +224,13 @@ void job_manager::await_resources(job_id id) {
 
 void job_manager::launch(job_record rec) {
   const auto dir = folder(rec.id);
-  const auto wd = dir / "wd";
+  const auto own = cfg_.job_dir.empty() ? dir : cfg_.job_dir / rec.id.hex();
+  const auto wd = own / "wd";
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  std::filesystem::permissions(dir, std::filesystem::perms::owner_all, ec);
+  for (const auto& d : {dir, own}) {
+    std::filesystem::create_directories(d, ec);
+    std::filesystem::permissions(d, std::filesystem::perms::owner_all, ec);
+  }
   const job_id id = rec.id;
   // The record as the launch left it, unless the driver already exited (exited() won).
   auto settle = [&](job_state state, std::string why, int pid) {
@@ -260,7 +263,10 @@ void job_manager::launch(job_record rec) {
   }
   auto secret = cfg_.creds.job_secret_hex(id);
   if (!secret) return settle(job_state::failed, "cannot issue the job's credential: " + secret.error().message(), 0);
-  driver_spec spec{id, rec.argv, cfg_.base_env, wd, dir / "driver.log"};
+  driver_spec spec{id, rec.argv, cfg_.base_env, wd, dir / "driver.log", own / "tmp"};
+  // Its own temporary directory, unless the submission names one.
+  std::erase_if(spec.env, [](const std::string& e) { return e.starts_with("TMPDIR="); });
+  if (!rec.env.contains("TMPDIR")) spec.env.push_back("TMPDIR=" + spec.tmpdir.string());
   for (const auto& [k, v] : rec.env) spec.env.push_back(k + "=" + v);
   spec.env.push_back("CELER_ADDRESS=" + cfg_.cluster_address);
   spec.env.push_back("CELER_JOB_ID=" + id.hex());

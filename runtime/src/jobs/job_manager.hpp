@@ -42,6 +42,8 @@ struct driver_spec {
   std::vector<std::string> env;
   std::filesystem::path cwd;
   std::filesystem::path log;
+  /// Its temporary directory (TMPDIR), the one other folder it may write.
+  std::filesystem::path tmpdir;
 };
 
 /// Starts and signals driver processes (driver_process.hpp: fork and exec; tests: a fake).
@@ -78,6 +80,10 @@ struct job_manager_config {
   std::filesystem::path jobs_dir;
   /// <session>/packages: working directories uploaded, by digest.
   std::filesystem::path packages_dir;
+  /// Where each job's working and temporary directories are made (<job_dir>/<job>/wd and
+  /// tmp): outside the session directory, which a job's user may not traverse (job_dir
+  /// knob). Empty: in jobs_dir/<job>/ (tests).
+  std::filesystem::path job_dir;
   /// The cluster address drivers connect to (HOST:PORT).
   std::string cluster_address;
   /// The head's credentials: each driver gets its job's credential from them, never the token.

@@ -481,6 +481,7 @@ void node_agent::on(protocol::job_finished& m) {
   }
   for (const auto& id : idle_of_job) retire(id, "its job finished");
   if (store_) store_->job_finished(m.job);
+  launcher_.job_finished(m.job);
 }
 
 void node_agent::on(protocol::resource_query& m) {

@@ -40,6 +40,8 @@ public:
                           const std::vector<int>& gpus) = 0;
   /// Stops the worker hosting `actor` now (a process is killed; a thread is asked).
   virtual void terminate(const worker_id& id, const address& addr, const actor_id& actor) = 0;
+  /// The job ended: what the launcher holds for it on this machine may go.
+  virtual void job_finished(const job_id& job) { (void)job; }
   /// Hands a preemption notice to the worker hosting its actor in this process, beside any
   /// call it is running; false when the worker is elsewhere (the node sends the notice).
   virtual bool preempt(const worker_id& id, const protocol::preempt_actor& notice) {

@@ -46,15 +46,46 @@ worker_launcher::launched process_launcher::launch(const worker_id& id,
     if (!binary.empty() && binary.front() != '/') binary = workdir + "/" + binary;
   }
   const std::string log = (cfg_.log_dir / ("worker-" + id.short_hex() + ".log")).string();
+  // The worker's sandbox (its job's user, Landlock), its own temporary directory inside.
+  sandbox::confinement box;
+  std::string tmpdir;
+  if (cfg_.sandbox != nullptr && cfg_.sandbox->active()) {
+    tmpdir = (cfg_.sandbox->folder_of(first.job) / "tmp").string();
+    std::vector<std::filesystem::path> read_also;
+    if (workdir.empty()) {
+      // It runs where its node runs, and may read there, unless that folder holds the
+      // node's session or the jobs' folders.
+      std::error_code ec;
+      const auto here = std::filesystem::current_path(ec);
+      auto inside = [&](const std::filesystem::path& p) {
+        const auto rel = std::filesystem::weakly_canonical(p, ec).lexically_relative(here);
+        return !rel.empty() && *rel.begin() != "..";
+      };
+      if (!ec && !inside(cfg_.log_dir) && !inside(cfg_.sandbox->folder_of(first.job))) read_also.push_back(here);
+    }
+    const char* path_env = std::getenv("PATH");
+    auto confined = cfg_.sandbox->confine(first.job, {.workdir = workdir,
+                                                      .tmpdir = tmpdir,
+                                                      .binary = binary,
+                                                      .path_env = path_env != nullptr ? path_env : "",
+                                                      .read_also = std::move(read_also)});
+    if (!confined) {
+      CELER_LOG(error, "node", "cannot confine a worker of job " + first.job.short_hex() + ": " + confined.error().message());
+      (void)local_.send(cfg_.node_addr, protocol::worker_died{id, "could not be confined: " + confined.error().message()});
+      return {address{id, {}}, false};
+    }
+    box = std::move(*confined);
+  }
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
     // The node's own CELER_ settings are not the worker's (its address, its token), except
     // the knobs of celer::peer, which a node started with them gives its workers.
     if ((std::strncmp(*e, "CELER_", 6) != 0 || std::strncmp(*e, "CELER_PEER_", 11) == 0) &&
-        std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0) {
+        std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0 && (tmpdir.empty() || std::strncmp(*e, "TMPDIR=", 7) != 0)) {
       env_strings.emplace_back(*e);
     }
   }
+  if (!tmpdir.empty()) env_strings.push_back("TMPDIR=" + tmpdir);
   // The worker sees only its GPUs; on a node with GPUs, one given none sees none.
   std::string ids;
   for (int g : gpus) ids += (ids.empty() ? "" : ",") + std::to_string(g);
@@ -94,8 +125,14 @@ worker_launcher::launched process_launcher::launch(const worker_id& id,
   envp.push_back(nullptr);
   std::string arg0 = binary;
   char* argv[] = {arg0.data(), nullptr};
+  // A program inside the working directory is run from it by a relative path: a job's user
+  // may not traverse the node's folders above it.
+  std::string exec_path = binary;
+  if (!workdir.empty() && binary.starts_with(workdir + "/")) exec_path = "." + binary.substr(workdir.size());
   const std::string exec_failed = "celer: cannot run worker binary " + binary + ": ";
   const std::string chdir_failed = "celer: cannot enter the job's working directory " + workdir + ": ";
+  const std::string confine_failed = "celer: cannot enter the job's sandbox" +
+                                     (box.drops_user() ? " as user " + std::to_string(box.uid()) : std::string()) + ": ";
 
   // The worker's own reading (its job's output): for this user only, and never through a
   // link planted in the log directory.
@@ -125,7 +162,15 @@ worker_launcher::launched process_launcher::launch(const worker_id& id,
       (void)!::write(STDERR_FILENO, "\n", 1);
       ::_exit(127);
     }
-    ::execve(binary.c_str(), argv, envp.data());
+    if (const int err = box.enter(SIGKILL); err != 0) {
+      const char* why = ::strerror(err);
+      (void)!::write(STDERR_FILENO, confine_failed.data(), confine_failed.size());
+      (void)!::write(STDERR_FILENO, why, std::strlen(why));
+      (void)!::write(STDERR_FILENO, "\n", 1);
+      ::_exit(126);
+    }
+    if (::getppid() != parent) ::_exit(1);
+    ::execve(exec_path.c_str(), argv, envp.data());
     const int err = errno;
     (void)!::write(STDERR_FILENO, exec_failed.data(), exec_failed.size());
     const char* why = ::strerror(err);
@@ -153,6 +198,10 @@ void process_launcher::terminate(const worker_id& id, const address&, const acto
   std::lock_guard lock(mutex_);
   auto it = by_worker_.find(id);
   if (it != by_worker_.end()) ::kill(it->second, SIGKILL);
+}
+
+void process_launcher::job_finished(const job_id& job) {
+  if (cfg_.sandbox != nullptr) cfg_.sandbox->job_finished(job);
 }
 
 void process_launcher::exited(pid_t pid, int status) {

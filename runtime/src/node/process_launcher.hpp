@@ -4,6 +4,7 @@
 // exits, and tells the node agent (worker_died) so that its work fails instead of hanging.
 
 #include "node/node_agent.hpp"
+#include "sandbox/job_sandbox.hpp"
 #include "transport/credentials.hpp"
 
 #include <condition_variable>
@@ -36,6 +37,9 @@ public:
     /// worker of a job that has one runs in <packages_dir>/<digest>, and a relative binary
     /// is taken from there.
     std::filesystem::path packages_dir;
+    /// Workers run confined in it (sandbox/job_sandbox.hpp) when set; it outlives the
+    /// launcher.
+    sandbox::job_sandbox* sandbox = nullptr;
   };
   /// `local` reaches the node agent in this process (for worker_died).
   process_launcher(transport& local, config cfg);
@@ -44,6 +48,8 @@ public:
   launched launch(const worker_id& id, const protocol::task_spec& first,
                   const std::vector<int>& gpus) override;
   void terminate(const worker_id& id, const address& addr, const actor_id& actor) override;
+  /// The job's user (when it has one) and folder on this machine go (job_sandbox).
+  void job_finished(const job_id& job) override;
   /// Waits up to `grace` for every worker to exit, then kills what is left and waits for
   /// it to be reaped (child_reaper.hpp).
   void stop(std::chrono::milliseconds grace);
