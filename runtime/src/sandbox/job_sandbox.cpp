@@ -170,6 +170,8 @@ std::unique_ptr<job_sandbox> job_sandbox::detect(options o) {
   }
   if (text.empty()) text = "none";
   if (!no_users.empty()) text += "; " + no_users;
+  if (!box->users_ && ::geteuid() == 0)
+    text += "; jobs run as root, whose capabilities pass Landlock's ptrace rule: other processes' environments are open to them";
   if (box->abi_ == 0) text += "; no Landlock in this kernel";
   box->description_ = text;
   return box;

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -74,7 +75,10 @@ TEST_CASE("elf_runpath names the directories of the libraries a program was link
 }
 
 TEST_CASE("a process under Landlock opens files only in its folders and the system's read-only paths", "[sandbox]") {
-  if (sandbox::landlock_abi() == 0) SKIP("no Landlock in this kernel");
+  if (sandbox::landlock_abi() == 0) {
+    WARN("skipped: no Landlock in this kernel");
+    return;
+  }
   celer_test::temp_dir jobs("celer-sandbox-jobs");
   celer_test::temp_dir elsewhere("celer-sandbox-secret");
   const auto secret = elsewhere.path / "token";
@@ -103,31 +107,65 @@ TEST_CASE("a process under Landlock opens files only in its folders and the syst
 }
 
 TEST_CASE("a process under Landlock cannot read another process's environment or descriptors, nor signal it", "[sandbox]") {
-  if (sandbox::landlock_abi() == 0) SKIP("no Landlock in this kernel");
+  if (sandbox::landlock_abi() == 0) {
+    WARN("skipped: no Landlock in this kernel");
+    return;
+  }
   celer_test::temp_dir jobs("celer-sandbox-jobs");
   auto box = landlock_only(jobs.path);
   const auto job = job_id::random();
   const auto wd = box->folder_of(job) / "wd";
   fs::create_directories(wd);
+  // Both processes run as one user that is not root (root's CAP_SYS_PTRACE passes
+  // Landlock's ptrace rule): what stops the confined one is Landlock alone.
+  const uid_t user = ::geteuid() == 0 ? 65534 : ::geteuid();
+  ::chown(wd.c_str(), user, user);
+  ::chown(box->folder_of(job).c_str(), user, user);
+  // (A change of user makes a process not dumpable until it execs; a job's process execs.)
+  auto as_user = [user] {
+    return (::geteuid() == user || (::setresgid(user, user, user) == 0 && ::setresuid(user, user, user) == 0)) &&
+           ::prctl(PR_SET_DUMPABLE, 1) == 0;
+  };
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t other = ::fork();  // another job's process: unconfined, same user, dumpable
+  if (other == 0) {
+    if (!as_user()) ::_exit(1);
+    (void)!::write(ready[1], "r", 1);
+    ::pause();
+    ::_exit(0);
+  }
+  char said = 0;
+  REQUIRE(::read(ready[0], &said, 1) == 1);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  const auto proc = "/proc/" + std::to_string(other);
   auto c = box->confine(job, {.workdir = wd, .tmpdir = {}, .binary = "/bin/true"});
   REQUIRE(c);
-  const pid_t parent = ::getpid();
-  const auto proc = "/proc/" + std::to_string(parent);
+  auto confined = [&](const std::function<int()>& probe) {
+    return in_child(*c, wd, [&] { return as_user() ? probe() : 99; });
+  };
   // Its own /proc entries stay readable.
-  CHECK(in_child(*c, wd, [] { return open_errno("/proc/self/status"); }) == 0);
-  CHECK(in_child(*c, wd, [] { return open_errno("/proc/self/environ"); }) == 0);
-  // The unconfined parent's are not (Landlock's ptrace rule), though its status is public.
-  CHECK(in_child(*c, wd, [&] { return open_errno(proc + "/environ"); }) == EACCES);
-  CHECK(in_child(*c, wd, [&] { return open_errno(proc + "/fd/0"); }) == EACCES);
-  CHECK(in_child(*c, wd, [&] { return open_errno(proc + "/mem"); }) == EACCES);
-  CHECK(in_child(*c, wd, [&] { return open_errno(proc + "/status"); }) == 0);
+  CHECK(confined([] { return open_errno("/proc/self/environ"); }) == 0);
+  // The other process's are not (Landlock's ptrace rule), though its status is public.
+  CHECK(confined([&] { return open_errno(proc + "/environ"); }) == EACCES);
+  CHECK(confined([&] { return open_errno(proc + "/maps"); }) == EACCES);
+  CHECK(confined([&] { return open_errno(proc + "/mem"); }) == EACCES);
+  CHECK(confined([&] { return open_errno(proc + "/status"); }) == 0);
   if (box->landlock_abi() >= 6) {
-    CHECK(in_child(*c, wd, [&] { return ::kill(parent, 0) == 0 ? 0 : errno; }) == EPERM);
+    CHECK(confined([&] { return ::kill(other, 0) == 0 ? 0 : errno; }) == EPERM);
   }
+  // Control: the same user unconfined reads it.
+  CHECK(in_child(sandbox::confinement{}, wd, [&] { return as_user() ? open_errno(proc + "/environ") : 99; }) == 0);
+  ::kill(other, SIGKILL);
+  ::waitpid(other, nullptr, 0);
 }
 
 TEST_CASE("as root, each job gets a user of its own on the machine, released with its processes when it ends", "[sandbox]") {
-  if (::geteuid() != 0) SKIP("needs root");
+  if (::geteuid() != 0) {
+    WARN("skipped: only root can run processes as other users");
+    return;
+  }
   celer_test::temp_dir claims("celer-sandbox-claims");
   sandbox::job_users::config cfg;
   cfg.first = 61184;
@@ -191,7 +229,10 @@ TEST_CASE("job user ids that a named user holds are refused", "[sandbox]") {
 }
 
 TEST_CASE("as root, a submitted job's driver runs as its job's user, in its own folder, unable to read the session", "[sandbox][jobs]") {
-  if (::geteuid() != 0) SKIP("needs root");
+  if (::geteuid() != 0) {
+    WARN("skipped: only root can run processes as other users");
+    return;
+  }
   celer_test::temp_dir session("celer-sandbox-session");
   celer_test::temp_dir jobs("celer-sandbox-jobs");
   celer_test::temp_dir claims("celer-sandbox-claims");
