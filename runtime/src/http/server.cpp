@@ -204,6 +204,7 @@ struct server::impl {
   httplib::Server::HandlerResponse early(const httplib::Request& req, httplib::Response& res, int status,
                                          const std::string& message) {
     refuse(req, res, status, message);
+    res.set_header("Connection", "close");
     if (auto* c = connection_gate::current(); c != nullptr) c->close_after_reply();
     return httplib::Server::HandlerResponse::Handled;
   }
@@ -332,6 +333,9 @@ expected<std::unique_ptr<server>> server::start(const server_options& options, a
   }
   auto* p = i.get();
   i->srv->new_task_queue = [p] { return p->gate.make_queue(); };
+  // What httplib announces (Keep-Alive: timeout=5, max=100); connections.hpp enforces it.
+  i->srv->set_keep_alive_timeout(5);
+  i->srv->set_keep_alive_max_count(static_cast<std::size_t>(i->gate.limits().requests_per_connection));
   i->srv->set_pre_routing_handler([p](const httplib::Request& req, httplib::Response& res) { return p->before_body(req, res); });
   // A client that waits for "100 Continue" before sending its body gets the same check
   // first, and a refusal instead of the go-ahead.
