@@ -263,7 +263,7 @@ def attack_large_log(suite, check):
     size = 32 * MIB
     sid = "biglog-" + str(random.getrandbits(32))
     line = "0123456789abcdef" * 4 + "\n"
-    script = f"yes {line.strip()} | head -c {size}"
+    script = f"/usr/bin/yes {line.strip()} | /usr/bin/head -c {size}"
     r = c.run(["submit", "--address", c.address, "--submission-id", sid, "--", "/bin/sh", "-c", script], timeout=60)
     done = False
     deadline = time.time() + 60
