@@ -45,7 +45,8 @@ bool unauthenticated(connection::phase p) {
 }
 
 int millis_until(std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds cap) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  // Rounded up: a wait that ends before the deadline would not count as reaching it.
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
   return static_cast<int>(std::clamp<std::int64_t>(left.count(), 0, cap.count()));
 }
 

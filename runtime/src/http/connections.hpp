@@ -190,7 +190,10 @@ bool guarded_server<Base>::process_and_close_socket(socket_t sock) {
     guarded_stream strm(*c, ssl, lim.io_timeout);
     bool closed = false;
     ret = this->process_request(strm, /*close_connection=*/count == 1, closed, nullptr);
-    if (c->overrun_ != nullptr) gate_.note_cut_short(*c);
+    if (c->overrun_ != nullptr) {
+      gate_.note_cut_short(*c);
+      break;  // what is left of its request is never read
+    }
     if (!ret || closed || c->close_after_) break;
   }
   if (ssl != nullptr) {
