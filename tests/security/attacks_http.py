@@ -173,6 +173,7 @@ def attack_bodies_before_auth(suite, check):
     token may send large): each answered from its headers."""
     h = Head(suite)
     c = suite.cluster
+    time.sleep(1.1)  # a fresh second of the head's log (5 refusal lines a second)
     before = peak_before(c.head_pid)
     codes_before = h.responses()
     since = len(log_lines(c.head_log))
@@ -209,6 +210,7 @@ def attack_slow_senders(suite, check):
     deadline)."""
     h = Head(suite)
     c = suite.cluster
+    time.sleep(1.1)  # a fresh second of the head's log
     since = len(log_lines(c.head_log))
     slow = []
     for i in range(40):
@@ -229,30 +231,36 @@ def attack_slow_senders(suite, check):
                 s.sendall(b"a")
             except OSError:
                 pass
-    # Each slow sender is closed by the server within the deadline (10 s) and a margin.
-    closed = 0
+    # Each slow sender is closed by the server within the deadline (10 s) and a margin:
+    # made room for (no answer), or cut at its deadline (cpp-httplib answers the request it
+    # could not read with a 400). Never a 200.
+    closed, answered_slow = 0, []
     deadline = time.time() + 20
     for s in slow:
         s.settimeout(max(0.1, deadline - time.time()))
+        got = b""
         try:
             while True:
                 part = s.recv(4096)
                 if not part:
                     closed += 1
                     break
-                if b"HTTP/1.1 " in part:  # answered at all: not what a slow sender gets
-                    break
+                got += part
         except socket.timeout:
             pass  # still open
         except OSError:
             closed += 1  # reset by the head
+        if got:
+            answered_slow.append(got.split(b"\r\n", 1)[0].decode("latin-1"))
         s.close()
     line = suite.log_has(c.head_log, r"HTTP: (all \d+ connections taken|closed the connection from .* did not "
                                      r"arrive in time)", since)
+    bad = [a for a in answered_slow if not a.startswith("HTTP/1.1 400")]
     check("F3 40 slow senders: the admin's requests are answered meanwhile, and every slow sender is closed",
-          answered == [200] * 5 and closed == len(slow) and line is not None,
+          answered == [200] * 5 and closed == len(slow) and not bad and line is not None,
           f"admin's answers {answered} in {', '.join(f'{t:.2f}s' for t in took)}; {closed}/{len(slow)} slow "
-          f"connections closed by the head; log: {line!r}")
+          f"connections closed by the head ({len(slow) - len(answered_slow)} made room for, "
+          f"{len(answered_slow)} cut at the deadline with a 400; other answers: {bad or 'none'}); log: {line!r}")
 
 
 def attack_large_log(suite, check):
@@ -275,13 +283,15 @@ def attack_large_log(suite, check):
         time.sleep(0.2)
     before = peak_before(c.head_pid)
     st, page, _ = h.admin("GET", f"/api/jobs/{sid}/logs?offset=0&limit=1000000000")
-    page_ok = st == 200 and len(page.get("logs", "")) <= MIB and page.get("size") == size and page.get("more") is True
+    # The log holds the job's 32 MiB and the job manager's closing line.
+    logged = page.get("size", 0) if st == 200 else 0
+    page_ok = st == 200 and len(page.get("logs", "")) <= MIB and logged >= size and page.get("more") is True
     t0 = time.time()
     out = subprocess.run([c.celer, "job", "logs", sid, "--address", c.address], env=dict(c.env, CELER_TEMP_DIR=c.head_dir),
                          capture_output=True, timeout=120)
     took = time.time() - t0
     grown = hwm(c.head_pid) - before
-    whole = out.returncode == 0 and len(out.stdout) == size and out.stdout[:65] == line.encode()
+    whole = out.returncode == 0 and len(out.stdout) == logged and out.stdout[:65] == line.encode()
     check("F4 a 32 MiB log is read whole in pages of at most 1 MiB: the head's peak RSS grows by less than 24 MiB",
           r.returncode == 0 and done and page_ok and whole and grown < 24 * MIB,
           f"job {sid} {'succeeded' if done else 'did not succeed'}; a page asked for 1 GB holds "

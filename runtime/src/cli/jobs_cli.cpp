@@ -252,6 +252,7 @@ int logs(const job_args& a) {
   if (a.follow) return exit_code_of(follow_logs(link, a.id, a.raw));
   // Page by page (the head serves at most 1 MiB at once), up to the size the first page saw.
   auto c = client_for(link, std::chrono::seconds(60));
+  c->set_keep_alive(true);  // one connection for every page
   log_output out(a.raw);
   std::uint64_t offset = 0;
   for (;;) {

@@ -176,11 +176,14 @@ std::vector<route> job_routes(jobs::job_manager& jobs, task_counts_source tasks)
                       auto page = jm->log_range(r.captures.at(0), asker_of(r), from, want);
                       if (!page) return error_response(page.error());
                       const auto next = page->offset + page->text.size();
-                      return json_response({{"logs", page->text},
-                                            {"offset", page->offset},
-                                            {"next_offset", next},
-                                            {"size", page->size},
-                                            {"more", next < page->size}});
+                      // Moved into the JSON (an initializer list would copy the page).
+                      nlohmann::json j = nlohmann::json::object();
+                      j["logs"] = std::move(page->text);
+                      j["offset"] = page->offset;
+                      j["next_offset"] = next;
+                      j["size"] = page->size;
+                      j["more"] = next < page->size;
+                      return json_response(j);
                     }});
   routes.push_back({"GET", "/api/jobs/" + id + "/logs/tail/?", [jm](const request& r) {
                       const std::string job = r.captures.at(0);

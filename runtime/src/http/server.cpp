@@ -111,7 +111,7 @@ struct server::impl {
 
   /// Every answer celer gives goes through here, counted before it is sent (so a client
   /// that has its answer sees it counted).
-  void reply(httplib::Response& res, const response& r) {
+  void reply(httplib::Response& res, response r) {
     {
       std::lock_guard lock(m);
       ++by_code[r.status];
@@ -121,7 +121,9 @@ struct server::impl {
     res.set_header("Cache-Control", "no-store");
     res.set_header("X-Content-Type-Options", "nosniff");
     if (!r.stream) {
-      res.set_content(r.body, r.content_type.c_str());
+      // Moved, not copied (set_content copies): a log page is a MiB.
+      res.body = std::move(r.body);
+      res.set_header("Content-Type", r.content_type);
       return;
     }
     res.set_chunked_content_provider(r.content_type, [next = r.stream](std::size_t, httplib::DataSink& sink) {
