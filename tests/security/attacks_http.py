@@ -286,6 +286,7 @@ def attack_large_log(suite, check):
     # The log holds the job's 32 MiB and the job manager's closing line.
     logged = page.get("size", 0) if st == 200 else 0
     page_ok = st == 200 and len(page.get("logs", "")) <= MIB and logged >= size and page.get("more") is True
+    st_j, _, _ = h.request("GET", f"/api/jobs/{sid}/logs", headers={"Authorization": f"Bearer {h.job_credential}"})
     t0 = time.time()
     out = subprocess.run([c.celer, "job", "logs", sid, "--address", c.address], env=dict(c.env, CELER_TEMP_DIR=c.head_dir),
                          capture_output=True, timeout=120)
@@ -293,8 +294,9 @@ def attack_large_log(suite, check):
     grown = hwm(c.head_pid) - before
     whole = out.returncode == 0 and len(out.stdout) == logged and out.stdout[:65] == line.encode()
     check("F4 a 32 MiB log is read whole in pages of at most 1 MiB: the head's peak RSS grows by less than 24 MiB",
-          r.returncode == 0 and done and page_ok and whole and grown < 24 * MIB,
-          f"job {sid} {'succeeded' if done else 'did not succeed'}; a page asked for 1 GB holds "
+          r.returncode == 0 and done and page_ok and whole and grown < 24 * MIB and st_j == 404,
+          f"job {sid} {'succeeded' if done else 'did not succeed'}; job J's credential gets {st_j} for it; "
+          f"a page asked for 1 GB holds "
           f"{len(page.get('logs', '')) if isinstance(page, dict) else '?'} bytes of size {page.get('size') if isinstance(page, dict) else '?'}; "
           f"celer job logs wrote {len(out.stdout)} bytes in {took:.1f}s (rc {out.returncode}); the head's peak RSS "
           f"grew by {mib(grown)} (was +416 MiB), RSS now {mib(rss(c.head_pid))}")

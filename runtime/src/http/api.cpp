@@ -183,7 +183,9 @@ std::vector<route> state_routes(api_sources sources) {
     {"Content-Security-Policy",
      "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; form-action 'self'; "
      "frame-ancestors 'none'"},
-    {"Referrer-Policy", "no-referrer"}};
+    // same-origin, not no-referrer: under no-referrer a browser sends "Origin: null" with the
+    // page's own form posts (logout), which the server refuses as cross-origin.
+    {"Referrer-Policy", "same-origin"}};
   routes.push_back({"GET", "/", [page_headers](const request& r) {
                       // The session's CSRF token (hex digits only) in the logout form: the one
                       // state change the page makes, refused without it (server.hpp).
