@@ -100,7 +100,10 @@ curl -s -H 'Accept: text/html' "$url/" | contains 'action="/api/login"' || fail 
 grep -q 'celer_session' "$work/jar" || fail "no session cookie: $(cat "$work/jar")"
 grep -qF "$token" "$work/jar" && fail "the token itself went into the cookie"
 [[ $(code -b "$work/jar" "$url/api/nodes") == 200 ]] || fail "the session cookie did not open /api/nodes"
-[[ $(code -b "$work/jar" -X POST --data '' "$url/api/logout") == 204 ]] || fail "logout"
+# A state change with the cookie needs the page's CSRF token (docs/dashboard.md).
+[[ $(code -b "$work/jar" -X POST --data '' "$url/api/logout") == 403 ]] || fail "logout without the CSRF token"
+csrf=$(curl -s -b "$work/jar" "$url/" | sed -n 's/.*name="csrf" value="\([0-9a-f]*\)".*/\1/p')
+[[ $(code -b "$work/jar" -X POST --data "csrf=$csrf" "$url/api/logout") == 204 ]] || fail "logout"
 [[ $(code -b "$work/jar" "$url/api/nodes") == 401 ]] || fail "the session outlived its logout"
 
 # A real Prometheus scrapes the head with the token and answers a query.

@@ -146,13 +146,15 @@ for kind in cpu gpu; do
 done
 
 # 7. A head killed and started again still lists every job and how it ended.
-# (A browser logged in before: its session outlives the head too.)
+# (A browser logged in before: its session outlives the head too, on the same HTTP port:
+# the session cookie is named for the port, docs/dashboard.md.)
 [[ $(curl -s -o /dev/null -w '%{http_code}' -c "$work/jar" --data-urlencode "token=$token" "$url/api/login") == 303 ]] ||
   fail "login"
 head_pid=$(cat "$session"/pids/head-*)
 kill -KILL "$head_pid"
 for _ in $(seq 50); do kill -0 "$head_pid" 2>/dev/null || break; sleep 0.1; done
-"$celer" start --head --resume --port "${addr##*:}" --num-cpus 2 --dashboard-port 0 >/dev/null
+http_port=${url##*:}
+"$celer" start --head --resume --port "${addr##*:}" --num-cpus 2 --dashboard-port "${http_port%%/*}" >/dev/null
 after=$("$celer" job list)
 grep -q '^8 job(s)$' <<<"$after" || fail "after a head restart: $after"
 grep -q 'exits-3 *FAILED' <<<"$after" || fail "after a head restart: $after"

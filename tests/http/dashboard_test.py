@@ -2,10 +2,12 @@
 """The dashboard in a real browser (docs/dashboard.md): headless Chromium, driven through
 Selenium and the system's chromedriver, against a real head. A wrong token is refused on the
 login form; the token logs in, the nodes table fills with the head's node, the session cookie
-is HttpOnly and SameSite=Strict and does not hold the token; a submitted job appears with its
-log lines as they come and its actor, a finished job shows SUCCEEDED and its whole log, a
-stopped one STOPPED; logout goes back to the form. With CELER_DASHBOARD_SCREENSHOT=FILE it
-saves a screenshot of the logged-in page (a job running) there.
+is HttpOnly and SameSite=Strict, named for the head's port, and does not hold the token; a
+submitted job appears with its log lines as they come and its actor, a finished job shows
+SUCCEEDED and its whole log, a stopped one STOPPED; logout (a form post with the page's CSRF
+token, from the page's own origin) goes back to the form. With
+CELER_DASHBOARD_SCREENSHOT=FILE it saves a screenshot of the logged-in page (a job running)
+there.
 
     tests/http/dashboard_test.py path/to/celer path/to/celer-job-driver
 Exits 0 and prints "dashboard: passed"; 77 (skipped) without chromium or selenium.
@@ -77,7 +79,8 @@ def main():
         assert "zone=test" in cells[8], cells
         assert browser.find_element(By.ID, "problem").text == "", browser.find_element(By.ID, "problem").text
         cookies = {c["name"]: c for c in browser.get_cookies()}
-        session_cookie = cookies["celer_session"]
+        port = url.rsplit(":", 1)[1].split("/")[0]
+        session_cookie = cookies["celer_session_" + port]  # named for this head's port
         assert session_cookie["httpOnly"] is True, session_cookie
         assert session_cookie["sameSite"] == "Strict", session_cookie
         assert token not in session_cookie["value"], "the token itself is in the cookie"

@@ -1,6 +1,8 @@
 // The head's HTTP server as the `celer` commands reach it (head_http.hpp).
 #include "cli/head_http.hpp"
 
+#include "cli/terminal_text.hpp"
+
 #include "cluster/session.hpp"
 #include "config/knobs.hpp"
 
@@ -13,7 +15,7 @@
 namespace celer::cli {
 
 [[noreturn]] void fail(const std::string& what) {
-  std::cerr << "celer: " << what << "\n";
+  std::cerr << "celer: " << printable(what, keep::newlines) << "\n";
   std::exit(1);
 }
 

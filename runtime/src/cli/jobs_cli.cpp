@@ -2,6 +2,7 @@
 #include "cli/jobs_cli.hpp"
 
 #include "cli/head_http.hpp"
+#include "cli/terminal_text.hpp"
 #include "jobs/package.hpp"
 
 #include <nlohmann/json.hpp>
@@ -16,6 +17,8 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+
+#include <unistd.h>
 
 namespace celer::cli {
 namespace {
@@ -34,6 +37,8 @@ struct job_args {
   int priority = 0;
   bool follow = false;
   std::vector<std::string> command;
+  // job logs
+  bool raw = false;
   // job ...
   std::string id;
   bool no_wait = false;
@@ -87,8 +92,45 @@ nlohmann::json job_details(httplib::Client& c, const head_link& link, const std:
   return expect_json(c.Get("/api/jobs/" + id), link, "job " + id);
 }
 
+/// Writes a job's log to standard output: as it is, or, when standard output is a terminal
+/// (and not --raw), with control characters but newline and tab escaped, so that the job's
+/// output cannot drive the terminal. A UTF-8 character cut between two pieces is held back
+/// for the next.
+class log_output {
+public:
+  explicit log_output(bool raw) : escape_(!raw && ::isatty(STDOUT_FILENO) == 1) {}
+  void write(std::string_view piece) {
+    if (!escape_) {
+      std::cout.write(piece.data(), static_cast<std::streamsize>(piece.size()));
+      std::cout.flush();
+      return;
+    }
+    held_.append(piece);
+    std::size_t whole = held_.size();
+    for (std::size_t back = 0; back < 3 && back < held_.size(); ++back) {
+      const auto b = static_cast<unsigned char>(held_[held_.size() - 1 - back]);
+      if ((b & 0xC0) == 0x80) continue;
+      const std::size_t need = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
+      if (need > back + 1) whole = held_.size() - 1 - back;
+      break;
+    }
+    std::cout << printable(std::string_view(held_).substr(0, whole), keep::newlines);
+    std::cout.flush();
+    held_.erase(0, whole);
+  }
+  ~log_output() {
+    if (escape_ && !held_.empty()) std::cout << printable(held_, keep::newlines);
+    std::cout.flush();
+  }
+
+private:
+  bool escape_;
+  std::string held_;
+};
+
 /// Streams the job's log until it ends; returns its final record.
-nlohmann::json follow_logs(const head_link& link, const std::string& id) {
+nlohmann::json follow_logs(const head_link& link, const std::string& id, bool raw) {
+  log_output out(raw);
   auto c = client_for(link, std::chrono::hours(24));
   int status = 0;
   std::string error_body;
@@ -102,8 +144,7 @@ nlohmann::json follow_logs(const head_link& link, const std::string& id) {
       if (status != 200) {
         error_body.append(data, n);
       } else {
-        std::cout.write(data, static_cast<std::streamsize>(n));
-        std::cout.flush();
+        out.write(std::string_view(data, n));
       }
       return true;
     });
@@ -151,16 +192,17 @@ int submit(const job_args& a) {
   auto reply = expect_json(c->Post("/api/jobs/", body.dump(), "application/json"), link, "submitting the job");
   const std::string id = reply.value("submission_id", "");
   if (!a.follow) {
-    std::cout << id << "\n";
-    std::cerr << "job " << id << " submitted (" << reply.value("status", "") << ")\n"
+    std::cout << printable(id) << "\n";
+    std::cerr << "job " << printable(id) << " submitted (" << printable(reply.value("status", "")) << ")\n"
               << "  logs:   celer job logs " << id << " --follow\n"
               << "  status: celer job status " << id << "\n"
               << "  stop:   celer job stop " << id << "\n";
     return reply.value("status", "") == "FAILED" ? 1 : 0;
   }
   std::cerr << "job " << id << " submitted; following its log (Ctrl-C leaves it running)\n";
-  auto job = follow_logs(link, id);
-  std::cerr << "job " << id << " " << job.value("status", "") << ": " << job.value("message", "") << "\n";
+  auto job = follow_logs(link, id, /*raw=*/false);
+  std::cerr << "job " << printable(id) << " " << printable(job.value("status", "")) << ": "
+            << printable(job.value("message", "")) << "\n";
   return exit_code_of(job);
 }
 
@@ -176,8 +218,9 @@ int list_jobs(const std::string& address) {
   std::cout << std::left << std::setw(30) << "SUBMISSION ID" << std::setw(11) << "STATUS" << std::setw(21) << "SUBMITTED"
             << std::setw(11) << "DURATION" << "ENTRYPOINT\n";
   for (const auto& j : jobs) {
-    std::cout << std::left << std::setw(30) << j.value("submission_id", "") << std::setw(11) << j.value("status", "")
-              << std::setw(21) << when(j["start_time"]) << std::setw(11) << duration(j) << j.value("entrypoint", "") << "\n";
+    std::cout << std::left << std::setw(30) << printable(j.value("submission_id", "")) << std::setw(11)
+              << printable(j.value("status", "")) << std::setw(21) << when(j["start_time"]) << std::setw(11) << duration(j)
+              << printable(j.value("entrypoint", "")) << "\n";
   }
   return 0;
 }
@@ -186,10 +229,10 @@ namespace {
 int status(const job_args& a) {
   const auto link = find_head(a.address);
   auto j = job_details(*client_for(link, std::chrono::seconds(30)), link, a.id);
-  std::cout << "job " << j.value("submission_id", "") << " (celer job " << j.value("job_id", "") << ")\n"
-            << "  status:     " << j.value("status", "") << "\n"
-            << "  message:    " << j.value("message", "") << "\n"
-            << "  entrypoint: " << j.value("entrypoint", "") << "\n"
+  std::cout << "job " << printable(j.value("submission_id", "")) << " (celer job " << printable(j.value("job_id", "")) << ")\n"
+            << "  status:     " << printable(j.value("status", "")) << "\n"
+            << "  message:    " << printable(j.value("message", "")) << "\n"
+            << "  entrypoint: " << printable(j.value("entrypoint", "")) << "\n"
             << "  submitted:  " << when(j["start_time"]) << "\n"
             << "  ended:      " << when(j["end_time"]) << "\n"
             << "  duration:   " << duration(j) << "\n";
@@ -206,10 +249,19 @@ int status(const job_args& a) {
 
 int logs(const job_args& a) {
   const auto link = find_head(a.address);
-  if (a.follow) return exit_code_of(follow_logs(link, a.id));
-  auto j = expect_json(client_for(link, std::chrono::seconds(60))->Get("/api/jobs/" + a.id + "/logs"), link, "job " + a.id);
-  std::cout << j.value("logs", "");
-  return 0;
+  if (a.follow) return exit_code_of(follow_logs(link, a.id, a.raw));
+  // Page by page (the head serves at most 1 MiB at once), up to the size the first page saw.
+  auto c = client_for(link, std::chrono::seconds(60));
+  c->set_keep_alive(true);  // one connection for every page
+  log_output out(a.raw);
+  std::uint64_t offset = 0;
+  for (;;) {
+    auto j = expect_json(c->Get("/api/jobs/" + a.id + "/logs?offset=" + std::to_string(offset)), link, "job " + a.id);
+    out.write(j.value("logs", ""));
+    const auto next = j.value("next_offset", std::uint64_t{0});
+    if (!j.value("more", false) || next <= offset) return 0;
+    offset = next;
+  }
 }
 
 int stop(const job_args& a) {
@@ -218,7 +270,7 @@ int stop(const job_args& a) {
   auto r = expect_json(c->Post("/api/jobs/" + a.id + "/stop", "", "application/json"), link, "stopping job " + a.id);
   if (!r.value("stopped", false)) {
     auto j = job_details(*c, link, a.id);
-    std::cout << "job " << a.id << " is not running (" << j.value("status", "") << ")\n";
+    std::cout << "job " << printable(a.id) << " is not running (" << printable(j.value("status", "")) << ")\n";
     return 0;
   }
   if (a.no_wait) {
@@ -229,7 +281,7 @@ int stop(const job_args& a) {
     auto j = job_details(*c, link, a.id);
     const std::string s = j.value("status", "");
     if (s != "RUNNING" && s != "PENDING") {
-      std::cout << "job " << a.id << " " << s << ": " << j.value("message", "") << "\n";
+      std::cout << "job " << printable(a.id) << " " << printable(s) << ": " << printable(j.value("message", "")) << "\n";
       return 0;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -283,6 +335,9 @@ std::function<int()> add_job_commands(CLI::App& app) {
   auto* status_cmd = job_cmd->add_subcommand("status", "a job's state, why, and its driver's exit code");
   auto* logs_cmd = job_cmd->add_subcommand("logs", "a job's driver log (stdout and stderr)");
   logs_cmd->add_flag("--follow", a->follow, "keep streaming until the job ends, and exit with its driver's code");
+  logs_cmd->add_flag("--raw", a->raw,
+                     "write the log's bytes as they are even to a terminal (by default control characters but newline "
+                     "and tab are escaped when standard output is a terminal)");
   auto* stop_cmd = job_cmd->add_subcommand("stop", "stop a running job: SIGTERM to its driver, SIGKILL after 5 s");
   stop_cmd->add_flag("--no-wait", a->no_wait, "return once the stop is asked, without waiting for the job to end");
   auto* delete_cmd = job_cmd->add_subcommand("delete", "forget an ended job: its record, log and working directory");

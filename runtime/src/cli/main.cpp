@@ -1,5 +1,6 @@
 // The `celer` command line: start / stop / status of a cluster, and the knobs.
 #include "cli/jobs_cli.hpp"
+#include "cli/terminal_text.hpp"
 #include "cluster/daemon.hpp"
 #include "cluster/driver.hpp"
 #include "cluster/session.hpp"
@@ -394,7 +395,7 @@ int list_placement_groups(std::string address) {
     std::cout << groups.size() << " placement group(s)\n";
     for (const auto& g : groups) {
       const char* state = group_state_name(g.state);
-      std::cout << "group " << g.id.hex() << (g.name.empty() ? "" : "  " + g.name) << "  "
+      std::cout << "group " << g.id.hex() << (g.name.empty() ? "" : "  " + cli::printable(g.name)) << "  "
                 << bundle_strategy_name(g.strategy) << "  " << state << "  job " << g.job.short_hex()
                 << "\n";
       for (std::size_t i = 0; i < g.bundles.size(); ++i) {
@@ -402,11 +403,11 @@ int list_placement_groups(std::string address) {
         if (i < g.nodes.size() && !g.nodes[i].nil()) std::cout << "  on node " << g.nodes[i].short_hex();
         std::cout << "\n";
       }
-      if (!g.why.empty()) std::cout << "  " << g.why << "\n";
+      if (!g.why.empty()) std::cout << "  " << cli::printable(g.why) << "\n";
     }
     return 0;
   } catch (const celer::exception& e) {
-    std::cerr << "celer list placement-groups: " << to_string(e.code()) << ": " << e.what() << "\n";
+    std::cerr << "celer list placement-groups: " << to_string(e.code()) << ": " << cli::printable(e.what()) << "\n";
     return 1;
   }
 }
@@ -444,11 +445,11 @@ int status(std::string address) {
                   << " (" << mib(o.restored_bytes) << "), pulled " << o.pulled_objects << " ("
                   << mib(o.pulled_bytes) << ")\n";
       } else {
-        std::cout << "  dead: " << n.dead_reason << "\n";
+        std::cout << "  dead: " << cli::printable(n.dead_reason) << "\n";
       }
       if (!n.labels.empty()) {
         std::cout << "  labels:";
-        for (const auto& [key, v] : n.labels) std::cout << " " << key << "=" << v;
+        for (const auto& [key, v] : n.labels) std::cout << " " << cli::printable(key) << "=" << cli::printable(v);
         std::cout << "\n";
       }
       for (std::size_t i = 0; i < n.gpus.size(); ++i) {
@@ -478,21 +479,21 @@ int status(std::string address) {
       for (const auto& w : n.waiting) {
         std::cout << "  waiting " << w.waiting_ms << " ms: "
                   << (w.kind == protocol::task_kind::actor_creation ? "actor " : "task ")
-                  << w.function << " (job " << w.job.short_hex();
+                  << cli::printable(w.function) << " (job " << w.job.short_hex();
         if (w.priority != 0) std::cout << ", priority " << w.priority;
-        std::cout << "): " << w.why << "\n";
+        std::cout << "): " << cli::printable(w.why) << "\n";
       }
       for (const auto& p : n.preempting) {
-        std::cout << "  preempting actor " << p.actor.short_hex() << " (" << p.function
+        std::cout << "  preempting actor " << p.actor.short_hex() << " (" << cli::printable(p.function)
                   << ", priority " << p.priority << "): "
                   << (p.ms_left > 0 ? "stops within " + std::to_string(p.ms_left) + " ms"
                                     : std::string("stopping"))
-                  << "; it " << p.reason << "\n";
+                  << "; it " << cli::printable(p.reason) << "\n";
       }
     }
     return 0;
   } catch (const celer::exception& e) {
-    std::cerr << "celer status: " << to_string(e.code()) << ": " << e.what() << "\n";
+    std::cerr << "celer status: " << to_string(e.code()) << ": " << cli::printable(e.what()) << "\n";
     return 1;
   }
 }

@@ -2,6 +2,7 @@
 // tables a person reads.
 #include "cli/head_http.hpp"
 #include "cli/jobs_cli.hpp"
+#include "cli/terminal_text.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -17,7 +18,7 @@ std::string resources_text(const nlohmann::json& r) {
   std::ostringstream out;
   for (const auto& [k, v] : r.items()) {
     if (k.starts_with("node:")) continue;
-    out << (out.tellp() > 0 ? " " : "") << k << "=";
+    out << (out.tellp() > 0 ? " " : "") << printable(k) << "=";
     if (k == "memory") {
       out << std::fixed << std::setprecision(1) << v.get<double>() / (1024.0 * 1024.0 * 1024.0) << "GiB" << std::defaultfloat;
     } else {
@@ -47,8 +48,8 @@ int list_state(const std::string& what, const std::string& address, const task_f
               << std::left << std::setw(34) << "NODE ID" << std::setw(7) << "STATE" << std::setw(24) << "ADDRESS"
               << "RESOURCES (available / total)\n";
     for (const auto& n : j) {
-      std::cout << std::left << std::setw(34) << n.value("node_id", "") << std::setw(7) << n.value("state", "")
-                << std::setw(24) << n.value("address", "").substr(6) << resources_text(n["available"]) << " / "
+      std::cout << std::left << std::setw(34) << printable(n.value("node_id", "")) << std::setw(7) << printable(n.value("state", ""))
+                << std::setw(24) << printable(n.value("address", "").substr(std::min<std::size_t>(6, n.value("address", "").size()))) << resources_text(n["available"]) << " / "
                 << resources_text(n["total"]) << "\n";
     }
     return 0;
@@ -60,11 +61,11 @@ int list_state(const std::string& what, const std::string& address, const task_f
               << std::setw(11) << "STATE" << std::setw(10) << "JOB" << std::setw(10) << "NODE" << "RESTARTS\n";
     for (const auto& a : j["actors"]) {
       const std::string node = a["node_id"].is_string() ? a["node_id"].get<std::string>().substr(0, 8) : "-";
-      std::cout << std::left << std::setw(34) << a.value("actor_id", "") << std::setw(20) << a.value("class_name", "")
-                << std::setw(16) << (a.value("name", "").empty() ? "-" : a.value("name", "")) << std::setw(11)
-                << a.value("state", "") << std::setw(10) << a.value("job_id", "").substr(0, 8) << std::setw(10) << node
+      std::cout << std::left << std::setw(34) << printable(a.value("actor_id", "")) << std::setw(20) << printable(a.value("class_name", ""))
+                << std::setw(16) << (a.value("name", "").empty() ? "-" : printable(a.value("name", ""))) << std::setw(11)
+                << printable(a.value("state", "")) << std::setw(10) << printable(a.value("job_id", "").substr(0, 8)) << std::setw(10) << printable(node)
                 << a.value("num_restarts", 0) << "\n";
-      if (a["death_cause"].is_string()) std::cout << "    " << a["death_cause"].get<std::string>() << "\n";
+      if (a["death_cause"].is_string()) std::cout << "    " << printable(a["death_cause"].get<std::string>()) << "\n";
     }
     return 0;
   }
@@ -88,7 +89,7 @@ int list_state(const std::string& what, const std::string& address, const task_f
                   << s["mean_scheduling_latency_ms"].get<double>() << " ms" << std::defaultfloat;
       std::cout << "\n";
       for (const auto& job : j["jobs"])
-        std::cout << "  job " << job.value("job_id", "").substr(0, 8) << ": " << job.value("SUBMITTED", 0) << " submitted, "
+        std::cout << "  job " << printable(job.value("job_id", "").substr(0, 8)) << ": " << job.value("SUBMITTED", 0) << " submitted, "
                   << job.value("FINISHED", 0) << " finished, " << job.value("FAILED", 0) << " failed, "
                   << job.value("RUNNING", 0) << " running, " << job.value("WAITING", 0) << " waiting\n";
     }
@@ -98,21 +99,21 @@ int list_state(const std::string& what, const std::string& address, const task_f
                 << "\n  " << std::left << std::setw(34) << "TASK ID" << std::setw(20) << "FUNCTION" << std::setw(10) << "STATE"
                 << std::setw(9) << "ATTEMPT" << std::setw(10) << "JOB" << "NODE\n";
       for (const auto& t : j["tasks"]) {
-        std::cout << "  " << std::left << std::setw(34) << t.value("task_id", "") << std::setw(20)
-                  << (t.value("name", "").empty() ? "?" : t.value("name", "")) << std::setw(10) << t.value("state", "")
-                  << std::setw(9) << t.value("attempt_number", 0) << std::setw(10) << t.value("job_id", "").substr(0, 8)
-                  << (t["node_id"].is_string() ? t["node_id"].get<std::string>() : "-") << "\n";
-        if (t["error_message"].is_string()) std::cout << "      " << t["error_message"].get<std::string>() << "\n";
+        std::cout << "  " << std::left << std::setw(34) << printable(t.value("task_id", "")) << std::setw(20)
+                  << (t.value("name", "").empty() ? "?" : printable(t.value("name", ""))) << std::setw(10) << printable(t.value("state", ""))
+                  << std::setw(9) << t.value("attempt_number", 0) << std::setw(10) << printable(t.value("job_id", "").substr(0, 8))
+                  << (t["node_id"].is_string() ? printable(t["node_id"].get<std::string>()) : "-") << "\n";
+        if (t["error_message"].is_string()) std::cout << "      " << printable(t["error_message"].get<std::string>()) << "\n";
       }
     }
     std::cout << "queued on nodes: " << s.value("QUEUED_ON_NODES", 0) << "; worker processes: "
               << s.value("worker_processes", 0) << "\n";
     for (const auto& w : j["waiting"]) {
-      std::cout << "  " << w.value("kind", "") << " " << w.value("function", "") << " (job " << w.value("job_id", "").substr(0, 8)
+      std::cout << "  " << printable(w.value("kind", "")) << " " << printable(w.value("function", "")) << " (job " << printable(w.value("job_id", "").substr(0, 8))
                 << ", needs " << resources_text(w["required_resources"]) << ") waiting " << w.value("waiting_ms", 0) << " ms"
-                << (w.value("why", "").empty() ? "" : ": " + w.value("why", "")) << "\n";
+                << (w.value("why", "").empty() ? "" : ": " + printable(w.value("why", ""))) << "\n";
     }
-    std::cout << "(" << j.value("note", "") << ")\n";
+    std::cout << "(" << printable(j.value("note", "")) << ")\n";
     return 0;
   }
   if (what == "objects") {
@@ -122,7 +123,7 @@ int list_state(const std::string& what, const std::string& address, const task_f
               << s.value("objects_in_memory", 0) << " objects), " << s.value("objects_on_disk_only", 0)
               << " objects on disk only; spilled " << mib(s["spilled_bytes"]) << ", restored " << mib(s["restored_bytes"]) << "\n";
     for (const auto& n : j["nodes"]) {
-      std::cout << "  node " << n.value("node_id", "").substr(0, 8) << ": " << mib(n["memory_bytes"]) << " of "
+      std::cout << "  node " << printable(n.value("node_id", "").substr(0, 8)) << ": " << mib(n["memory_bytes"]) << " of "
                 << mib(n["capacity_bytes"]) << ", " << n.value("objects_in_memory", 0) << " in memory, "
                 << n.value("objects_on_disk_only", 0) << " on disk only\n";
     }

@@ -15,7 +15,13 @@ response admin_only(const request& r) {
 
 } // namespace
 
-response json_response(const nlohmann::json& j, int status) { return {.status = status, .body = j.dump()}; }
+std::string json_text(const nlohmann::json& j) {
+  // Job-supplied strings (task names, messages, logs) may hold any bytes: invalid UTF-8
+  // becomes U+FFFD rather than an exception and a 500.
+  return j.dump(-1, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
+}
+
+response json_response(const nlohmann::json& j, int status) { return {.status = status, .body = json_text(j)}; }
 
 nlohmann::json resources_json(const protocol::resource_set& s) {
   auto j = nlohmann::json::object();
@@ -177,9 +183,16 @@ std::vector<route> state_routes(api_sources sources) {
     {"Content-Security-Policy",
      "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; form-action 'self'; "
      "frame-ancestors 'none'"},
-    {"Referrer-Policy", "no-referrer"}};
-  routes.push_back({"GET", "/", [page_headers](const request&) {
-                      return response{.status = 200, .content_type = "text/html; charset=utf-8", .body = dashboard_html(),
+    // same-origin, not no-referrer: under no-referrer a browser sends "Origin: null" with the
+    // page's own form posts (logout), which the server refuses as cross-origin.
+    {"Referrer-Policy", "same-origin"}};
+  routes.push_back({"GET", "/", [page_headers](const request& r) {
+                      // The session's CSRF token (hex digits only) in the logout form: the one
+                      // state change the page makes, refused without it (server.hpp).
+                      std::string page = dashboard_html();
+                      const std::string slot = "{{csrf}}";
+                      if (const auto at = page.find(slot); at != std::string::npos) page.replace(at, slot.size(), r.csrf);
+                      return response{.status = 200, .content_type = "text/html; charset=utf-8", .body = std::move(page),
                                       .headers = page_headers};
                     }});
   routes.push_back({"GET", "/dashboard.js", [page_headers](const request&) {

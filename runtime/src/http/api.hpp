@@ -56,6 +56,9 @@ struct api_sources {
 [[nodiscard]] std::string metrics_text(const protocol::status_reply& s, const std::map<int, std::uint64_t>& responses,
                                        std::size_t jobs_running, const std::map<std::string, std::size_t>& job_states = {},
                                        const head_snapshot* snapshot = nullptr);
+/// `j` as JSON text, any invalid UTF-8 in its strings replaced by U+FFFD (never a throw):
+/// every JSON the head serves goes through here.
+[[nodiscard]] std::string json_text(const nlohmann::json& j);
 /// A JSON answer (application/json) with `status`: every route's way to answer.
 [[nodiscard]] response json_response(const nlohmann::json& j, int status = 200);
 /// Resource amounts as {"CPU": 2, "GPU": 1, ...}.

@@ -115,7 +115,15 @@ void session_store::forget(const std::string& hashed) {
   if (db_) (void)db_->erase(sessions_table, hashed);
 }
 
-auth_verdict authenticator::check(std::string_view authorization, std::string_view cookie) const {
+std::string csrf_token(std::string_view session_id) {
+  const std::string input = "celer-csrf-v1:" + std::string(session_id);
+  key32 t{};
+  crypto_generichash(t.data(), t.size(), reinterpret_cast<const unsigned char*>(input.data()), input.size(), nullptr, 0);
+  return key_hex(t);
+}
+
+auth_verdict authenticator::check(std::string_view authorization, std::string_view cookie,
+                                  std::string_view cookie_name) const {
   authorization = trim(authorization);
   if (!authorization.empty()) {
     constexpr std::string_view bearer = "Bearer ";
@@ -123,7 +131,7 @@ auth_verdict authenticator::check(std::string_view authorization, std::string_vi
       return refused(401, "the Authorization header must be 'Bearer <credential>'");
     return check_credential(trim(authorization.substr(bearer.size())));
   }
-  const auto from_cookie = cookie_value(cookie, session_cookie);
+  const auto from_cookie = cookie_value(cookie, cookie_name);
   if (!from_cookie.empty()) {
     auto who = sessions_->find(from_cookie);
     if (!who) return refused(401, "the session has ended: log in again");

@@ -46,8 +46,16 @@ struct auth_verdict {
   std::string message;
 };
 
-/// The name of the dashboard's session cookie (HttpOnly, SameSite=Strict).
+/// The stem of the dashboard's session cookie's name (HttpOnly, SameSite=Strict): the
+/// server names it `celer_session_<port>` (`__Host-celer_session_<port>` under TLS), so
+/// that two heads on one host keep cookies of their own.
 inline constexpr std::string_view session_cookie = "celer_session";
+
+/// The dashboard's CSRF token for a session: derived from the session's id (BLAKE2b keyed
+/// by it), so nothing more is stored, and unknown to anyone who does not hold the cookie.
+/// The page carries it; a cookie-authenticated POST/PUT/PATCH/DELETE sends it back in
+/// X-CSRF-Token (or, for the logout form, the field `csrf`). 64 hex digits.
+[[nodiscard]] std::string csrf_token(std::string_view session_id);
 
 /// The dashboard's logins: a random 256-bit session id (the cookie's value) for each, so
 /// that the token never sits in a browser's cookie jar. Sessions end at `ttl` or logout.
@@ -86,9 +94,11 @@ public:
                 std::shared_ptr<session_store> sessions = std::make_shared<session_store>());
 
   /// The verdict for a request's Authorization header and Cookie header (either may be
-  /// empty). A Bearer credential wins over the cookie, whose value must be a live session
+  /// empty; `cookie_name` the session cookie's name). A Bearer credential wins over the
+  /// cookie, whose value must be a live session
   /// (a job's only while the job runs).
-  [[nodiscard]] auth_verdict check(std::string_view authorization, std::string_view cookie) const;
+  [[nodiscard]] auth_verdict check(std::string_view authorization, std::string_view cookie,
+                                   std::string_view cookie_name = session_cookie) const;
   /// The credential in `presented` (64 hex digits), as check does for a Bearer one.
   [[nodiscard]] auth_verdict check_credential(std::string_view presented) const;
 

@@ -30,7 +30,7 @@ pre#log{background:#111;color:#ddd;padding:.8em;max-height:24em;overflow:auto;wh
 <body>
 <h1>celer</h1>
 <div class="meta"><span id="who"></span> &middot; <span id="version"></span> &middot; updated <span id="updated">never</span>
- &middot; <form method="post" action="/api/logout"><button type="submit">Log out</button></form></div>
+ &middot; <form method="post" action="/api/logout"><input type="hidden" name="csrf" value="{{csrf}}"><button type="submit">Log out</button></form></div>
 <p id="problem"></p>
 <h2>Nodes</h2>
 <table><thead><tr><th>node</th><th>state</th><th>CPU in use</th><th>memory</th><th>GPUs</th><th>workers</th>
@@ -154,7 +154,7 @@ async function refreshJobs() {
   if (chosenJob) {
     const log = byId('log');
     const atEnd = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
-    const text = (await get('/api/jobs/' + encodeURIComponent(chosenJob) + '/logs')).logs;
+    const text = (await get('/api/jobs/' + encodeURIComponent(chosenJob) + '/logs?tail=262144')).logs;  // its last 256 KiB
     if (log.textContent !== text) {
       log.textContent = text;
       if (atEnd) log.scrollTop = log.scrollHeight;

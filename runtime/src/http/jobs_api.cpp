@@ -4,8 +4,15 @@
 #include "http/api.hpp"
 #include "jobs/entrypoint.hpp"
 
+#include <algorithm>
+#include <optional>
+
 namespace celer::http {
 namespace {
+
+/// The most a log page holds (GET /api/jobs/<id>/logs), and a followed log's chunk: what the
+/// head holds of a log at once is this and its JSON escaping (at most 6 bytes a byte).
+constexpr std::uint64_t log_page_bytes = 1u << 20;
 
 response error_response(const error& e) {
   int status = 500;
@@ -144,17 +151,47 @@ std::vector<route> job_routes(jobs::job_manager& jobs, task_counts_source tasks)
                       return json_response(job_json(*job, counts(job->id)));
                     }});
   routes.push_back({"GET", "/api/jobs/" + id + "/logs/?", [jm](const request& r) {
-                      auto text = jm->logs(r.captures.at(0), asker_of(r));
-                      if (!text) return error_response(text.error());
-                      return json_response({{"logs", *text}});
+                      // One page: ?offset=BYTES (default 0) or ?tail=BYTES (the last ones),
+                      // ?limit=BYTES (at most, and by default, log_page_bytes).
+                      auto number = [&](const char* key, std::uint64_t fallback) -> std::optional<std::uint64_t> {
+                        const auto it = r.query.find(key);
+                        if (it == r.query.end()) return fallback;
+                        const auto& v = it->second;
+                        if (v.empty() || v.size() > 18 || v.find_first_not_of("0123456789") != std::string::npos)
+                          return std::nullopt;
+                        return std::stoull(v);
+                      };
+                      const auto offset = number("offset", 0);
+                      const auto limit = number("limit", log_page_bytes);
+                      const auto tail = number("tail", 0);
+                      if (!offset || !limit || !tail)
+                        return json_response({{"error", "offset, limit and tail are byte counts (digits)"}}, 400);
+                      const auto want = std::clamp<std::uint64_t>(*limit, 1, log_page_bytes);
+                      std::uint64_t from = *offset;
+                      if (r.query.contains("tail")) {
+                        auto size = jm->log_range(r.captures.at(0), asker_of(r), 0, 0);
+                        if (!size) return error_response(size.error());
+                        from = size->size - std::min(size->size, std::min(*tail, want));
+                      }
+                      auto page = jm->log_range(r.captures.at(0), asker_of(r), from, want);
+                      if (!page) return error_response(page.error());
+                      const auto next = page->offset + page->text.size();
+                      // Moved into the JSON (an initializer list would copy the page).
+                      nlohmann::json j = nlohmann::json::object();
+                      j["logs"] = std::move(page->text);
+                      j["offset"] = page->offset;
+                      j["next_offset"] = next;
+                      j["size"] = page->size;
+                      j["more"] = next < page->size;
+                      return json_response(j);
                     }});
   routes.push_back({"GET", "/api/jobs/" + id + "/logs/tail/?", [jm](const request& r) {
                       const std::string job = r.captures.at(0);
                       const auto who = asker_of(r);
-                      auto first = jm->logs(job, who);
+                      auto first = jm->log_range(job, who, 0, 0);
                       if (!first) return error_response(first.error());
-                      // From the start of the log, then what it gains, until the job has ended
-                      // and everything it wrote has been sent.
+                      // From the start of the log, a page at a time, then what it gains, until
+                      // the job has ended and everything it wrote has been sent.
                       struct cursor {
                         std::uint64_t sent = 0;
                         bool last = false;
@@ -165,10 +202,11 @@ std::vector<route> job_routes(jobs::job_manager& jobs, task_counts_source tasks)
                         if (at->last) return false;
                         auto rec = jm->find(job, who);
                         const bool ended = !rec || jobs::terminal(rec->status());
-                        auto text = jm->logs(job, who, at->sent);
-                        if (text) {
-                          at->sent += text->size();
-                          chunk = std::move(*text);
+                        auto page = jm->log_range(job, who, at->sent, log_page_bytes);
+                        if (page) {
+                          at->sent += page->text.size();
+                          chunk = std::move(page->text);
+                          if (at->sent < page->size) return true;  // more already written: no wait
                         }
                         if (ended) {
                           at->last = true;

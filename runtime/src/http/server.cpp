@@ -2,13 +2,18 @@
 // OpenSSL).
 #include "http/server.hpp"
 
+#include "http/connections.hpp"
+
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <regex>
 #include <thread>
 
@@ -48,13 +53,51 @@ placeholder="token" autofocus required><button type="submit">Log in</button></fo
 )";
 }
 
+
+/// What the pre-routing check learnt of the request this thread serves, for dispatch.
+struct checked_request {
+  std::optional<principal> who;
+  /// The session id when the cookie authenticated the request.
+  std::string session;
+};
+thread_local checked_request this_request;
+
+bool changes_state(const std::string& method) {
+  return method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE";
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+/// "scheme://host[:port]" of a URL (a Referer), lowercased; empty if it has none.
+std::string origin_of(const std::string& url) {
+  const auto scheme = url.find("://");
+  if (scheme == std::string::npos) return {};
+  const auto end = url.find_first_of("/?#", scheme + 3);
+  return lower(url.substr(0, end));
+}
+
+/// The media type of a Content-Type header, lowercased, without its parameters.
+std::string media_type(const std::string& content_type) {
+  auto t = lower(content_type.substr(0, content_type.find(';')));
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.front()))) t.erase(0, 1);
+  return t;
+}
+
 } // namespace
 
 struct server::impl {
+  // Declared before srv: the server's threads use it until srv is gone.
+  connection_gate gate;
   std::unique_ptr<httplib::Server> srv;
   bool tls = false;
   std::string host;
   int port = 0;
+  std::string cookie;
+  server_options options;
   authenticator auth;
   std::vector<std::pair<route, std::regex>> routes;
   std::thread thread;
@@ -62,11 +105,13 @@ struct server::impl {
   std::map<int, std::uint64_t> by_code;
   std::atomic<bool> stopped{false};
 
-  explicit impl(authenticator a) : auth(std::move(a)) {}
+  impl(const server_options& o, authenticator a)
+    : gate(connection_limits{.threads = std::max(1, o.threads), .header_deadline = o.header_deadline}),
+      options(o), auth(std::move(a)) {}
 
   /// Every answer celer gives goes through here, counted before it is sent (so a client
   /// that has its answer sees it counted).
-  void reply(httplib::Response& res, const response& r) {
+  void reply(httplib::Response& res, response r) {
     {
       std::lock_guard lock(m);
       ++by_code[r.status];
@@ -76,7 +121,9 @@ struct server::impl {
     res.set_header("Cache-Control", "no-store");
     res.set_header("X-Content-Type-Options", "nosniff");
     if (!r.stream) {
-      res.set_content(r.body, r.content_type.c_str());
+      // Moved, not copied (set_content copies): a log page is a MiB.
+      res.body = std::move(r.body);
+      res.set_header("Content-Type", r.content_type);
       return;
     }
     res.set_chunked_content_provider(r.content_type, [next = r.stream](std::size_t, httplib::DataSink& sink) {
@@ -89,12 +136,8 @@ struct server::impl {
   }
 
   static std::string error_body(const std::string& message) {
-    std::string escaped;
-    for (char c : message) {
-      if (c == '"' || c == '\\') escaped += '\\';
-      if (static_cast<unsigned char>(c) >= 0x20) escaped += c;
-    }
-    return "{\"error\":\"" + escaped + "\"}";
+    // A reason may quote what the client sent (an Origin): any bytes, made valid UTF-8.
+    return nlohmann::json{{"error", message}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
 
   static bool wants_html(const httplib::Request& req) {
@@ -104,6 +147,8 @@ struct server::impl {
   /// A refusal: JSON for programs; for a browser (Accept: text/html) the login page, with
   /// the same status.
   void refuse(const httplib::Request& req, httplib::Response& res, int status, const std::string& message) {
+    http_warning("HTTP: refused " + req.method + " " + req.path + " from " + req.remote_addr + " (" + std::to_string(status) +
+                 "): " + message);
     response r{.status = status, .body = error_body(message)};
     if (status == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"celer\"");
     if (wants_html(req)) {
@@ -115,7 +160,7 @@ struct server::impl {
   }
 
   std::string session_cookie_header(const std::string& value, std::chrono::seconds max_age) const {
-    return std::string(session_cookie) + "=" + value + "; Path=/; HttpOnly; SameSite=Strict; Max-Age=" +
+    return cookie + "=" + value + "; Path=/; HttpOnly; SameSite=Strict; Max-Age=" +
            std::to_string(max_age.count()) + (tls ? "; Secure" : "");
   }
 
@@ -143,20 +188,102 @@ struct server::impl {
 
   /// POST /api/logout: ends the cookie's session.
   void logout(const httplib::Request& req, httplib::Response& res) {
-    const auto id = cookie_value(req.get_header_value("Cookie"), session_cookie);
-    if (!id.empty()) auth.sessions().close(id);
+    const auto& id = this_request.session;
+    if (!id.empty()) {
+      // The form's field or the header: the page's token, so no other page logs one out.
+      const auto presented = req.has_header("X-CSRF-Token") ? req.get_header_value("X-CSRF-Token") : req.get_param_value("csrf");
+      if (presented != csrf_token(id)) return refuse(req, res, 403, "logging out needs the dashboard's CSRF token");
+      auth.sessions().close(id);
+    }
     response r{.status = wants_html(req) ? 303 : 204, .body = {}};
     r.headers.emplace_back("Set-Cookie", session_cookie_header("", std::chrono::seconds(0)));
     if (r.status == 303) r.headers.emplace_back("Location", "/");
     reply(res, r);
   }
 
-  /// Every request, whatever its method and path: authenticate, then find the route. Only
-  /// POST /api/login goes first: it carries its credential in its body.
+  /// A refusal before the body is read: the connection closes after it (what is left of
+  /// the body is never parsed as a request).
+  httplib::Server::HandlerResponse early(const httplib::Request& req, httplib::Response& res, int status,
+                                         const std::string& message) {
+    refuse(req, res, status, message);
+    res.set_header("Connection", "close");
+    if (auto* c = connection_gate::current(); c != nullptr) c->close_after_reply();
+    return httplib::Server::HandlerResponse::Handled;
+  }
+
+  /// Runs after the headers and before any byte of the body is read (cpp-httplib's
+  /// pre-routing handler, Server::routing; and for "Expect: 100-continue" before the
+  /// go-ahead): the Origin of a state change, the credential, the CSRF token that goes with
+  /// a cookie, the body's Content-Type, and its size against what this caller may send. Only
+  /// then may the body be read, within its budget and deadline.
+  httplib::Server::HandlerResponse before_body(const httplib::Request& req, httplib::Response& res) {
+    this_request = {};
+    const bool changes = changes_state(req.method);
+    if (req.has_header("Transfer-Encoding"))
+      return early(req, res, 411, "a request body needs a Content-Length (chunked bodies are not accepted)");
+    std::uint64_t length = 0;
+    if (req.has_header("Content-Length")) {
+      const auto v = req.get_header_value("Content-Length");
+      if (v.empty() || v.size() > 18 || !std::all_of(v.begin(), v.end(), [](unsigned char c) { return std::isdigit(c); }))
+        return early(req, res, 400, "Content-Length is not a number");
+      length = std::stoull(v);
+    }
+    const bool login_request = req.path == "/api/login" && req.method == "POST";
+    const bool logout_request = req.path == "/api/logout" && req.method == "POST";
+    if (changes) {
+      // A browser says where a request comes from; a page on another origin (another
+      // port of this host included) may not change anything here.
+      const std::string own = std::string(tls ? "https://" : "http://") + lower(req.get_header_value("Host"));
+      if (req.has_header("Origin")) {
+        const auto origin = req.get_header_value("Origin");
+        if (lower(origin) != own)
+          return early(req, res, 403, "cross-origin request refused: Origin " + origin + " is not this server's (" + own + ")");
+      } else if (req.has_header("Referer")) {
+        const auto from = origin_of(req.get_header_value("Referer"));
+        if (from != own)
+          return early(req, res, 403, "cross-origin request refused: the Referer's origin " + from + " is not this server's (" + own + ")");
+      }
+    }
+    std::uint64_t allowed = options.unauthenticated_body_bytes;
+    if (!login_request) {
+      const auto authorization = req.get_header_value("Authorization");
+      const auto verdict = auth.check(authorization, req.get_header_value("Cookie"), cookie);
+      if (verdict.status != 200) return early(req, res, verdict.status, verdict.message);
+      this_request.who = verdict.who;
+      if (authorization.empty()) this_request.session = cookie_value(req.get_header_value("Cookie"), cookie);
+      // A cookie rides along whatever page sent the request: a state change with it must
+      // also prove it comes from the dashboard's own page.
+      if (changes && !this_request.session.empty() && !logout_request &&
+          req.get_header_value("X-CSRF-Token") != csrf_token(this_request.session))
+        return early(req, res, 403, "a request with the dashboard's session cookie needs its CSRF token in X-CSRF-Token");
+      const bool package = verdict.who->admin && req.method == "PUT" && req.path.starts_with("/api/packages/");
+      allowed = package ? options.package_bytes : options.body_bytes;
+    }
+    if (changes && length > 0) {
+      const auto type = media_type(req.get_header_value("Content-Type"));
+      const bool package = req.method == "PUT" && req.path.starts_with("/api/packages/");
+      const bool form = (login_request || logout_request) && type == "application/x-www-form-urlencoded";
+      const char* wanted = package ? "application/octet-stream" : "application/json";
+      if (type != wanted && !form)
+        return early(req, res, 415, "a " + req.method + " body here must be " + wanted + ", not '" +
+                                      (type.empty() ? std::string("none") : type) + "'");
+    }
+    if (length > allowed)
+      return early(req, res, 413, "a body of " + std::to_string(length) + " bytes is over this request's limit of " +
+                                    std::to_string(allowed) + " bytes");
+    if (auto* c = connection_gate::current(); c != nullptr)
+      c->allow_body(length, std::chrono::steady_clock::now() + options.body_deadline_base +
+                              std::chrono::seconds(length >> 20));
+    return httplib::Server::HandlerResponse::Unhandled;
+  }
+
+  /// Every request, whatever its method and path, once before_body let it through: find
+  /// the route. Only POST /api/login comes unauthenticated: it carries its credential in its
+  /// body.
   void dispatch(const httplib::Request& req, httplib::Response& res) {
     if (req.path == "/api/login" && req.method == "POST") return login(req, res);
-    const auto verdict = auth.check(req.get_header_value("Authorization"), req.get_header_value("Cookie"));
-    if (verdict.status != 200) return refuse(req, res, verdict.status, verdict.message);
+    if (!this_request.who) return refuse(req, res, 401, "a credential is needed");  // before_body did not run
+    const principal who = *this_request.who;
     if (req.path == "/api/logout" && req.method == "POST") return logout(req, res);
     bool path_known = false;
     for (const auto& [rt, re] : routes) {
@@ -164,7 +291,8 @@ struct server::impl {
       if (!std::regex_match(req.path, match, re)) continue;
       path_known = true;
       if (rt.method != req.method) continue;
-      request r{.method = req.method, .path = req.path, .captures = {}, .query = {}, .body = req.body, .who = *verdict.who};
+      request r{.method = req.method, .path = req.path, .captures = {}, .query = {}, .body = req.body, .who = who,
+                .csrf = this_request.session.empty() ? std::string() : csrf_token(this_request.session)};
       for (std::size_t i = 1; i < match.size(); ++i) r.captures.push_back(match[i].str());
       for (const auto& [k, v] : req.params) r.query.emplace(k, v);
       try {
@@ -186,7 +314,7 @@ server::~server() { stop(); }
 expected<std::unique_ptr<server>> server::start(const server_options& options, authenticator auth, std::vector<route> routes) {
   if (options.tls_cert.empty() != options.tls_key.empty())
     return error(error_code::invalid_argument, "HTTPS needs both --tls-cert and --tls-key");
-  auto i = std::make_unique<impl>(std::move(auth));
+  auto i = std::make_unique<impl>(options, std::move(auth));
   for (auto& r : routes) {
     try {
       std::regex re(r.pattern);
@@ -196,18 +324,26 @@ expected<std::unique_ptr<server>> server::start(const server_options& options, a
     }
   }
   if (!options.tls_cert.empty()) {
-    auto ssl = std::make_unique<httplib::SSLServer>(options.tls_cert.c_str(), options.tls_key.c_str());
+    auto ssl = std::make_unique<guarded_server<httplib::SSLServer>>(i->gate, options.tls_cert.c_str(), options.tls_key.c_str());
     if (!ssl->is_valid())
       return error(error_code::invalid_argument, "the TLS certificate " + options.tls_cert + " or key " + options.tls_key +
                                                    " does not load (PEM files, the key matching the certificate)");
     i->srv = std::move(ssl);
     i->tls = true;
   } else {
-    i->srv = std::make_unique<httplib::Server>();
+    i->srv = std::make_unique<guarded_server<httplib::Server>>(i->gate);
   }
   auto* p = i.get();
-  const int threads = std::max(1, options.threads);
-  i->srv->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
+  i->srv->new_task_queue = [p] { return p->gate.make_queue(); };
+  // What httplib announces (Keep-Alive: timeout=5, max=100); connections.hpp enforces it.
+  i->srv->set_keep_alive_timeout(5);
+  i->srv->set_keep_alive_max_count(static_cast<std::size_t>(i->gate.limits().requests_per_connection));
+  i->srv->set_pre_routing_handler([p](const httplib::Request& req, httplib::Response& res) { return p->before_body(req, res); });
+  // A client that waits for "100 Continue" before sending its body gets the same check
+  // first, and a refusal instead of the go-ahead.
+  i->srv->set_expect_100_continue_handler([p](const httplib::Request& req, httplib::Response& res) {
+    return p->before_body(req, res) == httplib::Server::HandlerResponse::Handled ? res.status : 100;
+  });
   auto all = [p](const httplib::Request& req, httplib::Response& res) { p->dispatch(req, res); };
   // One handler for every method and path: authentication comes before any routing, so an
   // unknown path or method without a credential is a 401 too.
@@ -225,8 +361,8 @@ expected<std::unique_ptr<server>> server::start(const server_options& options, a
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
-  // A working directory's package is the largest body (jobs::pack_options::limit_bytes).
-  i->srv->set_payload_max_length(160u << 20);
+  // The ceiling; before_body allows each request far less but the admin's package upload.
+  i->srv->set_payload_max_length(static_cast<std::size_t>(options.package_bytes));
   i->host = options.host;
   if (options.port == 0) {
     i->port = i->srv->bind_to_any_port(options.host.c_str());
@@ -236,6 +372,10 @@ expected<std::unique_ptr<server>> server::start(const server_options& options, a
   if (i->port <= 0)
     return error(error_code::unavailable, "cannot serve HTTP on " + options.host + ":" + std::to_string(options.port) +
                                             " (in use, or not an address of this machine)");
+  // Per port: a browser sends a host's cookies to all its ports, and two heads on one host
+  // must not take each other's sessions. Under TLS, __Host- also pins it to this host, Secure
+  // and Path=/.
+  i->cookie = std::string(i->tls ? "__Host-" : "") + std::string(session_cookie) + "_" + std::to_string(i->port);
   i->thread = std::thread([p] { p->srv->listen_after_bind(); });
   // Serving before returning: httplib's stop() does nothing until its loop runs, so a
   // server stopped at once would otherwise leave the loop waiting in accept() for ever.
@@ -262,6 +402,10 @@ std::string server::url() const {
          std::to_string(impl_->port);
 }
 
+std::uint64_t server::connections_evicted() const { return impl_->gate.evictions(); }
+std::uint64_t server::connections_cut_short() const { return impl_->gate.cut_short(); }
+std::string server::cookie_name() const { return impl_->cookie; }
+
 std::map<int, std::uint64_t> server::responses_by_code() const {
   std::lock_guard lock(impl_->m);
   return impl_->by_code;
@@ -270,6 +414,7 @@ std::map<int, std::uint64_t> server::responses_by_code() const {
 void server::stop() {
   if (!impl_ || impl_->stopped.exchange(true)) return;
   impl_->srv->stop();
+  impl_->gate.shutdown_all();  // idle and streaming connections end now, not at their timeouts
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 

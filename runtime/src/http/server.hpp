@@ -1,8 +1,10 @@
 #pragma once
 // The head's HTTP server (docs/dashboard.md): cpp-httplib on threads of its own, every
-// request authenticated before any route runs (auth.hpp), bound to loopback unless told
-// otherwise, HTTPS with a certificate and key. The routes are injected: the server knows
-// nothing of the cluster (api.hpp has celer's).
+// request authenticated from its headers before its body is read or any route runs
+// (auth.hpp), cross-origin and non-JSON state changes refused, slow senders cut off
+// (connections.hpp), bound to loopback unless told otherwise, HTTPS with a certificate and
+// key. The routes are injected: the server knows nothing of the cluster (api.hpp has
+// celer's).
 //
 //   std::vector<http::route> routes{{"GET", "/api/version", [](const http::request&) {
 //     return http::response{.body = R"({"version":"1"})"};
@@ -16,6 +18,7 @@
 
 #include <celer/error.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -36,6 +39,9 @@ struct request {
   std::map<std::string, std::string> query;
   std::string body;
   principal who;
+  /// The dashboard's CSRF token when the request came with the session cookie (the page
+  /// embeds it); empty for a Bearer credential.
+  std::string csrf;
 };
 
 struct response {
@@ -67,8 +73,21 @@ struct server_options {
   /// Both or neither: PEM files for HTTPS.
   std::string tls_cert;
   std::string tls_key;
-  /// Server threads.
-  int threads = 16;  // a followed log (jobs) holds one for as long as it runs
+  /// Server threads: connections served at once (a followed log holds one for as long as
+  /// it runs). When all are taken, a new connection closes the oldest one that has not
+  /// yet been authenticated (connections.hpp).
+  int threads = 32;
+  /// From a request's first byte to the end of its headers (request line and headers
+  /// together at most 64 KiB).
+  std::chrono::milliseconds header_deadline{10'000};
+  /// The largest body before the credential is known, or for POST /api/login.
+  std::uint64_t unauthenticated_body_bytes = 64u << 10;
+  /// The largest body with a credential, but for the admin's package upload.
+  std::uint64_t body_bytes = 1u << 20;
+  /// The admin's PUT /api/packages/<digest> (jobs::pack_options::limit_bytes and more).
+  std::uint64_t package_bytes = 160u << 20;
+  /// A body has 30 s plus a second for every MiB to arrive.
+  std::chrono::milliseconds body_deadline_base{30'000};
 };
 
 class server {
@@ -89,6 +108,12 @@ public:
   /// Responses sent so far, by status code (what /metrics reports); requests cpp-httplib
   /// refuses itself as malformed (400) before celer sees them are not counted.
   [[nodiscard]] std::map<int, std::uint64_t> responses_by_code() const;
+  /// Connections closed to make room for others, or cut short by a deadline or a byte
+  /// budget (connections.hpp).
+  [[nodiscard]] std::uint64_t connections_evicted() const;
+  [[nodiscard]] std::uint64_t connections_cut_short() const;
+  /// The session cookie's name: "celer_session_<port>" ("__Host-..." under TLS).
+  [[nodiscard]] std::string cookie_name() const;
   /// Stops serving and joins the threads; idempotent.
   void stop();
 

@@ -398,6 +398,42 @@ expected<void> job_manager::remove(const std::string& id, const asker& who) {
   return {};
 }
 
+expected<log_page> job_manager::log_range(const std::string& id, const asker& who, std::uint64_t from,
+                                          std::uint64_t max_bytes) const {
+  std::filesystem::path log;
+  {
+    std::lock_guard lock(mutex_);
+    const auto* e = lookup(id, who);
+    if (e == nullptr) return error(error_code::not_found, "no job " + id);
+    log = folder(e->record.id) / "driver.log";
+  }
+  log_page page;
+  page.offset = from;
+  std::ifstream in(log, std::ios::binary);
+  if (!in) return page;
+  in.seekg(0, std::ios::end);
+  page.size = static_cast<std::uint64_t>(std::max<std::streamoff>(0, in.tellg()));
+  if (from >= page.size) return page;
+  page.text.resize(static_cast<std::size_t>(std::min(max_bytes, page.size - from)));
+  in.seekg(static_cast<std::streamoff>(from));
+  in.read(page.text.data(), static_cast<std::streamsize>(page.text.size()));
+  page.text.resize(static_cast<std::size_t>(std::max<std::streamsize>(0, in.gcount())));
+  // A character cut by the page's end goes to the next page whole: walk back over at most
+  // three continuation bytes to its lead byte and see whether all of it is here.
+  if (!page.text.empty() && from + page.text.size() < page.size) {
+    std::size_t lead = page.text.size();
+    for (int back = 0; back < 4 && lead > 0; ++back) {
+      const auto b = static_cast<unsigned char>(page.text[lead - 1]);
+      --lead;
+      if ((b & 0xC0) != 0x80) break;  // not a continuation byte: the lead (or ASCII)
+    }
+    const auto b = static_cast<unsigned char>(page.text[lead]);
+    const std::size_t need = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
+    if (b >= 0xC0 && lead + need > page.text.size() && lead > 0) page.text.resize(lead);
+  }
+  return page;
+}
+
 expected<std::string> job_manager::logs(const std::string& id, const asker& who, std::uint64_t from) const {
   std::filesystem::path log;
   {

@@ -118,6 +118,14 @@ struct asker {
   job_id job;
 };
 
+/// A page of a job's log (job_manager::log_range).
+struct log_page {
+  std::string text;
+  /// Where `text` starts in the log, and the log's size in bytes when it was read.
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+};
+
 class job_manager {
 public:
   using clock = std::function<std::chrono::system_clock::time_point()>;
@@ -143,7 +151,14 @@ public:
   /// Forgets an ended job: its record, log and folder. failed_precondition while it runs;
   /// permission_denied for a job's credential.
   [[nodiscard]] expected<void> remove(const std::string& id, const asker& who);
-  /// The driver's log (stdout and stderr), from byte `from`.
+  /// One page of the driver's log (stdout and stderr): at most `max_bytes` from byte `from`,
+  /// cut back to a whole UTF-8 character when one straddles the page's end (unless that
+  /// would leave it empty), and the log's size then. Reads only the page, never the whole
+  /// log. A `from` past the end gives an empty page.
+  [[nodiscard]] expected<log_page> log_range(const std::string& id, const asker& who, std::uint64_t from,
+                                             std::uint64_t max_bytes) const;
+  /// The driver's log from byte `from` to its end, whole (tests and small logs; HTTP serves
+  /// log_range's pages).
   [[nodiscard]] expected<std::string> logs(const std::string& id, const asker& who, std::uint64_t from = 0) const;
   /// Waits up to `timeout` for the job to change state or its log to grow past `log_bytes`.
   void wait_for_change(const std::string& id, std::uint64_t log_bytes, std::chrono::milliseconds timeout) const;

@@ -388,6 +388,13 @@ TEST_CASE("real drivers: an argument vector runs without a shell, its output is 
   CHECK(done->exit_code == 0);
   CHECK(*jm.logs(rec->submission_id, f.admin) == "$HOME; echo pwned `id`\n");
   CHECK(*jm.logs(rec->submission_id, f.admin, 7) == "echo pwned `id`\n");
+  // In pages: the bytes asked for, the next offset, the size; past the end, nothing.
+  auto page = jm.log_range(rec->submission_id, f.admin, 7, 5);
+  REQUIRE(page);
+  CHECK(page->text == "echo ");
+  CHECK(page->offset == 7);
+  CHECK(page->size == 23);
+  CHECK(jm.log_range(rec->submission_id, f.admin, 100, 5)->text.empty());
 
   r.argv = {"/nonexistent/program"};
   auto missing = jm.submit(r, f.admin);
@@ -584,4 +591,25 @@ TEST_CASE("a job stopped while it waits for its resources ends STOPPED without s
   REQUIRE(f.jm->submit(r, f.admin));
   f.jm->shutdown(std::chrono::seconds(1));
   CHECK(f.jm->find("at-shutdown", f.admin)->status() == job_state::stopped);
+}
+
+TEST_CASE("a log page never ends inside a UTF-8 character, unless that is all it could hold", "[jobs]") {
+  fixture f;
+  driver_process_launcher real;
+  std::promise<void> ended;
+  std::atomic<int> ends{0};
+  job_manager jm(f.config(), real,
+                 job_hooks{.started = {}, .alive = {}, .ended = [&](const job_id&) {
+                             if (ends++ == 0) ended.set_value();
+                           }},
+                 nullptr);
+  submit_request r;
+  r.argv = {"/bin/echo", "ab\xe6\x9d\xb1z"};  // "ab東z": a 3-byte character at 2..4
+  auto rec = jm.submit(r, f.admin);
+  REQUIRE(rec);
+  REQUIRE(ended.get_future().wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+  CHECK(jm.log_range(rec->submission_id, f.admin, 0, 4)->text == "ab");  // the character waits
+  CHECK(jm.log_range(rec->submission_id, f.admin, 0, 5)->text == "ab\xe6\x9d\xb1");
+  CHECK(jm.log_range(rec->submission_id, f.admin, 2, 2)->text == "\xe6\x9d");  // all it could hold
+  CHECK(jm.log_range(rec->submission_id, f.admin, 0, 1u << 20)->text == "ab\xe6\x9d\xb1z\n");
 }

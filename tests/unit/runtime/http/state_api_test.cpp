@@ -234,3 +234,11 @@ TEST_CASE("before the head's first snapshot the lists say to try again", "[http]
   CHECK(status == 503);
   CHECK_THAT(j["error"].get<std::string>(), Catch::Contains("try again"));
 }
+
+TEST_CASE("a job's string that is not UTF-8 is served with U+FFFD in its place, never a 500", "[http][state]") {
+  // A task or actor name comes from the job: any bytes. json_response is every route's way out.
+  const auto r = json_response({{"name", std::string("t\xff\xc3(ask")}, {"ok", "Grüße"}});
+  CHECK(r.status == 200);
+  CHECK(r.body == "{\"name\":\"t\xEF\xBF\xBD\xEF\xBF\xBD(ask\",\"ok\":\"Grüße\"}");
+  CHECK(nlohmann::json::parse(r.body)["ok"] == "Grüße");
+}
