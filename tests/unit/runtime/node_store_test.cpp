@@ -6,6 +6,7 @@
 #include "node/node_store.hpp"
 
 #include <celer/store/checksum.hpp>
+#include <celer/store/object_store.hpp>
 #include <celer/store/shm_arena.hpp>
 
 #include <catch2/catch.hpp>

@@ -275,7 +275,7 @@ TEST_CASE("reads asked at once are answered in any order", "[core][store_client]
   auto pb = f.client.start_map(b, f.self);
   CHECK(pa.request != pb.request);
   CHECK(f.requests.pending() == 2);
-  auto rb = store_fixture::reply_to(f.placed(), pb.request);
+  auto rb = store_fixture::reply_to(f.with_ticket(f.placed(), /*known=*/0), pb.request);
   auto ra = store_fixture::refused(error_code::not_found, "object gone");
   ra.request_id = pa.request;
   protocol::message mb = rb, ma = ra;
