@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <functional>
 #include <optional>
+#include <random>
 #include <vector>
 
 namespace celer::store {
@@ -34,18 +35,19 @@ expected<std::size_t> object_store::block_bytes(const unique_id& id, std::uint64
   std::uint64_t total = 0;
   std::optional<std::size_t> bytes;
   if (!__builtin_add_overflow(size, lead, &total)) bytes = block_allocator::round_up(total);
-  if (!bytes || *bytes > blocks_.capacity()) {
+  if (!bytes || *bytes > capacity_) {
     return error(error_code::resource_exhausted,
                  "object " + hex(id) + " of " + std::to_string(size) +
                    " bytes is larger than the object store's capacity of " +
-                   std::to_string(blocks_.capacity()) + " bytes (--object-store-memory)");
+                   std::to_string(capacity_) + " bytes (--object-store-memory)");
   }
   return *bytes;
 }
 
 expected<std::unique_ptr<object_store>> object_store::open(config cfg) {
-  auto segment = shm_segment::create(cfg.capacity);
-  if (!segment) return segment.error();
+  if (cfg.capacity / block_allocator::alignment == 0) {
+    return error(error_code::invalid_argument, "an object store needs a capacity above zero");
+  }
   std::vector<disk_record> found;
   std::unique_ptr<spill_db> db;
   if (!cfg.dir.empty()) {
@@ -53,7 +55,7 @@ expected<std::unique_ptr<object_store>> object_store::open(config cfg) {
     if (!opened) return opened.error();
     db = std::move(*opened);
   }
-  std::unique_ptr<object_store> s(new object_store(std::move(cfg), std::move(*segment), std::move(db)));
+  std::unique_ptr<object_store> s(new object_store(std::move(cfg), std::move(db)));
   for (const auto& r : found) {
     auto& e = s->objects_[r.id];
     e.rec = r;
@@ -66,27 +68,108 @@ expected<std::unique_ptr<object_store>> object_store::open(config cfg) {
 
 object_store::~object_store() = default;  // here, where spill_db is complete
 
-object_store::object_store(config cfg, shm_segment segment, std::unique_ptr<spill_db> db)
-  : cfg_(std::move(cfg)), segment_(std::move(segment)), blocks_(segment_.capacity()),
+object_store::object_store(config cfg, std::unique_ptr<spill_db> db)
+  : cfg_(std::move(cfg)), capacity_(cfg_.capacity / block_allocator::alignment * block_allocator::alignment),
     db_(std::move(db)) {
-  counts_.capacity = blocks_.capacity();
+  counts_.capacity = capacity_;
+  // Arena ids start at a random point, so that a process's cached mappings of a previous
+  // run's arenas (the node agent started again) are never taken for this run's.
+  std::random_device rd;
+  next_arena_ = (std::uint64_t{rd()} << 32) ^ rd();
 }
 
-expected<std::size_t> object_store::allocate(std::size_t bytes, const unique_id& for_id) {
-  if (bytes > blocks_.capacity()) {
+expected<object_store::arena*> object_store::arena_for(const unique_id& job) {
+  auto& a = arenas_[job];
+  if (!a) {
+    // Each arena is as large as the whole store (sparse: pages exist once written), so
+    // that any object that fits the budget fits its job's arena.
+    auto segment = shm_segment::create(capacity_, "celer-object-arena");
+    if (!segment) {
+      arenas_.erase(job);
+      return segment.error();
+    }
+    if (++next_arena_ == 0) ++next_arena_;
+    a = std::make_unique<arena>(next_arena_, job,
+                                std::make_shared<shm_segment>(std::move(*segment)));
+  }
+  a->ended = false;  // a job's late object after free_job keeps its arena until freed again
+  return a.get();
+}
+
+void object_store::bound_resident(arena& in) {
+  std::size_t resident_free = 0;
+  for (const auto& [job, a] : arenas_) resident_free += a->blocks.resident_free();
+  if (used_ + resident_free <= capacity_) return;
+  // Other arenas' free pages first; `in`'s own (those it would reuse soonest) last.
+  for (const bool own : {false, true}) {
+    for (const auto& [job, a] : arenas_) {
+      if ((a.get() == &in) != own) continue;
+      for (const auto& [offset, size] : a->blocks.take_resident_free()) {
+        a->segment->punch(offset, size);
+        resident_free -= size;
+        counts_.punched_bytes += size;
+      }
+      if (used_ + resident_free <= capacity_) return;
+    }
+  }
+}
+
+void object_store::drop_if_done(arena& a) {
+  if (a.ended && a.blocks.used() == 0) arenas_.erase(a.job);  // `a` is gone after this
+}
+
+std::shared_ptr<const shm_segment> object_store::arena_segment(std::uint64_t id) const {
+  for (const auto& [job, a] : arenas_) {
+    if (a->id == id) return a->segment;
+  }
+  return nullptr;
+}
+
+std::uint64_t object_store::arena_of_job(const unique_id& job) const {
+  auto it = arenas_.find(job);
+  return it == arenas_.end() ? 0 : it->second->id;
+}
+
+std::optional<unique_id> object_store::job_of_arena(std::uint64_t id) const {
+  for (const auto& [job, a] : arenas_) {
+    if (a->id == id) return job;
+  }
+  return std::nullopt;
+}
+
+std::size_t object_store::resident_bytes() const {
+  std::size_t n = 0;
+  for (const auto& [job, a] : arenas_) n += a->segment->resident_bytes();
+  return n;
+}
+
+expected<std::pair<object_store::arena*, std::size_t>> object_store::allocate(
+  std::size_t bytes, const unique_id& for_id, const unique_id& job) {
+  if (bytes > capacity_) {
     return error(error_code::resource_exhausted,
                  "object " + hex(for_id) + " needs " + std::to_string(bytes) +
                    " bytes, more than the object store's capacity of " +
-                   std::to_string(blocks_.capacity()) + " bytes (--object-store-memory)");
+                   std::to_string(capacity_) + " bytes (--object-store-memory)");
   }
+  auto in = arena_for(job);
+  if (!in) return in.error();
+  arena& a = **in;
   for (;;) {
-    if (auto at = blocks_.allocate(bytes)) return *at;
+    // One budget for every job: this job's arena has room as long as all arenas together do
+    // (an arena is as large as the capacity; only fragmentation can leave no block).
+    if (used_ + bytes <= capacity_) {
+      if (auto at = a.blocks.allocate(bytes)) {
+        used_ += bytes;
+        bound_resident(a);
+        return std::pair{&a, *at};
+      }
+    }
     if (lru_.empty()) break;
     auto it = objects_.find(lru_.back());
     if (auto evicted = evict(it->second); !evicted) {
       return error(evicted.error().code(),
                    "object " + hex(for_id) + " (" + mib(bytes) + ") needs room in the object store (" +
-                     mib(blocks_.used()) + " of " + mib(blocks_.capacity()) +
+                     mib(used_) + " of " + mib(capacity_) +
                      " in use), and spilling another object to disk failed: " +
                      evicted.error().message());
     }
@@ -98,7 +181,7 @@ expected<std::size_t> object_store::allocate(std::size_t bytes, const unique_id&
   const bool can_spill = cfg_.spill && db_ != nullptr;
   return error(error_code::resource_exhausted,
                "object " + hex(for_id) + " (" + mib(bytes) + ") does not fit in the object store: " +
-                 mib(blocks_.used()) + " of " + mib(blocks_.capacity()) + " in use, " +
+                 mib(used_) + " of " + mib(capacity_) + " in use, " +
                  mib(pinned) + " of it pinned by readers and writers" +
                  (can_spill ? std::string() : ", and spilling to disk is off"));
 }
@@ -123,10 +206,14 @@ void object_store::drop_memory(entry& e) {
     e.in_lru = false;
   }
   if (e.in_memory) {
-    blocks_.release(e.block, e.block_size);
+    arena& a = *e.where;
+    a.blocks.release(e.block, e.block_size);
+    used_ -= e.block_size;
     e.in_memory = false;
+    e.where = nullptr;
     counts_.bytes_in_memory -= e.block_size;
     --counts_.objects_in_memory;
+    drop_if_done(a);
   }
 }
 
@@ -142,7 +229,7 @@ expected<object_store::location> object_store::create(const unique_id& id, std::
   }
   const auto bytes = block_bytes(id, size, lead);
   if (!bytes) return bytes.error();
-  auto block = allocate(*bytes, id);
+  auto block = allocate(*bytes, id, tag.job);
   if (!block) return block.error();
   auto& e = objects_[id];
   e.rec.id = id;
@@ -151,13 +238,14 @@ expected<object_store::location> object_store::create(const unique_id& id, std::
   e.rec.durable = durable;
   e.rec.owner = tag.owner;
   e.rec.job = tag.job;
-  e.block = *block;
+  e.where = block->first;
+  e.block = block->second;
   e.block_size = *bytes;
   e.in_memory = true;
   e.pins = 1;
   counts_.bytes_in_memory += *bytes;
   ++counts_.objects_in_memory;
-  return location{e.block + lead, size};
+  return where(e);
 }
 
 expected<void> object_store::seal(const unique_id& id) {
@@ -185,9 +273,10 @@ expected<object_store::location> object_store::pin(const unique_id& id) {
   if (!e.in_memory) {
     const auto bytes = block_bytes(id, e.rec.size, e.rec.lead);
     if (!bytes) return bytes.error();
-    auto block = allocate(*bytes, id);
+    auto block = allocate(*bytes, id, e.rec.job);
     if (!block) return block.error();
-    e.block = *block;
+    e.where = block->first;
+    e.block = block->second;
     e.block_size = *bytes;
     e.in_memory = true;
     counts_.bytes_in_memory += *bytes;
@@ -204,7 +293,7 @@ expected<object_store::location> object_store::pin(const unique_id& id) {
     e.in_lru = false;
   }
   ++e.pins;
-  return location{e.block + e.rec.lead, e.rec.size};
+  return where(e);
 }
 
 void object_store::unpin(const unique_id& id) {
@@ -258,7 +347,12 @@ std::size_t object_store::free_owner(const unique_id& owner) {
 }
 
 std::size_t object_store::free_job(const unique_id& job) {
-  return free_if([&](const entry& e) { return e.rec.job == job; });
+  const auto n = free_if([&](const entry& e) { return e.rec.job == job; });
+  if (auto it = arenas_.find(job); it != arenas_.end()) {
+    it->second->ended = true;
+    drop_if_done(*it->second);
+  }
+  return n;
 }
 
 bool object_store::contains(const unique_id& id) const {
@@ -294,6 +388,9 @@ object_store::counters object_store::stats() const {
   counters c = counts_;
   c.objects_on_disk_only = 0;
   c.pinned_objects = 0;
+  c.arenas = arenas_.size();
+  c.resident_free_bytes = 0;
+  for (const auto& [job, a] : arenas_) c.resident_free_bytes += a->blocks.resident_free();
   for (const auto& [id, e] : objects_) {
     if (e.freed) continue;
     if (e.on_disk && !e.in_memory) ++c.objects_on_disk_only;

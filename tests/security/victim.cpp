@@ -81,7 +81,10 @@ int main(int argc, char** argv) {
   // A small object (inline at its owner) and a large one (in the node's object store).
   std::vector<std::uint8_t> small(1000), large(4 << 20);
   for (std::size_t i = 0; i < small.size(); ++i) small[i] = static_cast<std::uint8_t>(i * 7);
-  for (std::size_t i = 0; i < large.size(); ++i) large[i] = static_cast<std::uint8_t>(i * 13 + 1);
+  // Job K's ("victim") large object differs from every other job's, so that the suite can
+  // search memory for it (section H): bytes i * 13 + 1 for K, i * 29 + 1 for the others.
+  const unsigned step = name == "victim" ? 13 : 29;
+  for (std::size_t i = 0; i < large.size(); ++i) large[i] = static_cast<std::uint8_t>(i * step + 1);
   auto inline_ref = celer::put(small);
   auto stored_ref = celer::put(large);
   int first = 0;

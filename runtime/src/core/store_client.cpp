@@ -1,6 +1,7 @@
 #include "core/store_client.hpp"
 
 #include "config/knobs.hpp"
+#include "node/arena_handout.hpp"
 
 #include <celer/store/shm_arena.hpp>
 
@@ -109,6 +110,7 @@ protocol::object_payload store_client::store_value_at(const address& node, const
   c.owner = owner;
   c.job = job;
   c.durable = durable;
+  c.arena_known = known_arena(node);
   const auto lead = c.lead;
   auto created = requests_.ask<protocol::store_reply>(node, std::move(c));
   if (!created.ok) {
@@ -117,11 +119,12 @@ protocol::object_payload store_client::store_value_at(const address& node, const
   }
   // Readers map the store read-only; the writer gets a writable view of its object alone,
   // unmapped once it is written.
-  (void)mapping(created.segment, created.capacity);
   std::shared_ptr<store::shm_segment> seg;
-  {
-    std::lock_guard lock(mappings_mutex_);
-    seg = segments_.at(created.segment);
+  try {
+    seg = segment(node, created);
+  } catch (...) {
+    (void)net_.send(node, protocol::store_release{id, where_.self, /*abandon=*/true});
+    throw;
   }
   auto view = seg->map_writable(created.offset, size);
   if (!view) {
@@ -152,14 +155,41 @@ protocol::object_payload store_client::store_value_at(const address& node, const
   return v;
 }
 
-std::shared_ptr<const void> store_client::mapping(const std::string& path, std::size_t capacity) {
+std::uint64_t store_client::known_arena(const address& node) {
   std::lock_guard lock(mappings_mutex_);
-  auto& m = mappings_[path];
+  auto it = known_arena_.find(node.id);
+  return it == known_arena_.end() ? 0 : it->second;
+}
+
+std::shared_ptr<store::shm_segment> store_client::segment(const address& node,
+                                                          const protocol::store_reply& r) {
+  (void)mapping(node, r);
+  std::lock_guard lock(mappings_mutex_);
+  return segments_.at(node.id.hex() + "/" + std::to_string(r.arena));
+}
+
+std::shared_ptr<const void> store_client::mapping(const address& node, const protocol::store_reply& r) {
+  const std::string key = node.id.hex() + "/" + std::to_string(r.arena);
+  std::lock_guard lock(mappings_mutex_);
+  auto& m = mappings_[key];
   if (!m) {
-    auto seg = store::shm_segment::open(path, capacity, store::shm_access::read_only);
-    if (!seg) throw exception(seg.error().code(), seg.error().message());
+    // The first reply naming this arena carries a ticket for its fd (read-write: this
+    // process's job writes its own objects there; the base is mapped read-only all the same).
+    auto fd = fetch_arena_fd(r.socket, r.arena, r.ticket,
+                             std::chrono::milliseconds(knobs().request_timeout_ms));
+    if (!fd) {
+      mappings_.erase(key);
+      throw exception(fd.error().code(), "the object store's arena " + std::to_string(r.arena) +
+                                           ": " + fd.error().message());
+    }
+    auto seg = store::shm_segment::adopt(*fd, r.capacity, store::shm_access::read_only);
+    if (!seg) {
+      mappings_.erase(key);
+      throw exception(seg.error().code(), seg.error().message());
+    }
     auto owned = std::make_shared<store::shm_segment>(std::move(*seg));
-    segments_[path] = owned;
+    segments_[key] = owned;
+    known_arena_[node.id] = r.arena;
     // The handle's pointer is the base of the mapping; it owns the segment.
     m = std::shared_ptr<const void>(owned, owned->base());
   }
@@ -197,6 +227,7 @@ store_client::pending_map store_client::start_map(const protocol::object_payload
   g.lead = v.lead;
   g.owner = owner;
   g.job = where_.job;
+  g.arena_known = known_arena(p.node);
   p.request = g.request_id;
   try {
     p.reply = requests_.send_request(p.node, std::move(g), p.request);
@@ -245,7 +276,17 @@ detail::fetched store_client::finish_map(pending_map& p) {
       (void)net_.send(p.owner, std::move(c));
     }
   }
-  auto map = mapping(r.segment, r.capacity);
+  std::shared_ptr<const void> map;
+  try {
+    map = mapping(p.node, r);
+  } catch (const exception& e) {
+    (void)net_.send(p.node, protocol::store_release{p.object, where_.self, false});
+    f.fail = protocol::failure_info::make(detail::failure_kind::object_lost, e.code(),
+                                          "object " + p.object.hex() +
+                                            " could not be mapped: " + e.what())
+               .to_failure();
+    return f;
+  }
   // One pin per mapping: dropped (store_release) when the last user of the bytes is gone.
   struct pinned {
     std::shared_ptr<const void> map;

@@ -2,14 +2,16 @@
 // A core's side of its node's object store: writes values into the node's shared memory
 // (store_create, write, store_seal), maps stored objects for reading (store_get, which
 // pins them at the node, pulling them there first when they live elsewhere), and drops
-// each pin (store_release) when the last user of the mapped bytes lets go. The node's
-// segments are mapped once per process.
+// each pin (store_release) when the last user of the mapped bytes lets go. Its job's arena
+// on a node is mapped once per process: the first reply that names it carries a ticket,
+// which the client trades for the arena's fd at the node's socket (node/arena_handout.hpp).
 //
 //   store_client store(net, requests, {self, node_addr, node, job}, on_own_copy);
 //   auto v = store.store_value(id, size, first, /*durable=*/false, self, job, write);
 //   auto bytes = store.map_stored(v, self);  // bytes.keep holds the pin
 //
-// Threads: any user thread. mappings_mutex_ guards mappings_ and segments_; requests go
+// Threads: any user thread. mappings_mutex_ guards mappings_, segments_ and known_arena_
+// (and is held while an arena's fd is fetched); requests go
 // through the core's request_table; no lock is held while waiting for the node.
 
 #include "core/request_table.hpp"
@@ -82,10 +84,10 @@ public:
   pending_map start_map(const protocol::object_payload& v, const address& owner);
   detail::fetched finish_map(pending_map& p);
 
-  /// The node's object store segment at `path`, mapped read-only once per process; the
-  /// pointer is its base and owns the mapping. Throws celer::exception when it cannot be
-  /// mapped.
-  std::shared_ptr<const void> mapping(const std::string& path, std::size_t capacity);
+  /// The arena a store reply from `node` names, mapped read-only once per process (its fd
+  /// fetched with the reply's ticket the first time); the pointer is its base and owns the
+  /// mapping. Throws celer::exception when it cannot be had (a refused ticket included).
+  std::shared_ptr<const void> mapping(const address& node, const protocol::store_reply& r);
 
   /// This node's object store in numbers.
   protocol::store_counters query_stats();
@@ -135,11 +137,19 @@ private:
   const copied_here on_copy_;
   std::shared_ptr<link> link_;
 
-  std::mutex mappings_mutex_;  // guards mappings_, segments_
-  /// The node's shared memory, mapped once per segment path.
+  /// The arena mapped last from `node`: sent as arena_known, so that replies carry a ticket
+  /// only for an arena not mapped yet.
+  std::uint64_t known_arena(const address& node);
+  /// mapping()'s segment, for a writer's view.
+  std::shared_ptr<store::shm_segment> segment(const address& node, const protocol::store_reply& r);
+
+  std::mutex mappings_mutex_;  // guards mappings_, segments_, known_arena_
+  /// The nodes' arenas, mapped once each, by node and arena id.
   std::unordered_map<std::string, std::shared_ptr<const void>> mappings_;
   /// The same segments, for writers' views (mapping() fills both).
   std::unordered_map<std::string, std::shared_ptr<store::shm_segment>> segments_;
+  /// By node id.
+  std::unordered_map<unique_id, std::uint64_t> known_arena_;
 };
 
 } // namespace celer

@@ -1,6 +1,7 @@
 #include "node/node_store.hpp"
 
 #include "log.hpp"
+#include "node/arena_handout.hpp"
 #include "node/chunk_seal.hpp"
 #include "transport/bulk_lane.hpp"
 
@@ -39,16 +40,11 @@ node_store::node_store(transport& net, config cfg)
   store_ = std::move(*s);
   cfg_.chunk_bytes = std::clamp<std::uint64_t>(cfg_.chunk_bytes, 1, max_chunk_bytes);
   cfg_.chunks_in_flight = std::max<std::size_t>(cfg_.chunks_in_flight, 1);
-  // Chunks are sent from a second, read-only mapping of the store's memory: a frame still
-  // queued in the transport when this store is gone keeps it mapped.
-  auto view = store::shm_segment::open(store_->segment().path(), store_->segment().capacity(),
-                                       store::shm_access::read_only);
-  if (view) {
-    send_view_ = std::make_shared<const store::shm_segment>(std::move(*view));
-  } else {
-    CELER_LOG(warn, "store", "cannot map the store's memory for sending (" +
-                               view.error().message() + "); chunks sent to other nodes are copied");
+  auto handout = arena_handout::start({.ttl = cfg_.ticket_ttl});
+  if (!handout) {
+    throw exception(handout.error().code(), "the node's object store: " + handout.error().message());
   }
+  handout_ = std::move(*handout);
 }
 
 node_store::~node_store() = default;
@@ -84,9 +80,19 @@ void node_store::on(protocol::store_create& m) {
   r.ok = true;
   r.offset = at->offset;
   r.size = at->size;
-  r.segment = store_->segment().path();
-  r.capacity = store_->segment().capacity();
+  name_arena(r, at->arena, *at->segment, m.arena_known);
   (void)net_.send(m.reply_to, std::move(r));
+}
+
+void node_store::name_arena(protocol::store_reply& r, std::uint64_t arena,
+                            const store::shm_segment& segment, std::uint64_t known) {
+  r.arena = arena;
+  r.capacity = segment.capacity();
+  if (known == arena) return;  // mapped already: nothing to hand over
+  // The arena is the object's job's, and the asker is of that job (or the cluster's own):
+  // owned_by_sender checked it before any reply names the arena.
+  r.ticket = handout_->issue(store_->job_of_arena(arena).value_or(unique_id{}), arena, segment.fd());
+  r.socket = handout_->name();
 }
 
 bool node_store::owned_by_sender(const job_id& sender, const object_id& id, const char* what) {
@@ -127,7 +133,7 @@ void node_store::on(protocol::store_seal& m) {
 }
 
 void node_store::answer_get(std::uint64_t request_id, const address& client, const object_id& id,
-                            bool pulled) {
+                            bool pulled, std::uint64_t arena_known) {
   auto at = store_->pin(id);
   if (!at) {
     reply_error(request_id, client, at.error(), detail::failure_kind::object_lost);
@@ -140,8 +146,7 @@ void node_store::answer_get(std::uint64_t request_id, const address& client, con
   r.ok = true;
   r.offset = at->offset;
   r.size = at->size;
-  r.segment = store_->segment().path();
-  r.capacity = store_->segment().capacity();
+  name_arena(r, at->arena, *at->segment, arena_known);
   r.pulled = pulled;
   (void)net_.send(client, std::move(r));
 }
@@ -153,18 +158,19 @@ void node_store::on(protocol::store_get& m) {
   if (!owned_by_sender(m.sender_job, m.id, "read")) return;
   client_job_[m.reply_to.id] = m.job;
   if (store_->sealed(m.id)) {
-    answer_get(m.request_id, m.reply_to, m.id, false);
+    answer_get(m.request_id, m.reply_to, m.id, false, m.arena_known);
     return;
   }
   if (auto p = pulls_.find(m.id); p != pulls_.end()) {
-    p->second.waiters.push_back({m.request_id, m.reply_to});  // one transfer for all readers
+    // One transfer for all readers.
+    p->second.waiters.push_back({m.request_id, m.reply_to, m.arena_known});
     return;
   }
   if (store_->contains(m.id) || m.source.nil() || m.source == cfg_.self) {
     if (store_->contains(m.id)) {
       // Created here and not sealed yet: its reader got the ref before its writer's seal
       // arrived. It waits for the seal.
-      pulls_[m.id].waiters.push_back({m.request_id, m.reply_to});
+      pulls_[m.id].waiters.push_back({m.request_id, m.reply_to, m.arena_known});
       return;
     }
     reply_error(m.request_id, m.reply_to,
@@ -188,6 +194,7 @@ void node_store::on(protocol::store_get& m) {
   }
   auto& p = pulls_[m.id];
   p.offset = at->offset;
+  p.segment = store_->arena_segment(at->arena);
   p.source = m.source;
   p.size = m.size;
   p.job = m.job;
@@ -196,7 +203,7 @@ void node_store::on(protocol::store_get& m) {
     p.request_id = pull_ids_();
   } while (p.request_id == 0);
   p.progress = now();
-  p.waiters.push_back({m.request_id, m.reply_to});
+  p.waiters.push_back({m.request_id, m.reply_to, m.arena_known});
   CELER_LOG(debug, "store", "pulls " + m.id.short_hex() + " (" + std::to_string(m.size) +
                               " bytes) from " + m.source.endpoint);
   if (m.size == 0) {
@@ -264,11 +271,11 @@ void node_store::on(protocol::store_pull& m) {
       "object " + m.id.hex() + ": a pull's key has " + std::to_string(chunk_seal::key_bytes) +
         " bytes, not " + std::to_string(m.key.size()));
   } else if (!m.key.empty()) {
-    send_sealed(m, at->offset + m.offset);
+    send_sealed(m, at->segment->base() + at->offset + m.offset);
     store_->unpin(m.id);
     return;
   } else {
-    c.data = chunk_bytes_of(m.id, at->offset + m.offset, m.length);
+    c.data = chunk_bytes_of(m.id, at->arena, at->offset + m.offset, m.length);
     if (!m.reply_to.endpoint.empty()) pullers_[m.reply_to.id] = m.reply_to.endpoint;
     c.checksum = store::checksum(c.data.data(), c.data.size());
     c.ok = true;
@@ -279,15 +286,12 @@ void node_store::on(protocol::store_pull& m) {
   (void)net_.send(m.reply_to, std::move(c));
 }
 
-protocol::shared_bytes node_store::chunk_bytes_of(const object_id& id, std::uint64_t at,
-                                                  std::uint32_t length) {
-  if (send_view_ == nullptr) {
-    const auto* bytes = store_->segment().base() + at;
-    return std::string(reinterpret_cast<const char*>(bytes), length);
-  }
-  // The object stays pinned (neither freed, moved nor spilled) until the last copy of the
-  // bytes is gone: ZeroMQ's I/O thread lets go of them once written, or the send fails and
-  // the message is dropped here.
+protocol::shared_bytes node_store::chunk_bytes_of(const object_id& id, std::uint64_t arena,
+                                                  std::uint64_t at, std::uint32_t length) {
+  // The arena stays mapped for the bytes (a frame still queued when the job's arena, or this
+  // store, is gone keeps it), and the object stays pinned (neither freed, moved nor
+  // spilled) until the last copy of the bytes is gone: ZeroMQ's I/O thread lets go of them
+  // once written, or the send fails and the message is dropped here.
   struct chunk_pin {
     std::shared_ptr<sent_chunks> sent;
     std::shared_ptr<const store::shm_segment> view;
@@ -308,12 +312,13 @@ protocol::shared_bytes node_store::chunk_bytes_of(const object_id& id, std::uint
   };
   (void)store_->pin(id);  // cannot fail: the caller holds a pin
   ++chunks_pinned_;
-  auto pin = std::make_shared<const chunk_pin>(sent_, send_view_, id);
-  const auto* bytes = reinterpret_cast<const char*>(send_view_->base() + at);
+  auto view = store_->arena_segment(arena);  // the caller's pin keeps the arena
+  auto pin = std::make_shared<const chunk_pin>(sent_, view, id);
+  const auto* bytes = reinterpret_cast<const char*>(view->base() + at);
   return protocol::shared_bytes(bytes, length, std::move(pin));
 }
 
-void node_store::send_sealed(protocol::store_pull& m, std::uint64_t from) {
+void node_store::send_sealed(protocol::store_pull& m, const std::byte* from) {
   std::unique_ptr<char[]> buffer;
   {
     std::lock_guard lock(seal_buffers_->mutex);
@@ -327,7 +332,7 @@ void node_store::send_sealed(protocol::store_pull& m, std::uint64_t from) {
   c.request_id = m.request_id;
   c.id = m.id;
   c.offset = m.offset;
-  const auto* plain = reinterpret_cast<const char*>(store_->segment().base() + from);
+  const auto* plain = reinterpret_cast<const char*>(from);
   if (!chunk_seal::seal(m.key, {m.request_id, m.id, m.offset}, plain, m.length, buffer.get())) {
     c.fail = protocol::failure_info::make(detail::failure_kind::object_lost, error_code::internal,
                                           "object " + m.id.hex() + ": its chunk could not be sealed");
@@ -399,7 +404,7 @@ void node_store::on(protocol::store_chunk& m) {
   // What was asked lies inside the object (ask_next_chunks), so the writes below do too:
   // straight from the frame it arrived in into the block (the puller's pin, from create,
   // keeps it where create put it).
-  auto* to = reinterpret_cast<char*>(store_->segment().base() + p.offset + m.offset);
+  auto* to = reinterpret_cast<char*>(p.segment->base() + p.offset + m.offset);
   if (m.ok && sealing > 0) {
     // Opened and checked as it goes. One that does not authenticate (a peer's junk on the
     // lane, which anyone may connect to) is dropped, and the chunk stays asked for: the real
@@ -516,7 +521,7 @@ void node_store::finish_pull(const object_id& id, const error* failed) {
     }
     return;
   }
-  for (const auto& w : p.waiters) answer_get(w.request_id, w.reply_to, id, transfer);
+  for (const auto& w : p.waiters) answer_get(w.request_id, w.reply_to, id, transfer, w.arena_known);
 }
 
 void node_store::unpin_for(const address& client, const object_id& id) {

@@ -30,6 +30,7 @@ class object_store;
 class shm_segment;
 } // namespace store
 class bulk_lane;
+class arena_handout;
 
 class node_store {
 public:
@@ -59,11 +60,14 @@ public:
     /// and sends them on the lane (node/chunk_seal.hpp). Null: chunks go in clear on the
     /// nodes' connection (CURVE encrypts them when encryption is on), checksummed.
     bulk_lane* lane = nullptr;
+    /// How long a ticket for an arena's fd (in a store reply) may be presented.
+    std::chrono::milliseconds ticket_ttl{knobs().store_ticket_ttl_ms};
   };
   /// The largest chunk a node serves: one message, well inside a connection's 16 MiB frame
   /// limit (zmq_transport::options::max_frame_bytes) with CURVE's overhead.
   static constexpr std::uint64_t max_chunk_bytes = std::uint64_t{8} << 20;
-  /// Opens the store; throws celer::exception when the memory or the disk tier cannot be had.
+  /// Opens the store and starts serving its arenas' fds (arena_handout); throws
+  /// celer::exception when the disk tier or the socket cannot be had.
   node_store(transport& net, config cfg);
   ~node_store();
   node_store(const node_store&) = delete;
@@ -104,17 +108,24 @@ public:
   [[nodiscard]] std::uint64_t refused() const noexcept { return refused_; }
   /// Chunks sent whose pin is not yet dropped (their bytes may still be queued to send).
   [[nodiscard]] std::size_t chunks_pinned() const noexcept { return chunks_pinned_; }
+  /// Where processes fetch their job's arena (the socket, its tickets and refusals).
+  [[nodiscard]] const arena_handout& handout() const noexcept { return *handout_; }
+  [[nodiscard]] const store::object_store& objects() const noexcept { return *store_; }
 
 private:
   struct waiter {
     std::uint64_t request_id = 0;
     address reply_to;
+    /// The arena it has mapped (store_get's arena_known).
+    std::uint64_t arena_known = 0;
   };
   struct pull {
     address source;
     std::uint64_t size = 0;
-    /// Where create() put the new copy (the puller's pin keeps it there).
+    /// Where create() put the new copy (the puller's pin keeps it there): at `offset` in
+    /// the reader's job's arena `segment`.
     std::uint64_t offset = 0;
+    std::shared_ptr<const store::shm_segment> segment;
     std::uint64_t next = 0;      // next offset to ask for
     std::uint64_t received = 0;  // bytes written so far
     /// Chunks asked for and not yet received: length by offset. A chunk that matches none
@@ -135,7 +146,11 @@ private:
                    detail::failure_kind kind);
   /// Pins `id` for `client` and answers where it is.
   void answer_get(std::uint64_t request_id, const address& client, const object_id& id,
-                  bool pulled);
+                  bool pulled, std::uint64_t arena_known);
+  /// Names the arena of `r` (the object at `arena`) and, when the asker has mapped another
+  /// (`known`), gives it a ticket for the arena's fd.
+  void name_arena(protocol::store_reply& r, std::uint64_t arena, const store::shm_segment& segment,
+                  std::uint64_t known);
   void ask_next_chunks(const object_id& id, pull& p);
   /// After a chunk: the pull is sealed when every byte came, else asks for more.
   void finish_or_ask(const object_id& id, pull& p);
@@ -150,18 +165,20 @@ private:
   [[nodiscard]] std::chrono::steady_clock::time_point now() const;
   /// Unpins the objects whose sent chunks the transport has let go of.
   void release_sent_chunks();
-  /// The bytes of a chunk to send: shared straight from the store's memory, the object
-  /// pinned until the transport lets go of them (a copy when the store's memory cannot be
-  /// mapped again).
-  protocol::shared_bytes chunk_bytes_of(const object_id& id, std::uint64_t at, std::uint32_t length);
-  /// Seals the `m.length` bytes at `from` in the store's memory with the pull's key into a
+  /// The bytes of a chunk to send: shared straight from the object's arena (`at` bytes into
+  /// arena `arena`), the object pinned and the arena mapped until the transport lets go of
+  /// them.
+  protocol::shared_bytes chunk_bytes_of(const object_id& id, std::uint64_t arena, std::uint64_t at,
+                                        std::uint32_t length);
+  /// Seals the `m.length` bytes at `from` (in the store's memory) with the pull's key into a
   /// buffer of seal_buffers_, and sends them to the puller: on its bulk lane, else on the
   /// nodes' connection.
-  void send_sealed(protocol::store_pull& m, std::uint64_t from);
+  void send_sealed(protocol::store_pull& m, const std::byte* from);
 
   transport& net_;
   config cfg_;
   std::unique_ptr<store::object_store> store_;
+  std::unique_ptr<arena_handout> handout_;
   /// The chunks sent and let go of by the transport (on its own thread: ZeroMQ's I/O
   /// thread frees a frame once written), waiting for this actor to drop their pins.
   struct sent_chunks {
@@ -169,9 +186,6 @@ private:
     std::vector<object_id> released;  // guarded by mutex
   };
   std::shared_ptr<sent_chunks> sent_ = std::make_shared<sent_chunks>();
-  /// The store's memory mapped a second time, read-only, for chunks being sent: each one
-  /// holds it, so that it stays mapped for a frame still queued when this store is gone.
-  std::shared_ptr<const store::shm_segment> send_view_;
   std::size_t chunks_pinned_ = 0;
   /// Buffers that sealed chunks are written into, each given back when the transport lets
   /// go of its chunk (on its I/O thread): a fresh buffer per chunk would be faulted in anew.

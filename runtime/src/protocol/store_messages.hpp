@@ -47,7 +47,10 @@ struct store_create {
   address owner;
   job_id job;
   bool durable = false;
-  CELER_MSGPACK_DEFINE(request_id, reply_to, id, size, lead, owner, job, durable)
+  /// The arena of this node the sender has mapped already (0: none): the reply carries a
+  /// ticket for the object's arena only when it is another.
+  std::uint64_t arena_known = 0;
+  CELER_MSGPACK_DEFINE(request_id, reply_to, id, size, lead, owner, job, durable, arena_known)
 };
 // ---- core -> its node: the object is written; readable from now on (a durable object is
 // on disk, synced, before the reply)
@@ -75,21 +78,30 @@ struct store_get {
   /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
   /// this process).
   job_id sender_job;
-  CELER_MSGPACK_DEFINE(request_id, reply_to, id, source, size, lead, owner, job, sender_job)
+  /// As in store_create.
+  std::uint64_t arena_known = 0;
+  CELER_MSGPACK_DEFINE(request_id, reply_to, id, source, size, lead, owner, job, sender_job,
+                       arena_known)
 };
 // ---- node -> core: the answer to store_create, store_seal and store_get: `size` bytes at
-// `offset` in the node's shared memory `segment` (a path to open) of `capacity` bytes
+// `offset` in the object's job's arena `arena` (an id) of `capacity` bytes. When the asker
+// has not mapped that arena (store_create's `arena_known`), `ticket` (arena_handout's
+// ticket_bytes, random, for one use within store_ticket_ttl_ms) and `socket` (an abstract
+// Unix socket's name) say where to fetch its fd (node/arena_handout.hpp). No path.
 struct store_reply {
   std::uint64_t request_id = 0;
   bool ok = false;
   std::uint64_t offset = 0;
   std::uint64_t size = 0;
-  std::string segment;
+  std::uint64_t arena = 0;
   std::uint64_t capacity = 0;
   /// store_get: the node pulled the object from another node (a new copy to free later).
   bool pulled = false;
   failure_info fail;
-  CELER_MSGPACK_DEFINE(request_id, ok, offset, size, segment, capacity, pulled, fail)
+  std::string ticket;
+  std::string socket;
+  CELER_MSGPACK_DEFINE(request_id, ok, offset, size, arena, capacity, pulled, fail, ticket,
+                       socket)
 };
 // ---- core -> its node: one mapping of the object is gone (drops one pin), or a writer
 // gives up an object it created and did not seal

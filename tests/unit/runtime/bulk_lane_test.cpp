@@ -1,6 +1,7 @@
 // Pulled chunks sealed outside CURVE: the seal (node/chunk_seal), the lane's sockets
 // (transport/bulk_lane, real ZeroMQ on loopback), and a pull between two node stores whose
 // chunks go sealed on the lane while junk and forgeries are dropped.
+#include "arena_of_reply.hpp"
 #include "fakes/recording_transport.hpp"
 #include "node/chunk_seal.hpp"
 #include "node/node_store.hpp"
@@ -200,9 +201,8 @@ struct two_nodes {
     holder.on(c);
     auto made = holder_net.take<protocol::store_reply>();
     REQUIRE(made.size() == 1);
-    auto seg = store::shm_segment::open(made[0].second.segment, made[0].second.capacity);
-    REQUIRE(seg);
-    for (std::size_t i = 0; i < size; ++i) seg->base()[made[0].second.offset + i] = static_cast<std::byte>(i * 131);
+    auto seg = test::arena_of(made[0].second);
+    for (std::size_t i = 0; i < size; ++i) seg.base()[made[0].second.offset + i] = static_cast<std::byte>(i * 131);
     protocol::store_seal s{2, client, id};
     holder.on(s);
     REQUIRE(holder_net.take<protocol::store_reply>().size() == 1);
@@ -270,11 +270,10 @@ TEST_CASE("a pull's chunks come sealed under its own key, on the puller's lane, 
   auto replies = n.puller_net.take<protocol::store_reply>();
   REQUIRE(replies.size() == 1);
   REQUIRE(replies[0].second.ok);
-  auto seg = store::shm_segment::open(replies[0].second.segment, replies[0].second.capacity);
-  REQUIRE(seg);
+  auto seg = test::arena_of(replies[0].second);
   bool same = true;
   for (std::size_t i = 0; i < size && same; ++i) {
-    same = seg->base()[replies[0].second.offset + i] == static_cast<std::byte>(i * 131);
+    same = seg.base()[replies[0].second.offset + i] == static_cast<std::byte>(i * 131);
   }
   CHECK(same);
   CHECK(n.puller.stats().pulled_objects == 1);

@@ -1,9 +1,12 @@
 // The node agent's object store service, driven message by message: pins per process,
 // transfers between nodes and their checksums, what a job's end takes back.
+#include "arena_of_reply.hpp"
 #include "fakes/recording_transport.hpp"
+#include "node/arena_handout.hpp"
 #include "node/node_store.hpp"
 
 #include <celer/store/checksum.hpp>
+#include <celer/store/object_store.hpp>
 #include <celer/store/shm_arena.hpp>
 
 #include <catch2/catch.hpp>
@@ -42,9 +45,8 @@ struct store_fixture {
     store.on(c);
     auto made = reply();
     REQUIRE(made.ok);
-    auto seg = store::shm_segment::open(made.segment, made.capacity);
-    REQUIRE(seg);
-    std::memset(seg->base() + made.offset, fill, size);
+    auto seg = test::arena_of(made);
+    std::memset(seg.base() + made.offset, fill, size);
     protocol::store_seal s{++next, client, id};
     store.on(s);
     REQUIRE(reply().ok);
@@ -207,9 +209,8 @@ protocol::store_chunk chunk_for(const protocol::store_pull& asked, std::string d
 
 /// Maps the object a store_reply names and returns its bytes.
 std::string bytes_of(const protocol::store_reply& r) {
-  auto seg = store::shm_segment::open(r.segment, r.capacity);
-  REQUIRE(seg);
-  return std::string(reinterpret_cast<const char*>(seg->base() + r.offset), r.size);
+  auto seg = test::arena_of(r);
+  return std::string(reinterpret_cast<const char*>(seg.base() + r.offset), r.size);
 }
 
 } // namespace
@@ -543,9 +544,8 @@ TEST_CASE("a chunk still queued when its node's store is gone stays readable", "
   REQUIRE(made.size() == 1);
   REQUIRE(made[0].second.ok);
   {
-    auto seg = store::shm_segment::open(made[0].second.segment, made[0].second.capacity);
-    REQUIRE(seg);
-    std::memset(seg->base() + made[0].second.offset, 'z', 1 << 20);
+    auto seg = test::arena_of(made[0].second);
+    std::memset(seg.base() + made[0].second.offset, 'z', 1 << 20);
   }
   protocol::store_seal sealed{2, client, id};
   s->on(sealed);
@@ -577,4 +577,66 @@ TEST_CASE("a pull asks for the configured chunks, and a node serves at most max_
     CHECK(asked[i].second.offset == i * node_store::max_chunk_bytes);
     CHECK(asked[i].second.length == node_store::max_chunk_bytes);
   }
+}
+
+TEST_CASE("a store reply names the job's arena and a ticket for its fd, never a path",
+          "[store][security]") {
+  store_fixture f;
+  const auto id = object_id::random();
+  const auto made = f.put(id, 4096, 'x');
+  CHECK(made.arena != 0);
+  CHECK(made.arena == f.store.objects().arena_of_job(f.job));
+  CHECK(made.ticket.size() == arena_handout::ticket_bytes);
+  CHECK(made.socket == f.store.handout().name());
+  CHECK(made.socket.find('/') == std::string::npos);  // an abstract socket's name, no file
+  // The reader's reply names the same arena; its ticket fetches the fd once.
+  const auto got = f.get(id);
+  REQUIRE(got.ok);
+  CHECK(got.arena == made.arena);
+  auto fd = fetch_arena_fd(got.socket, got.arena, got.ticket, std::chrono::seconds(5));
+  REQUIRE(fd);
+  auto seg = store::shm_segment::adopt(*fd, got.capacity);
+  REQUIRE(seg);
+  CHECK(std::string(reinterpret_cast<const char*>(seg->base() + got.offset), 4096) ==
+        std::string(4096, 'x'));
+  const auto again = fetch_arena_fd(got.socket, got.arena, got.ticket, std::chrono::seconds(5));
+  REQUIRE_FALSE(again);
+  CHECK(again.error().code() == error_code::permission_denied);
+  CHECK(f.store.handout().refusals() == 1);
+}
+
+TEST_CASE("a process that has mapped its job's arena gets no ticket in its replies", "[store]") {
+  store_fixture f;
+  const auto id = object_id::random();
+  const auto made = f.put(id, 100, 'x');
+  protocol::store_get g{++f.next, f.client, id, {}, 0, 0, f.client, f.job};
+  g.arena_known = made.arena;
+  f.store.on(g);
+  const auto got = f.reply();
+  REQUIRE(got.ok);
+  CHECK(got.arena == made.arena);
+  CHECK(got.ticket.empty());
+  CHECK(got.socket.empty());
+  // Another arena known (a previous run's, say): a ticket again.
+  g.request_id = ++f.next;
+  g.arena_known = made.arena + 1;
+  f.store.on(g);
+  CHECK(f.reply().ticket.size() == arena_handout::ticket_bytes);
+}
+
+TEST_CASE("two jobs' objects on one node are in two arenas, and a job's end drops its own",
+          "[store][security]") {
+  store_fixture f;
+  const auto mine = f.put(object_id::random(), 4096, 'k');
+  const job_id other = job_id::random();
+  protocol::store_create c{++f.next, f.client, object_id::random(), 4096, 0, f.client, other, false};
+  f.store.on(c);
+  const auto theirs = f.reply();
+  REQUIRE(theirs.ok);
+  CHECK(theirs.arena != mine.arena);
+  CHECK(f.store.objects().stats().arenas == 2);
+  f.store.job_finished(other);
+  CHECK(f.store.objects().stats().arenas == 1);
+  CHECK(f.store.objects().arena_of_job(other) == 0);
+  CHECK(f.store.objects().arena_of_job(f.job) == mine.arena);
 }

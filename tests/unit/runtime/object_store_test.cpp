@@ -85,7 +85,7 @@ TEST_CASE("a large object read on its node is a view of the store's memory", "[s
   REQUIRE(a.is_view());
   REQUIRE(b.is_view());
   CHECK(a.data() == b.data());  // both map the store's one copy
-  CHECK(mapping_of(a.data()).find("celer-object-store") != std::string::npos);
+  CHECK(mapping_of(a.data()).find("celer-object-arena") != std::string::npos);  // the job's arena
   // The value after a bin header starts aligned (arrays of numbers can be read in place).
   CHECK(reinterpret_cast<std::uintptr_t>(a.data()) % 64 == 0);
   CHECK(a == value);

@@ -4,6 +4,7 @@
 #include "core/request_table.hpp"
 #include "core/store_client.hpp"
 #include "fakes/recording_transport.hpp"
+#include "node/arena_handout.hpp"
 
 #include <celer/store/shm_arena.hpp>
 
@@ -42,6 +43,22 @@ struct store_fixture {
 
   /// The node's memory, and how it answers each request (ok, at offset 4096 of it).
   store::shm_segment segment = new_segment();
+  /// Where the node hands its arena's fd over, for the ticket in each reply that names the
+  /// arena to a client that has not mapped it.
+  static constexpr std::uint64_t arena = 77;
+  std::unique_ptr<arena_handout> handout = start_handout();
+  static std::unique_ptr<arena_handout> start_handout() {
+    auto h = arena_handout::start({});
+    REQUIRE(h);
+    return std::move(*h);
+  }
+  protocol::store_reply with_ticket(protocol::store_reply r, std::uint64_t known) {
+    if (r.ok && known != r.arena && r.ticket.empty()) {
+      r.ticket = handout->issue(job, r.arena, segment.fd());
+      r.socket = handout->name();
+    }
+    return r;
+  }
   protocol::store_reply on_create = placed(), on_seal = placed(), on_get = placed();
   /// The node answers (false: it is silent).
   bool answers = true;
@@ -60,11 +77,11 @@ struct store_fixture {
           using T = std::decay_t<decltype(msg)>;
           protocol::message r;
           if constexpr (std::is_same_v<T, protocol::store_create>) {
-            r = reply_to(on_create, msg.request_id);
+            r = reply_to(with_ticket(on_create, msg.arena_known), msg.request_id);
           } else if constexpr (std::is_same_v<T, protocol::store_seal>) {
             r = reply_to(on_seal, msg.request_id);
           } else if constexpr (std::is_same_v<T, protocol::store_get>) {
-            r = reply_to(on_get, msg.request_id);
+            r = reply_to(with_ticket(on_get, msg.arena_known), msg.request_id);
           } else if constexpr (std::is_same_v<T, protocol::store_stats_query>) {
             protocol::store_stats_reply s;
             s.request_id = msg.request_id;
@@ -84,7 +101,7 @@ struct store_fixture {
     r.ok = true;
     r.offset = 4096;
     r.size = 5;
-    r.segment = segment.path();
+    r.arena = arena;
     r.capacity = segment.capacity();
     return r;
   }
@@ -258,7 +275,7 @@ TEST_CASE("reads asked at once are answered in any order", "[core][store_client]
   auto pb = f.client.start_map(b, f.self);
   CHECK(pa.request != pb.request);
   CHECK(f.requests.pending() == 2);
-  auto rb = store_fixture::reply_to(f.placed(), pb.request);
+  auto rb = store_fixture::reply_to(f.with_ticket(f.placed(), /*known=*/0), pb.request);
   auto ra = store_fixture::refused(error_code::not_found, "object gone");
   ra.request_id = pa.request;
   protocol::message mb = rb, ma = ra;
@@ -366,4 +383,41 @@ TEST_CASE("a read through a node that dies goes through the next one, unless the
   REQUIRE(asked.size() == 3);  // both through the dead node, then one through the next
   CHECK(asked[2].first == next);
   CHECK(asked[2].second.source == elsewhere_at);
+}
+
+TEST_CASE("a process fetches its job's arena once: later replies carry no ticket and map "
+          "nothing anew",
+          "[core][store_client][security]") {
+  store_fixture f;
+  REQUIRE(f.store(object_id::random(), "hello").ok);
+  CHECK(f.handout->grants() == 1);
+  REQUIRE(f.store(object_id::random(), "again").ok);
+  std::memcpy(f.segment.base() + 4096, "hello", 5);
+  auto got = f.client.map_stored(f.stored_at(f.this_node, f.node), f.self);
+  REQUIRE(got.ok);
+  CHECK(got.bytes() == "hello");
+  CHECK(f.handout->grants() == 1);  // one fd for the arena, whoever asks after
+  const auto created = f.net.take<protocol::store_create>();
+  REQUIRE(created.size() == 2);
+  CHECK(created[0].second.arena_known == 0);
+  CHECK(created[1].second.arena_known == store_fixture::arena);
+  const auto asked = f.net.take<protocol::store_get>();
+  REQUIRE(asked.size() == 1);
+  CHECK(asked[0].second.arena_known == store_fixture::arena);
+}
+
+TEST_CASE("a ticket the node refuses fails the read as permission_denied and drops the pin",
+          "[core][store_client][security]") {
+  store_fixture f;
+  f.on_get.ticket = std::string(arena_handout::ticket_bytes, 'F');  // forged
+  f.on_get.socket = f.handout->name();
+  f.on_get.arena = store_fixture::arena + 1;  // an arena the fixture gives no ticket for
+  const auto v = f.stored_at(f.this_node, f.node);
+  auto got = f.client.map_stored(v, f.self);
+  REQUIRE_FALSE(got.ok);
+  CHECK(got.fail.code == error_code::permission_denied);
+  CHECK(f.handout->refusals() == 1);
+  const auto released = f.net.take<protocol::store_release>();
+  REQUIRE(released.size() == 1);
+  CHECK(released[0].second.id == v.id);
 }

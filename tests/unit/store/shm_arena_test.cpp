@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -176,4 +177,66 @@ TEST_CASE("a writer gets a writable view of its object only, and readers see wha
   auto empty = reader->map_writable(100, 0);
   REQUIRE(empty);
   CHECK(empty->data() == nullptr);
+}
+
+TEST_CASE("the allocator counts the free blocks whose pages are resident until they are taken",
+          "[store]") {
+  block_allocator a(64 * 100);
+  auto x = a.allocate(64 * 10);
+  auto y = a.allocate(64 * 10);
+  REQUIRE((x && y));
+  CHECK(a.resident_free() == 0);  // never used before: nothing resident
+  a.release(*x, 64 * 10);
+  CHECK(a.resident_free() == 64 * 10);
+  // Reused (best fit takes the same block): resident and in use, no longer free.
+  auto again = a.allocate(64 * 4);
+  REQUIRE(again);
+  CHECK(*again == *x);
+  CHECK(a.resident_free() == 64 * 6);
+  a.release(*y, 64 * 10);
+  CHECK(a.resident_free() == 64 * 16);  // merged with the rest of x's block
+  const auto taken = a.take_resident_free();
+  REQUIRE(taken.size() == 1);
+  CHECK(taken[0] == std::pair<std::size_t, std::size_t>{*x + 64 * 4, 64 * 16});
+  CHECK(a.resident_free() == 0);
+  a.release(*again, 64 * 4);
+  CHECK(a.resident_free() == 64 * 4);
+}
+
+TEST_CASE("a segment handed over as an fd maps read-only, and its writer writes through that fd",
+          "[store][security]") {
+  auto seg = shm_segment::create(1 << 20);
+  REQUIRE(seg);
+  std::memcpy(seg->base() + 4096, "sealed", 7);
+  auto got = shm_segment::adopt(::fcntl(seg->fd(), F_DUPFD_CLOEXEC, 0), seg->capacity());
+  REQUIRE(got);
+  CHECK(got->read_only());
+  CHECK(got->path().empty());  // no path: it came as an fd
+  CHECK(protection_of(got->base()) == "r--s");
+  CHECK(std::memcmp(got->base() + 4096, "sealed", 7) == 0);
+  {
+    auto out = got->map_writable(8192, 5);
+    REQUIRE(out);
+    std::memcpy(out->data(), "fresh", 5);
+  }
+  CHECK(std::memcmp(seg->base() + 8192, "fresh", 5) == 0);
+
+  // More than the segment holds, or nothing: refused (and the fd closed).
+  CHECK(shm_segment::adopt(::fcntl(seg->fd(), F_DUPFD_CLOEXEC, 0), seg->capacity() * 2)
+          .error()
+          .code() == celer::error_code::invalid_argument);
+  CHECK_FALSE(shm_segment::adopt(-1, 4096));
+}
+
+TEST_CASE("punching a range gives back its whole pages and leaves its neighbours' bytes",
+          "[store]") {
+  auto seg = shm_segment::create(1 << 20);
+  REQUIRE(seg);
+  std::memset(seg->base(), 'x', 1 << 20);
+  CHECK(seg->resident_bytes() >= std::size_t{1} << 20);
+  seg->punch(100, (1 << 20) - 200);  // all but the first and last page
+  CHECK(seg->resident_bytes() <= 2 * 4096);
+  CHECK(seg->base()[99] == std::byte{'x'});
+  CHECK(seg->base()[(1 << 20) - 1] == std::byte{'x'});
+  CHECK(seg->base()[8192] == std::byte{0});
 }

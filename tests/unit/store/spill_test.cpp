@@ -333,7 +333,7 @@ TEST_CASE("a full disk fails the put with resource_exhausted and loses nothing",
         kept.pop_back();
         break;
       }
-      std::memcpy((*s)->segment().base() + at->offset, kept.back().data(), kept.back().size());
+      std::memcpy(at->segment->base() + at->offset, kept.back().data(), kept.back().size());
       REQUIRE((*s)->seal(id_of(i)));
       (*s)->unpin(id_of(i));
     }

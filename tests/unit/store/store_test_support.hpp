@@ -38,12 +38,14 @@ inline std::vector<std::byte> pattern(std::size_t size, unsigned seed) {
 
 inline unique_id id_of(std::uint64_t n) { return unique_id{0xc0ffee, n}; }
 
-/// Creates, fills, seals and unpins an object; returns where it was written.
+/// Creates, fills, seals and unpins an object of `job` (one job for all unless given);
+/// returns where it was written.
 inline object_store::location put(object_store& s, const unique_id& id,
-                                  const std::vector<std::byte>& v, bool durable = false) {
-  auto at = s.create(id, v.size(), /*lead=*/0, {unique_id{1, 1}, unique_id{2, 2}}, durable);
+                                  const std::vector<std::byte>& v, bool durable = false,
+                                  const unique_id& job = unique_id{2, 2}) {
+  auto at = s.create(id, v.size(), /*lead=*/0, {unique_id{1, 1}, job}, durable);
   REQUIRE(at);
-  std::memcpy(s.segment().base() + at->offset, v.data(), v.size());
+  std::memcpy(at->segment->base() + at->offset, v.data(), v.size());
   REQUIRE(s.seal(id));
   s.unpin(id);
   return *at;
@@ -56,7 +58,7 @@ inline bool reads_back(object_store& s, const unique_id& id, const std::vector<s
     return false;
   }
   const bool same = at->size == v.size() &&
-                    std::memcmp(s.segment().base() + at->offset, v.data(), v.size()) == 0;
+                    std::memcmp(at->segment->base() + at->offset, v.data(), v.size()) == 0;
   s.unpin(id);
   return same;
 }
