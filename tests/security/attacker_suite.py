@@ -23,10 +23,9 @@ Needs Debian's python3-zmq, python3-msgpack and python3-nacl (scripts/install-de
 KNOWN_GAPS = {
     # Fixed this session, kept here as a record: A1b (frames capped at 16 MiB before the
     # handshake), C8b (who may send a type is checked from the header), C8c (the decode
-    # budget), C10 (the node store records each object's job).
-    "H1b": "job J's processes run as the node agent's uid, and the agent is dumpable: "
-           "/proc/<agent>/fd opens every job's arena (issue 34: jobs as their own users, "
-           "non-dumpable daemons)",
+    # budget), C10 (the node store records each object's job); issue 34: H1b (the node
+    # agent's /proc/PID/fd opened every job's arena: daemons are not dumpable, and jobs run
+    # as users of their own or under Landlock).
 }
 
 import argparse
