@@ -108,9 +108,10 @@ def _as_j(suite, fn):
     if child == 0:
         os.close(r)
         try:
-            os.setgroups(groups)
-            os.setgid(gid)
-            os.setuid(uid)
+            if os.geteuid() != uid:  # as root; run by J's own user (runuser), it is J's already
+                os.setgroups(groups)
+                os.setgid(gid)
+                os.setuid(uid)
             out = fn()
         except Exception as e:  # reported, never raised in the child
             out = f"error {type(e).__name__}: {e}"
