@@ -42,7 +42,12 @@ struct core_shell {
   }
   void on_tick() {
     auto s = watch->tick(std::chrono::steady_clock::now());
-    if (s.probe) (void)net->send(core->where().head, head_watch::probe(core->self()));
+    if (s.probe) {
+      // A job's connection may ask only as its own job (lookup_actor's job field).
+      auto probe = head_watch::probe(core->self());
+      std::get<protocol::lookup_actor>(probe).job = core->where().job;
+      (void)net->send(core->where().head, std::move(probe));
+    }
     if (!s.say.empty()) CELER_LOG(warn, "driver", s.say);
     if (s.give_up) {
       CELER_LOG(error, "driver", s.why + "; every wait and request fails with unavailable");

@@ -43,6 +43,9 @@ port=${addr##*:}
 "$celer" start --address "$addr" --num-cpus 2 >/dev/null
 node_pid=$(cat "$session"/pids/node-*)
 export CELER_ADDRESS=$addr
+# Both drivers name their actor in one shared namespace: a name in a job's own namespace is
+# that job's alone (docs/scheduling.md, "Named actors and namespaces").
+export CELER_NAMESPACE=head-restart-test
 
 "$driver" serve "$name" "$stop" >"$out" 2>&1 &
 driver_pid=$!

@@ -447,6 +447,7 @@ int status(std::string address) {
       } else {
         std::cout << "  dead: " << cli::printable(n.dead_reason) << "\n";
       }
+      if (!n.isolation.empty()) std::cout << "  jobs confined by: " << n.isolation << "\n";
       if (!n.labels.empty()) {
         std::cout << "  labels:";
         for (const auto& [key, v] : n.labels) std::cout << " " << cli::printable(key) << "=" << cli::printable(v);

@@ -372,6 +372,7 @@ int run_daemon(const knob_values& k, const daemon_options& o,
       return 2;
     }
     nc.labels = o.labels;
+    nc.isolation = box->describe();
     nc.spill_to_head = true;
     nc.worker_start_timeout = std::chrono::milliseconds(k.worker_start_timeout_ms);
     // Submitted jobs' working directories, unpacked once per machine (the head keeps the

@@ -55,7 +55,10 @@ std::pair<job_id, credentials> driver_credentials(const std::string& address, cl
   auto token = find_token(address);
   if (!token) throw exception(token.error().code(), token.error().message());
   const job_id job = job_id::random();
-  auto creds = credentials::for_driver(*token, job);
+  // An observer (celer status, celer list) holds the token and asks as the cluster: a
+  // job's connection is answered about its own job only (docs/security.md).
+  auto creds = r == cluster_driver::role::observer ? credentials::for_cluster(*token)
+                                                   : credentials::for_driver(*token, job);
   if (!creds) throw exception(creds.error().code(), creds.error().message());
   return {job, std::move(*creds)};
 }

@@ -4,6 +4,7 @@
 #include "log.hpp"
 #include "scheduler/labels.hpp"
 
+#include <cstdlib>
 #include <cstring>
 
 namespace celer {
@@ -14,6 +15,14 @@ worker_context*& current_worker_context() noexcept {
 }
 
 namespace {
+
+/// The shared namespace this process names its actors in and looks names up in
+/// (CELER_NAMESPACE; empty: its job's own). The head remembers a job's shared namespace
+/// from the first process that names it, for the job's other processes.
+std::string shared_namespace() {
+  const char* ns = std::getenv("CELER_NAMESPACE");
+  return ns == nullptr ? std::string() : std::string(ns);
+}
 
 protocol::resource_set checked_request(const std::string& what, double cpus, double gpus,
                                        double memory, const std::map<std::string, double>& custom) {
@@ -191,6 +200,7 @@ actor_id core_worker::create_actor(const detail::remote_entry& factory,
   spec.owner = where_.self;
   spec.actor = actor_id::random();
   spec.actor_name = options.name;
+  if (!spec.actor_name.empty()) spec.name_space = shared_namespace();
   spec.class_type = factory.class_type;
   spec.max_concurrency = options.max_concurrency;
   spec.priority = options.priority.value_or(default_priority());
@@ -227,7 +237,7 @@ object_ref<void> core_worker::submit_actor_call(const actor_id& actor,
 }
 
 actor_id core_worker::find_named_actor(std::string_view name, std::string_view class_type) {
-  return head_.find_named_actor(name, class_type);
+  return head_.find_named_actor(name, class_type, where_.job, shared_namespace());
 }
 
 void core_worker::kill_actor(const actor_id& actor) {

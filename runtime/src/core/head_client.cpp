@@ -52,9 +52,12 @@ std::vector<protocol::placement_group_info> head_client::query_placement_groups(
   return requests_.ask_again<protocol::placement_group_list>(head_, std::move(q)).groups;
 }
 
-actor_id head_client::find_named_actor(std::string_view name, std::string_view class_type) {
+actor_id head_client::find_named_actor(std::string_view name, std::string_view class_type,
+                                       const job_id& job, std::string_view name_space) {
   protocol::lookup_actor msg;
   msg.name = std::string(name);
+  msg.job = job;
+  msg.name_space = std::string(name_space);
   auto r = requests_.ask_again<protocol::lookup_actor_reply>(head_, std::move(msg));
   if (!r.found) {
     throw exception(error_code::not_found, "no live actor is named '" + std::string(name) + "'");

@@ -55,6 +55,11 @@ void head::on(protocol::register_node& m) {
                 std::to_string(protocol_version));
     return;
   }
+  if (auto ok = protocol::validate_amounts(m.total, "the resources of node " + m.node.short_hex()); !ok) {
+    CELER_LOG(error, "head", "refused node " + m.node.short_hex() + ": invalid_argument: " +
+                               ok.error().message());
+    return;
+  }
   if (auto known = nodes_.find(m.node); known != nodes_.end()) {
     auto& n = known->second;
     if (!n.alive) {
@@ -153,6 +158,22 @@ std::pair<const node_id, head::node_info>* head::pick_node(
 
 void head::on(protocol::request_lease& m) {
   std::string why;
+  auto refuse = [&](error_code code, std::string text) {
+    protocol::lease_reply r;
+    r.request = m.spec.id;
+    r.fail = protocol::failure_info::make(detail::failure_kind::invalid_call, code, std::move(text),
+                                          m.spec.function);
+    (void)net_.send(m.spec.owner, std::move(r));
+  };
+  if (auto ok = check_amounts(m.spec.resources, "request_lease " + m.spec.function, m.spec.job); !ok) {
+    refuse(error_code::invalid_argument, ok.error().message());
+    return;
+  }
+  if (!may_use_group(m.spec)) {
+    refuse(error_code::permission_denied, "placement group " + m.spec.where.group.short_hex() +
+                                            " belongs to another job");
+    return;
+  }
   if (m.spec.where.how == scheduling_strategy::kind::placement_group) {
     bool never = false;
     auto* node = route_to_group(m.spec, why, never);
@@ -200,24 +221,50 @@ void head::on(protocol::create_actor& m) {
   protocol::create_actor_reply reply;
   reply.request_id = m.request_id;
   auto& spec = m.spec;
+  auto refuse = [&](error_code code, std::string text) {
+    reply.fail = protocol::failure_info::make(detail::failure_kind::invalid_call, code, std::move(text),
+                                              spec.function);
+    (void)net_.send(m.reply_to, std::move(reply));
+  };
+  if (auto ok = check_amounts(spec.resources, "create_actor " + spec.function, spec.job); !ok) {
+    refuse(error_code::invalid_argument, ok.error().message());
+    return;
+  }
+  if (spec.kind != protocol::task_kind::actor_creation || spec.actor.nil()) {
+    denials_.warn("invalid_argument: create_actor from job " + spec.job.short_hex() +
+                  " is no actor creation; refused");
+    refuse(error_code::invalid_argument, "create_actor: the spec is no actor creation");
+    return;
+  }
+  if (!may_use_group(spec)) {
+    refuse(error_code::permission_denied, "placement group " + spec.where.group.short_hex() +
+                                            " belongs to another job");
+    return;
+  }
   if (auto known = actors_.find(spec.actor); known != actors_.end()) {
+    // Another job's actor id: refused (it would subscribe the sender to that actor).
+    if (!owned_by_sender(spec.job, known->second.spec.job, "creating again actor " + spec.actor.short_hex())) {
+      refuse(error_code::permission_denied, "actor " + spec.actor.short_hex() + " exists");
+      return;
+    }
     // A retried request (its reply was lost, or the head restarted): the actor is already
     // registered and placed.
-    auto& subs = known->second.subscribers;
-    if (std::find(subs.begin(), subs.end(), m.reply_to) == subs.end()) {
-      subs.push_back(m.reply_to);
-      persist(spec.actor, known->second);
+    if (!add_subscriber(spec.actor, known->second, m.reply_to, spec.job, "create_actor")) {
+      refuse(error_code::resource_exhausted, "actor " + spec.actor.short_hex() + " takes no more subscribers");
+      return;
     }
     reply.ok = true;
     (void)net_.send(m.reply_to, std::move(reply));
     return;
   }
   if (!spec.actor_name.empty()) {
-    auto it = names_.find(spec.actor_name);
+    spec.name_space = namespace_of(spec.job, spec.name_space);
+    auto it = names_.find(name_key(spec.job, spec.name_space, spec.actor_name));
     if (it != names_.end()) {
       reply.fail = protocol::failure_info::make(
         detail::failure_kind::invalid_call, error_code::already_exists,
-        "an actor named '" + spec.actor_name + "' already exists");
+        "an actor named '" + spec.actor_name + "' already exists" +
+          (spec.name_space.empty() ? "" : " in namespace '" + spec.name_space + "'"));
       (void)net_.send(m.reply_to, std::move(reply));
       return;
     }
@@ -234,7 +281,9 @@ void head::on(protocol::create_actor& m) {
     return;
   }
   a.subscribers.push_back(m.reply_to);
-  if (!a.spec.actor_name.empty()) names_[a.spec.actor_name] = a.spec.actor;
+  if (!a.spec.actor_name.empty()) {
+    names_[name_key(a.spec.job, a.spec.name_space, a.spec.actor_name)] = a.spec.actor;
+  }
   const actor_id id = a.spec.actor;
   persist(id, a);
   actors_.emplace(id, std::move(a));
@@ -319,6 +368,68 @@ bool head::owned_by_sender(const job_id& sender, const job_id& owner, const std:
   return false;
 }
 
+bool head::may_use_group(const protocol::task_spec& spec) {
+  if (spec.where.how != scheduling_strategy::kind::placement_group || spec.job.nil()) return true;
+  auto it = groups_.find(spec.where.group);
+  // Unknown: route_to_group says so. A group of no job is the cluster's own.
+  if (it == groups_.end() || it->second.info.job.nil()) return true;
+  return owned_by_sender(spec.job, it->second.info.job, "running " + spec.function + " in placement group " +
+                                                          spec.where.group.short_hex());
+}
+
+expected<void> head::check_amounts(const protocol::resource_set& s, const std::string& what,
+                                   const job_id& sender) {
+  auto ok = protocol::validate_amounts(s, what);
+  if (!ok) {
+    denials_.warn("invalid_argument: " + what + " from job " + sender.short_hex() + ": " +
+                  ok.error().message() + "; refused");
+  }
+  return ok;
+}
+
+bool head::endpoint_ok(const address& a, const job_id& sender, const char* what) {
+  if (a.endpoint.size() <= max_endpoint_bytes) return true;
+  denials_.warn("invalid_argument: " + std::string(what) + " from job " + sender.short_hex() + " gives an address of " +
+                std::to_string(a.endpoint.size()) + " bytes (at most " + std::to_string(max_endpoint_bytes) +
+                "); refused");
+  return false;
+}
+
+std::string head::name_key(const job_id& job, const std::string& name_space, const std::string& name) {
+  // '\n' never occurs in a job's hex; a namespace holding one still cannot reach the job's
+  // own namespace, whose key starts "job:".
+  return (name_space.empty() ? "job:" + job.hex() : "ns:" + name_space) + "\n" + name;
+}
+
+std::string head::namespace_of(const job_id& job, const std::string& name_space) {
+  if (job.nil()) return name_space;
+  if (name_space.empty()) {
+    auto it = job_namespaces_.find(job);
+    return it == job_namespaces_.end() ? std::string() : it->second;
+  }
+  job_namespaces_.try_emplace(job, name_space);
+  return name_space;
+}
+
+bool head::add_subscriber(const actor_id& id, actor_info& a, const address& subscriber, const job_id& sender,
+                          const char* what) {
+  if (std::find(a.subscribers.begin(), a.subscribers.end(), subscriber) != a.subscribers.end()) return true;
+  if (!endpoint_ok(subscriber, sender, what)) return false;
+  if (a.subscribers.size() >= max_actor_subscribers) {
+    denials_.warn("resource_exhausted: " + std::string(what) + " from job " + sender.short_hex() + ": actor " +
+                  id.short_hex() + " has " + std::to_string(a.subscribers.size()) + " subscribers already; refused");
+    return false;
+  }
+  a.subscribers.push_back(subscriber);
+  if (subscribers_saved_this_tick_ < subscriber_writes_per_tick) {
+    ++subscribers_saved_this_tick_;
+    persist(id, a);
+  } else {
+    unsaved_actors_.insert(id);
+  }
+  return true;
+}
+
 protocol::actor_update head::update_of(const actor_id& id, const actor_info& a) {
   protocol::actor_update u;
   u.actor = id;
@@ -340,7 +451,7 @@ void head::mark_dead(const actor_id& id, actor_info& a, protocol::failure_info f
   if (preemptible_.erase(id) > 0) preemptible_changed_ = true;
   a.fail = std::move(fail);
   if (!a.spec.actor_name.empty()) {
-    auto it = names_.find(a.spec.actor_name);
+    auto it = names_.find(name_key(a.spec.job, a.spec.name_space, a.spec.actor_name));
     if (it != names_.end() && it->second == id) names_.erase(it);
   }
   persist(id, a);
@@ -400,18 +511,18 @@ void head::on(protocol::subscribe_actor& m) {
     return;
   }
   auto& a = it->second;
-  if (std::find(a.subscribers.begin(), a.subscribers.end(), m.subscriber) == a.subscribers.end()) {
-    a.subscribers.push_back(m.subscriber);
-    persist(m.actor, a);
-  }
+  // Another job's actor: refused, and nothing is sent (the subscriber address is the
+  // sender's word: an update could reach the actor's own job as if from the head).
+  if (!owned_by_sender(m.sender_job, a.spec.job, "subscribing to actor " + m.actor.short_hex())) return;
+  if (!add_subscriber(m.actor, a, m.subscriber, m.sender_job, "subscribe_actor")) return;
   if (a.state != protocol::actor_state::pending) (void)net_.send(m.subscriber, update_of(m.actor, a));
 }
 
 void head::on(protocol::lookup_actor& m) {
   protocol::lookup_actor_reply reply;
   reply.request_id = m.request_id;
-  auto it = names_.find(m.name);
-  if (it != names_.end()) {
+  auto it = names_.find(name_key(m.job, namespace_of(m.job, m.name_space), m.name));
+  if (!m.name.empty() && it != names_.end()) {
     reply.found = true;
     reply.actor = it->second;
     reply.class_type = actors_[it->second].spec.class_type;
@@ -434,11 +545,12 @@ void head::on(protocol::kill_actor& m) {
 void head::on(protocol::package_fetch& m) {
   auto n = nodes_.find(m.node);
   if (n == nodes_.end() || !n->second.alive) return;  // only a live registered node is answered
-  protocol::package_data reply{m.digest, {}, {}};
+  protocol::package_data reply{m.digest, {}, {}, m.job};
   if (!read_package_) {
     reply.error = "this head keeps no working directories";
   } else if (auto archive = read_package_(m.job, m.digest)) {
-    reply.archive = std::move(*archive);
+    // A node that has it unpacked already only needs to know that the job may use it.
+    if (!m.unpacked) reply.archive = std::move(*archive);
   } else {
     reply.error = archive.error().message();
   }
@@ -456,6 +568,12 @@ void head::on(protocol::unsubscribe_cluster& m) {
 void head::forget_subscriber(const std::string& endpoint) {
   const auto at = [&](const address& a) { return a.endpoint == endpoint; };
   if (std::erase_if(cluster_subscribers_, at) > 0 && tables_) tables_->drop_subscriber(endpoint);
+  if (auto j = subscriber_jobs_.find(endpoint); j != subscriber_jobs_.end()) {
+    if (auto n = subscriptions_of_.find(j->second); n != subscriptions_of_.end() && --n->second == 0) {
+      subscriptions_of_.erase(n);
+    }
+    subscriber_jobs_.erase(j);
+  }
   for (auto& [id, a] : actors_) {
     if (std::erase_if(a.subscribers, at) > 0) persist(id, a);
   }
@@ -574,8 +692,23 @@ std::string head::explain(const protocol::resource_set& need, const protocol::pl
 void head::on(protocol::explain_placement& m) {
   protocol::placement_explained r;
   r.request_id = m.request_id;
+  if (!m.sender_job.nil() && m.where.how == scheduling_strategy::kind::placement_group) {
+    auto g = groups_.find(m.where.group);
+    if (g != groups_.end() && !owned_by_sender(m.sender_job, g->second.info.job,
+                                               "placement group " + m.where.group.short_hex())) {
+      r.why = "permission_denied: placement group " + m.where.group.short_hex() + " is another job's";
+      (void)net_.send(m.reply_to, std::move(r));
+      return;
+    }
+  }
   if (!m.actor.nil()) {
     auto it = actors_.find(m.actor);
+    if (it != actors_.end() && !owned_by_sender(m.sender_job, it->second.spec.job,
+                                                "the placement of actor " + m.actor.short_hex())) {
+      r.why = "permission_denied: actor " + m.actor.short_hex() + " is another job's";
+      (void)net_.send(m.reply_to, std::move(r));
+      return;
+    }
     if (it != actors_.end() && (it->second.state == protocol::actor_state::pending ||
                                 it->second.state == protocol::actor_state::restarting)) {
       r.why = explain(it->second.spec.resources, it->second.spec.where);
@@ -588,9 +721,48 @@ void head::on(protocol::explain_placement& m) {
 }
 
 void head::on(protocol::subscribe_cluster& m) {
-  // Kept in the tables: a restarted head still tells drivers and workers of node deaths.
-  if (tables_) tables_->save_subscriber(m.subscriber);
+  const auto& endpoint = m.subscriber.endpoint;
+  if (subscriber_jobs_.contains(endpoint)) return;  // subscribed already (a resend)
+  if (!m.sender_job.nil()) {
+    if (!endpoint_ok(m.subscriber, m.sender_job, "subscribe_cluster")) return;
+    auto& mine = subscriptions_of_[m.sender_job];
+    if (mine >= max_cluster_subscriptions_per_job || cluster_subscribers_.size() >= max_cluster_subscriptions) {
+      denials_.warn("resource_exhausted: subscribe_cluster from job " + m.sender_job.short_hex() + ": it has " +
+                    std::to_string(mine) + " subscriptions (at most " +
+                    std::to_string(max_cluster_subscriptions_per_job) + " a job, " +
+                    std::to_string(max_cluster_subscriptions) + " in all, " +
+                    std::to_string(cluster_subscribers_.size()) + " now); refused");
+      return;
+    }
+    ++mine;
+  }
+  subscriber_jobs_.emplace(endpoint, m.sender_job);
+  // Kept in the tables (bounded as above; written at the next tick): a restarted head
+  // still tells drivers and workers of node deaths.
+  if (tables_ && subscribers_saved_this_tick_ < subscriber_writes_per_tick) {
+    ++subscribers_saved_this_tick_;
+    tables_->save_subscriber(m.subscriber);
+  } else if (tables_) {
+    unsaved_subscribers_.push_back(m.subscriber);
+  }
   cluster_subscribers_.push_back(std::move(m.subscriber));
+}
+
+void head::save_subscribers() {
+  subscribers_saved_this_tick_ = 0;
+  if (!tables_ || (unsaved_subscribers_.empty() && unsaved_actors_.empty())) return;
+  auto unsaved = std::move(unsaved_subscribers_);
+  unsaved_subscribers_.clear();
+  auto actors = std::move(unsaved_actors_);
+  unsaved_actors_.clear();
+  tables_->begin_batch();
+  for (const auto& a : unsaved) {
+    if (subscriber_jobs_.contains(a.endpoint)) tables_->save_subscriber(a);  // not gone meanwhile
+  }
+  for (const auto& id : actors) {
+    if (auto it = actors_.find(id); it != actors_.end()) persist(id, it->second);
+  }
+  tables_->commit_batch();
 }
 
 void head::on(protocol::job_finished& m) {
@@ -609,6 +781,18 @@ void head::on(protocol::job_finished& m) {
     job_tasks_.erase(t);
   }
   task_list_->ended(m.job);
+  job_namespaces_.erase(m.job);
+  // Its processes' node-death subscriptions go with it (they stop; a job cannot leave
+  // its subscriptions behind to fill the head).
+  if (subscriptions_of_.erase(m.job) > 0) {
+    std::erase_if(cluster_subscribers_, [&](const address& a) {
+      auto j = subscriber_jobs_.find(a.endpoint);
+      if (j == subscriber_jobs_.end() || j->second != m.job) return false;
+      if (tables_) tables_->drop_subscriber(a.endpoint);
+      subscriber_jobs_.erase(j);
+      return true;
+    });
+  }
   net_.job_ended(m.job);
   for (auto& [gid, g] : groups_) {
     if (g.info.job == m.job) remove_group(g, "removed: its job finished");
@@ -659,10 +843,19 @@ void head::on(protocol::status_query& m) {
       s.gpu_free = v->gpus.free();
     }
     s.workers = n.workers;
+    s.isolation = n.registration.isolation;
     s.store = n.store;
     s.waiting = n.waiting;
     s.gpu_samples = n.alive ? n.gpu_samples : std::vector<gpu::sample>{};
     if (n.alive) s.preempting = n.preempting;
+    if (!m.sender_job.nil()) {
+      // A job sees the nodes and their totals, and only its own waiting work and actors.
+      std::erase_if(s.waiting, [&](const protocol::waiting_request& w) { return w.job != m.sender_job; });
+      std::erase_if(s.preempting, [&](const protocol::preemption_state& p) {
+        auto a = actors_.find(p.actor);
+        return a == actors_.end() || a->second.spec.job != m.sender_job;
+      });
+    }
     for (auto& w : s.waiting) {
       w.why = explain(w.need, w.where);
       if (w.why.empty()) w.why = "queued behind earlier work on its node";
@@ -670,6 +863,7 @@ void head::on(protocol::status_query& m) {
     r.nodes.push_back(std::move(s));
   }
   for (const auto& [aid, a] : actors_) {
+    if (!m.sender_job.nil() && a.spec.job != m.sender_job) continue;
     if (a.state == protocol::actor_state::alive) ++r.actors_alive;
     if (a.state == protocol::actor_state::pending || a.state == protocol::actor_state::restarting) {
       ++r.actors_pending;
@@ -727,6 +921,14 @@ void head::restore(head_state s) {
   // was away), then has node_timeout_ms to heartbeat: as if last heard that far ahead.
   const auto now = now_() + reconnect_interval_max;
   cluster_subscribers_ = std::move(s.subscribers);
+  // A job's process listens at "...#job=<hex>": its subscriptions count against its job.
+  for (const auto& a : cluster_subscribers_) {
+    job_id job;
+    if (const auto at = a.endpoint.rfind("#job="); at != std::string::npos) {
+      job = job_id::parse(std::string_view(a.endpoint).substr(at + 5)).value_or(job_id{});
+    }
+    if (subscriber_jobs_.emplace(a.endpoint, job).second && !job.nil()) ++subscriptions_of_[job];
+  }
   std::size_t live_nodes = 0, live_actors = 0;
   for (auto& row : s.nodes) {
     const node_id id = row.registration.node;
@@ -776,7 +978,7 @@ void head::restore(head_state s) {
     started_ = std::max(started_, a.started);
     if (a.state == protocol::actor_state::dead) continue;
     ++live_actors;
-    if (!a.spec.actor_name.empty()) names_[a.spec.actor_name] = id;
+    if (!a.spec.actor_name.empty()) names_[name_key(a.spec.job, a.spec.name_space, a.spec.actor_name)] = id;
     if (a.state == protocol::actor_state::alive && a.spec.preemptible) {
       preemptible_.insert(id);
       preemptible_changed_ = true;

@@ -56,6 +56,16 @@ public:
   /// (head_liveness.cpp). Before the head runs; without it, a late tick is not noticed.
   void expect_ticks_every(std::chrono::milliseconds period) { tick_period_ = period; }
 
+  /// Limits on what one job can make the head keep (each refusal logged, rate-limited):
+  /// node-death subscriptions per job and in all, subscribers per actor, and the length of
+  /// an address a job gives. A job's processes subscribe once each; 4,096 is more
+  /// processes than one job runs on a large cluster. Bounded, the subscriptions stay in
+  /// the tables (a restarted head still tells their processes of node deaths).
+  static constexpr std::size_t max_cluster_subscriptions_per_job = 4096;
+  static constexpr std::size_t max_cluster_subscriptions = 65536;
+  static constexpr std::size_t max_actor_subscribers = 4096;
+  static constexpr std::size_t max_endpoint_bytes = 512;
+
 private:
   /// What the head knows of a node beyond what its scheduler weighs (view_ has that).
   struct node_info {
@@ -184,6 +194,24 @@ private:
   /// False (and logged, a few lines a second at most) when job `sender` asks about what
   /// belongs to job `owner`; nil `sender` is the head or a node, which may.
   bool owned_by_sender(const job_id& sender, const job_id& owner, const std::string& what);
+  /// Whether `spec` may run in the placement group it names: the group is its job's (or
+  /// unknown: route_to_group says so). Logged when not (rate-limited).
+  bool may_use_group(const protocol::task_spec& spec);
+  /// protocol::validate_amounts, the refusal logged (rate-limited): an error to send back.
+  expected<void> check_amounts(const protocol::resource_set& s, const std::string& what,
+                               const job_id& sender);
+  /// Where a named actor's name lives in names_: its namespace (task_spec::name_space) when
+  /// shared, else its job's own, and the name.
+  static std::string name_key(const job_id& job, const std::string& name_space, const std::string& name);
+  /// Caps what a job reports in a heartbeat (task names, details, rows, latency buckets).
+  static void cap_report(protocol::task_counts& t);
+
+  /// Whether a job-given address is short enough to keep (logged when not).
+  bool endpoint_ok(const address& a, const job_id& sender, const char* what);
+  /// Adds `subscriber` to actor `id` (`what` asked, from job `sender`); false, logged,
+  /// when its address is too long or the actor has max_actor_subscribers.
+  bool add_subscriber(const actor_id& id, actor_info& a, const address& subscriber, const job_id& sender,
+                      const char* what);
 
   transport& net_;
   /// The tables on disk; null in embedded mode. Written at each change of a node, actor,
@@ -196,6 +224,23 @@ private:
   std::chrono::milliseconds node_timeout_;
   clock now_;
   std::vector<address> cluster_subscribers_;
+  /// Every cluster subscriber's endpoint and the job whose process it is (nil: subscribed
+  /// by the head, a node or a process of this one), and how many each job has (bounded by
+  /// max_cluster_subscriptions_per_job).
+  std::unordered_map<std::string, job_id> subscriber_jobs_;
+  std::unordered_map<job_id, std::size_t> subscriptions_of_;
+  /// Subscribers not yet in the tables. The first few of a tick are written at once; past
+  /// those, they are written together at the next tick, one synced write for them all (a
+  /// write each would let a job's flood of subscriptions stall the head on the disk: 6 ms
+  /// a write on the CI machine, 4,096 of them 25 s, past the node timeout).
+  std::vector<address> unsaved_subscribers_;
+  /// The same for actors whose subscribers changed (subscribe_actor): their rows.
+  std::unordered_set<actor_id> unsaved_actors_;
+  std::size_t subscribers_saved_this_tick_ = 0;
+  static constexpr std::size_t subscriber_writes_per_tick = 8;
+  /// Writes unsaved_subscribers_ still subscribed, and unsaved_actors_, to the tables
+  /// (each tick).
+  void save_subscribers();
   /// Jobs whose drivers heartbeat, and when each was last heard from.
   std::unordered_map<job_id, std::chrono::steady_clock::time_point> jobs_;
   /// Jobs ended because their driver went silent, and what the driver is told if it speaks
@@ -211,7 +256,14 @@ private:
   /// (the latest report wins: a node restarted under a new id reports what it found).
   std::unordered_map<object_id, node_id> durable_;
   std::unordered_map<actor_id, actor_info> actors_;
+  /// Named actors by name_key (namespace and name).
   std::unordered_map<std::string, actor_id> names_;
+  /// The shared namespace each job named first (task_spec::name_space, lookup_actor): its
+  /// processes that name none use it. Forgotten when the job ends.
+  std::unordered_map<job_id, std::string> job_namespaces_;
+  /// The namespace `name_space` of job `job` means (its remembered one when empty), and
+  /// remembers a job's first.
+  std::string namespace_of(const job_id& job, const std::string& name_space);
   std::unordered_map<placement_group_id, group_info> groups_;
   /// Live actors that opted in to preemption, and how many actors have started.
   std::unordered_set<actor_id> preemptible_;

@@ -19,6 +19,16 @@ void head::on(protocol::create_placement_group& m) {
     (void)net_.send(m.reply_to, std::move(reply));
     return;
   }
+  for (std::size_t i = 0; i < m.bundles.size(); ++i) {
+    auto ok = check_amounts(m.bundles[i].need, "bundle " + std::to_string(i) + " of placement group " +
+                                                 m.id.short_hex(), m.job);
+    if (!ok) {
+      reply.fail = protocol::failure_info::make(detail::failure_kind::invalid_call, error_code::invalid_argument,
+                                                ok.error().message());
+      (void)net_.send(m.reply_to, std::move(reply));
+      return;
+    }
+  }
   auto plan = view_.plan_group(m.bundles, m.strategy);
   if (plan.never || m.bundles.empty()) {
     reply.fail = protocol::failure_info::make(
@@ -191,6 +201,10 @@ std::pair<const node_id, head::node_info>* head::route_to_group(protocol::task_s
     return nullptr;
   }
   auto& g = it->second;
+  if (!spec.job.nil() && !g.info.job.nil() && g.info.job != spec.job) {  // may_use_group refused it earlier, logged
+    why = "permission_denied: placement group " + spec.where.group.short_hex() + " belongs to another job";
+    return nullptr;
+  }
   if (g.info.state == protocol::group_state::removed) {
     why = "placement group " + spec.where.group.short_hex() + " was " + g.info.why;
     return nullptr;
@@ -255,8 +269,11 @@ void head::on(protocol::remove_placement_group& m) {
 void head::on(protocol::placement_group_query& m) {
   protocol::placement_group_list r;
   r.request_id = m.request_id;
+  // A job is shown its own groups only (the head and nodes, nil sender_job, all of them).
   for (const auto& [id, g] : groups_) {
-    if (m.id.nil() || m.id == id) r.groups.push_back(g.info);
+    if ((m.id.nil() || m.id == id) && (m.sender_job.nil() || g.info.job == m.sender_job)) {
+      r.groups.push_back(g.info);
+    }
   }
   (void)net_.send(m.reply_to, std::move(r));
 }

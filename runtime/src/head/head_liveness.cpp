@@ -70,6 +70,7 @@ void head::on(protocol::job_heartbeat& m) {
   } else {
     it->second = now_();
   }
+  cap_report(m.tasks);
   // A driver's own heartbeats carry its tasks' counts (a histogram, at least); the head's
   // job manager's, for a submitted job it supervises, carry none.
   if (!m.tasks.changes.empty() || m.tasks.changes_dropped > 0) {
@@ -79,7 +80,34 @@ void head::on(protocol::job_heartbeat& m) {
   if (!m.tasks.latency.empty()) job_tasks_[m.job] = std::move(m.tasks);
 }
 
+void head::cap_report(protocol::task_counts& t) {
+  // What a job reports is kept (task_table: its most recent 10,000 tasks), so each field is
+  // capped as it arrives: a name, a detail, the rows of one heartbeat, the histogram.
+  constexpr std::size_t max_function = 256, max_detail = 1024;
+  const std::string marker = "...[truncated]";
+  auto cap = [&](std::string& text, std::size_t limit) {
+    if (text.size() <= limit) return;
+    text.resize(limit - marker.size());
+    // Not in the middle of a UTF-8 sequence: drop continuation bytes and their lead.
+    while (!text.empty() && (static_cast<unsigned char>(text.back()) & 0xC0) == 0x80) text.pop_back();
+    if (!text.empty() && static_cast<unsigned char>(text.back()) >= 0xC0) text.pop_back();
+    text += marker;
+  };
+  if (t.changes.size() > protocol::max_task_changes) {
+    t.changes_dropped += t.changes.size() - protocol::max_task_changes;
+    t.changes.resize(protocol::max_task_changes);
+  }
+  for (auto& e : t.changes) {
+    cap(e.function, max_function);
+    cap(e.detail, max_detail);
+  }
+  if (t.latency.size() > protocol::scheduling_latency_bounds.size() + 1) {
+    t.latency.resize(protocol::scheduling_latency_bounds.size() + 1);
+  }
+}
+
 void head::on(protocol::tick&) {
+  save_subscribers();
   if (board_) publish_snapshot();
   if (!recovered_.empty()) {
     CELER_LOG(warn, "head", recovered_);

@@ -49,10 +49,10 @@ void node_agent::on(M& m) {
   }
 }
 
-void node_agent::refuse(const protocol::task_spec& spec, const std::string& why) {
-  auto fail = protocol::failure_info::make(detail::failure_kind::infeasible,
-                                           error_code::resource_exhausted, why, spec.function,
-                                           cfg_.id.short_hex());
+void node_agent::refuse(const protocol::task_spec& spec, const std::string& why, error_code code) {
+  const auto kind = code == error_code::resource_exhausted ? detail::failure_kind::infeasible
+                                                           : detail::failure_kind::invalid_call;
+  auto fail = protocol::failure_info::make(kind, code, why, spec.function, cfg_.id.short_hex());
   if (spec.kind == protocol::task_kind::actor_creation) {
     (void)net_.send(cfg_.head, protocol::actor_failed{spec.actor, std::move(fail)});
   } else {
@@ -90,6 +90,7 @@ void node_agent::register_with_head() {
   r.total = cfg_.total;
   r.labels = cfg_.labels;
   r.gpus = cfg_.gpus;
+  r.isolation = cfg_.isolation;
   if (!net_.send(cfg_.head, std::move(r))) {
     CELER_LOG(error, "node", "cannot reach the head to register");
   }
@@ -224,8 +225,28 @@ bool node_agent::head_should_place(const protocol::request_lease& m) const {
            gpus_.fits(gpu_units, m.spec.where));
 }
 
+bool node_agent::admissible(const protocol::task_spec& spec) {
+  if (auto ok = protocol::validate_amounts(spec.resources, spec.function); !ok) {
+    denials_.warn("invalid_argument: " + spec.function + " of job " + spec.job.short_hex() + ": " +
+                  ok.error().message() + "; refused");
+    refuse(spec, ok.error().message(), error_code::invalid_argument);
+    return false;
+  }
+  if (spec.where.group.nil() || spec.job.nil()) return true;
+  const auto* b = bundle_of(spec.where);
+  // Not reserved here (yet): dispatch checks. A bundle of no job is the cluster's own.
+  if (b == nullptr || b->job.nil() || b->job == spec.job) return true;
+  (void)owned_by_sender(spec.job, b->job, "running " + spec.function + " in bundle " +
+                                            std::to_string(spec.where.bundle) + " of placement group " +
+                                            spec.where.group.short_hex());
+  refuse(spec, "placement group " + spec.where.group.short_hex() + " belongs to another job",
+         error_code::permission_denied);
+  return false;
+}
+
 void node_agent::on(protocol::request_lease& m) {
   if (stopping_) return;
+  if (!admissible(m.spec)) return;
   if (m.from_head) {
     spilled_.erase(m.spec.id);  // back here: the head placed it
     // A request resent after a head restart that this node already holds (queued, or a
@@ -247,6 +268,7 @@ void node_agent::on(protocol::request_lease& m) {
 
 void node_agent::on(protocol::start_actor& m) {
   if (stopping_) return;
+  if (!admissible(m.spec)) return;
   if (holds_actor(m.spec.actor, m.spec.restarts)) {
     // A head that restarted asks again. If the actor runs, its worker says so once more
     // (what it said may have been lost with the old head); else it is still queued here.
@@ -297,6 +319,7 @@ void node_agent::dispatch() {
     // Work in a placement group draws on its bundle's reservation, other work on the rest.
     auto* available = &available_;
     auto* gpus = &gpus_;
+    job_id bundle_job;
     if (!q.where.group.nil()) {
       auto* b = bundle_of(q.where);
       if (b == nullptr) {
@@ -307,12 +330,21 @@ void node_agent::dispatch() {
       }
       available = &b->available;
       gpus = &b->gpus;
+      bundle_job = b->job;
     }
     while (!q.tasks.empty() && available->covers(q.shape) && gpus->fits(gpu_units, q.where) &&
            leaves_room()) {
       auto spec = std::move(q.tasks.front().spec);
       q.tasks.pop_front();
       --queued_;
+      if (!bundle_job.nil() && !spec.job.nil() && spec.job != bundle_job) {
+        // Another job's work (queued before the bundle was reserved here) never runs in it.
+        (void)owned_by_sender(spec.job, bundle_job, "running " + spec.function + " in placement group " +
+                                                      q.where.group.short_hex());
+        refuse(spec, "placement group " + q.where.group.short_hex() + " belongs to another job",
+               error_code::permission_denied);
+        continue;
+      }
       auto shares = gpus->take(gpu_units, q.where);
       std::vector<int> visible;
       if (shares) {
@@ -481,6 +513,10 @@ void node_agent::on(protocol::job_finished& m) {
   }
   for (const auto& id : idle_of_job) retire(id, "its job finished");
   if (store_) store_->job_finished(m.job);
+  for (auto it = package_jobs_.begin(); it != package_jobs_.end();) {
+    it->second.erase(m.job);
+    it = it->second.empty() ? package_jobs_.erase(it) : std::next(it);
+  }
   launcher_.job_finished(m.job);
 }
 

@@ -61,6 +61,8 @@ public:
     std::map<std::string, std::string> labels;
     /// The node's GPUs (total's "GPU" counts them).
     std::vector<gpu::device> gpus;
+    /// How its launcher confines jobs' processes (told to the head for `celer status`).
+    std::string isolation;
     /// Idle task workers kept for reuse.
     int max_idle_workers = 4;
     /// Cluster mode: work that cannot start here now goes to the head's scheduler.
@@ -152,6 +154,8 @@ private:
   };
   /// What a placement group's bundle reserved on this node, and what of it is free.
   struct bundle_account {
+    /// The job whose group it is: only that job's work runs in it.
+    job_id job;
     protocol::resource_set reserved;
     protocol::resource_set available;
     scheduling::device_pool gpus;
@@ -201,8 +205,14 @@ private:
   bundle_account* bundle_of(const protocol::placement& where);
   /// The free resources `w` draws on: its bundle's, or the node's.
   protocol::resource_set& account_of(const worker_slot& w);
-  /// Fails a queued request that cannot be served here any more.
-  void refuse(const protocol::task_spec& spec, const std::string& why);
+  /// Fails a queued request that cannot be served here any more (`code`: why it fails;
+  /// resource_exhausted, or permission_denied and invalid_argument for a refused request).
+  void refuse(const protocol::task_spec& spec, const std::string& why,
+              error_code code = error_code::resource_exhausted);
+  /// Whether a request of a job (`sender`: nil for the head and nodes) may be queued here:
+  /// its amounts are valid (protocol::validate_amounts) and the bundle it names, if
+  /// reserved here, is its job's. Refuses it otherwise (logged, rate-limited).
+  bool admissible(const protocol::task_spec& spec);
   /// store_create, store_seal, store_get, store_release, store_free, store_pull, store_chunk.
   template <class M>
     requires requires(node_store& s, M& m) { s.on(m); }
@@ -288,7 +298,15 @@ private:
   /// Jobs' working directories unpacked here (null: no packages_dir), and the workers
   /// waiting for each one being fetched from the head.
   std::unique_ptr<jobs::package_cache> packages_;
+  /// Keyed by package_key: a package is fetched (or confirmed) for each job that uses it.
   std::unordered_map<std::string, std::vector<worker_id>> package_waits_;
+  /// The jobs the head said may use each unpacked package (package_data::job): a job's
+  /// workers start in a copy only when it is theirs. Dropped when the job finishes.
+  std::unordered_map<std::string, std::unordered_set<job_id>> package_jobs_;
+  [[nodiscard]] static std::string package_key(const job_id& job, const std::string& digest) {
+    return digest + "/" + job.hex();
+  }
+  [[nodiscard]] bool package_bound(const job_id& job, const std::string& digest) const;
   /// Lease requests this node spilled to the head lately, by request id, and when: resent
   /// when the head says it restarted (one it received but had not placed yet is lost with
   /// it). Forgotten when the request comes back here from the head, when its owner cancels

@@ -30,10 +30,13 @@ void node_agent::on(protocol::reserve_bundle& m) {
     r.why = "the node is stopping";
   } else if (bundles_.contains({m.group, m.index})) {
     r.ok = true;  // a repeated request
+  } else if (auto valid = protocol::validate_amounts(need, "bundle " + std::to_string(m.index)); !valid) {
+    r.why = "invalid_argument: " + valid.error().message();
   } else if (!available_.covers(need) || !gpus_.fits(gpu_units, m.bundle.where)) {
     r.why = "it needs " + need.to_string() + ", and " + available_.to_string() + " is free";
   } else {
     bundle_account b;
+    b.job = m.job;
     b.reserved = need;
     b.available = need;
     b.shares = *gpus_.take(gpu_units, m.bundle.where);

@@ -65,6 +65,7 @@ worker_launcher::launched process_launcher::launch(const worker_id& id,
     }
     const char* path_env = std::getenv("PATH");
     auto confined = cfg_.sandbox->confine(first.job, {.workdir = workdir,
+                                                      .workdir_shared = true,
                                                       .tmpdir = tmpdir,
                                                       .binary = binary,
                                                       .path_env = path_env != nullptr ? path_env : "",

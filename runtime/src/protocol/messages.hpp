@@ -98,10 +98,14 @@ struct task_spec {
   /// unpacked copy, fetched from the head once (package_fetch), and a relative `binary` is
   /// taken from there: the program need not exist on every machine.
   std::string package;
+  /// Actor creation: the namespace `actor_name` lives in (protocol 19): empty, the job's
+  /// own (no other job sees or takes its names); else a shared namespace that every job
+  /// naming it shares (CELER_NAMESPACE; docs/scheduling.md, "Named actors and namespaces").
+  std::string name_space;
   CELER_MSGPACK_DEFINE(id, kind, function, args, resources, owner, actor, actor_name, class_type,
                  max_concurrency, job, binary, durable, where, priority, preemptible,
                  preemption_grace_ms, max_restarts, restarts, restore_method, max_task_retries,
-                 attempt, package)
+                 attempt, package, name_space)
   /// Every field equal (the task submitter finds tasks of one function and options by it).
   bool operator==(const task_spec&) const = default;
 
@@ -232,7 +236,9 @@ struct register_node {
   std::map<std::string, std::string> labels;
   /// Its GPUs, found or declared (total's "GPU" counts them).
   std::vector<gpu::device> gpus;
-  CELER_MSGPACK_DEFINE(protocol_version, node, node_address, total, labels, gpus)
+  /// How it confines jobs' processes (sandbox/job_sandbox.hpp's describe()), for `celer status`.
+  std::string isolation;
+  CELER_MSGPACK_DEFINE(protocol_version, node, node_address, total, labels, gpus, isolation)
 };
 // ---- core -> head: register (and name) an actor, then place it
 struct create_actor {
@@ -275,7 +281,10 @@ struct actor_failed {
 struct subscribe_actor {
   actor_id actor;
   address subscriber;
-  CELER_MSGPACK_DEFINE(actor, subscriber)
+  /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
+  /// this process): the head refuses another job's actor (protocol 19).
+  job_id sender_job;
+  CELER_MSGPACK_DEFINE(actor, subscriber, sender_job)
 };
 // ---- head -> subscribed cores
 struct actor_update {
@@ -295,7 +304,11 @@ struct lookup_actor {
   std::uint64_t request_id = 0;
   address reply_to;
   std::string name;
-  CELER_MSGPACK_DEFINE(request_id, reply_to, name)
+  /// Protocol 19: the asking job (the transport holds a job's connection to its own) and
+  /// the namespace to look in (empty: that job's own; task_spec::name_space).
+  job_id job;
+  std::string name_space;
+  CELER_MSGPACK_DEFINE(request_id, reply_to, name, job, name_space)
 };
 struct lookup_actor_reply {
   std::uint64_t request_id = 0;
@@ -410,7 +423,10 @@ struct heartbeat {
 // ---- core -> head: tell me when nodes die (cluster mode)
 struct subscribe_cluster {
   address subscriber;
-  CELER_MSGPACK_DEFINE(subscriber)
+  /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
+  /// this process): the head bounds each job's subscriptions (protocol 19).
+  job_id sender_job;
+  CELER_MSGPACK_DEFINE(subscriber, sender_job)
 };
 // ---- head -> subscribed cores and nodes: a node stopped heartbeating or left
 struct node_died {
@@ -456,14 +472,19 @@ struct node_status {
   std::vector<waiting_request> waiting;
   std::vector<gpu::sample> gpu_samples;
   std::vector<preemption_state> preempting;
+  /// How the node confines jobs' processes (register_node's).
+  std::string isolation;
   CELER_MSGPACK_DEFINE(node, addr, alive, dead_reason, total, available, labels, queued, workers,
-                 store, gpus, gpu_free, waiting, gpu_samples, preempting)
+                 store, gpus, gpu_free, waiting, gpu_samples, preempting, isolation)
 };
 // ---- any client -> head: the cluster's state
 struct status_query {
   std::uint64_t request_id = 0;
   address reply_to;
-  CELER_MSGPACK_DEFINE(request_id, reply_to)
+  /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
+  /// this process): a job is answered with its own waiting work and actors only (protocol 19).
+  job_id sender_job;
+  CELER_MSGPACK_DEFINE(request_id, reply_to, sender_job)
 };
 struct status_reply {
   std::uint64_t request_id = 0;
@@ -496,7 +517,10 @@ struct explain_placement {
   actor_id actor;  ///< a pending actor (nil: explain `need` and `where`)
   resource_set need;
   placement where;
-  CELER_MSGPACK_DEFINE(request_id, reply_to, actor, need, where)
+  /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
+  /// this process): a job is answered about its own actors and groups only (protocol 19).
+  job_id sender_job;
+  CELER_MSGPACK_DEFINE(request_id, reply_to, actor, need, where, sender_job)
 };
 struct placement_explained {
   std::uint64_t request_id = 0;
@@ -535,7 +559,10 @@ struct placement_group_query {
   std::uint64_t request_id = 0;
   address reply_to;
   placement_group_id id;
-  CELER_MSGPACK_DEFINE(request_id, reply_to, id)
+  /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
+  /// this process): a job is shown its own groups only (protocol 19).
+  job_id sender_job;
+  CELER_MSGPACK_DEFINE(request_id, reply_to, id, sender_job)
 };
 struct placement_group_info {
   placement_group_id id;
@@ -643,7 +670,10 @@ struct package_fetch {
   std::string digest;
   job_id job;
   node_id node;
-  CELER_MSGPACK_DEFINE(digest, job, node)
+  /// The node has the package unpacked already (for another job): the head answers with no
+  /// archive, only whether `job` may use it (protocol 19).
+  bool unpacked = false;
+  CELER_MSGPACK_DEFINE(digest, job, node, unpacked)
 };
 // ---- head -> node: the package's archive (jobs/package.hpp), or why not (`error`, with
 // the archive empty). The node checks the archive against the digest before unpacking it.
@@ -651,7 +681,10 @@ struct package_data {
   std::string digest;
   bulk archive;
   std::string error;
-  CELER_MSGPACK_DEFINE(digest, archive, error)
+  /// The job that was submitted with it (protocol 19): the node lets that job's workers,
+  /// and no other job's, start in its copy.
+  job_id job;
+  CELER_MSGPACK_DEFINE(digest, archive, error, job)
 };
 
 // ---- worker -> owner core: tasks it was sent and will not run (queued behind a call that

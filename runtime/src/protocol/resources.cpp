@@ -89,6 +89,32 @@ std::string resource_set::to_string() const {
   return first ? "nothing" : out;
 }
 
+expected<void> validate_amounts(const resource_set& s, const std::string& what) {
+  auto bad = [&](const std::string& why) {
+    return error(error_code::invalid_argument, what + ": " + why);
+  };
+  if (s.amounts.size() > max_resource_names) {
+    return bad(std::to_string(s.amounts.size()) + " resources named, more than " +
+               std::to_string(max_resource_names));
+  }
+  for (const auto& [name, v] : s.amounts) {
+    if (name.empty() || name.size() > max_resource_name_bytes) {
+      return bad("a resource name must have 1 to " + std::to_string(max_resource_name_bytes) +
+                 " bytes, got " + std::to_string(name.size()));
+    }
+    const double bound = name == memory ? max_memory_bytes : max_resource_amount;
+    const auto limit = to_fixed(bound);
+    if (v < 0 || v > limit) {
+      return bad("resource '" + name + "' amount " + format_amount(from_fixed(v)) +
+                 " is outside 0 to " + format_amount(bound));
+    }
+    if (name == gpu && v > resource_unit && v % resource_unit != 0) {
+      return bad("a GPU amount above 1 must be a whole number, got " + format_amount(from_fixed(v)));
+    }
+  }
+  return {};
+}
+
 expected<resource_set> make_request(double num_cpus, double num_gpus, double memory,
                                     const std::map<std::string, double>& custom) {
   auto bad = [](const std::string& what) {

@@ -8,6 +8,7 @@
 #include <celer/error.hpp>
 #include <celer/options.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -42,6 +43,23 @@ struct resource_set {
   /// "CPU: 2, GPU: 0.5"
   [[nodiscard]] std::string to_string() const;
 };
+
+/// The most of one resource a request, a bundle or a node may name, in whole units (memory:
+/// in bytes): a million CPUs, GPUs or custom units, 100 TB of memory. Far above any real
+/// machine, and low enough that adding the amounts of thousands of nodes never overflows the
+/// fixed-point int64 (1e10 and 1e18 fixed-point units).
+inline constexpr double max_resource_amount = 1e6;
+inline constexpr double max_memory_bytes = 1e14;
+/// The most resources one set may name, and the longest name.
+inline constexpr std::size_t max_resource_names = 64;
+inline constexpr std::size_t max_resource_name_bytes = 128;
+
+/// Checks a set as received from the wire (a request, a bundle, a node's total): every
+/// amount zero or more and at most its bound, GPUs above 1 whole, at most
+/// max_resource_names names of at most max_resource_name_bytes. invalid_argument naming
+/// `what` and the first amount at fault otherwise. (Amounts are fixed-point integers on
+/// the wire: NaN and infinities cannot be sent as amounts; the decoder refuses a float.)
+[[nodiscard]] expected<void> validate_amounts(const resource_set& s, const std::string& what);
 
 /// An amount as people write it: "2", "0.5", "1.25".
 std::string format_amount(double amount);

@@ -219,6 +219,25 @@ void give(const fs::path& dir, uid_t uid, gid_t gid) {
   }
 }
 
+/// Makes `dir` readable (and its folders and programs enterable) by every user, writable by
+/// none but its owner: a package copy that several jobs' users run in.
+void share(const fs::path& dir) {
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0 || (st.st_mode & 0005) == 0005) return;  // gone, or shared already
+  auto readable = [](const fs::path& p, const struct stat& s) {
+    mode_t m = (s.st_mode & 07777 & ~mode_t{0022}) | 0444;
+    if (S_ISDIR(s.st_mode) || (s.st_mode & 0111) != 0) m |= 0111;
+    ::chmod(p.c_str(), m);
+  };
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    struct stat s {};
+    if (::lstat(it->path().c_str(), &s) == 0 && !S_ISLNK(s.st_mode)) readable(it->path(), s);
+  }
+  readable(dir, st);  // last: it marks the whole folder done
+}
+
 } // namespace
 
 expected<confinement> job_sandbox::confine(const job_id& job, const request& r) {
@@ -240,9 +259,14 @@ expected<confinement> job_sandbox::confine(const job_id& job, const request& r) 
       ::lchown(own.c_str(), c.uid_, c.gid_);
       ::chmod(own.c_str(), 0700);
     }
-    for (const auto& d : {r.workdir, r.tmpdir}) {
-      if (!d.empty()) give(d, c.uid_, c.gid_);
+    if (!r.workdir.empty()) {
+      if (r.workdir_shared) {
+        share(r.workdir);
+      } else {
+        give(r.workdir, c.uid_, c.gid_);
+      }
     }
+    if (!r.tmpdir.empty()) give(r.tmpdir, c.uid_, c.gid_);
   }
   if (abi_ <= 0) return c;
   std::uint64_t handled = ll_abi1_all;
@@ -280,9 +304,8 @@ expected<confinement> job_sandbox::confine(const job_id& job, const request& r) 
     rules.emplace_back(program.parent_path(), read_exec);
     for (const auto& p : elf_runpath(program)) rules.emplace_back(p, read_exec);
   }
-  for (const auto& d : {r.workdir, r.tmpdir}) {
-    if (!d.empty()) rules.emplace_back(d, handled);
-  }
+  if (!r.workdir.empty()) rules.emplace_back(r.workdir, r.workdir_shared ? read_exec : handled);
+  if (!r.tmpdir.empty()) rules.emplace_back(r.tmpdir, handled);
   for (const auto& [path, access] : rules) {
     if (auto ok = allow(c.ruleset_, path, access, handled); !ok) return ok.error();
   }

@@ -101,8 +101,13 @@ public:
   [[nodiscard]] const std::filesystem::path& job_dir() const noexcept { return o_.job_dir; }
 
   struct request {
-    /// Where the process runs; read-write for it (and owned by its user, recursively).
+    /// Where the process runs; read-write for it (and owned by its user, recursively),
+    /// unless `workdir_shared`.
     std::filesystem::path workdir;
+    /// `workdir` is a node's unpacked copy of a working directory, which every job
+    /// submitted with that package runs in: readable and executable for the process, never
+    /// writable (as root: made readable by all, kept root's; under Landlock: read rights only).
+    bool workdir_shared = false;
     /// Its temporary directory (TMPDIR); made if missing, read-write, owned by its user.
     std::filesystem::path tmpdir;
     /// The program it executes: its directory and those its RUNPATH names are readable and

@@ -175,7 +175,7 @@ TEST_CASE("a head started again on the tables of a destroyed one knows its nodes
   head_on_tables second(now, open_tables(dir));
   CHECK(second.h.jobs() == std::vector<job_id>{job});
 
-  second.handle(protocol::lookup_actor{5, driver, "ps"});
+  second.handle(protocol::lookup_actor{5, driver, "ps", job});
   auto found = second.net.take<protocol::lookup_actor_reply>();
   REQUIRE(found.size() == 1);
   CHECK(found[0].second.found);
@@ -228,7 +228,7 @@ TEST_CASE("a head started again on the tables of a destroyed one knows its nodes
   auto died = second.net.take<protocol::actor_update>();
   REQUIRE(died.size() == 2);  // both subscribers: the creator and `other`
   CHECK(died[0].second.state == protocol::actor_state::dead);
-  second.handle(protocol::lookup_actor{8, driver, "ps"});
+  second.handle(protocol::lookup_actor{8, driver, "ps", job});
   auto gone = second.net.take<protocol::lookup_actor_reply>();
   REQUIRE(gone.size() == 1);
   CHECK_FALSE(gone[0].second.found);
@@ -305,12 +305,13 @@ TEST_CASE("a head whose tables cannot be written (a full disk) goes on serving f
   const node_id node = node_id::random();
   const actor_id actor = actor_id::random();
   h.handle(registration(node));
-  h.handle(named_actor(actor, job_id::random(), "ps"));
+  const job_id job = job_id::random();
+  h.handle(named_actor(actor, job, "ps"));
   auto replies = h.net.take<protocol::create_actor_reply>();
   REQUIRE(replies.size() == 1);
   CHECK(replies[0].second.ok);
   CHECK(h.net.take<protocol::start_actor>().size() == 1);
-  h.handle(protocol::lookup_actor{5, driver, "ps"});
+  h.handle(protocol::lookup_actor{5, driver, "ps", job});
   auto found = h.net.take<protocol::lookup_actor_reply>();
   REQUIRE(found.size() == 1);
   CHECK(found[0].second.found);

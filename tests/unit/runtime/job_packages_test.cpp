@@ -161,7 +161,7 @@ TEST_CASE("a node fetches a job's working directory once, then starts the worker
   REQUIRE(f.launcher.launched_ids.empty());  // nothing starts before its folder is here
   REQUIRE(f.node.workers() == 2);
 
-  f.handle(protocol::package_data{digest, archive, {}});
+  f.handle(protocol::package_data{digest, archive, {}, f.job});
   REQUIRE(fs::is_regular_file(f.dir.path / "workdirs" / digest / "bin" / "app"));
   REQUIRE(f.launcher.launched_ids.size() == 2);
 
@@ -180,7 +180,7 @@ TEST_CASE("workers waiting for a working directory that cannot come fail with wh
   f.handle(protocol::request_lease{spec, false});
   REQUIRE(f.net.take<protocol::package_fetch>().size() == 1);
 
-  f.handle(protocol::package_data{digest, {}, "job was not submitted with working directory " + digest});
+  f.handle(protocol::package_data{digest, {}, "job was not submitted with working directory " + digest, f.job});
   auto replies = f.net.take<protocol::lease_reply>();
   REQUIRE(replies.size() == 1);
   REQUIRE(replies[0].first == spec.owner);
@@ -195,7 +195,7 @@ TEST_CASE("workers waiting for a working directory that cannot come fail with wh
   // Bytes that do not match the digest are refused the same way.
   f.handle(protocol::request_lease{f.task(digest), false});
   REQUIRE(f.net.take<protocol::package_fetch>().size() == 1);
-  f.handle(protocol::package_data{digest, std::string("not an archive"), {}});
+  f.handle(protocol::package_data{digest, std::string("not an archive"), {}, f.job});
   replies = f.net.take<protocol::lease_reply>();
   REQUIRE(replies.size() == 1);
   REQUIRE_THAT(replies[0].second.fail.message, Contains("do not match its digest"));
@@ -224,7 +224,84 @@ TEST_CASE("a worker whose job ends while its working directory is fetched is nev
   f.handle(protocol::job_finished{f.job});
   REQUIRE(f.node.workers() == 0);
   REQUIRE(f.net.take<protocol::shutdown_component>().empty());  // no process to tell
-  f.handle(protocol::package_data{digest, archive, {}});
+  f.handle(protocol::package_data{digest, archive, {}, f.job});
   REQUIRE(f.launcher.launched_ids.empty());
   REQUIRE(f.node.available().get(protocol::cpu) == 4);
+}
+
+TEST_CASE("a job cannot start in another job's unpacked working directory by naming its digest",
+          "[package][jobs][node][security]") {
+  node_fixture f;
+  const auto archive = sample_package(f.dir.path);
+  const auto digest = jobs::package_digest(archive);
+  f.handle(protocol::request_lease{f.task(digest), false});
+  REQUIRE(f.net.take<protocol::package_fetch>().size() == 1);
+  f.handle(protocol::package_data{digest, archive, {}, f.job});
+  REQUIRE(f.launcher.launched_ids.size() == 1);
+
+  // Another job names the same digest: the copy is here, but the head is asked whether
+  // that job was submitted with it, and nothing starts until it says so.
+  const job_id other = job_id::random();
+  auto spec = f.task(digest);
+  spec.job = other;
+  f.handle(protocol::request_lease{spec, false});
+  auto asked = f.net.take<protocol::package_fetch>();
+  REQUIRE(asked.size() == 1);
+  CHECK(asked[0].second.job == other);
+  CHECK(asked[0].second.unpacked);
+  REQUIRE(f.launcher.launched_ids.size() == 1);
+  f.handle(protocol::package_data{digest, {}, "job was not submitted with working directory " + digest, other});
+  auto replies = f.net.take<protocol::lease_reply>();
+  REQUIRE(replies.size() == 1);
+  CHECK(replies[0].second.request == spec.id);
+  CHECK_FALSE(replies[0].second.ok);
+  CHECK_THAT(replies[0].second.fail.message, Contains("not submitted with"));
+  REQUIRE(f.launcher.launched_ids.size() == 1);
+
+  // A reply for another job than the one that asked changes nothing.
+  spec = f.task(digest);
+  spec.job = other;
+  f.handle(protocol::request_lease{spec, false});
+  REQUIRE(f.net.take<protocol::package_fetch>().size() == 1);
+  f.handle(protocol::package_data{digest, {}, {}, f.job});
+  REQUIRE(f.launcher.launched_ids.size() == 1);
+  // The head's yes for that job (no archive: the node has it) starts its worker.
+  f.handle(protocol::package_data{digest, {}, {}, other});
+  REQUIRE(f.launcher.launched_ids.size() == 2);
+}
+
+TEST_CASE("the head answers a node that has a package unpacked with whether the job may use it, "
+          "without the archive",
+          "[package][jobs][head][security]") {
+  fakes::recording_transport net;
+  head h{net, address{unique_id{0, 1}, {}}};
+  const job_id job = job_id::random();
+  const std::string digest(32, 'a');
+  h.serve_packages([&](const job_id& j, const std::string& d) -> expected<std::string> {
+    if (j != job) return error(error_code::not_found, "job was not submitted with working directory " + d);
+    return std::string("ARCHIVE");
+  });
+  const node_id n = node_id::random();
+  protocol::register_node r;
+  r.protocol_version = protocol_version;
+  r.node = n;
+  r.node_address = address{n, "tcp://10.0.0.1:7"};
+  r.total = *protocol::make_request(2, 0, 0, {});
+  protocol::message m = r;
+  h.handle(m);
+
+  protocol::message yes = protocol::package_fetch{digest, job, n, /*unpacked=*/true};
+  h.handle(yes);
+  auto sent = net.take<protocol::package_data>();
+  REQUIRE(sent.size() == 1);
+  CHECK(sent[0].second.job == job);
+  CHECK(sent[0].second.archive.empty());
+  CHECK(sent[0].second.error.empty());
+  const job_id other = job_id::random();
+  protocol::message no = protocol::package_fetch{digest, other, n, /*unpacked=*/true};
+  h.handle(no);
+  sent = net.take<protocol::package_data>();
+  REQUIRE(sent.size() == 1);
+  CHECK(sent[0].second.job == other);
+  CHECK_THAT(sent[0].second.error, Contains("not submitted with"));
 }

@@ -787,3 +787,49 @@ TEST_CASE("a node the head declared dead stops its workers and leaves, once", "[
   node.handle(me);  // told again on its next heartbeat: it is already leaving
   CHECK(left.size() == 1);
 }
+
+TEST_CASE("a node runs a job's work only in its own job's bundles, and refuses invalid amounts",
+          "[node][groups][security]") {
+  node_fixture f(4);
+  const job_id k = job_id::random(), j = job_id::random();
+  const placement_group_id group = placement_group_id::random();
+  protocol::message reserve =
+    protocol::reserve_bundle{group, 0, {*protocol::make_request(2, 0, 0, {}), {}}, k};
+  f.node.handle(reserve);
+  REQUIRE(f.net.take<protocol::bundle_reserved>().at(0).second.ok);
+  REQUIRE(f.node.available().get(protocol::cpu) == 2);
+
+  auto in_bundle = [&](const job_id& job) {
+    auto s = f.task(1);
+    s.job = job;
+    s.owner = address{unique_id::random(), "tcp://10.0.0.9:1"};
+    s.where.how = scheduling_strategy::kind::placement_group;
+    s.where.group = group;
+    s.where.bundle = 0;
+    return s;
+  };
+  const auto theirs = in_bundle(j);
+  f.submit(theirs);
+  auto g = f.granted();
+  REQUIRE(g.size() == 1);
+  CHECK_FALSE(g[0].second.ok);
+  CHECK(g[0].second.fail.code == error_code::permission_denied);
+  CHECK(f.node.workers() == 0);
+  // K's own, as the head routes it (work in a group comes through the head).
+  protocol::message routed = protocol::request_lease{in_bundle(k), true};
+  f.node.handle(routed);
+  g = f.granted();
+  REQUIRE(g.size() == 1);
+  CHECK(g[0].second.ok);
+
+  // -100 CPUs would add capacity: refused, nothing changes.
+  auto negative = f.task(1);
+  negative.job = j;
+  negative.resources.amounts = {{"CPU", -100 * protocol::resource_unit}};
+  f.submit(negative);
+  g = f.granted();
+  REQUIRE(g.size() == 1);
+  CHECK(g[0].second.fail.code == error_code::invalid_argument);
+  CHECK(f.node.available().get(protocol::cpu) == 2);
+  CHECK(f.node.queued() == 0);
+}
