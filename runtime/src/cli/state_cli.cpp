@@ -48,9 +48,10 @@ int list_state(const std::string& what, const std::string& address, const task_f
               << std::left << std::setw(34) << "NODE ID" << std::setw(7) << "STATE" << std::setw(24) << "ADDRESS"
               << "RESOURCES (available / total)\n";
     for (const auto& n : j) {
-      std::cout << std::left << std::setw(34) << printable(n.value("node_id", "")) << std::setw(7) << printable(n.value("state", ""))
-                << std::setw(24) << printable(n.value("address", "").substr(std::min<std::size_t>(6, n.value("address", "").size()))) << resources_text(n["available"]) << " / "
-                << resources_text(n["total"]) << "\n";
+      std::cout << std::left << std::setw(34) << printable(n.value("node_id", "")) << std::setw(7)
+                << printable(n.value("state", "")) << std::setw(24)
+                << printable(n.value("address", "").substr(std::min<std::size_t>(6, n.value("address", "").size())))
+                << resources_text(n["available"]) << " / " << resources_text(n["total"]) << "\n";
     }
     return 0;
   }
@@ -61,10 +62,11 @@ int list_state(const std::string& what, const std::string& address, const task_f
               << std::setw(11) << "STATE" << std::setw(10) << "JOB" << std::setw(10) << "NODE" << "RESTARTS\n";
     for (const auto& a : j["actors"]) {
       const std::string node = a["node_id"].is_string() ? a["node_id"].get<std::string>().substr(0, 8) : "-";
-      std::cout << std::left << std::setw(34) << printable(a.value("actor_id", "")) << std::setw(20) << printable(a.value("class_name", ""))
-                << std::setw(16) << (a.value("name", "").empty() ? "-" : printable(a.value("name", ""))) << std::setw(11)
-                << printable(a.value("state", "")) << std::setw(10) << printable(a.value("job_id", "").substr(0, 8)) << std::setw(10) << printable(node)
-                << a.value("num_restarts", 0) << "\n";
+      std::cout << std::left << std::setw(34) << printable(a.value("actor_id", "")) << std::setw(20)
+                << printable(a.value("class_name", "")) << std::setw(16)
+                << (a.value("name", "").empty() ? "-" : printable(a.value("name", ""))) << std::setw(11)
+                << printable(a.value("state", "")) << std::setw(10) << printable(a.value("job_id", "").substr(0, 8))
+                << std::setw(10) << printable(node) << a.value("num_restarts", 0) << "\n";
       if (a["death_cause"].is_string()) std::cout << "    " << printable(a["death_cause"].get<std::string>()) << "\n";
     }
     return 0;
@@ -96,21 +98,25 @@ int list_state(const std::string& what, const std::string& address, const task_f
     const auto total = j.value("total", std::size_t{0});
     if (total > 0) {
       std::cout << total << " recent task(s)" << (total > j["tasks"].size() ? ", the newest shown (--limit)" : "")
-                << "\n  " << std::left << std::setw(34) << "TASK ID" << std::setw(20) << "FUNCTION" << std::setw(10) << "STATE"
-                << std::setw(9) << "ATTEMPT" << std::setw(10) << "JOB" << "NODE\n";
+                << "\n  " << std::left << std::setw(34) << "TASK ID" << std::setw(20) << "FUNCTION" << std::setw(10)
+                << "STATE" << std::setw(9) << "ATTEMPT" << std::setw(10) << "JOB"
+                << "NODE\n";
       for (const auto& t : j["tasks"]) {
         std::cout << "  " << std::left << std::setw(34) << printable(t.value("task_id", "")) << std::setw(20)
-                  << (t.value("name", "").empty() ? "?" : printable(t.value("name", ""))) << std::setw(10) << printable(t.value("state", ""))
-                  << std::setw(9) << t.value("attempt_number", 0) << std::setw(10) << printable(t.value("job_id", "").substr(0, 8))
+                  << (t.value("name", "").empty() ? "?" : printable(t.value("name", ""))) << std::setw(10)
+                  << printable(t.value("state", "")) << std::setw(9) << t.value("attempt_number", 0) << std::setw(10)
+                  << printable(t.value("job_id", "").substr(0, 8))
                   << (t["node_id"].is_string() ? printable(t["node_id"].get<std::string>()) : "-") << "\n";
-        if (t["error_message"].is_string()) std::cout << "      " << printable(t["error_message"].get<std::string>()) << "\n";
+        if (t["error_message"].is_string())
+          std::cout << "      " << printable(t["error_message"].get<std::string>()) << "\n";
       }
     }
-    std::cout << "queued on nodes: " << s.value("QUEUED_ON_NODES", 0) << "; worker processes: "
-              << s.value("worker_processes", 0) << "\n";
+    std::cout << "queued on nodes: " << s.value("QUEUED_ON_NODES", 0)
+              << "; worker processes: " << s.value("worker_processes", 0) << "\n";
     for (const auto& w : j["waiting"]) {
-      std::cout << "  " << printable(w.value("kind", "")) << " " << printable(w.value("function", "")) << " (job " << printable(w.value("job_id", "").substr(0, 8))
-                << ", needs " << resources_text(w["required_resources"]) << ") waiting " << w.value("waiting_ms", 0) << " ms"
+      std::cout << "  " << printable(w.value("kind", "")) << " " << printable(w.value("function", "")) << " (job "
+                << printable(w.value("job_id", "").substr(0, 8)) << ", needs "
+                << resources_text(w["required_resources"]) << ") waiting " << w.value("waiting_ms", 0) << " ms"
                 << (w.value("why", "").empty() ? "" : ": " + printable(w.value("why", ""))) << "\n";
     }
     std::cout << "(" << printable(j.value("note", "")) << ")\n";
@@ -121,10 +127,11 @@ int list_state(const std::string& what, const std::string& address, const task_f
     const auto& s = j["summary"];
     std::cout << "object stores: " << mib(s["memory_bytes"]) << " of " << mib(s["capacity_bytes"]) << " in memory ("
               << s.value("objects_in_memory", 0) << " objects), " << s.value("objects_on_disk_only", 0)
-              << " objects on disk only; spilled " << mib(s["spilled_bytes"]) << ", restored " << mib(s["restored_bytes"]) << "\n";
+              << " objects on disk only; spilled " << mib(s["spilled_bytes"]) << ", restored "
+              << mib(s["restored_bytes"]) << "\n";
     for (const auto& n : j["nodes"]) {
-      std::cout << "  node " << printable(n.value("node_id", "").substr(0, 8)) << ": " << mib(n["memory_bytes"]) << " of "
-                << mib(n["capacity_bytes"]) << ", " << n.value("objects_in_memory", 0) << " in memory, "
+      std::cout << "  node " << printable(n.value("node_id", "").substr(0, 8)) << ": " << mib(n["memory_bytes"])
+                << " of " << mib(n["capacity_bytes"]) << ", " << n.value("objects_in_memory", 0) << " in memory, "
                 << n.value("objects_on_disk_only", 0) << " on disk only\n";
     }
     return 0;

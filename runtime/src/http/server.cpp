@@ -154,7 +154,9 @@ struct server::impl {
     if (wants_html(req)) {
       r.content_type = "text/html; charset=utf-8";
       r.body = login_page(status == 401 ? "" : message);
-      r.headers.emplace_back("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'");
+      r.headers.emplace_back(
+        "Content-Security-Policy",
+        "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'");
     }
     reply(res, r);
   }
@@ -237,11 +239,14 @@ struct server::impl {
       if (req.has_header("Origin")) {
         const auto origin = req.get_header_value("Origin");
         if (lower(origin) != own)
-          return early(req, res, 403, "cross-origin request refused: Origin " + origin + " is not this server's (" + own + ")");
+          return early(req, res, 403,
+                       "cross-origin request refused: Origin " + origin + " is not this server's (" + own + ")");
       } else if (req.has_header("Referer")) {
         const auto from = origin_of(req.get_header_value("Referer"));
         if (from != own)
-          return early(req, res, 403, "cross-origin request refused: the Referer's origin " + from + " is not this server's (" + own + ")");
+          return early(
+            req, res, 403,
+            "cross-origin request refused: the Referer's origin " + from + " is not this server's (" + own + ")");
       }
     }
     std::uint64_t allowed = options.unauthenticated_body_bytes;
