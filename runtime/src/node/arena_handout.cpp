@@ -2,7 +2,9 @@
 
 #include "log.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -59,18 +61,6 @@ void set_timeout(int fd, int option, std::chrono::milliseconds t) {
   (void)::setsockopt(fd, SOL_SOCKET, option, &tv, sizeof tv);
 }
 
-/// Reads exactly `n` bytes (false on EOF, error or the socket's receive timeout).
-bool read_all(int fd, char* out, std::size_t n) {
-  std::size_t got = 0;
-  while (got < n) {
-    const auto r = ::recv(fd, out + got, n - got, 0);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    got += static_cast<std::size_t>(r);
-  }
-  return true;
-}
-
 } // namespace
 
 expected<std::unique_ptr<arena_handout>> arena_handout::start(config cfg) {
@@ -79,7 +69,8 @@ expected<std::unique_ptr<arena_handout>> arena_handout::start(config cfg) {
     return error(error_code::unavailable, os_text("no random name for the store's arena socket"));
   }
   const std::string name = "celer-arenas-" + hex_of(suffix);
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Non-blocking: serve() accepts until the queue is empty.
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return error(error_code::unavailable, os_text("creating the store's arena socket"));
   sockaddr_un a{};
   const auto len = abstract_address(name, a);
@@ -151,44 +142,86 @@ std::string arena_handout::issue(const unique_id& job, std::uint64_t arena, int 
 }
 
 void arena_handout::serve() {
-  pollfd fds[2] = {{listener_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+  // Connections whose request is still coming in, each until its deadline: served side by
+  // side, so that a silent one holds no other up (at most max_pending at once; past that,
+  // new ones wait in the listen queue).
+  struct pending {
+    int fd = -1;
+    std::chrono::steady_clock::time_point deadline;
+    std::string got;
+  };
+  constexpr std::size_t max_pending = 64;
+  std::vector<pending> conns;
+  std::vector<pollfd> fds;
+  const auto drop = [&](std::size_t i) {
+    ::close(conns[i].fd);
+    if (i + 1 != conns.size()) conns[i] = std::move(conns.back());
+    conns.pop_back();
+  };
   for (;;) {
-    if (::poll(fds, 2, -1) < 0) {
+    fds.clear();
+    fds.push_back({wake_[0], POLLIN, 0});
+    fds.push_back({conns.size() < max_pending ? listener_ : -1, POLLIN, 0});
+    for (const auto& c : conns) fds.push_back({c.fd, POLLIN, 0});
+    int wait_ms = -1;
+    const auto t = std::chrono::steady_clock::now();
+    for (const auto& c : conns) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(c.deadline - t).count();
+      const int ms = static_cast<int>(std::max<std::int64_t>(left + 1, 0));
+      wait_ms = wait_ms < 0 ? ms : std::min(wait_ms, ms);
+    }
+    if (::poll(fds.data(), fds.size(), wait_ms) < 0) {
       if (errno == EINTR) continue;
       CELER_LOG(error, "store", os_text("the arena socket stopped serving"));
-      return;
+      break;
     }
-    if (fds[1].revents != 0) return;
-    if ((fds[0].revents & POLLIN) == 0) continue;
-    const int conn = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (conn < 0) continue;
-    answer(conn);
-    ::close(conn);
+    if (fds[0].revents != 0) break;
+    // From the last: drop() moves the last connection into the slot it empties.
+    for (std::size_t i = conns.size(); i-- > 0;) {
+      if (fds[i + 2].revents == 0) continue;
+      auto& c = conns[i];
+      char buf[request_bytes];
+      const auto r = ::recv(c.fd, buf, request_bytes - c.got.size(), MSG_DONTWAIT);
+      if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (r > 0) c.got.append(buf, static_cast<std::size_t>(r));
+      if (r > 0 && c.got.size() < request_bytes) continue;
+      answer(c.fd, r > 0 ? c.got : std::string());
+      drop(i);
+    }
+    const auto now_t = std::chrono::steady_clock::now();
+    for (std::size_t i = conns.size(); i-- > 0;) {
+      if (conns[i].deadline > now_t) continue;
+      answer(conns[i].fd, std::string());
+      drop(i);
+    }
+    while (conns.size() < max_pending) {
+      const int conn = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (conn < 0) break;
+      conns.push_back({conn, std::chrono::steady_clock::now() + cfg_.read_deadline, {}});
+    }
   }
+  for (const auto& c : conns) ::close(c.fd);
 }
 
-void arena_handout::answer(int conn) {
+void arena_handout::answer(int conn, const std::string& request) {
   ucred peer{};
   socklen_t peer_len = sizeof peer;
   (void)::getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &peer, &peer_len);
   const std::string who = "pid " + std::to_string(peer.pid) + " (uid " + std::to_string(peer.uid) + ")";
-  set_timeout(conn, SO_RCVTIMEO, cfg_.read_deadline);
-  set_timeout(conn, SO_SNDTIMEO, cfg_.read_deadline);
   const auto refuse = [&](const std::string& why) {
     ++refused_;
     denials_.warn("permission_denied: " + who + " asked for an object arena: " + why + "; refused");
     const std::string text = std::string(1, refused) + "permission_denied: " + why;
-    (void)::send(conn, text.data(), text.size(), MSG_NOSIGNAL);
+    (void)::send(conn, text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   };
-  char request[request_bytes];
-  if (!read_all(conn, request, sizeof request)) {
+  if (request.size() != request_bytes) {
     refuse("no complete request (" + std::to_string(request_bytes) + " bytes) within " +
            std::to_string(cfg_.read_deadline.count()) + " ms");
     return;
   }
   std::uint64_t arena = 0;
   for (int i = 7; i >= 0; --i) arena = (arena << 8) | static_cast<unsigned char>(request[i]);
-  const std::string bytes(request + 8, ticket_bytes);
+  const std::string bytes = request.substr(8, ticket_bytes);
   ticket t;
   {
     std::lock_guard lock(mutex_);
@@ -224,7 +257,7 @@ void arena_handout::answer(int conn) {
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int));
   std::memcpy(CMSG_DATA(c), &t.fd, sizeof(int));
-  if (::sendmsg(conn, &msg, MSG_NOSIGNAL) == 1) {
+  if (::sendmsg(conn, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) {
     ++granted_;
     CELER_LOG(debug, "store", "handed arena " + std::to_string(arena) + " of job " +
                                 t.job.short_hex() + " to " + who);

@@ -17,8 +17,9 @@
 // refusal byte and no fd, and a log line (rate-limited) on the node.
 //
 // Threads: issue() on any thread (the node agent's actor); the socket is served by a thread
-// of its own, one connection at a time, each with a short read deadline. mutex_ guards
-// tickets_.
+// of its own, up to 64 connections side by side (more wait in the listen queue), each
+// dropped with a refusal if its request is not complete within a short read deadline.
+// mutex_ guards tickets_.
 
 #include "transport/rate_limited_log.hpp"
 
@@ -34,6 +35,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 namespace celer {
 
@@ -52,8 +54,8 @@ public:
   struct config {
     /// How long a ticket may be presented.
     std::chrono::milliseconds ttl{10000};
-    /// How long a connection may take to send its request (a slow one is dropped, so it
-    /// cannot hold the socket's thread).
+    /// How long a connection may take to send its request (a slow one is refused and
+    /// dropped, so that silent connections cannot pile up).
     std::chrono::milliseconds read_deadline{500};
     /// The time, for expiry (tests pass a fake one).
     std::function<std::chrono::steady_clock::time_point()> clock;
@@ -89,7 +91,8 @@ private:
   arena_handout(config cfg, int listener, std::string name);
   [[nodiscard]] std::chrono::steady_clock::time_point now() const;
   void serve();
-  void answer(int conn);
+  /// Answers one connection's request (`request_bytes`; anything else is refused).
+  void answer(int conn, const std::string& request);
   /// Forgets expired tickets (closing their fds). mutex_ held.
   void sweep(std::chrono::steady_clock::time_point t);
 
