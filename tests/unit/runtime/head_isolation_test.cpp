@@ -187,6 +187,7 @@ TEST_CASE("a job's work in another job's placement group is refused, and a job l
 
   // K's own work goes to its bundle.
   auto mine = f.lease(f.k, f.k_driver);
+  mine.spec.resources = *protocol::make_request(0, 0, 0, {{"slot", 1}});  // what the bundle holds
   mine.spec.where = in_group(group, 0);
   f.handle(mine);
   CHECK(f.net.take<protocol::request_lease>().size() == 1);
