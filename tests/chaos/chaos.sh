@@ -41,6 +41,8 @@ done
 CELER_TEMP_DIR=$(mktemp -d /tmp/celer-chaos.XXXXXX)
 export CELER_TEMP_DIR
 # Dead nodes are found in 2 s; drivers and nodes wait a minute for a head that is away.
+# The chaos driver's workers share its folders (see with_cluster.sh): confinement off.
+export CELER_JOB_ISOLATION=${CELER_JOB_ISOLATION:-off}
 export CELER_NODE_TIMEOUT_MS=2000 CELER_HEAD_TIMEOUT_MS=60000 CELER_NODE_HEAD_TIMEOUT_MS=60000
 unset CELER_ADDRESS
 work=$CELER_TEMP_DIR/run
