@@ -115,7 +115,7 @@ std::unique_ptr<head_jobs> start_jobs(const knob_values& k, const credentials& c
     .alive = [&local, head_addr](const job_id& job) { (void)local.send(head_addr, protocol::job_heartbeat{job}); },
     .ended = [&local, head_addr, &box](const job_id& job) {
       (void)local.send(head_addr, protocol::job_finished{job});
-      box.job_finished(job);  // its user and folder on this machine
+      box.job_finished(job, /*kill_left=*/true);  // its driver is over: its user and folder on this machine
     },
     .reserve = [gateway](const job_id& job, double cpus, double gpus) -> expected<placement_group_id> {
       auto need = protocol::make_request(cpus, gpus, 0, {});

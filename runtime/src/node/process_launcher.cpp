@@ -202,7 +202,9 @@ void process_launcher::terminate(const worker_id& id, const address&, const acto
 }
 
 void process_launcher::job_finished(const job_id& job) {
-  if (cfg_.sandbox != nullptr) cfg_.sandbox->job_finished(job);
+  // The job's driver may still be exiting on this machine (it said the job ended): nothing
+  // is killed here; the head's job manager kills what a submitted driver left.
+  if (cfg_.sandbox != nullptr) cfg_.sandbox->job_finished(job, /*kill_left=*/false);
 }
 
 void process_launcher::exited(pid_t pid, int status) {

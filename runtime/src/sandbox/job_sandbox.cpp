@@ -312,8 +312,8 @@ expected<confinement> job_sandbox::confine(const job_id& job, const request& r) 
   return c;
 }
 
-void job_sandbox::job_finished(const job_id& job) {
-  if (users_) users_->release(job);
+void job_sandbox::job_finished(const job_id& job, bool kill_left) {
+  if (users_ && !users_->release(job, kill_left)) return;
   if (o_.job_dir.empty()) return;
   const auto own = folder_of(job);
   std::error_code ec;

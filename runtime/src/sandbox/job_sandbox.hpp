@@ -127,7 +127,10 @@ public:
   /// temporary directory removed and what is left of its folder (a working directory, for
   /// the operator to read) given back to this daemon's user, so that the next job to get
   /// the id finds nothing of this one's.
-  void job_finished(const job_id& job);
+  /// `kill_left`: the job's processes on this machine are known to be over (its driver
+  /// exited); without it (a node told the job ended, while its driver may still be exiting)
+  /// nothing is killed and a user still running something stays claimed.
+  void job_finished(const job_id& job, bool kill_left);
 
 private:
   job_sandbox() = default;

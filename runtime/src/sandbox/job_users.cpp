@@ -152,16 +152,17 @@ expected<uid_t> job_users::claim(const job_id& job) {
                                           cfg_.claims_dir.string());
 }
 
-void job_users::release(const job_id& job) {
+bool job_users::release(const job_id& job, bool kill_left) {
   std::lock_guard lock(mutex_);
   const std::string hex = job.hex();
   const auto by_job = cfg_.claims_dir / ("job-" + hex);
   const std::string s = read_small(by_job);
-  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) return;
+  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) return false;
   const auto uid = static_cast<uid_t>(std::stoul(s));
   const auto claim = cfg_.claims_dir / ("uid-" + std::to_string(uid));
   if (read_small(claim) == hex && uid >= cfg_.first && uid <= cfg_.last) {
     const auto left = processes_of(uid);
+    if (!kill_left && !left.empty()) return false;
     for (pid_t p : left) ::kill(p, SIGKILL);
     if (!left.empty())
       CELER_LOG(info, "sandbox", "job " + job.short_hex() + " ended: killed " + std::to_string(left.size()) +
@@ -169,6 +170,7 @@ void job_users::release(const job_id& job) {
     ::unlink(claim.c_str());
   }
   ::unlink(by_job.c_str());
+  return true;
 }
 
 } // namespace celer::sandbox

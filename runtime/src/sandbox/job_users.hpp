@@ -41,9 +41,11 @@ public:
   /// The job's user id on this machine (its group id is the same number), claimed if it has
   /// none. unavailable when every id of the range is taken.
   [[nodiscard]] expected<uid_t> claim(const job_id& job);
-  /// Kills every process running as the job's user and releases its claim; a job without
-  /// one is ignored.
-  void release(const job_id& job);
+  /// Releases the job's claim; a job without one is ignored. With `kill_left`, every process
+  /// still running as its user is killed first; without, a claim whose user still runs a
+  /// process is kept (its processes are ending; it goes stale an hour after the last).
+  /// Returns whether the claim was released.
+  bool release(const job_id& job, bool kill_left);
 
   [[nodiscard]] const config& settings() const noexcept { return cfg_; }
 

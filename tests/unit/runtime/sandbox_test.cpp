@@ -204,7 +204,8 @@ TEST_CASE("as root, each job gets a user of its own on the machine, released wit
   ::close(dropped[0]);
   ::close(dropped[1]);
   CHECK(sandbox::processes_of(*uj) == std::vector<pid_t>{left});
-  (*users2)->release(j);
+  CHECK_FALSE((*users2)->release(j, /*kill_left=*/false));  // it still runs: kept, not killed
+  CHECK((*users2)->release(j, /*kill_left=*/true));
   int status = 0;
   REQUIRE(::waitpid(left, &status, 0) == left);
   CHECK(WIFSIGNALED(status));
@@ -275,7 +276,7 @@ TEST_CASE("as root, a submitted job's driver runs as its job's user, in its own 
   CHECK(fs::path(cwd) == spec.cwd);
   CHECK(token == "denied");
   CHECK(wrote == "wrote");
-  box->job_finished(job);
+  box->job_finished(job, /*kill_left=*/true);
   struct stat st {};
   REQUIRE(::stat(spec.cwd.c_str(), &st) == 0);
   CHECK(st.st_uid == ::geteuid());  // given back: the next job with that id finds nothing
