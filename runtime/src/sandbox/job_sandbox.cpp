@@ -2,6 +2,7 @@
 
 #include "log.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -69,17 +70,17 @@ std::vector<fs::path> elf_runpath(const fs::path& program) {
   for (const auto& s : sections) {
     if (s.sh_type != SHT_DYNAMIC || s.sh_link >= sections.size() || s.sh_size > (1u << 20)) continue;
     const auto& strtab = sections[s.sh_link];
-    if (strtab.sh_size > (16u << 20)) continue;
     std::vector<Elf64_Dyn> dyn(s.sh_size / sizeof(Elf64_Dyn));
-    std::string strings(strtab.sh_size, '\0');
     in.seekg(static_cast<std::streamoff>(s.sh_offset));
-    in.read(reinterpret_cast<char*>(dyn.data()), static_cast<std::streamsize>(dyn.size() * sizeof(Elf64_Dyn)));
-    in.seekg(static_cast<std::streamoff>(strtab.sh_offset));
-    in.read(strings.data(), static_cast<std::streamsize>(strings.size()));
-    if (!in) return {};
+    if (!in.read(reinterpret_cast<char*>(dyn.data()), static_cast<std::streamsize>(dyn.size() * sizeof(Elf64_Dyn))))
+      return {};
     for (const auto& d : dyn) {
-      if ((d.d_tag != DT_RUNPATH && d.d_tag != DT_RPATH) || d.d_un.d_val >= strings.size()) continue;
-      std::stringstream paths(std::string(strings.c_str() + d.d_un.d_val));
+      if ((d.d_tag != DT_RUNPATH && d.d_tag != DT_RPATH) || d.d_un.d_val >= strtab.sh_size) continue;
+      // Only the one string: a sanitizer build's .dynstr runs to tens of MiB.
+      std::string value(std::min<std::uint64_t>(strtab.sh_size - d.d_un.d_val, 64 * 1024), '\0');
+      in.seekg(static_cast<std::streamoff>(strtab.sh_offset + d.d_un.d_val));
+      if (!in.read(value.data(), static_cast<std::streamsize>(value.size()))) return {};
+      std::stringstream paths(std::string(value.c_str()));
       for (std::string p; std::getline(paths, p, ':');) {
         for (const char* origin : {"$ORIGIN", "${ORIGIN}"}) {
           if (const auto at = p.find(origin); at != std::string::npos)
