@@ -18,11 +18,6 @@ celer=$(realpath "$1")
 driver=$(realpath "$2")
 work=$(mktemp -d /tmp/celer-jobs-test.XXXXXX)
 export CELER_TEMP_DIR=$work/tmp
-# Step 4 runs `celer job list` inside a job, which finds the head's HTTP address in the
-# session directory: a confined job may not read it (docs/security.md, "Jobs apart on a
-# machine"), and drivers are not yet told the address another way. Confinement off here
-# until they are; the attacker suite's section I submits confined jobs.
-export CELER_JOB_ISOLATION=${CELER_JOB_ISOLATION:-off}
 status=1
 cleanup() {
   "$celer" stop >/dev/null 2>&1 || true

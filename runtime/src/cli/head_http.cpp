@@ -23,6 +23,16 @@ head_link find_head(std::string address) {
   knob_values k = load_knobs(0, nullptr);
   set_knobs(k);  // temp_dir: where the sessions are
   head_link link;
+  const char* job_credential = std::getenv("CELER_JOB_CREDENTIAL");
+  if (const char* url = std::getenv("CELER_HEAD_URL"); address.empty() && job_credential != nullptr && url != nullptr && *url != '\0') {
+    // Inside a submitted job: the head told the driver its address (its session directory,
+    // where the URL is written, may be out of the job's reach), and the job acts as itself.
+    link.url = url;
+    while (link.url.ends_with("/")) link.url.pop_back();
+    if (const char* ca = std::getenv("CELER_TLS_CA"); ca != nullptr) link.ca_cert = ca;
+    link.credential = job_credential;
+    return link;
+  }
   if (address.starts_with("http://") || address.starts_with("https://")) {
     link.url = address;
     while (link.url.ends_with("/")) link.url.pop_back();
@@ -54,8 +64,8 @@ head_link find_head(std::string address) {
   } else if (session && std::filesystem::exists(*session / "http_cert.pem")) {
     link.ca_cert = (*session / "http_cert.pem").string();
   }
-  if (const char* job = std::getenv("CELER_JOB_CREDENTIAL")) {
-    link.credential = job;  // inside a submitted job: it acts as its own job, nothing more
+  if (job_credential != nullptr) {
+    link.credential = job_credential;  // inside a submitted job: it acts as its own job, nothing more
   } else if (auto token = cluster::find_token(address); token) {
     link.credential = *token;
   } else {

@@ -502,6 +502,7 @@ int run_daemon(const knob_values& k, const daemon_options& o,
       CELER_LOG(warn, "head", "the HTTP server listens on " + o.http_host + ", beyond this machine: every request still needs "
                               "the token or a job's credential" + std::string(web->tls() ? "" : ", but it crosses the network unencrypted (--tls-cert, --tls-key)"));
     std::ofstream(session_dir / "http_url") << web->url() << "\n";
+    jm->serve_http(web->url(), web->tls() ? std::filesystem::path(o.tls_cert) : std::filesystem::path());
     // The certificate (public), for clients on this machine to trust a self-signed one.
     if (web->tls()) {
       std::error_code ec;

@@ -276,6 +276,23 @@ void job_manager::launch(job_record rec) {
   spec.env.push_back(std::string("CELER_ENCRYPTION=") + (cfg_.encrypt ? "1" : "0"));
   spec.env.push_back("CELER_JOB_PRIORITY=" + std::to_string(rec.priority));
   if (!cfg_.node_ip.empty()) spec.env.push_back("CELER_NODE_IP=" + cfg_.node_ip);
+  const auto http = [this] {
+    std::lock_guard lock(mutex_);
+    return http_;
+  }();
+  if (!http.url.empty()) spec.env.push_back("CELER_HEAD_URL=" + http.url);
+  if (!http.ca_cert.empty() && !rec.env.contains("CELER_TLS_CA")) {
+    // The driver's user may not read the head's copy; its temporary directory becomes its own.
+    const auto copy = spec.tmpdir / "head_cert.pem";
+    std::filesystem::create_directories(spec.tmpdir, ec);
+    std::filesystem::copy_file(http.ca_cert, copy, std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) {
+      CELER_LOG(warn, "jobs", "cannot copy the head's certificate for job " + rec.submission_id + " (" + ec.message() +
+                                "): its `celer` commands need CELER_TLS_CA");
+    } else {
+      spec.env.push_back("CELER_TLS_CA=" + copy.string());
+    }
+  }
   if (!rec.package.empty()) {
     // Its workers run in a copy of the same folder on their nodes, and a program inside it
     // is named from there (cluster/process_wiring.cpp).
@@ -291,6 +308,12 @@ void job_manager::launch(job_record rec) {
   if (!pid) return settle(job_state::failed, pid.error().message(), 0);
   settle(job_state::running, "the driver runs as pid " + std::to_string(*pid), *pid);
   CELER_LOG(info, "jobs", "job " + rec.submission_id + " (" + id.short_hex() + ") started: " + join_entrypoint(rec.argv));
+}
+
+void job_manager::serve_http(std::string url, std::filesystem::path ca_cert) {
+  std::lock_guard lock(mutex_);
+  http_.url = std::move(url);
+  http_.ca_cert = std::move(ca_cert);
 }
 
 void job_manager::exited(const job_id& job, int pid, int status) {

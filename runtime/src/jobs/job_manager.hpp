@@ -178,6 +178,12 @@ public:
   /// returns once every driver has been reaped.
   void shutdown(std::chrono::milliseconds grace);
 
+  /// The head's HTTP address, once its server listens: drivers started from then on get it
+  /// as CELER_HEAD_URL (the session directory, where `celer` commands look for it, is out
+  /// of a confined job's reach), and a TLS server's certificate `ca_cert` (a PEM file;
+  /// empty: none) as CELER_TLS_CA, a copy in the job's own temporary directory.
+  void serve_http(std::string url, std::filesystem::path ca_cert);
+
   /// Job counts by state (for /metrics).
   [[nodiscard]] std::map<job_state, std::size_t> counts() const;
 
@@ -206,7 +212,11 @@ private:
   job_hooks hooks_;
   std::shared_ptr<store::table_db> db_;
   clock now_;
-  mutable std::mutex mutex_;  // guards jobs_ and order_
+  mutable std::mutex mutex_;  // guards jobs_, order_ and http_
+  struct {
+    std::string url;
+    std::filesystem::path ca_cert;
+  } http_;
   mutable std::condition_variable changed_;
   std::map<job_id, entry> jobs_;
   /// Job ids in submission order.
