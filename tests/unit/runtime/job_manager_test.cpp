@@ -179,6 +179,25 @@ TEST_CASE("a submitted job's driver starts with its job's credential and never t
   CHECK(f.events == std::vector<std::string>{"started " + rec.id.hex()});
 }
 
+TEST_CASE("drivers started once the head serves HTTP are told its address, and a TLS head's certificate in their own folder",
+          "[jobs]") {
+  fixture f;
+  (void)f.submit({"true"});
+  CHECK(f.env_of(f.launcher.started.at(0), "CELER_HEAD_URL") == "<unset>");
+  const auto cert = f.dir / "head-cert.pem";
+  std::ofstream(cert) << "-----BEGIN CERTIFICATE-----\n";
+  f.jm->serve_http("https://127.0.0.1:8265", cert);
+  (void)f.submit({"true"});
+  const auto& spec = f.launcher.started.at(1);
+  CHECK(f.env_of(spec, "CELER_HEAD_URL") == "https://127.0.0.1:8265");
+  const auto copy = spec.tmpdir / "head_cert.pem";
+  CHECK(f.env_of(spec, "CELER_TLS_CA") == copy.string());
+  std::ifstream in(copy);
+  std::string line;
+  std::getline(in, line);
+  CHECK(line == "-----BEGIN CERTIFICATE-----");
+}
+
 TEST_CASE("a job's state follows its driver's exit: SUCCEEDED, FAILED with the code, the head told", "[jobs]") {
   fixture f;
   auto ok = f.submit({"true"});
