@@ -159,10 +159,14 @@ std::unique_ptr<sandbox::job_sandbox> make_sandbox(const knob_values& k) {
     o.users.last = 0;
     CELER_LOG(warn, "sandbox", "job_uids '" + k.job_uids + "' is not FIRST-LAST: no user per job");
   }
-  std::stringstream paths(k.job_read_paths);
-  for (std::string p; std::getline(paths, p, ':');) {
-    if (!p.empty()) o.read_paths.emplace_back(p);
-  }
+  auto split = [](const std::string& list, std::vector<std::filesystem::path>& into) {
+    std::stringstream paths(list);
+    for (std::string p; std::getline(paths, p, ':');) {
+      if (!p.empty()) into.emplace_back(p);
+    }
+  };
+  split(k.job_read_paths, o.read_paths);
+  split(k.job_write_paths, o.write_paths);
   o.job_dir = !k.job_dir.empty()       ? std::filesystem::path(k.job_dir)
               : ::geteuid() == 0 ? std::filesystem::path("/tmp/celer-jobs")
                                  : std::filesystem::path("/tmp/celer-jobs-" + std::to_string(::geteuid()));

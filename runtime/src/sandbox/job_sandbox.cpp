@@ -298,6 +298,7 @@ expected<confinement> job_sandbox::confine(const job_id& job, const request& r) 
     if (name.starts_with("nvidia") || name == "dri") rules.emplace_back(e.path(), device | ll_read_dir);
   }
   for (const auto& p : o_.read_paths) rules.emplace_back(p, read_exec);
+  for (const auto& p : o_.write_paths) rules.emplace_back(p, handled);
   for (const auto& p : r.read_also) rules.emplace_back(p, read_exec);
   // The program and the libraries it names.
   const fs::path program = locate(r.binary, r.path_env, r.workdir);

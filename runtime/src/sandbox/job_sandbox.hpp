@@ -45,6 +45,9 @@ struct options {
   job_users::config users;
   /// Directories every job may also read and execute from (a data set, a toolchain).
   std::vector<std::filesystem::path> read_paths;
+  /// Directories every job may also write (a shared output folder): Landlock's rules only;
+  /// with a user per job, the folder's mode decides as well.
+  std::vector<std::filesystem::path> write_paths;
   /// Where jobs' own folders are made, <job_dir>/<job>/ (wd, tmp): outside every session
   /// directory, which a job's user may not traverse. Made at detect(): 0711 (others may
   /// pass, not list) when jobs have users of their own, 0700 otherwise.

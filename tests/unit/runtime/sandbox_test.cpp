@@ -106,6 +106,33 @@ TEST_CASE("a process under Landlock opens files only in its folders and the syst
   CHECK(in_child(*c, wd, [&] { return open_errno((jobs.path / "new").string(), O_WRONLY | O_CREAT); }) == EACCES);
 }
 
+TEST_CASE("folders an operator names are readable (job_read_paths) or writable (job_write_paths) under Landlock",
+          "[sandbox]") {
+  if (sandbox::landlock_abi() == 0) {
+    WARN("skipped: no Landlock in this kernel");
+    return;
+  }
+  celer_test::temp_dir jobs("celer-sandbox-jobs");
+  celer_test::temp_dir data("celer-sandbox-data");
+  celer_test::temp_dir out("celer-sandbox-out");
+  std::ofstream(data.path / "train.csv") << "x,y\n";
+  sandbox::options o;
+  o.mode = "landlock";
+  o.job_dir = jobs.path;
+  o.read_paths = {data.path};
+  o.write_paths = {out.path, jobs.path / "not-on-this-machine"};  // a missing one is no error
+  auto box = sandbox::job_sandbox::detect(o);
+  const auto job = job_id::random();
+  const auto wd = box->folder_of(job) / "wd";
+  fs::create_directories(wd);
+  auto c = box->confine(job, {.workdir = wd, .tmpdir = box->folder_of(job) / "tmp", .binary = "/bin/true"});
+  REQUIRE(c);
+  CHECK(in_child(*c, wd, [&] { return open_errno((data.path / "train.csv").string()); }) == 0);
+  CHECK(in_child(*c, wd, [&] { return open_errno((data.path / "new").string(), O_WRONLY | O_CREAT); }) == EACCES);
+  CHECK(in_child(*c, wd, [&] { return open_errno((out.path / "result.csv").string(), O_WRONLY | O_CREAT); }) == 0);
+  CHECK(fs::exists(out.path / "result.csv"));
+}
+
 TEST_CASE("a process under Landlock cannot read another process's environment or descriptors, nor signal it", "[sandbox]") {
   if (sandbox::landlock_abi() == 0) {
     WARN("skipped: no Landlock in this kernel");
