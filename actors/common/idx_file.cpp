@@ -1,9 +1,12 @@
 // Gzipped or plain whole files through zlib, and IDX headers (idx_file.hpp).
 #include "idx_file.hpp"
 
+#include "io_error.hpp"
+
 #include <zlib.h>
 
 #include <array>
+#include <cerrno>
 #include <filesystem>
 #include <memory>
 
@@ -23,8 +26,9 @@ expected<std::string> read_maybe_gzip(const std::string& path, const std::string
   if (!std::filesystem::exists(path)) {
     return error(error_code::not_found, path + " does not exist; " + whence);
   }
+  errno = 0;
   std::unique_ptr<gzFile_s, decltype(&gzclose)> f(gzopen(path.c_str(), "rb"), &gzclose);
-  if (!f) return error(error_code::unavailable, "cannot open " + path);
+  if (!f) return errno != 0 ? io_error(errno, "cannot open", path) : error(error_code::unavailable, "cannot open " + path);
   std::string out;
   std::array<char, 1 << 16> buf{};
   for (;;) {

@@ -3,6 +3,7 @@
 #include <celer/actors/preprocess/sharding.hpp>
 
 #include "input_parse.hpp"
+#include "io_error.hpp"  // actors/common
 
 #include <zlib.h>
 
@@ -26,8 +27,8 @@ public:
     mapped_file m;
     m.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (m.fd_ < 0)
-      return error(errno == ENOENT ? error_code::not_found : error_code::unavailable,
-                   path + ": " + std::strerror(errno));
+      return errno == ENOENT ? error(error_code::not_found, path + ": " + std::strerror(errno))
+                             : actors::detail::io_error(errno, "cannot open", path);
     struct stat st {};
     if (::fstat(m.fd_, &st) != 0) return error(error_code::unavailable, path + ": " + std::strerror(errno));
     m.size_ = static_cast<std::size_t>(st.st_size);

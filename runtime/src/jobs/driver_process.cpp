@@ -57,9 +57,6 @@ expected<int> driver_process_launcher::fork_and_exec(const driver_spec& spec,
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   std::vector<std::string> env = spec.env;
-  std::vector<char*> envp;
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
   const std::string cwd = spec.cwd.string();
   sandbox::confinement box;
   if (sandbox_ != nullptr) {
@@ -71,7 +68,11 @@ expected<int> driver_process_launcher::fork_and_exec(const driver_spec& spec,
                                                  .path_env = path_env, .read_also = {}});
     if (!confined) return error(confined.error().code(), "cannot confine the job's driver: " + confined.error().message());
     box = std::move(*confined);
+    if (const auto label = box.label(); !label.empty()) env.push_back("CELER_JOB_CONFINED=" + label);
   }
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
   const int log_fd = ::open(spec.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (log_fd < 0) return error(error_code::unavailable, "cannot open the job's log " + spec.log.string() + ": " + std::strerror(errno));
   int report[2];

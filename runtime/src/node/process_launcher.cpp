@@ -87,6 +87,7 @@ worker_launcher::launched process_launcher::launch(const worker_id& id,
     }
   }
   if (!tmpdir.empty()) env_strings.push_back("TMPDIR=" + tmpdir);
+  if (const auto label = box.label(); !label.empty()) env_strings.push_back("CELER_JOB_CONFINED=" + label);
   // The worker sees only its GPUs; on a node with GPUs, one given none sees none.
   std::string ids;
   for (int g : gpus) ids += (ids.empty() ? "" : ",") + std::to_string(g);

@@ -314,6 +314,12 @@ expected<confinement> job_sandbox::confine(const job_id& job, const request& r) 
   return c;
 }
 
+std::string confinement::label() const {
+  std::string out = drop_ ? "user " + std::to_string(uid_) : std::string();
+  if (ruleset_ >= 0) out += out.empty() ? "Landlock" : ", Landlock";
+  return out;
+}
+
 void job_sandbox::job_finished(const job_id& job, bool kill_left) {
   if (users_ && !users_->release(job, kill_left)) return;
   if (o_.job_dir.empty()) return;

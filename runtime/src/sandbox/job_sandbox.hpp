@@ -77,6 +77,9 @@ public:
   [[nodiscard]] uid_t uid() const noexcept { return uid_; }
   [[nodiscard]] gid_t gid() const noexcept { return gid_; }
   [[nodiscard]] bool landlocked() const noexcept { return ruleset_ >= 0; }
+  /// The process's CELER_JOB_CONFINED value, so that its own errors can say why a file is
+  /// out of reach: "user 61190, Landlock", "Landlock", "user 61190"; empty when unconfined.
+  [[nodiscard]] std::string label() const;
 
 private:
   friend class job_sandbox;

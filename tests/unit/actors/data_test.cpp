@@ -1,6 +1,11 @@
 #include <celer/actors/data.hpp>
 
+#include "io_error.hpp"  // actors/common
+
 #include <catch2/catch.hpp>
+
+#include <cerrno>
+#include <cstdlib>
 
 #include <cstdio>
 #include <filesystem>
@@ -93,6 +98,25 @@ TEST_CASE("bad data files give errors that name the file and the fault", "[actor
     CHECK(d->x[1] == 1.0f);
     CHECK(d->x[2] == Approx(0.2f));
   }
+}
+
+TEST_CASE("a refused file says, in a confined job's process, which folders it may reach and how to name more",
+          "[actors][data]") {
+  ::unsetenv("CELER_JOB_CONFINED");
+  const auto plain = celer::actors::detail::io_error(EACCES, "cannot open", "/srv/data.csv");
+  CHECK(plain.code() == celer::error_code::permission_denied);
+  CHECK(plain.message() == "cannot open /srv/data.csv: Permission denied");
+  ::setenv("CELER_JOB_CONFINED", "user 61190, Landlock", 1);
+  const auto confined = celer::actors::detail::io_error(EACCES, "cannot open", "/srv/data.csv");
+  ::unsetenv("CELER_JOB_CONFINED");
+  CHECK(confined.code() == celer::error_code::permission_denied);
+  CHECK(confined.message().starts_with("cannot open /srv/data.csv: Permission denied (this process runs confined, as user 61190"));
+  CHECK(confined.message().find("CELER_JOB_READ_PATHS") != std::string::npos);
+  CHECK(confined.message().find("CELER_JOB_WRITE_PATHS") != std::string::npos);
+  // A full disk is not a confinement matter.
+  ::setenv("CELER_JOB_CONFINED", "Landlock", 1);
+  CHECK(celer::actors::detail::io_error(ENOSPC, "writing", "/x").message().find("confined") == std::string::npos);
+  ::unsetenv("CELER_JOB_CONFINED");
 }
 
 TEST_CASE("Debian's Fashion-MNIST loads: 28x28 images in ten classes", "[actors][data]") {
