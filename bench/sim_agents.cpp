@@ -2,7 +2,7 @@
 #include "sim_agents.hpp"
 
 #include "cluster/head_join.hpp"
-#include "cluster/head_watch.hpp"
+#include "protocol/head_watch.hpp"
 #include "cluster/session.hpp"
 #include "config/knobs.hpp"
 #include "protocol/messages.hpp"

@@ -14,7 +14,7 @@
 // the join window, says it again with backoff and jitter while the head does not answer (as a
 // node agent does, cluster/head_join.hpp), then registers (register_node) as a node agent
 // does, heartbeats every heartbeat_ms with what it has free, probes the head as node agents do
-// (cluster/head_watch.hpp), grants lease requests from its resources (queued, first come first
+// (protocol/head_watch.hpp), grants lease requests from its resources (queued, first come first
 // served, while they do not fit), returns them when the owner is done or cancels, starts
 // actors, and leaves when the head declares it dead.
 //

@@ -1,6 +1,7 @@
 #include "child_reaper.hpp"
 
 #include <cerrno>
+#include <cstring>  // sigabbrev_np
 
 #include <sys/wait.h>
 
@@ -56,6 +57,17 @@ void child_reaper::loop() {
     }
     if (exited) exited(status);
   }
+}
+
+std::string describe_exit(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const char* name = sigabbrev_np(sig);
+    return "was killed by signal " + std::to_string(sig) +
+           (name != nullptr ? std::string(" (SIG") + name + ")" : std::string());
+  }
+  return "ended (status " + std::to_string(status) + ")";
 }
 
 } // namespace celer

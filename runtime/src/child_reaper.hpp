@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <unordered_map>
 
@@ -49,5 +50,8 @@ private:
   /// A child was watched since the reaper last found none.
   bool new_watch_ = false;
 };
+
+/// A wait status in words: "exited with status 3", "was killed by signal 9 (SIGKILL)".
+std::string describe_exit(int status);
 
 } // namespace celer

@@ -1,6 +1,6 @@
 #include "core_shell.hpp"
 
-#include "cluster/head_watch.hpp"
+#include "protocol/head_watch.hpp"
 #include "log.hpp"
 
 #include <chrono>

@@ -1,6 +1,6 @@
 #include "cluster/driver.hpp"
 
-#include "cluster/head_watch.hpp"
+#include "protocol/head_watch.hpp"
 #include "cluster/process_wiring.hpp"
 #include "cluster/session.hpp"
 #include "crash.hpp"

@@ -1,6 +1,6 @@
 #include "cluster/process_wiring.hpp"
 
-#include "cluster/head_watch.hpp"
+#include "protocol/head_watch.hpp"
 #include "cluster/session.hpp"
 #include "core_shell.hpp"
 

@@ -15,7 +15,12 @@ head::head(transport& net, address self, std::chrono::milliseconds node_timeout,
     self_(std::move(self)),
     node_timeout_(node_timeout),
     now_(now ? std::move(now) : clock([] { return std::chrono::steady_clock::now(); })),
-    view_(spread_threshold) {
+    view_(spread_threshold),
+    objects_(net_, tables_.get(), [this](const node_id& n) -> std::optional<address> {
+      auto it = nodes_.find(n);
+      if (it == nodes_.end() || !it->second.alive) return std::nullopt;
+      return it->second.addr;
+    }) {
   if (!tables_) return;
   auto state = tables_->load();
   if (!state) {
@@ -38,7 +43,11 @@ std::vector<job_id> head::jobs() const {
 void head::handle(protocol::message& m) {
   std::visit(
     [&](auto& msg) {
-      if constexpr (requires { on(msg); }) {
+      // Each message goes to the manager that owns what it is about; the rest, to the
+      // head's own handlers while they are being split into managers.
+      if constexpr (requires { objects_.on(msg); }) {
+        objects_.on(msg);
+      } else if constexpr (requires { on(msg); }) {
         on(msg);
       } else {
         CELER_LOG(warn, "head", std::string("ignored unexpected message ") + protocol::name_of(m));
@@ -641,30 +650,6 @@ void head::declare_dead(const node_id& id, node_info& n, const std::string& reas
   }
 }
 
-void head::on(protocol::durable_objects& m) {
-  std::vector<object_id> changed;
-  for (const auto& id : m.ids) {
-    auto [it, fresh] = durable_.try_emplace(id, m.node);
-    if (!fresh && it->second == m.node) continue;  // known: nothing to write
-    it->second = m.node;
-    changed.push_back(id);
-  }
-  if (tables_) tables_->save_durable(m.node, changed);
-}
-
-void head::on(protocol::locate_object& m) {
-  protocol::object_location r;
-  r.request_id = m.request_id;
-  if (auto d = durable_.find(m.id); d != durable_.end()) {
-    if (auto n = nodes_.find(d->second); n != nodes_.end() && n->second.alive) {
-      r.found = true;
-      r.node = d->second;
-      r.node_addr = n->second.addr;
-    }
-  }
-  (void)net_.send(m.reply_to, std::move(r));
-}
-
 std::string head::explain(const protocol::resource_set& need, const protocol::placement& where) const {
   if (where.how != scheduling_strategy::kind::placement_group) return view_.explain(need, where);
   // Work in a group waits for its group, or for room in its bundle (which the node, not
@@ -993,7 +978,7 @@ void head::restore(head_state s) {
       parked_actors_.push_back(id);  // it waited for a live node: it waits again
     }
   }
-  for (const auto& d : s.durable) durable_[d.object] = d.node;
+  objects_.restore(s.durable);
   // The live nodes resend what this head may not have: what they spilled to the old one
   // that it had not placed yet, and their registration and durable objects (no-ops when
   // the tables had them).

@@ -5,6 +5,7 @@
 
 #include "head/head_snapshot.hpp"
 #include "head/head_tables.hpp"
+#include "head/object_directory.hpp"
 #include "head/task_table.hpp"
 #include "protocol/messages.hpp"
 #include "scheduler/cluster_view.hpp"
@@ -116,8 +117,6 @@ private:
   void on(protocol::resource_query& m);
   void on(protocol::job_heartbeat& m);
   void on(protocol::unsubscribe_cluster& m);
-  void on(protocol::durable_objects& m);
-  void on(protocol::locate_object& m);
   void on(protocol::explain_placement& m);
   void on(protocol::create_placement_group& m);
   void on(protocol::remove_placement_group& m);
@@ -252,9 +251,8 @@ private:
   std::map<node_id, node_info> nodes_;
   /// The scheduler's view: each node's resources, labels, GPUs and queue.
   scheduling::cluster_view view_;
-  /// The object directory's durable part: which node holds each durable object on disk
-  /// (the latest report wins: a node restarted under a new id reports what it found).
-  std::unordered_map<object_id, node_id> durable_;
+  /// Which node's disk holds each durable object (durable_objects, locate_object).
+  object_directory objects_;
   std::unordered_map<actor_id, actor_info> actors_;
   /// Named actors by name_key (namespace and name).
   std::unordered_map<std::string, actor_id> names_;

@@ -3,7 +3,7 @@
 #include "jobs/entrypoint.hpp"
 #include "jobs/package.hpp"
 #include "log.hpp"
-#include "node/process_launcher.hpp"  // describe_exit
+#include "child_reaper.hpp"  // describe_exit
 
 #include <algorithm>
 #include <csignal>

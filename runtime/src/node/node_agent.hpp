@@ -5,7 +5,7 @@
 // until it returns the lease; each actor gets a worker of its own for its lifetime. What
 // the node can never place, or (in a cluster) cannot place now, goes to the head. Plain logic behind `handle`; a CAF actor runs it (one message at a time).
 
-#include "cluster/head_watch.hpp"
+#include "protocol/head_watch.hpp"
 #include "jobs/package.hpp"
 #include "node/node_store.hpp"
 #include "protocol/messages.hpp"

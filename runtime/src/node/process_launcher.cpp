@@ -17,17 +17,6 @@ extern char** environ;
 
 namespace celer {
 
-std::string describe_exit(int status) {
-  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) {
-    const int sig = WTERMSIG(status);
-    const char* name = sigabbrev_np(sig);
-    return "was killed by signal " + std::to_string(sig) +
-           (name != nullptr ? std::string(" (SIG") + name + ")" : std::string());
-  }
-  return "ended (status " + std::to_string(status) + ")";
-}
-
 process_launcher::process_launcher(transport& local, config cfg)
   : local_(local), cfg_(std::move(cfg)) {}
 

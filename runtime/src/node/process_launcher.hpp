@@ -67,7 +67,4 @@ private:
   bool stopping_ = false;
 };
 
-/// "exited with status 3", "was killed by signal 9 (SIGKILL)".
-std::string describe_exit(int status);
-
 } // namespace celer

@@ -1,6 +1,6 @@
 // Watching the head: probes on ticks, one line when it goes silent and one when it is back,
 // and giving up after the bound, driven with a made-up clock.
-#include "cluster/head_watch.hpp"
+#include "protocol/head_watch.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-#include "cluster/head_watch.hpp"
+#include "protocol/head_watch.hpp"
 
 #include <algorithm>
 
