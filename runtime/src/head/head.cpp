@@ -16,11 +16,8 @@ head::head(transport& net, address self, std::chrono::milliseconds node_timeout,
     node_timeout_(node_timeout),
     now_(now ? std::move(now) : clock([] { return std::chrono::steady_clock::now(); })),
     view_(spread_threshold),
-    objects_(net_, tables_.get(), [this](const node_id& n) -> std::optional<address> {
-      auto it = nodes_.find(n);
-      if (it == nodes_.end() || !it->second.alive) return std::nullopt;
-      return it->second.addr;
-    }) {
+    objects_(net_, tables_.get(), [this](const node_id& n) { return live_address(n); }),
+    jobs_(net_, tables_.get(), now_, [this](const node_id& n) { return live_address(n); }) {
   if (!tables_) return;
   auto state = tables_->load();
   if (!state) {
@@ -33,11 +30,12 @@ head::head(transport& net, address self, std::chrono::milliseconds node_timeout,
   restore(std::move(*state));
 }
 
-std::vector<job_id> head::jobs() const {
-  std::vector<job_id> out;
-  out.reserve(jobs_.size());
-  for (const auto& [job, seen] : jobs_) out.push_back(job);
-  return out;
+std::vector<job_id> head::jobs() const { return jobs_.jobs(); }
+
+std::optional<address> head::live_address(const node_id& n) const {
+  auto it = nodes_.find(n);
+  if (it == nodes_.end() || !it->second.alive) return std::nullopt;
+  return it->second.addr;
 }
 
 void head::handle(protocol::message& m) {
@@ -47,6 +45,8 @@ void head::handle(protocol::message& m) {
       // head's own handlers while they are being split into managers.
       if constexpr (requires { objects_.on(msg); }) {
         objects_.on(msg);
+      } else if constexpr (requires { jobs_.on(msg); }) {
+        jobs_.on(msg);
       } else if constexpr (requires { on(msg); }) {
         on(msg);
       } else {
@@ -551,21 +551,6 @@ void head::on(protocol::kill_actor& m) {
   if (n != nodes_.end() && n->second.alive) (void)net_.send(n->second.addr, m);
 }
 
-void head::on(protocol::package_fetch& m) {
-  auto n = nodes_.find(m.node);
-  if (n == nodes_.end() || !n->second.alive) return;  // only a live registered node is answered
-  protocol::package_data reply{m.digest, {}, {}, m.job};
-  if (!read_package_) {
-    reply.error = "this head keeps no working directories";
-  } else if (auto archive = read_package_(m.job, m.digest)) {
-    // A node that has it unpacked already only needs to know that the job may use it.
-    if (!m.unpacked) reply.archive = std::move(*archive);
-  } else {
-    reply.error = archive.error().message();
-  }
-  (void)net_.send(n->second.addr, std::move(reply));
-}
-
 void head::on(protocol::unsubscribe_cluster& m) {
   forget_subscriber(m.endpoint);
   // Every node takes back what that process leased and drops what it asked for.
@@ -757,15 +742,7 @@ void head::on(protocol::job_finished& m) {
     ~batch() { if (t) t->commit_batch(); }
   } rows{tables_.get()};
   if (tables_) tables_->begin_batch();
-  if (jobs_.erase(m.job) > 0 && tables_) tables_->drop_job(m.job);
-  if (auto t = job_tasks_.find(m.job); t != job_tasks_.end()) {
-    t->second.waiting = t->second.running = 0;  // nothing of an ended job waits or runs
-    add_task_counts(ended_tasks_, t->second);
-    ended_job_tasks_.emplace_back(m.job, std::move(t->second));
-    if (ended_job_tasks_.size() > 1000) ended_job_tasks_.pop_front();
-    job_tasks_.erase(t);
-  }
-  task_list_->ended(m.job);
+  jobs_.ended(m.job);
   job_namespaces_.erase(m.job);
   // Its processes' node-death subscriptions go with it (they stop; a job cannot leave
   // its subscriptions behind to fill the head).
@@ -932,7 +909,7 @@ void head::restore(head_state s) {
     }
     n.registration = std::move(row.registration);
   }
-  for (const auto& job : s.jobs) jobs_[job] = now;  // its driver too must heartbeat in time
+  jobs_.restore(s.jobs, now);  // its driver too must heartbeat in time
   for (auto& info : s.groups) {
     auto& g = groups_[info.id];
     g.info = std::move(info);

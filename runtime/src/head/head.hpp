@@ -5,6 +5,7 @@
 
 #include "head/head_snapshot.hpp"
 #include "head/head_tables.hpp"
+#include "head/job_table.hpp"
 #include "head/object_directory.hpp"
 #include "head/task_table.hpp"
 #include "protocol/messages.hpp"
@@ -50,8 +51,8 @@ public:
   /// Reads the package (working directory) a job was submitted with, for a node that starts
   /// the job's workers (package_fetch; jobs::job_manager::read_package). Before the head
   /// runs; without it, fetches are refused.
-  using package_reader = std::function<expected<std::string>(const job_id& job, const std::string& digest)>;
-  void serve_packages(package_reader read) { read_package_ = std::move(read); }
+  using package_reader = job_table::package_reader;
+  void serve_packages(package_reader read) { jobs_.serve_packages(std::move(read)); }
   /// The head is ticked every `period` (the daemon's heartbeat_ms). A tick later than two
   /// periods means the head itself stalled: that time counts against nobody's heartbeats
   /// (head_liveness.cpp). Before the head runs; without it, a late tick is not noticed.
@@ -115,20 +116,20 @@ private:
   void on(protocol::job_finished& m);
   void on(protocol::status_query& m);
   void on(protocol::resource_query& m);
-  void on(protocol::job_heartbeat& m);
   void on(protocol::unsubscribe_cluster& m);
   void on(protocol::explain_placement& m);
   void on(protocol::create_placement_group& m);
   void on(protocol::remove_placement_group& m);
   void on(protocol::placement_group_query& m);
   void on(protocol::bundle_reserved& m);
-  void on(protocol::package_fetch& m);
   /// Where `spec` goes (view_ decides); null, with `why`, when it can never run. A request
   /// that must wait goes where preempting lower-priority actors would make room, if any.
   std::pair<const node_id, node_info>* pick_node(const protocol::task_spec& spec,
                                                  std::span<const protocol::node_bytes> locality,
                                                  std::string& why);
   void declare_dead(const node_id& id, node_info& n, const std::string& reason);
+  /// The address of node `n` while it is alive (what the managers ask the node table).
+  [[nodiscard]] std::optional<address> live_address(const node_id& n) const;
   /// Why `need` under `where` cannot start now ("" when some node has room for it).
   [[nodiscard]] std::string explain(const protocol::resource_set& need,
                                     const protocol::placement& where) const;
@@ -202,8 +203,6 @@ private:
   /// Where a named actor's name lives in names_: its namespace (task_spec::name_space) when
   /// shared, else its job's own, and the name.
   static std::string name_key(const job_id& job, const std::string& name_space, const std::string& name);
-  /// Caps what a job reports in a heartbeat (task names, details, rows, latency buckets).
-  static void cap_report(protocol::task_counts& t);
 
   /// Whether a job-given address is short enough to keep (logged when not).
   bool endpoint_ok(const address& a, const job_id& sender, const char* what);
@@ -240,11 +239,6 @@ private:
   /// Writes unsaved_subscribers_ still subscribed, and unsaved_actors_, to the tables
   /// (each tick).
   void save_subscribers();
-  /// Jobs whose drivers heartbeat, and when each was last heard from.
-  std::unordered_map<job_id, std::chrono::steady_clock::time_point> jobs_;
-  /// Jobs ended because their driver went silent, and what the driver is told if it speaks
-  /// again (the most recent 1,000).
-  std::deque<std::pair<job_id, std::string>> silenced_jobs_;
   /// expect_ticks_every's period (zero: none) and when the last tick came.
   std::chrono::milliseconds tick_period_{0};
   std::optional<std::chrono::steady_clock::time_point> last_tick_;
@@ -253,6 +247,9 @@ private:
   scheduling::cluster_view view_;
   /// Which node's disk holds each durable object (durable_objects, locate_object).
   object_directory objects_;
+  /// Jobs, their drivers' heartbeats and task counts, packages (job_heartbeat,
+  /// package_fetch).
+  job_table jobs_;
   std::unordered_map<actor_id, actor_info> actors_;
   /// Named actors by name_key (namespace and name).
   std::unordered_map<std::string, actor_id> names_;
@@ -273,20 +270,10 @@ private:
   std::vector<protocol::request_lease> parked_leases_;
   std::vector<actor_id> parked_actors_;
   std::shared_ptr<head_snapshot_board> board_;
-  package_reader read_package_;
   /// Actor restarts since this head started.
   std::uint64_t restarts_total_ = 0;
   /// The time each heartbeat took to handle (published for /metrics).
   handling_histogram heartbeat_times_;
-  /// What each running job's driver says its tasks did (its heartbeats), and the totals of
-  /// the jobs that ended since this head started (so that counters never go down).
-  std::unordered_map<job_id, protocol::task_counts> job_tasks_;
-  protocol::task_counts ended_tasks_;
-  /// The last counts of the jobs that ended most recently (at most 1,000, oldest dropped).
-  std::deque<std::pair<job_id, protocol::task_counts>> ended_job_tasks_;
-  /// Each job's recent tasks, from the changes its driver's heartbeats carry (shared with
-  /// the snapshots: the HTTP server pages through it).
-  std::shared_ptr<task_table> task_list_ = std::make_shared<task_table>();
 };
 
 } // namespace celer

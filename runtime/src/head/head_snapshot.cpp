@@ -83,10 +83,7 @@ void head::publish_snapshot() {
   }
   s->groups.reserve(groups_.size());
   for (const auto& [id, g] : groups_) s->groups.push_back(g.info);
-  s->job_tasks.assign(job_tasks_.begin(), job_tasks_.end());
-  s->ended_tasks = ended_tasks_;
-  s->ended_job_tasks.assign(ended_job_tasks_.begin(), ended_job_tasks_.end());
-  s->task_list = task_list_;
+  jobs_.fill(*s);
   board_->publish(std::move(s));
 }
 
