@@ -15,9 +15,10 @@ head::head(transport& net, address self, std::chrono::milliseconds node_timeout,
     self_(std::move(self)),
     node_timeout_(node_timeout),
     now_(now ? std::move(now) : clock([] { return std::chrono::steady_clock::now(); })),
+    nodes_(net_, tables_.get(), now_),
     view_(spread_threshold),
-    objects_(net_, tables_.get(), [this](const node_id& n) { return live_address(n); }),
-    jobs_(net_, tables_.get(), now_, [this](const node_id& n) { return live_address(n); }) {
+    objects_(net_, tables_.get(), [this](const node_id& n) { return nodes_.live_address(n); }),
+    jobs_(net_, tables_.get(), now_, [this](const node_id& n) { return nodes_.live_address(n); }) {
   if (!tables_) return;
   auto state = tables_->load();
   if (!state) {
@@ -31,12 +32,6 @@ head::head(transport& net, address self, std::chrono::milliseconds node_timeout,
 }
 
 std::vector<job_id> head::jobs() const { return jobs_.jobs(); }
-
-std::optional<address> head::live_address(const node_id& n) const {
-  auto it = nodes_.find(n);
-  if (it == nodes_.end() || !it->second.alive) return std::nullopt;
-  return it->second.addr;
-}
 
 void head::handle(protocol::message& m) {
   std::visit(
@@ -69,40 +64,13 @@ void head::on(protocol::register_node& m) {
                                ok.error().message());
     return;
   }
-  if (auto known = nodes_.find(m.node); known != nodes_.end()) {
-    auto& n = known->second;
-    if (!n.alive) {
-      // A resent registration of a node declared dead since: it stays dead (see heartbeat).
-      (void)net_.send(m.node_address, protocol::node_died{m.node, "the head declared this node "
-                                                                  "dead earlier (" + n.dead_reason + ")"});
-      return;
-    }
-    if (n.addr == m.node_address && n.registration.total.amounts == m.total.amounts &&
-        n.registration.labels == m.labels) {
-      // A resent registration (after a lost reply or a head restart): the node is known as
-      // it is; its heartbeats keep the view current, which re-adding it would reset.
-      n.last_seen = now_();
-      return;
-    }
-  }
-  auto& n = nodes_[m.node];
-  n.addr = m.node_address;
-  n.alive = true;
-  n.dead_reason.clear();
-  n.last_seen = now_();
-  n.waiting.clear();
-  n.registration = m;
-  persist(m.node, n);
+  if (nodes_.registered(m) != node_table::registration::joined) return;
   std::string gpus;
   for (const auto& d : m.gpus) gpus += (gpus.empty() ? " (" : ", ") + d.name;
   CELER_LOG(info, "head", "node " + m.node.short_hex() + " joined with " + m.total.to_string() +
                             (gpus.empty() ? "" : gpus + ")"));
   view_.add_node(m.node, m.total, m.labels, m.gpus);
   unpark();
-}
-
-bool head::no_live_node() const {
-  return std::none_of(nodes_.begin(), nodes_.end(), [](const auto& n) { return n.second.alive; });
 }
 
 void head::unpark() {
@@ -134,9 +102,8 @@ void head::unpark() {
   }
 }
 
-std::pair<const node_id, head::node_info>* head::pick_node(
-  const protocol::task_spec& spec, std::span<const protocol::node_bytes> locality,
-  std::string& why) {
+node_table::entry* head::pick_node(const protocol::task_spec& spec, std::span<const protocol::node_bytes> locality,
+                                   std::string& why) {
   auto d = view_.place(spec.resources, spec.where, locality);
   if (d.never()) {
     why = std::move(d.why);
@@ -161,8 +128,7 @@ std::pair<const node_id, head::node_info>* head::pick_node(
       d.target = *room;
     }
   }
-  auto it = nodes_.find(d.target);
-  return it == nodes_.end() ? nullptr : &*it;
+  return nodes_.find(d.target);
 }
 
 void head::on(protocol::request_lease& m) {
@@ -221,9 +187,7 @@ void head::on(protocol::cancel_lease_requests& m) {
   });
   // The head does not track where it sent each request: every node drops what it holds.
   m.from_head = true;
-  for (const auto& [id, n] : nodes_) {
-    if (n.alive) (void)net_.send(n.addr, m);
-  }
+  nodes_.send_to_live(m);
 }
 
 void head::on(protocol::create_actor& m) {
@@ -547,25 +511,19 @@ void head::on(protocol::kill_actor& m) {
   mark_dead(m.actor, a,
             protocol::failure_info::make(detail::failure_kind::actor_died, error_code::unavailable,
                                          "actor " + m.actor.hex() + " was " + m.reason));
-  auto n = nodes_.find(a.node);
-  if (n != nodes_.end() && n->second.alive) (void)net_.send(n->second.addr, m);
+  (void)nodes_.send_to(a.node, m);
 }
 
 void head::on(protocol::unsubscribe_cluster& m) {
   forget_subscriber(m.endpoint);
   // Every node takes back what that process leased and drops what it asked for.
-  for (const auto& [id, n] : nodes_) {
-    if (n.alive) (void)net_.send(n.addr, m);
-  }
+  nodes_.send_to_live(m);
 }
 
-void head::declare_dead(const node_id& id, node_info& n, const std::string& reason) {
-  n.alive = false;
-  n.dead_reason = reason;
-  persist(id, n);
-  n.workers = 0;
-  n.waiting.clear();
-  n.preempting.clear();
+void head::declare_dead(const node_id& id, const std::string& reason) {
+  // Its worker processes died with it (a node's workers die with their node): what they
+  // subscribed to forgets them below. Those of its last heartbeat, and its own connection.
+  std::vector<std::string> gone = nodes_.mark_dead(id, reason);
   view_.mark_dead(id);
   CELER_LOG(warn, "head", "node " + id.short_hex() + " is dead: " + reason);
   // Groups with a bundle there are laid out again (all or nothing), their other bundles
@@ -589,13 +547,10 @@ void head::declare_dead(const node_id& id, node_info& n, const std::string& reas
     g.info.why = "node " + id.short_hex() + " of a bundle died; reserving again";
     persist(g);
   }
-  // Its worker processes died with it (a node's workers die with their node): what they
-  // subscribed to forgets them, or every later update would open a connection to each,
-  // until the process runs out of sockets. Those of its last heartbeat, and its actors';
-  // and the node's own connection (a zmq socket and its mailbox, reconnecting forever).
-  std::vector<std::string> gone = std::move(n.worker_endpoints);
-  n.worker_endpoints.clear();
-  if (!n.addr.endpoint.empty()) gone.push_back(n.addr.endpoint);
+  // What its worker processes subscribed to forgets them, or every later update would open a
+  // connection to each, until the process runs out of sockets: those of its last
+  // heartbeat, its actors', and the node's own connection (a zmq socket and its mailbox,
+  // reconnecting forever).
   for (const auto& [aid, a] : actors_) {
     if (a.node == id && !a.worker.endpoint.empty()) gone.push_back(a.worker.endpoint);
   }
@@ -615,9 +570,7 @@ void head::declare_dead(const node_id& id, node_info& n, const std::string& reas
   const protocol::node_died died{id, reason};
   for (const auto& s : cluster_subscribers_) (void)net_.send(s, died);
   // Live nodes too: transfers from the dead node fail instead of waiting.
-  for (const auto& [nid, other] : nodes_) {
-    if (nid != id && other.alive) (void)net_.send(other.addr, died);
-  }
+  nodes_.send_to_live(died, id);
 }
 
 std::string head::explain(const protocol::resource_set& need, const protocol::placement& where) const {
@@ -710,10 +663,7 @@ void head::on(protocol::job_finished& m) {
               protocol::failure_info::make(detail::failure_kind::actor_died,
                                            error_code::unavailable,
                                            "actor " + aid.hex() + " was stopped: its job finished"));
-    auto n = nodes_.find(a.node);
-    if (n != nodes_.end() && n->second.alive) {
-      (void)net_.send(n->second.addr, protocol::kill_actor{aid, "stopped: its job finished"});
-    }
+    (void)nodes_.send_to(a.node, protocol::kill_actor{aid, "stopped: its job finished"});
   }
   // Forget the job's subscribers' interest in actors of the finished job.
   std::erase_if(actors_, [&](const auto& entry) {
@@ -722,15 +672,13 @@ void head::on(protocol::job_finished& m) {
     if (gone && tables_) tables_->drop_actor(entry.first);
     return gone;
   });
-  for (const auto& [nid, n] : nodes_) {
-    if (n.alive) (void)net_.send(n.addr, m);
-  }
+  nodes_.send_to_live(m);
 }
 
 void head::on(protocol::status_query& m) {
   protocol::status_reply r;
   r.request_id = m.request_id;
-  for (const auto& [id, n] : nodes_) {
+  for (const auto& [id, n] : nodes_.all()) {
     protocol::node_status s;
     s.node = id;
     s.addr = n.addr;

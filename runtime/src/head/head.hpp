@@ -6,6 +6,7 @@
 #include "head/head_snapshot.hpp"
 #include "head/head_tables.hpp"
 #include "head/job_table.hpp"
+#include "head/node_table.hpp"
 #include "head/object_directory.hpp"
 #include "head/task_table.hpp"
 #include "protocol/messages.hpp"
@@ -16,7 +17,6 @@
 #include <chrono>
 #include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -69,23 +69,6 @@ public:
   static constexpr std::size_t max_endpoint_bytes = 512;
 
 private:
-  /// What the head knows of a node beyond what its scheduler weighs (view_ has that).
-  struct node_info {
-    address addr;
-    bool alive = true;
-    std::string dead_reason;
-    std::chrono::steady_clock::time_point last_seen;
-    std::uint32_t workers = 0;
-    /// Its worker processes' endpoints, as of its last heartbeat.
-    std::vector<std::string> worker_endpoints;
-    protocol::store_counters store;
-    /// Its oldest waiting requests, and its GPUs' monitoring, as of its last heartbeat.
-    std::vector<protocol::waiting_request> waiting;
-    std::vector<gpu::sample> gpu_samples;
-    std::vector<protocol::preemption_state> preempting;
-    /// What it registered with (kept for the tables).
-    protocol::register_node registration;
-  };
   struct actor_info {
     protocol::task_spec spec;
     protocol::actor_state state = protocol::actor_state::pending;
@@ -124,12 +107,10 @@ private:
   void on(protocol::bundle_reserved& m);
   /// Where `spec` goes (view_ decides); null, with `why`, when it can never run. A request
   /// that must wait goes where preempting lower-priority actors would make room, if any.
-  std::pair<const node_id, node_info>* pick_node(const protocol::task_spec& spec,
-                                                 std::span<const protocol::node_bytes> locality,
-                                                 std::string& why);
-  void declare_dead(const node_id& id, node_info& n, const std::string& reason);
-  /// The address of node `n` while it is alive (what the managers ask the node table).
-  [[nodiscard]] std::optional<address> live_address(const node_id& n) const;
+  node_table::entry* pick_node(const protocol::task_spec& spec, std::span<const protocol::node_bytes> locality,
+                               std::string& why);
+  /// Node `id` is dead: the node table marks it, then every other table lets go of it.
+  void declare_dead(const node_id& id, const std::string& reason);
   /// Why `need` under `where` cannot start now ("" when some node has room for it).
   [[nodiscard]] std::string explain(const protocol::resource_set& need,
                                     const protocol::placement& where) const;
@@ -154,8 +135,7 @@ private:
   void remove_group(group_info& g, const std::string& why);
   /// Where work for a group goes: sets spec.where.bundle and returns the node; null with
   /// `why` (and `never`) when it cannot go yet, or ever.
-  std::pair<const node_id, node_info>* route_to_group(protocol::task_spec& spec, std::string& why,
-                                                      bool& never);
+  node_table::entry* route_to_group(protocol::task_spec& spec, std::string& why, bool& never);
   /// Sends the group's early requests on once it is created (or fails them).
   void release_waiting(group_info& g);
   void fail_request(const protocol::task_spec& spec, const std::string& why);
@@ -170,7 +150,7 @@ private:
   void mark_dead(const actor_id& id, actor_info& a, protocol::failure_info fail);
   /// Whether no node is alive now. Work placed then is parked, not failed: a cluster whose
   /// every node died (or missed its heartbeats) gets nodes back, restarted or new.
-  [[nodiscard]] bool no_live_node() const;
+  [[nodiscard]] bool no_live_node() const { return !nodes_.any_alive(); }
   /// Places what was parked, once a node has joined.
   void unpark();
   /// The process at `endpoint` is gone: no cluster or actor subscription of its stays, and
@@ -186,8 +166,7 @@ private:
 
   /// Loads what the tables hold (the constructor, once).
   void restore(head_state s);
-  /// Writes the row of a node, an actor or a group to the tables (none: nothing).
-  void persist(const node_id& id, const node_info& n);
+  /// Writes the row of an actor or a group to the tables (none: nothing).
   void persist(const actor_id& id, const actor_info& a);
   void persist(const group_info& g);
 
@@ -242,7 +221,8 @@ private:
   /// expect_ticks_every's period (zero: none) and when the last tick came.
   std::chrono::milliseconds tick_period_{0};
   std::optional<std::chrono::steady_clock::time_point> last_tick_;
-  std::map<node_id, node_info> nodes_;
+  /// The nodes: membership, liveness, what their heartbeats said (register_node, heartbeat).
+  node_table nodes_;
   /// The scheduler's view: each node's resources, labels, GPUs and queue.
   scheduling::cluster_view view_;
   /// Which node's disk holds each durable object (durable_objects, locate_object).

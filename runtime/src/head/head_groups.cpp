@@ -71,9 +71,8 @@ void head::try_reserve(group_info& g) {
   g.answered.assign(g.info.bundles.size(), false);
   g.refusal.clear();
   for (std::size_t i = 0; i < g.info.bundles.size(); ++i) {
-    auto n = nodes_.find(g.info.nodes[i]);
     protocol::reserve_bundle r{g.info.id, static_cast<std::int32_t>(i), g.info.bundles[i], g.info.job};
-    if (n == nodes_.end() || !n->second.alive || !net_.send(n->second.addr, std::move(r))) {
+    if (!nodes_.send_to(g.info.nodes[i], std::move(r))) {
       protocol::bundle_reserved no{g.info.id, static_cast<std::int32_t>(i), g.info.nodes[i], false,
                                    "its node is unreachable"};
       on(no);
@@ -86,9 +85,7 @@ void head::on(protocol::bundle_reserved& m) {
   if (it == groups_.end() || it->second.info.state == protocol::group_state::removed) {
     // Removed meanwhile: the node gives the bundle back.
     if (m.ok) {
-      if (auto n = nodes_.find(m.node); n != nodes_.end() && n->second.alive) {
-        (void)net_.send(n->second.addr, protocol::return_bundles{m.group, {m.index}, "removed"});
-      }
+      (void)nodes_.send_to(m.node, protocol::return_bundles{m.group, {m.index}, "removed"});
     }
     return;
   }
@@ -130,10 +127,7 @@ void head::return_bundles(group_info& g, const std::vector<std::int32_t>& indice
   for (auto i : indices) by_node[g.info.nodes[static_cast<std::size_t>(i)]].push_back(i);
   for (auto& [nid, list] : by_node) {
     for (auto i : list) view_.release(nid, g.info.bundles[static_cast<std::size_t>(i)].need, {});
-    auto n = nodes_.find(nid);
-    if (n != nodes_.end() && n->second.alive) {
-      (void)net_.send(n->second.addr, protocol::return_bundles{g.info.id, std::move(list), why});
-    }
+    (void)nodes_.send_to(nid, protocol::return_bundles{g.info.id, std::move(list), why});
   }
 }
 
@@ -192,8 +186,7 @@ void head::release_waiting(group_info& g) {
   }
 }
 
-std::pair<const node_id, head::node_info>* head::route_to_group(protocol::task_spec& spec,
-                                                                std::string& why, bool& never) {
+node_table::entry* head::route_to_group(protocol::task_spec& spec, std::string& why, bool& never) {
   never = true;
   auto it = groups_.find(spec.where.group);
   if (it == groups_.end()) {
@@ -250,13 +243,13 @@ std::pair<const node_id, head::node_info>* head::route_to_group(protocol::task_s
     return nullptr;
   }
   spec.where.bundle = static_cast<std::int32_t>(chosen);
-  auto n = nodes_.find(g.info.nodes[chosen]);
-  if (n == nodes_.end()) {
+  auto* n = nodes_.find(g.info.nodes[chosen]);
+  if (n == nullptr) {
     never = true;
     why = "the node of its bundle is gone";
     return nullptr;
   }
-  return &*n;
+  return n;
 }
 
 void head::on(protocol::remove_placement_group& m) {

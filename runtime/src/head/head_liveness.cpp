@@ -26,24 +26,7 @@ void head::on(protocol::heartbeat& m) {
     std::chrono::steady_clock::time_point began;
     ~timed() { into.add(std::chrono::steady_clock::now() - began); }
   } timing{heartbeat_times_, began};
-  auto it = nodes_.find(m.node);
-  if (it == nodes_.end()) return;
-  auto& n = it->second;
-  if (!n.alive) {
-    // Declared dead, it stays dead: its work has failed over and its owners were told. It
-    // hears so on each heartbeat until it goes (a node leaves when told; restarted, it
-    // joins as a new node).
-    (void)net_.send(n.addr, protocol::node_died{m.node, "the head declared this node dead earlier (" +
-                                                          n.dead_reason + ")"});
-    return;
-  }
-  n.last_seen = now_();
-  n.workers = m.workers;
-  n.store = m.store;
-  n.waiting = std::move(m.waiting);
-  n.gpu_samples = std::move(m.gpu_samples);
-  n.preempting = std::move(m.preempting);
-  n.worker_endpoints = std::move(m.worker_endpoints);
+  if (!nodes_.heard(m)) return;  // unknown, or dead (and told so)
   view_.refresh(m.node, m.available, m.gpu_free, m.queued, m.queued_gpus);
 }
 
@@ -64,11 +47,7 @@ void head::on(protocol::tick&) {
     protocol::job_finished done{job};
     on(done);
   }
-  for (auto& [id, n] : nodes_) {
-    if (n.alive && now - n.last_seen > node_timeout_) {
-      declare_dead(id, n, "no heartbeat for " + millis(now - n.last_seen));
-    }
-  }
+  for (const auto& [id, why] : nodes_.silent(now, node_timeout_)) declare_dead(id, why);
 }
 
 void head::credit_own_stall(std::chrono::steady_clock::time_point now) {
@@ -80,9 +59,7 @@ void head::credit_own_stall(std::chrono::steady_clock::time_point now) {
   const auto gap = now - *previous;
   if (gap <= 2 * tick_period_) return;
   const auto away = gap - tick_period_;
-  for (auto& [id, n] : nodes_) {
-    if (n.alive) n.last_seen = std::min(now, n.last_seen + away);
-  }
+  nodes_.credit(away, now);
   jobs_.credit(away, now);
   CELER_LOG(warn, "head", "this head's tick came " + millis(gap) + " after the last (every " +
                             millis(tick_period_) + "): it was stalled for " + millis(away) +

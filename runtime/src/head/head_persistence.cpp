@@ -1,5 +1,5 @@
-// The head's rows in its tables: written as nodes, actors and groups change, and loaded once
-// when a head starts on the tables of one that ran before. Part of class head (head.hpp);
+// The head's rows in its tables: written as actors and groups change (nodes: node_table),
+// and loaded once when a head starts on the tables of one that ran before. Part of class head (head.hpp);
 // split from head.cpp by responsibility.
 #include "head/head.hpp"
 
@@ -10,17 +10,6 @@
 #include <algorithm>
 
 namespace celer {
-
-void head::persist(const node_id& id, const node_info& n) {
-  if (!tables_) return;
-  node_row r;
-  r.registration = n.registration;
-  r.registration.node = id;
-  r.registration.node_address = n.addr;
-  r.alive = n.alive;
-  r.dead_reason = n.dead_reason;
-  tables_->save_node(r);
-}
 
 void head::persist(const actor_id& id, const actor_info& a) {
   if (!tables_) return;
@@ -56,22 +45,17 @@ void head::restore(head_state s) {
     if (subscriber_jobs_.emplace(a.endpoint, job).second && !job.nil()) ++subscriptions_of_[job];
   }
   std::size_t live_nodes = 0, live_actors = 0;
-  for (auto& row : s.nodes) {
-    const node_id id = row.registration.node;
-    auto& n = nodes_[id];
-    n.addr = row.registration.node_address;
-    n.alive = row.alive;
-    n.dead_reason = row.dead_reason;
-    // A fresh grace, as if it had just registered (above). Its free resources come with
-    // its heartbeat.
-    n.last_seen = now;
-    view_.add_node(id, row.registration.total, row.registration.labels, row.registration.gpus);
+  const std::size_t known_nodes = s.nodes.size();
+  // A fresh grace, as if each had just registered. Its free resources come with its
+  // heartbeat.
+  nodes_.restore(std::move(s.nodes), now);
+  for (const auto& [id, n] : nodes_.all()) {
+    view_.add_node(id, n.registration.total, n.registration.labels, n.registration.gpus);
     if (!n.alive) {
       view_.mark_dead(id);
     } else {
       ++live_nodes;
     }
-    n.registration = std::move(row.registration);
   }
   jobs_.restore(s.jobs, now);  // its driver too must heartbeat in time
   for (auto& info : s.groups) {
@@ -81,12 +65,7 @@ void head::restore(head_state s) {
     // It was being reserved when the last head stopped: nodes may hold some of its
     // bundles. They give them back (a node that holds none ignores this), and the group
     // is laid out again on the next tick.
-    for (const auto& [nid, n] : nodes_) {
-      if (n.alive) {
-        (void)net_.send(n.addr, protocol::return_bundles{g.info.id, {}, "the head restarted "
-                                                                        "while reserving it"});
-      }
-    }
+    nodes_.send_to_live(protocol::return_bundles{g.info.id, {}, "the head restarted while reserving it"});
     g.info.nodes.clear();
   }
   for (auto& row : s.actors) {
@@ -123,25 +102,20 @@ void head::restore(head_state s) {
   // The live nodes resend what this head may not have: what they spilled to the old one
   // that it had not placed yet, and their registration and durable objects (no-ops when
   // the tables had them).
-  for (const auto& [id, n] : nodes_) {
-    if (n.alive) (void)net_.send(n.addr, protocol::head_restarted{"it recovered from its tables"});
-  }
+  nodes_.send_to_live(protocol::head_restarted{"it recovered from its tables"});
   // An actor being started when the last head stopped: its start_actor may have been lost
   // with that head. Its node is asked again; one that has it already ignores the resend.
   for (const auto& [id, a] : actors_) {
     const bool placing = a.state == protocol::actor_state::pending ||
                          a.state == protocol::actor_state::restarting;
     if (!placing || a.node.nil()) continue;
-    auto n = nodes_.find(a.node);
-    if (n != nodes_.end() && n->second.alive) {
-      (void)net_.send(n->second.addr, protocol::start_actor{a.spec});
-    }
+    (void)nodes_.send_to(a.node, protocol::start_actor{a.spec});
   }
   if (!no_live_node()) unpark();  // else the first node to register places them
-  if (s.nodes.empty() && s.actors.empty() && s.jobs.empty() && s.groups.empty()) return;
+  if (known_nodes == 0 && s.actors.empty() && s.jobs.empty() && s.groups.empty()) return;
   // Said on the first tick, once the daemon logs to its file.
   recovered_ = "recovered from its tables: " + std::to_string(live_nodes) + " live node(s) (of " +
-               std::to_string(s.nodes.size()) + "), " + std::to_string(live_actors) +
+               std::to_string(known_nodes) + "), " + std::to_string(live_actors) +
                " actor(s) not dead (of " + std::to_string(s.actors.size()) + "), " +
                std::to_string(s.jobs.size()) + " job(s), " + std::to_string(s.groups.size()) +
                " placement group(s), " + std::to_string(s.durable.size()) +
