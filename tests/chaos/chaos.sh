@@ -237,8 +237,15 @@ while alive "$workload_pid"; do
 done
 wait "$workload_pid" && workload_status=0 || workload_status=$?
 workload_pid=
-cat "$work/workload.out"
-[[ $workload_status -eq 0 ]] || fail "the workload failed (status $workload_status)"
+if [[ $workload_status -ne 0 ]]; then
+  # Why first (CI shows the start of a failed test's output), then the workload's last words.
+  grep -E "FAILED|terminate|what\(\)" "$work/workload.out" | head -5 || true
+  echo "--- the workload's last 60 lines ($(wc -l <"$work/workload.out") in all):"
+  tail -n 60 "$work/workload.out"
+  fail "the workload failed (status $workload_status)"
+fi
+# Its summary (the runtime's warnings about the kills it survived are in workload.out).
+grep -v "^\[celer " "$work/workload.out" || true
 for _ in "${down[@]}"; do "$celer" start --address "$addr" --num-cpus 2 >/dev/null; done
 
 CELER_ADDRESS=$addr "$workload" --check-resources 60 || fail "resources were not all given back"
