@@ -69,6 +69,10 @@ stale() {
                           -newer "$file" -print -quit) ]]
 }
 
+# Through ccache where it is installed (CI's runs share its cache: .ci/run sets its base).
+cxx=(clang++)
+command -v ccache >/dev/null && cxx=(ccache clang++)
+
 # Sources are compiled once (as a library for libFuzzer: no main), two at a time, and
 # linked into the targets that need them.
 compile() {  # compile <array to fill> <sources...>
@@ -80,7 +84,7 @@ compile() {  # compile <array to fill> <sources...>
     obj="$out/$(echo "${src%.cpp}" | tr / _).o"
     objects+=("$obj")
     stale "$obj" || continue
-    clang++ "${library_flags[@]}" -c "$src" -o "$obj" &
+    "${cxx[@]}" "${library_flags[@]}" -c "$src" -o "$obj" &
     pids+=($!)
     if (( ${#pids[@]} >= 2 )); then
       wait "${pids[0]}" || { echo "fuzz: compiling failed" >&2; exit 1; }
@@ -102,11 +106,14 @@ for src in tests/fuzz/*_fuzz.cpp; do
   targets+=("$name")
   stale "$out/$name" runtime/base runtime/src runtime/include gpu/include store/include store/src \
     tests/fuzz tests/fakes || continue
+  # Compiled (through ccache), then linked with libFuzzer's main.
   if [[ $name == node_store_fuzz ]]; then
-    clang++ "${flags[@]}" "$src" "${wire_objects[@]}" "${store_objects[@]}" \
-      -lrocksdb -lxxhash -lcrypto -lzmq -lpthread -o "$out/$name" &
+    { "${cxx[@]}" "${library_flags[@]}" -c "$src" -o "$out/$name.o" &&
+      clang++ "${flags[@]}" "$out/$name.o" "${wire_objects[@]}" "${store_objects[@]}" \
+        -lrocksdb -lxxhash -lcrypto -lzmq -lpthread -o "$out/$name"; } &
   else
-    clang++ "${flags[@]}" "$src" "${wire_objects[@]}" -o "$out/$name" &
+    { "${cxx[@]}" "${library_flags[@]}" -c "$src" -o "$out/$name.o" &&
+      clang++ "${flags[@]}" "$out/$name.o" "${wire_objects[@]}" -o "$out/$name"; } &
   fi
   pids+=($!)
   if (( ${#pids[@]} >= 2 )); then
