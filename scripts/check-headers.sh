@@ -19,8 +19,9 @@ declare -A visible=(
   [gpu/include]="gpu/include runtime/base/include"
   [runtime/include]="runtime/include gpu/include runtime/base/include"
   [actors/include]="actors/include runtime/include store/include gpu/include runtime/base/include"
-  # The apps' shared library (apps/common): standard C++ only.
-  [apps/common/include]="apps/common/include"
+  # The apps' shared library (apps/common): base's errors, and the libraries
+  # every app uses (yaml-cpp, CLI11, nlohmann-json, from /usr/include).
+  [apps/common/include]="apps/common/include runtime/base/include"
 )
 headers=$( (find "${!visible[@]}" -name '*.hpp' 2>/dev/null || true) | sort)
 

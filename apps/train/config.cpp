@@ -1,15 +1,8 @@
 // Reading, checking and writing a run's configuration (config.hpp).
 #include "config.hpp"
 
-#include <yaml-cpp/yaml.h>
-
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <functional>
-#include <sstream>
 #include <vector>
 
 namespace celer::train_app {
@@ -17,73 +10,39 @@ namespace {
 
 error invalid(std::string message) { return error(error_code::invalid_argument, std::move(message)); }
 
-/// One key of the config: its name, what it means, how to read it from YAML and write it
-/// to JSON. The one list the reader, the writer and --help share.
-struct key_rule {
-  std::string_view name;
-  std::string_view what;
-  /// Reads the node into the config; false when the value has the wrong type.
-  std::function<bool(const YAML::Node&, train_config&)> read;
-  std::function<void(const train_config&, nlohmann::ordered_json&)> write;
-};
+} // namespace
 
-template <class T>
-key_rule field(std::string_view name, T train_config::*member, std::string_view what) {
-  return {name, what,
-          [member](const YAML::Node& n, train_config& c) {
-            if (!n.IsScalar()) return false;
-            return YAML::convert<T>::decode(n, c.*member);
-          },
-          [member, name](const train_config& c, nlohmann::ordered_json& j) { j[std::string(name)] = c.*member; }};
-}
-
-/// A key whose value is a YAML list of scalars ([3, 1]); JSON writes it as an array.
-template <class T>
-key_rule list_field(std::string_view name, std::vector<T> train_config::*member, std::string_view what) {
-  return {name, what,
-          [member](const YAML::Node& n, train_config& c) {
-            if (!n.IsSequence()) return false;
-            std::vector<T> v;
-            for (const auto& item : n) {
-              T x{};
-              if (!item.IsScalar() || !YAML::convert<T>::decode(item, x)) return false;
-              v.push_back(x);
-            }
-            c.*member = std::move(v);
-            return true;
-          },
-          [member, name](const train_config& c, nlohmann::ordered_json& j) { j[std::string(name)] = c.*member; }};
-}
-
-const std::vector<key_rule>& keys() {
+const apps::config_schema<train_config>& config_keys() {
   using c = train_config;
-  static const std::vector<key_rule> all = {
+  using apps::field;
+  using apps::list_field;
+  static const apps::config_schema<train_config> all{{
     field("name", &c::name, "the run's name: the output directory is ./celer_results/<name>"),
     field("output", &c::output, "the output directory (default ./celer_results/<name>)"),
     field("data", &c::data, "digits | fashion-mnist | fortunes (text, with model transformer) | records:<dir> (celer-preprocess's output)"),
     field("limit", &c::limit, "use only the first N samples (0: all)"),
     field("num_workers", &c::num_workers, "trainer-worker actors, one model replica each"),
     field("cpus_per_worker", &c::cpus_per_worker, "CPUs each worker holds (its LibTorch threads)"),
-    field("model", &c::model, "mlp | cnn (digits, fashion-mnist) | transformer (fortunes)"),
+    field("model", &c::model, "mlp | cnn (digits, fashion-mnist) | transformer (fortunes)").one_of({"mlp", "cnn", "transformer"}),
     field("width", &c::width, "hidden units (mlp), channels (cnn) or embedding width (transformer)"),
     field("depth", &c::depth, "hidden layers (mlp), conv blocks (cnn) or decoder blocks (transformer)"),
     field("context", &c::context, "transformer: characters a window (a sample) holds"),
     field("heads", &c::heads, "transformer: attention heads (they divide width)"),
     field("dropout", &c::dropout, "dropout probability in [0, 1)"),
-    field("optimizer", &c::optimizer, "adam | adamw | sgd"),
+    field("optimizer", &c::optimizer, "adam | adamw | sgd").one_of({"adam", "adamw", "sgd"}),
     field("lr", &c::lr, "learning rate"),
     field("weight_decay", &c::weight_decay, "L2 penalty (decoupled for adamw)"),
     field("momentum", &c::momentum, "sgd's momentum (Nesterov when > 0)"),
     field("batch_size", &c::batch_size, "samples per micro-batch on each worker"),
     field("accumulate_steps", &c::accumulate_steps, "micro-batches summed before each allreduce and step"),
-    field("compression", &c::compression, "none | sign (1-bit, error feedback) | topk (error feedback)"),
+    field("compression", &c::compression, "none | sign (1-bit, error feedback) | topk (error feedback)").one_of({"none", "sign", "topk"}),
     field("topk_fraction", &c::topk_fraction, "topk: the fraction of the gradient's entries sent a step"),
-    field("precision", &c::precision, "fp32 | bf16 (forward pass under CPU autocast; fp32 weights, gradients, allreduce)"),
-    field("batch_size_policy", &c::batch_size_policy, "fixed | noise_scale (the batch doubles while the gradient noise scale exceeds it)"),
+    field("precision", &c::precision, "fp32 | bf16 (forward pass under CPU autocast; fp32 weights, gradients, allreduce)").one_of({"fp32", "bf16"}, "fp16 is for GPUs; this build trains on CPUs"),
+    field("batch_size_policy", &c::batch_size_policy, "fixed | noise_scale (the batch doubles while the gradient noise scale exceeds it)").one_of({"fixed", "noise_scale"}),
     field("max_batch_size", &c::max_batch_size, "noise_scale: the largest batch, samples a step over all workers"),
     field("batch_size_cooldown", &c::batch_size_cooldown, "noise_scale: steps between two growths of the batch"),
-    field("batch_size_lr_scaling", &c::batch_size_lr_scaling, "noise_scale: none | sqrt | linear (the lr follows batch / starting batch)"),
-    field("loss_scale", &c::loss_scale, "none | dynamic (loss x scale; a step whose gradient overflows is skipped and the scale halves)"),
+    field("batch_size_lr_scaling", &c::batch_size_lr_scaling, "noise_scale: none | sqrt | linear (the lr follows batch / starting batch)").one_of({"none", "sqrt", "linear"}),
+    field("loss_scale", &c::loss_scale, "none | dynamic (loss x scale; a step whose gradient overflows is skipped and the scale halves)").one_of({"none", "dynamic"}),
     field("loss_scale_init", &c::loss_scale_init, "dynamic: the first scale (65536)"),
     field("loss_scale_growth_interval", &c::loss_scale_growth_interval, "dynamic: clean steps in a row before the scale doubles"),
     field("clip_grad_norm", &c::clip_grad_norm, "clip the averaged gradient to this L2 norm (0: off)"),
@@ -95,15 +54,15 @@ const std::vector<key_rule>& keys() {
     field("max_failures", &c::max_failures, "worker failures survived: the failed worker is replaced from its peers' weights (async: from the servers)"),
     field("collective_timeout_s", &c::collective_timeout_s, "seconds a worker waits for a peer (allreduce, staleness bound)"),
     field("straggler_timeout_ms", &c::straggler_timeout_ms, "sync: a step goes on without gradients not in this many ms after it began (0: off)"),
-    field("hierarchy", &c::hierarchy, "none | by_node | by_label: the allreduce in local groups, then across them"),
+    field("hierarchy", &c::hierarchy, "none | by_node | by_label: the allreduce in local groups, then across them").one_of({"none", "by_node", "by_label"}),
     list_field("local_groups", &c::local_groups, "by_label: each worker's local group, e.g. [rack1, rack1, rack2, rack2]"),
-    field("sharding", &c::sharding, "equal | speed (each worker's batch and shard in proportion to its speed)"),
+    field("sharding", &c::sharding, "equal | speed (each worker's batch and shard in proportion to its speed)").one_of({"equal", "speed"}),
     list_field("worker_speeds", &c::worker_speeds, "speed: each worker's speed, e.g. [3, 1] (empty: measured at the start)"),
     field("sharding_interval", &c::sharding_interval, "speed, measured: steps between re-measurements from compute times (0: at the start only)"),
     field("loader_threads", &c::loader_threads, "each worker's data-loader threads"),
     field("prefetch", &c::prefetch, "batches each worker's loader assembles ahead"),
     field("loader_cost_ms", &c::loader_cost_ms, "busy ms added to each batch's assembly (a slow loader, to see data-wait)"),
-    field("mode", &c::mode, "sync (allreduce) | async (parameter servers) | hybrid (sync, then async)"),
+    field("mode", &c::mode, "sync (allreduce) | async (parameter servers) | hybrid (sync, then async)").one_of({"sync", "async", "hybrid"}),
     field("staleness", &c::staleness, "async: steps a worker may run ahead of the slowest (0: lockstep)"),
     field("num_servers", &c::num_servers, "async: parameter-server actors, one shard of the parameters each"),
     field("hybrid_sync_steps", &c::hybrid_sync_steps, "hybrid: synchronous steps before async (0: plateau rule only)"),
@@ -112,24 +71,11 @@ const std::vector<key_rule>& keys() {
     field("target_accuracy", &c::target_accuracy, "stop once a validation reaches this accuracy (0: off)"),
     field("seed", &c::seed, "seeds the initial weights and the batches' order"),
     field("progress_interval", &c::progress_interval, "seconds between progress lines"),
-  };
+  }};
   return all;
 }
 
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diag = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
+namespace {
 
 template <class T>
 bool one_of(const T& v, std::initializer_list<T> options) {
@@ -138,75 +84,32 @@ bool one_of(const T& v, std::initializer_list<T> options) {
 
 } // namespace
 
-std::string key_help() {
-  std::ostringstream out;
-  for (const auto& k : keys()) {
-    std::string name(k.name);
-    name.resize(std::max<std::size_t>(name.size() + 1, 20), ' ');
-    out << "    " << name << k.what << "\n";
-  }
-  return out.str();
-}
+std::string key_help() { return config_keys().help(); }
 
 expected<train_config> parse_config(std::string_view text, std::string_view source) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return invalid(std::string(source) + ": not YAML: " + e.what());
-  }
-  train_config cfg;
-  if (root.IsNull()) return cfg;
-  if (!root.IsMap()) return invalid(std::string(source) + ": a config is a YAML mapping of keys to values");
-  for (const auto& it : root) {
-    const auto name = it.first.as<std::string>();
-    const auto line = std::to_string(it.first.Mark().line + 1);
-    const auto rule = std::find_if(keys().begin(), keys().end(), [&](const key_rule& k) { return k.name == name; });
-    if (rule == keys().end()) {
-      std::string message = std::string(source) + ":" + line + ": unknown key '" + name + "'.";
-      std::string_view closest;
-      std::size_t best = 3;
-      std::string valid;
-      for (const auto& k : keys()) {
-        if (auto d = edit_distance(name, k.name); d < best) best = d, closest = k.name;
-        valid += (valid.empty() ? "" : ", ") + std::string(k.name);
-      }
-      if (!closest.empty()) message += " Did you mean '" + std::string(closest) + "'?";
-      return invalid(message + " Valid keys: " + valid + ".");
-    }
-    if (!rule->read(it.second, cfg))
-      return invalid(std::string(source) + ":" + line + ": key '" + name + "' cannot be " +
-                     (it.second.IsScalar() ? "'" + it.second.Scalar() + "'" : std::string("a list or mapping")) +
-                     " (" + name + ": " + std::string(rule->what) + ").");
-  }
-  return cfg;
+  return config_keys().parse(text, source);
 }
 
-expected<train_config> load_config_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return error(error_code::not_found, "cannot read the config file " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_config(text.str(), path);
-}
+expected<train_config> load_config_file(const std::string& path) { return config_keys().load_file(path); }
 
 expected<void> validate(const train_config& cfg) {
   auto bad = [](std::string_view key, std::string what) {
     return invalid("key '" + std::string(key) + "' " + std::move(what));
   };
+  // The keys' own choices (mode: sync | async | hybrid, ...), then what spans keys.
+  if (auto ok = config_keys().check_choices(cfg); !ok) return ok;
   if (cfg.name.empty() || cfg.name.find('/') != std::string::npos)
     return bad("name", "must be a non-empty name without '/' (use output for a path)");
   if (cfg.data.starts_with("records:")) {
     if (cfg.data == "records:")
-      return bad("data", "is 'records:' without a directory: records:/path/to/the/output/of/celer-preprocess");
+      return bad("data", "is 'records:' without a directory: use records:<dir>, <dir> the output directory of "
+                        "celer-preprocess");
   } else if (!one_of<std::string>(cfg.data, {"digits", "fashion-mnist", "fortunes"})) {
     return bad("data", "is '" + cfg.data + "': use digits, fashion-mnist, fortunes or records:<dir> (a celer-preprocess "
                                            "output directory)");
   }
   if (cfg.num_workers < 1 || cfg.num_workers > 256) return bad("num_workers", "must be 1 to 256");
   if (cfg.cpus_per_worker < 0) return bad("cpus_per_worker", "must be at least 0");
-  if (!one_of<std::string>(cfg.model, {"mlp", "cnn", "transformer"}))
-    return bad("model", "is '" + cfg.model + "': use mlp, cnn or transformer");
   if ((cfg.data == "fortunes") != (cfg.model == "transformer"))
     return bad("model", "is '" + cfg.model + "' with data " + cfg.data +
                           ": the transformer reads text (data: fortunes), mlp and cnn read images (digits, fashion-mnist) "
@@ -219,20 +122,12 @@ expected<void> validate(const train_config& cfg) {
   if (cfg.width < 1) return bad("width", "must be at least 1");
   if (cfg.depth < 1) return bad("depth", "must be at least 1");
   if (cfg.dropout < 0 || cfg.dropout >= 1) return bad("dropout", "must be in [0, 1)");
-  if (!one_of<std::string>(cfg.optimizer, {"adam", "adamw", "sgd"}))
-    return bad("optimizer", "is '" + cfg.optimizer + "': use adam, adamw or sgd");
   if (!(cfg.lr > 0)) return bad("lr", "must be above 0");
   if (cfg.weight_decay < 0) return bad("weight_decay", "must be at least 0");
   if (cfg.momentum < 0 || cfg.momentum >= 1) return bad("momentum", "must be in [0, 1)");
   if (cfg.batch_size < 1) return bad("batch_size", "must be at least 1");
   if (cfg.accumulate_steps < 1) return bad("accumulate_steps", "must be at least 1");
-  if (!one_of<std::string>(cfg.compression, {"none", "sign", "topk"}))
-    return bad("compression", "is '" + cfg.compression + "': use none, sign or topk");
   if (!(cfg.topk_fraction > 0 && cfg.topk_fraction <= 1)) return bad("topk_fraction", "must be in (0, 1]");
-  if (!one_of<std::string>(cfg.precision, {"fp32", "bf16"}))
-    return bad("precision", "is '" + cfg.precision + "': use fp32 or bf16 (fp16 is for GPUs; this build trains on CPUs)");
-  if (!one_of<std::string>(cfg.batch_size_policy, {"fixed", "noise_scale"}))
-    return bad("batch_size_policy", "is '" + cfg.batch_size_policy + "': use fixed or noise_scale");
   if (cfg.batch_size_policy == "noise_scale") {
     const std::int64_t start = cfg.batch_size * cfg.accumulate_steps * cfg.num_workers;
     const std::string why = " with batch_size_policy noise_scale: ";
@@ -243,8 +138,6 @@ expected<void> validate(const train_config& cfg) {
       return bad("max_batch_size", "is " + std::to_string(cfg.max_batch_size) + ": below the starting batch " +
                                      std::to_string(start) + " (batch_size x accumulate_steps x num_workers)");
     if (cfg.batch_size_cooldown < 1) return bad("batch_size_cooldown", "must be at least 1");
-    if (!one_of<std::string>(cfg.batch_size_lr_scaling, {"none", "sqrt", "linear"}))
-      return bad("batch_size_lr_scaling", "is '" + cfg.batch_size_lr_scaling + "': use none, sqrt or linear");
     if (cfg.mode != "sync") return bad("mode", "is '" + cfg.mode + "'" + why + "it is built for mode: sync");
     if (cfg.compression != "none")
       return bad("compression", "is '" + cfg.compression + "'" + why +
@@ -253,8 +146,6 @@ expected<void> validate(const train_config& cfg) {
       return bad(cfg.checkpoint_every > 0 ? "checkpoint_every" : "max_failures",
                  "must be 0" + why + "the estimator's state is not in the checkpoints yet");
   }
-  if (!one_of<std::string>(cfg.loss_scale, {"none", "dynamic"}))
-    return bad("loss_scale", "is '" + cfg.loss_scale + "': use none or dynamic");
   if (cfg.loss_scale == "dynamic") {
     if (!(cfg.loss_scale_init >= 1.0 / 16777216.0 && cfg.loss_scale_init <= 1.7014118346046923e38))
       return bad("loss_scale_init", "must be 2^-24 to 2^127");
@@ -267,12 +158,8 @@ expected<void> validate(const train_config& cfg) {
       return bad("loss_scale", "is 'dynamic' with straggler_timeout_ms: the straggler step does not scale its loss "
                                "(set one of them off)");
   }
-  if (!one_of<std::string>(cfg.sharding, {"equal", "speed"}))
-    return bad("sharding", "is '" + cfg.sharding + "': use equal or speed");
   if (!cfg.worker_speeds.empty() && cfg.sharding != "speed")
     return bad("worker_speeds", "is given with sharding " + cfg.sharding + ": set sharding: speed, or remove it");
-  if (!one_of<std::string>(cfg.hierarchy, {"none", "by_node", "by_label"}))
-    return bad("hierarchy", "is '" + cfg.hierarchy + "': use none, by_node or by_label");
   if (cfg.hierarchy == "by_label") {
     if (static_cast<int>(cfg.local_groups.size()) != cfg.num_workers)
       return bad("local_groups", "has " + std::to_string(cfg.local_groups.size()) + " labels for " +
@@ -327,8 +214,6 @@ expected<void> validate(const train_config& cfg) {
   if (cfg.prefetch < 1) return bad("prefetch", "must be at least 1");
   if (!(cfg.loader_cost_ms >= 0 && cfg.loader_cost_ms < 60'000)) return bad("loader_cost_ms", "must be 0 to 60000");
   if (!(cfg.progress_interval >= 0)) return bad("progress_interval", "must be at least 0");
-  if (!one_of<std::string>(cfg.mode, {"sync", "async", "hybrid"}))
-    return bad("mode", "is '" + cfg.mode + "': use sync, async or hybrid");
   if (cfg.staleness < 0 || cfg.staleness > 1'000'000) return bad("staleness", "must be 0 to 1000000");
   if (cfg.num_servers < 1 || cfg.num_servers > 256) return bad("num_servers", "must be 1 to 256");
   if (cfg.hybrid_sync_steps < 0) return bad("hybrid_sync_steps", "must be at least 0");
@@ -349,11 +234,7 @@ expected<void> validate(const train_config& cfg) {
   return {};
 }
 
-std::string to_json(const train_config& cfg) {
-  nlohmann::ordered_json j;
-  for (const auto& k : keys()) k.write(cfg, j);
-  return j.dump(2) + "\n";
-}
+std::string to_json(const train_config& cfg) { return config_keys().to_json(cfg); }
 
 std::string output_dir(const train_config& cfg) {
   return cfg.output.empty() ? "celer_results/" + cfg.name : cfg.output;

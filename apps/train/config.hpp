@@ -1,7 +1,9 @@
 #pragma once
 // A training run's configuration: read from YAML (config/train/*.yaml), overridden by flags,
 // checked with errors that name the key, written back as run.json (which --resume reads with
-// the same reader: JSON is YAML).
+// the same reader: JSON is YAML). Each key is declared once, in config_keys() (config.cpp):
+// its YAML key, its flag, its --help line and its choices come from there
+// (<celer/apps/config_schema.hpp>); a new key is a field here and a line there.
 //
 //   auto cfg = celer::train_app::load_config_file("config/train/digits-mlp.yaml");
 //   if (!cfg) { std::cerr << cfg.error().message() << "\n"; return 2; }
@@ -9,6 +11,7 @@
 //   if (auto ok = celer::train_app::validate(*cfg); !ok) ...
 //
 // No runtime calls, no LibTorch: the driver, the tests and --help share it.
+#include <celer/apps/config_schema.hpp>
 #include <celer/error.hpp>
 
 #include <cstdint>
@@ -18,8 +21,8 @@
 
 namespace celer::train_app {
 
-/// Everything one run needs. Every field is a YAML key of the same name, and most are also a
-/// flag (`--num-workers` for num_workers).
+/// Everything one run needs. Every field is a YAML key of the same name and a flag
+/// (`--num-workers` for num_workers).
 struct train_config {
   std::string name = "digits-mlp";
   /// "digits", "fashion-mnist", "fortunes" (text: model transformer), or "records:<dir>": an
@@ -158,6 +161,9 @@ struct train_config {
   /// The output directory; empty: ./celer_results/<name>.
   std::string output;
 };
+
+/// The keys a config may have: each one's name, line of help, choices, flag (config.cpp).
+[[nodiscard]] const apps::config_schema<train_config>& config_keys();
 
 /// The keys a config may have, each with a one-line description: --help prints it.
 [[nodiscard]] std::string key_help();

@@ -283,63 +283,10 @@ int main(int argc, char** argv) {
   app::train_config flags;  // only the fields of flags that were given are used
   cli.add_option("--config", config_path, "YAML config (default: the built-in config/train/digits-mlp.yaml)");
   cli.add_flag("--print-config", print_config, "Print the built-in default config and exit");
-  cli.add_option("--name", flags.name, "Run name (the output directory's)");
-  cli.add_option("--output", flags.output, "Output directory (default ./celer_results/<name>)");
   cli.add_flag("--resume", resume, "Continue the run in the output directory from its newest checkpoint");
   cli.add_flag("--report-only", report_only, "Rebuild report.html from the run in the output directory, train nothing");
-  cli.add_option("--data", flags.data,
-                 "digits | fashion-mnist | fortunes (text: --model transformer) | records:<dir> (celer-preprocess's output)")
-    ->check(
-      [](const std::string& v) -> std::string {
-        if (v == "digits" || v == "fashion-mnist" || v == "fortunes" || (v.starts_with("records:") && v.size() > 8))
-          return {};
-        return "use digits, fashion-mnist, fortunes or records:<dir>";
-      },
-      "DATA");
-  cli.add_option("--model", flags.model, "mlp | cnn | transformer")->check(CLI::IsMember({"mlp", "cnn", "transformer"}));
-  cli.add_option("--context", flags.context, "transformer: characters a window holds");
-  cli.add_option("--precision", flags.precision, "fp32 | bf16 (forward pass under CPU autocast; fp32 weights and allreduce)")
-    ->check(CLI::IsMember({"fp32", "bf16"}));
-  cli.add_option("--hierarchy", flags.hierarchy, "none | by_node | by_label (the allreduce in local groups, then across)")
-    ->check(CLI::IsMember({"none", "by_node", "by_label"}));
-  cli.add_option("--local-groups", flags.local_groups, "by_label: each worker's local group, e.g. --local-groups a a b b");
-  cli.add_option("--sharding", flags.sharding, "equal | speed (batches and shards in proportion to each worker's speed)")
-    ->check(CLI::IsMember({"equal", "speed"}));
-  cli.add_option("--worker-speeds", flags.worker_speeds, "speed: each worker's speed, e.g. --worker-speeds 3 1 (default: measured)");
-  cli.add_option("--sharding-interval", flags.sharding_interval, "speed, measured: steps between re-measurements (0: at the start only)");
-  cli.add_option("--loss-scale", flags.loss_scale, "none | dynamic (skip a step that overflows; the scale halves)")
-    ->check(CLI::IsMember({"none", "dynamic"}));
-  cli.add_option("--loss-scale-init", flags.loss_scale_init, "dynamic: the first scale");
-  cli.add_option("--batch-size-policy", flags.batch_size_policy, "fixed | noise_scale (grow the batch by the gradient noise scale)")
-    ->check(CLI::IsMember({"fixed", "noise_scale"}));
-  cli.add_option("--max-batch-size", flags.max_batch_size, "noise_scale: the largest batch, samples a step over all workers");
-  cli.add_option("--batch-size-lr-scaling", flags.batch_size_lr_scaling, "noise_scale: none | sqrt | linear (lr follows the batch)")
-    ->check(CLI::IsMember({"none", "sqrt", "linear"}));
-  cli.add_option("--limit", flags.limit, "Use only the first N samples (0: all)");
-  cli.add_option("--num-workers", flags.num_workers, "Trainer-worker actors (model replicas)");
-  cli.add_option("--cpus-per-worker", flags.cpus_per_worker, "CPUs each worker holds");
-  cli.add_option("--batch-size", flags.batch_size, "Samples per micro-batch on each worker");
-  cli.add_option("--accumulate-steps", flags.accumulate_steps, "Micro-batches per step before the allreduce");
-  cli.add_option("--lr", flags.lr, "Learning rate");
-  cli.add_option("--epochs", flags.epochs, "Passes over the training split");
-  cli.add_option("--max-steps", flags.max_steps, "Stop after this many steps (0: epochs decide)");
-  cli.add_option("--eval-every", flags.eval_every, "Steps between validations (0: once an epoch)");
-  cli.add_option("--steps-per-call", flags.steps_per_call, "Steps each actor call runs");
-  cli.add_option("--compression", flags.compression, "none | sign | topk")->check(CLI::IsMember({"none", "sign", "topk"}));
-  cli.add_option("--checkpoint-every", flags.checkpoint_every, "Steps between checkpoints (0: none)");
-  cli.add_option("--loader-cost-ms", flags.loader_cost_ms, "Busy ms added to each batch (a slow loader)");
-  cli.add_option("--straggler-timeout-ms", flags.straggler_timeout_ms,
-                 "Go on with the gradients in hand this many ms into a step (0: off)");
-  cli.add_option("--max-failures", flags.max_failures, "Worker failures survived (the failed worker is replaced from its peers' weights)");
-  cli.add_option("--mode", flags.mode, "sync | async | hybrid")->check(CLI::IsMember({"sync", "async", "hybrid"}));
-  cli.add_option("--staleness", flags.staleness, "async: steps a worker may run ahead of the slowest");
-  cli.add_option("--num-servers", flags.num_servers, "async: parameter-server actors (shards)");
-  cli.add_option("--hybrid-sync-steps", flags.hybrid_sync_steps, "hybrid: synchronous steps before async");
-  cli.add_option("--hybrid-plateau-window", flags.hybrid_plateau_window, "hybrid: loss plateau window (0: off)");
-  cli.add_option("--hybrid-plateau-tolerance", flags.hybrid_plateau_tolerance, "hybrid: plateau = less than this fraction lower");
-  cli.add_option("--target-accuracy", flags.target_accuracy, "Stop once a validation reaches this accuracy");
-  cli.add_option("--seed", flags.seed, "Seeds the initial weights and the batches' order");
-  cli.add_option("--progress-interval", flags.progress_interval, "Seconds between progress lines");
+  // Every key of the config is a flag too (--num-workers for num_workers): config_keys().
+  app::config_keys().add_flags(cli, flags);
   cli.add_option("--address", address, "HOST:PORT of a celer cluster (default: CELER_ADDRESS, else embedded)");
   cli.add_option("--num-cpus", num_cpus, "CPUs the embedded runtime offers (default: all)");
   try {
@@ -351,7 +298,6 @@ int main(int argc, char** argv) {
     std::cout << app::default_config_yaml;
     return 0;
   }
-  const auto given = [&](const char* flag) { return cli.count(flag) > 0; };
   const std::string usage_hint = "\n(celer-train --help explains every key and flag)\n";
 
   // The config: run.json when resuming, else the file (or the built-in default).
@@ -361,8 +307,9 @@ int main(int argc, char** argv) {
     std::cerr << "celer-train: " << loaded.error().message() << usage_hint;
     return 2;
   }
-  if (given("--name")) loaded->name = flags.name;
-  if (given("--output")) loaded->output = flags.output;
+  // Flags win over the file (and, for those that can change, over run.json on --resume,
+  // where they are applied again below).
+  app::config_keys().apply_flags(cli, flags, *loaded);
   const std::string dir = app::output_dir(*loaded);
   if (report_only) {
     auto written = app::write_report(dir);
@@ -387,46 +334,8 @@ int main(int argc, char** argv) {
     saved->output = loaded->output;
     saved->name = loaded->name;
     loaded = std::move(*saved);
+    app::config_keys().apply_flags(cli, flags, *loaded);
   }
-  // Flags win over the file (and, for those that can change, over run.json on --resume).
-  if (given("--data")) loaded->data = flags.data;
-  if (given("--limit")) loaded->limit = flags.limit;
-  if (given("--model")) loaded->model = flags.model;
-  if (given("--context")) loaded->context = flags.context;
-  if (given("--precision")) loaded->precision = flags.precision;
-  if (given("--hierarchy")) loaded->hierarchy = flags.hierarchy;
-  if (given("--local-groups")) loaded->local_groups = flags.local_groups;
-  if (given("--sharding")) loaded->sharding = flags.sharding;
-  if (given("--worker-speeds")) loaded->worker_speeds = flags.worker_speeds;
-  if (given("--sharding-interval")) loaded->sharding_interval = flags.sharding_interval;
-  if (given("--loss-scale")) loaded->loss_scale = flags.loss_scale;
-  if (given("--loss-scale-init")) loaded->loss_scale_init = flags.loss_scale_init;
-  if (given("--batch-size-policy")) loaded->batch_size_policy = flags.batch_size_policy;
-  if (given("--max-batch-size")) loaded->max_batch_size = flags.max_batch_size;
-  if (given("--batch-size-lr-scaling")) loaded->batch_size_lr_scaling = flags.batch_size_lr_scaling;
-  if (given("--num-workers")) loaded->num_workers = flags.num_workers;
-  if (given("--cpus-per-worker")) loaded->cpus_per_worker = flags.cpus_per_worker;
-  if (given("--batch-size")) loaded->batch_size = flags.batch_size;
-  if (given("--accumulate-steps")) loaded->accumulate_steps = flags.accumulate_steps;
-  if (given("--lr")) loaded->lr = flags.lr;
-  if (given("--epochs")) loaded->epochs = flags.epochs;
-  if (given("--max-steps")) loaded->max_steps = flags.max_steps;
-  if (given("--eval-every")) loaded->eval_every = flags.eval_every;
-  if (given("--steps-per-call")) loaded->steps_per_call = flags.steps_per_call;
-  if (given("--compression")) loaded->compression = flags.compression;
-  if (given("--checkpoint-every")) loaded->checkpoint_every = flags.checkpoint_every;
-  if (given("--loader-cost-ms")) loaded->loader_cost_ms = flags.loader_cost_ms;
-  if (given("--straggler-timeout-ms")) loaded->straggler_timeout_ms = flags.straggler_timeout_ms;
-  if (given("--max-failures")) loaded->max_failures = flags.max_failures;
-  if (given("--mode")) loaded->mode = flags.mode;
-  if (given("--staleness")) loaded->staleness = flags.staleness;
-  if (given("--num-servers")) loaded->num_servers = flags.num_servers;
-  if (given("--hybrid-sync-steps")) loaded->hybrid_sync_steps = flags.hybrid_sync_steps;
-  if (given("--hybrid-plateau-window")) loaded->hybrid_plateau_window = flags.hybrid_plateau_window;
-  if (given("--hybrid-plateau-tolerance")) loaded->hybrid_plateau_tolerance = flags.hybrid_plateau_tolerance;
-  if (given("--target-accuracy")) loaded->target_accuracy = flags.target_accuracy;
-  if (given("--seed")) loaded->seed = flags.seed;
-  if (given("--progress-interval")) loaded->progress_interval = flags.progress_interval;
   app::train_config cfg = std::move(*loaded);
   if (auto ok = app::validate(cfg); !ok) {
     const std::string source = resume ? dir + "/run.json" : config_path;

@@ -1,6 +1,8 @@
 // Reading, checking and writing an experiment's configuration (config.hpp).
 #include "config.hpp"
 
+#include <celer/apps/config_schema.hpp>
+
 #include <yaml-cpp/yaml.h>
 
 #include <nlohmann/json.hpp>
@@ -85,39 +87,17 @@ const param_rule* rule_of(std::string_view data, std::string_view name) {
   return nullptr;
 }
 
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
 std::string join(const std::vector<std::string_view>& names) {
   std::string out;
   for (auto n : names) out += (out.empty() ? "" : ", ") + std::string(n);
   return out;
 }
 
-/// "unknown key 'x' in <where>; did you mean 'y'? Valid keys: ...".
+/// "<source>:<line>: unknown key 'x' <where>. Did you mean 'y'? Valid keys: ...".
 error unknown_key(std::string_view source, const YAML::Node& key, std::string_view where,
                   const std::vector<std::string_view>& valid) {
-  const auto name = key.as<std::string>();
-  std::string message = std::string(source) + ":" + std::to_string(key.Mark().line + 1) + ": unknown key '" +
-                        name + "' " + std::string(where) + ".";
-  std::string_view closest;
-  std::size_t best = 3;
-  for (auto v : valid)
-    if (auto d = edit_distance(name, v); d < best) best = d, closest = v;
-  if (!closest.empty()) message += " Did you mean '" + std::string(closest) + "'?";
-  return invalid(message + " Valid keys: " + join(valid) + ".");
+  return invalid(std::string(source) + ":" + std::to_string(key.Mark().line + 1) + ": " +
+                 apps::unknown_key_message(key.as<std::string>(), where, valid));
 }
 
 /// Reads a scalar as the value type it spells: an integer, else a real, else a string

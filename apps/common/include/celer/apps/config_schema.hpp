@@ -1,0 +1,238 @@
+#pragma once
+/// One declaration per key of an app's configuration, from which everything else about the
+/// key is derived: reading it from YAML (with "did you mean" for a misspelt key), its
+/// command-line flag, its line in --help, the values it may take, and writing it back as
+/// JSON (run.json, which the same reader reads). What `knobs.def` is to the runtime.
+///
+///   struct my_config { int workers = 2; std::string mode = "sync"; };
+///   const celer::apps::config_schema<my_config> schema{{
+///     celer::apps::field("workers", &my_config::workers, "worker actors"),
+///     celer::apps::field("mode", &my_config::mode, "sync | async").one_of({"sync", "async"}),
+///   }};
+///   auto cfg = schema.load_file("config/my/app.yaml");     // expected<my_config>
+///   my_config flags;
+///   schema.add_flags(cli, flags);                           // --workers, --mode
+///   cli.parse(argc, argv);
+///   schema.apply_flags(cli, flags, *cfg);                   // a given flag wins over the file
+///   if (auto ok = schema.check_choices(*cfg); !ok) ...      // "key 'mode' is 'x': use sync or async"
+///
+/// A key's name is the YAML key and, with '_' written '-', the flag (`num_workers`,
+/// `--num-workers`). The app keeps the checks that span keys (validate) and its nested
+/// sections; a flat key is declared here and nowhere else. Standard C++ and header-only
+/// libraries (yaml-cpp, CLI11, nlohmann-json): no runtime, no LibTorch.
+
+#include <celer/error.hpp>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <fstream>
+#include <functional>
+#include <span>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace celer::apps {
+
+/// Levenshtein distance: insertions, deletions and substitutions of one character each.
+[[nodiscard]] std::size_t edit_distance(std::string_view a, std::string_view b);
+
+/// The candidate nearest to `name`, when at most two edits away (ties: the first); "" when
+/// none is that near.
+[[nodiscard]] std::string_view closest_to(std::string_view name, std::span<const std::string_view> candidates);
+
+/// "unknown key 'num_wrokers' <where>. Did you mean 'num_workers'? Valid keys: a, b, c."
+/// (`where`: "in 'run'", "at the top level", or empty), to follow "file:line: ".
+[[nodiscard]] std::string unknown_key_message(std::string_view name, std::string_view where,
+                                              std::span<const std::string_view> valid);
+
+/// "a, b or c".
+[[nodiscard]] std::string either_of(std::span<const std::string_view> values);
+
+/// The flag a key is given by: "--num-workers" for "num_workers".
+[[nodiscard]] std::string flag_of(std::string_view key);
+
+/// One key of config type `Config`: what it is called and means, and how to read, write,
+/// flag and copy it. Made by field() or list_field().
+template <class Config>
+struct config_key {
+  std::string_view name;
+  /// One line: --help's key list and the flag's help.
+  std::string_view what;
+  /// The values a text key may take (empty: any), and what the refusal adds after them.
+  std::vector<std::string_view> choices;
+  std::string_view choice_hint;
+  /// Whether the key is also a command-line flag.
+  bool flag = true;
+  /// Reads the node into the config; false when the value has the wrong type.
+  std::function<bool(const YAML::Node&, Config&)> read;
+  std::function<void(const Config&, nlohmann::ordered_json&)> write;
+  /// Binds the key's flag to the field of `flags`.
+  std::function<CLI::Option*(CLI::App&, Config& flags)> add_option;
+  /// Copies the key's value from one config to another (a given flag's).
+  std::function<void(const Config& from, Config& to)> copy;
+  /// The key's value as text, for a choices key ("" otherwise).
+  std::function<std::string(const Config&)> text;
+
+  /// The key takes only these values; a refusal says "use a, b or c" and then `hint`.
+  config_key one_of(std::vector<std::string_view> values, std::string_view hint = {}) && {
+    choices = std::move(values);
+    choice_hint = hint;
+    return std::move(*this);
+  }
+  /// The key is read from files only: no flag.
+  config_key no_flag() && {
+    flag = false;
+    return std::move(*this);
+  }
+};
+
+/// A key whose value is one scalar (a number, a string, a bool).
+template <class Config, class T>
+config_key<Config> field(std::string_view name, T Config::*member, std::string_view what) {
+  config_key<Config> k;
+  k.name = name;
+  k.what = what;
+  k.read = [member](const YAML::Node& n, Config& c) {
+    if (!n.IsScalar()) return false;
+    return YAML::convert<T>::decode(n, c.*member);
+  };
+  k.write = [member, name](const Config& c, nlohmann::ordered_json& j) { j[std::string(name)] = c.*member; };
+  k.add_option = [member, name, what](CLI::App& cli, Config& flags) {
+    return cli.add_option(flag_of(name), flags.*member, std::string(what));
+  };
+  k.copy = [member](const Config& from, Config& to) { to.*member = from.*member; };
+  k.text = [member](const Config& c) -> std::string {
+    if constexpr (std::is_convertible_v<T, std::string>) return c.*member;
+    else return {};
+  };
+  return k;
+}
+
+/// A key whose value is a YAML list of scalars ([3, 1]): JSON writes an array, the flag
+/// takes several values (--worker-speeds 3 1).
+template <class Config, class T>
+config_key<Config> list_field(std::string_view name, std::vector<T> Config::*member, std::string_view what) {
+  config_key<Config> k = field(name, member, what);
+  k.read = [member](const YAML::Node& n, Config& c) {
+    if (!n.IsSequence()) return false;
+    std::vector<T> v;
+    for (const auto& item : n) {
+      T x{};
+      if (!item.IsScalar() || !YAML::convert<T>::decode(item, x)) return false;
+      v.push_back(x);
+    }
+    c.*member = std::move(v);
+    return true;
+  };
+  k.text = [](const Config&) { return std::string(); };
+  return k;
+}
+
+/// The keys of one app's config (see the top of this file).
+template <class Config>
+class config_schema {
+public:
+  explicit config_schema(std::vector<config_key<Config>> keys) : keys_(std::move(keys)) {
+    for (const auto& k : keys_) names_.push_back(k.name);
+  }
+
+  [[nodiscard]] const std::vector<config_key<Config>>& keys() const { return keys_; }
+
+  /// Each key and its line, indented for a --help footer.
+  [[nodiscard]] std::string help() const {
+    std::ostringstream out;
+    for (const auto& k : keys_) {
+      std::string name(k.name);
+      name.resize(std::max<std::size_t>(name.size() + 1, 20), ' ');
+      out << "    " << name << k.what << "\n";
+    }
+    return out.str();
+  }
+
+  /// Reads YAML (or JSON) text over `start`; `source` names it in errors. invalid_argument
+  /// naming the file, the line and the key for an unknown key (and the nearest one) or a
+  /// value of the wrong type. Choices are checked by check_choices, after flags.
+  [[nodiscard]] expected<Config> parse(std::string_view text, std::string_view source, Config start = {}) const {
+    YAML::Node root;
+    try {
+      root = YAML::Load(std::string(text));
+    } catch (const YAML::Exception& e) {
+      return invalid(std::string(source) + ": not YAML: " + e.what());
+    }
+    if (root.IsNull()) return start;
+    if (!root.IsMap()) return invalid(std::string(source) + ": a config is a YAML mapping of keys to values");
+    for (const auto& it : root) {
+      const auto name = it.first.as<std::string>();
+      const auto at = std::string(source) + ":" + std::to_string(it.first.Mark().line + 1) + ": ";
+      const auto* key = find(name);
+      if (key == nullptr) return invalid(at + unknown_key_message(name, {}, names_));
+      if (!key->read(it.second, start)) {
+        return invalid(at + "key '" + name + "' cannot be " +
+                       (it.second.IsScalar() ? "'" + it.second.Scalar() + "'" : std::string("a list or mapping")) +
+                       " (" + name + ": " + std::string(key->what) + ").");
+      }
+    }
+    return start;
+  }
+
+  /// Reads a YAML file; not_found when it cannot be read.
+  [[nodiscard]] expected<Config> load_file(const std::string& path, Config start = {}) const {
+    std::ifstream in(path);
+    if (!in) return error(error_code::not_found, "cannot read the config file " + path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return parse(text.str(), path, std::move(start));
+  }
+
+  /// Every key, in declaration order, as JSON text that parse reads back.
+  [[nodiscard]] std::string to_json(const Config& c) const {
+    nlohmann::ordered_json j = nlohmann::ordered_json::object();
+    for (const auto& k : keys_) k.write(c, j);
+    return j.dump(2) + "\n";
+  }
+
+  /// The first key holding a value outside its choices: "key 'mode' is 'x': use sync,
+  /// async or hybrid".
+  [[nodiscard]] expected<void> check_choices(const Config& c) const {
+    for (const auto& k : keys_) {
+      if (k.choices.empty()) continue;
+      const auto v = k.text(c);
+      if (std::find(k.choices.begin(), k.choices.end(), v) != k.choices.end()) continue;
+      return invalid("key '" + std::string(k.name) + "' is '" + v + "': use " + either_of(k.choices) +
+                     (k.choice_hint.empty() ? "" : " (" + std::string(k.choice_hint) + ")"));
+    }
+    return {};
+  }
+
+  /// A flag for each key that has one, bound to the fields of `flags`.
+  void add_flags(CLI::App& cli, Config& flags) const {
+    for (const auto& k : keys_)
+      if (k.flag) k.add_option(cli, flags);
+  }
+  /// Copies each flag given on `cli` (parsed) from `flags` to `c`.
+  void apply_flags(const CLI::App& cli, const Config& flags, Config& c) const {
+    for (const auto& k : keys_)
+      if (k.flag && cli.count(flag_of(k.name)) > 0) k.copy(flags, c);
+  }
+
+private:
+  static error invalid(std::string message) { return error(error_code::invalid_argument, std::move(message)); }
+  const config_key<Config>* find(std::string_view name) const {
+    for (const auto& k : keys_)
+      if (k.name == name) return &k;
+    return nullptr;
+  }
+
+  std::vector<config_key<Config>> keys_;
+  std::vector<std::string_view> names_;
+};
+
+} // namespace celer::apps
