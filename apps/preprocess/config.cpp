@@ -1,8 +1,11 @@
 #include "config.hpp"
 
+#include <celer/apps/config_schema.hpp>
+
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <glob.h>
 #include <set>
@@ -15,19 +18,13 @@ namespace pp = celer::preprocess;
 
 namespace {
 
-std::size_t distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t prev = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t cur = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, prev + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      prev = cur;
-    }
-  }
-  return row[b.size()];
+/// `p` made absolute against the current directory and normalised ("a/./b" -> "/cwd/a/b");
+/// as it was when it cannot be.
+std::string absolute_path(const std::string& p) {
+  std::error_code ec;
+  auto abs = std::filesystem::absolute(p, ec);
+  if (ec) return p;
+  return abs.lexically_normal().string();
 }
 
 struct reader {
@@ -44,16 +41,7 @@ struct reader {
     for (const auto& kv : map) {
       const auto k = kv.first.as<std::string>();
       if (std::find(keys.begin(), keys.end(), k) != keys.end()) continue;
-      std::string_view best;
-      std::size_t best_d = 3;
-      std::string all;
-      for (auto v : keys) {
-        all += (all.empty() ? "" : ", ") + std::string(v);
-        if (auto d = distance(k, v); d < best_d) best = v, best_d = d;
-      }
-      return at(kv.first, "unknown key '" + k + "' in " + std::string(where) +
-                            (best.empty() ? "" : "; did you mean '" + std::string(best) + "'?") +
-                            " Valid keys: " + all);
+      return at(kv.first, apps::unknown_key_message(k, "in " + std::string(where), std::span(keys.begin(), keys.size())));
     }
     return {};
   }
@@ -265,6 +253,13 @@ expected<void> finish(config& c) {
     ::globfree(&g);
   }
   c.pipeline.input.paths = std::move(paths);
+  // Every path absolute, against the directory the user ran from, before anything is sent
+  // to a worker: a worker on a cluster runs in a directory of its own.
+  for (auto& p : c.pipeline.input.paths) p = absolute_path(p);
+  if (!c.pipeline.input.labels.empty()) c.pipeline.input.labels = absolute_path(c.pipeline.input.labels);
+  c.output = absolute_path(c.output);
+  if (!c.run.cache_dir.empty()) c.run.cache_dir = absolute_path(c.run.cache_dir);
+  if (!c.generate.dir.empty()) c.generate.dir = absolute_path(c.generate.dir);
   return c.pipeline.validate();
 }
 

@@ -58,8 +58,10 @@ struct config {
 [[nodiscard]] expected<config> parse_config(std::string_view yaml, std::string source);
 [[nodiscard]] expected<config> load_config_file(const std::string& path);
 
-/// Expands globs in input.paths (sorted), fills defaults (output, cache_dir), and checks the
-/// pipeline (pipeline::validate) and the run settings. Call after flags are applied.
+/// Expands globs in input.paths (sorted), fills defaults (output, cache_dir), makes every
+/// path absolute against the current directory (the user's: workers on a cluster run in
+/// their own), and checks the pipeline (pipeline::validate) and the run settings. Call after
+/// flags are applied.
 [[nodiscard]] expected<void> finish(config& c);
 
 /// The config as YAML (what --print-config prints and run.yaml keeps).

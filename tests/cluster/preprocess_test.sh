@@ -42,9 +42,15 @@ echo "== embedded"
 
 # Fixed shares, so that worker 1 surely runs a block of its own (with stealing and backup
 # copies the others may finish every block while its process is still starting).
-echo "== local cluster, fixed shares, worker 1's process ends at its first block of the last pass"
-CELER_PREPROCESS_CRASH=1:1 "$here/with_cluster.sh" "$celer" --nodes 2 --cpus 2 --timeout 150 -- \
-  "$pre" --config "$work/small.yaml" --scheduling fixed --output "$work/cluster" | tee "$work/cluster.log"
+# The cluster runs from / and the driver from $work, with paths relative to $work (the
+# config's input and the output): a worker runs where its node runs, so the driver must
+# resolve them before sending them (issue 35).
+echo "== local cluster, relative paths, fixed shares, worker 1's process ends at its first block of the last pass"
+sed "s|$work/||g" "$work/small.yaml" > "$work/relative.yaml"
+grep -q "paths: \[catalog/" "$work/relative.yaml" || fail "relative.yaml: $(cat "$work/relative.yaml")"
+(cd / && CELER_PREPROCESS_CRASH=1:1 "$here/with_cluster.sh" "$celer" --nodes 2 --cpus 2 --timeout 150 -- \
+  bash -c 'cd "$1" && shift && exec "$@"' driver "$work" \
+  "$pre" --config relative.yaml --scheduling fixed --output cluster) | tee "$work/cluster.log"
 grep -q "on the cluster at" "$work/cluster.log" || fail "the run was not on the cluster"
 failures=$(json "$work/cluster/summary.json" "d['worker_failures']")
 [[ $failures -ge 1 ]] || fail "no worker failure was seen (the crash hook did not fire)"
@@ -83,7 +89,7 @@ set +e
 "$pre" --config "$work/typo.yaml" > "$work/typo.log" 2>&1
 code=$?
 set -e
-[[ $code == 2 ]] && grep -q "unknown key 'stges'.*did you mean 'stages'" "$work/typo.log" ||
+[[ $code == 2 ]] && grep -q "unknown key 'stges'.*Did you mean 'stages'" "$work/typo.log" ||
   fail "a misspelt key: exit $code, $(cat "$work/typo.log")"
 
 if [[ -n $train ]]; then
