@@ -9,19 +9,19 @@
 namespace celer::train_app {
 
 adaptive_batch adaptive_batch::make(const worker_spec& spec) {
-  const std::int64_t start = spec.batch_size * spec.accumulate_steps * spec.world;
-  const std::int64_t max = std::max(start, spec.max_batch_size / start * start);
+  const std::int64_t start = spec.config.batch_size * spec.config.accumulate_steps * spec.world;
+  const std::int64_t max = std::max(start, spec.config.max_batch_size / start * start);
   auto noise = trainer::noise_scale_estimator::make();
   // Each growth doubles the number of micro-batches a step, so every batch is a multiple
   // of the start and each worker's share stays whole micro-batches.
   auto policy = trainer::batch_size_policy::make({.start = start, .max = max, .growth = 2.0, .multiple_of = start,
-                                                  .min_observations = std::min<std::int64_t>(20, spec.batch_size_cooldown),
-                                                  .cooldown_steps = spec.batch_size_cooldown});
+                                                  .min_observations = std::min<std::int64_t>(20, spec.config.batch_size_cooldown),
+                                                  .cooldown_steps = spec.config.batch_size_cooldown});
   if (!noise) throw std::runtime_error("the noise scale estimator: " + noise.error().message());
   if (!policy) throw std::runtime_error("batch_size_policy noise_scale: " + policy.error().message());
-  if (spec.batch_size_lr_scaling != "none" && spec.batch_size_lr_scaling != "sqrt" && spec.batch_size_lr_scaling != "linear")
-    throw std::runtime_error("unknown batch_size_lr_scaling '" + spec.batch_size_lr_scaling + "': none, sqrt or linear");
-  return adaptive_batch(std::move(*noise), std::move(*policy), start, spec.world, spec.batch_size_lr_scaling);
+  if (spec.config.batch_size_lr_scaling != "none" && spec.config.batch_size_lr_scaling != "sqrt" && spec.config.batch_size_lr_scaling != "linear")
+    throw std::runtime_error("unknown batch_size_lr_scaling '" + spec.config.batch_size_lr_scaling + "': none, sqrt or linear");
+  return adaptive_batch(std::move(*noise), std::move(*policy), start, spec.world, spec.config.batch_size_lr_scaling);
 }
 
 double adaptive_batch::lr(double base, std::int64_t multiplier) const noexcept {

@@ -228,33 +228,22 @@ private:
   }
 
   worker_spec make_spec(int r, const std::string& group, std::int64_t fail_at_step) const {
-      return worker_spec{.rank = r, .world = cfg_.num_workers, .group = group, .data = cfg_.data,
-                       .limit = cfg_.limit, .model = cfg_.model, .width = cfg_.width, .depth = cfg_.depth,
-                       .context = cfg_.context, .heads = cfg_.heads, .dropout = cfg_.dropout, .optimizer = cfg_.optimizer, .lr = cfg_.lr,
-                       .weight_decay = cfg_.weight_decay, .momentum = cfg_.momentum,
-                       .batch_size = cfg_.batch_size, .accumulate_steps = cfg_.accumulate_steps,
-                       .compression = cfg_.compression, .topk_fraction = cfg_.topk_fraction,
-                       .clip_grad_norm = cfg_.clip_grad_norm, .precision = cfg_.precision,
-                       .batch_size_policy = cfg_.batch_size_policy, .max_batch_size = cfg_.max_batch_size,
-                       .batch_size_cooldown = cfg_.batch_size_cooldown,
-                       .batch_size_lr_scaling = cfg_.batch_size_lr_scaling,
-                       .loss_scale = cfg_.loss_scale, .loss_scale_init = cfg_.loss_scale_init,
-                       .loss_scale_growth_interval = cfg_.loss_scale_growth_interval,
-                       .overflow_at_step = r == options_.overflow_rank ? options_.overflow_step : 0,
-                       .hierarchy = cfg_.hierarchy,
-                       .local_group = cfg_.hierarchy == "by_label" ? cfg_.local_groups[static_cast<std::size_t>(r)] : std::string(),
-                       .batch_split = shares_.split(),
-                       .speed_fraction = r == options_.speed_rank ? options_.speed_fraction : 1.0,
-                       .speed_from_step = options_.speed_from_step,
-                       .loader_threads = cfg_.loader_threads, .prefetch = cfg_.prefetch,
-                       .loader_cost_ms = r == options_.slow_rank ? options_.slow_ms : cfg_.loader_cost_ms,
-                       .threads = std::max(1, static_cast<int>(std::lround(cfg_.cpus_per_worker))),
-                       .seed = cfg_.seed,
-                       .timeout_ms = std::llround(cfg_.collective_timeout_s * 1e3),
-                       .fail_at_step = fail_at_step,
-                       .fail_by_exit = options_.fail_by_exit,
-                       .driver_pid = ::getpid(),
-                       .straggler_timeout_ms = cfg_.straggler_timeout_ms};
+    return worker_spec{
+      .rank = r,
+      .world = cfg_.num_workers,
+      .group = group,
+      .config = cfg_,
+      .local_group = cfg_.hierarchy == "by_label" ? cfg_.local_groups[static_cast<std::size_t>(r)] : std::string(),
+      .batch_split = shares_.split(),
+      .loader_cost_ms = r == options_.slow_rank ? options_.slow_ms : cfg_.loader_cost_ms,
+      .threads = std::max(1, static_cast<int>(std::lround(cfg_.cpus_per_worker))),
+      .timeout_ms = std::llround(cfg_.collective_timeout_s * 1e3),
+      .overflow_at_step = r == options_.overflow_rank ? options_.overflow_step : 0,
+      .speed_fraction = r == options_.speed_rank ? options_.speed_fraction : 1.0,
+      .speed_from_step = options_.speed_from_step,
+      .fail_at_step = fail_at_step,
+      .fail_by_exit = options_.fail_by_exit,
+      .driver_pid = ::getpid()};
   }
 
   /// Loads `back` (a restored checkpoint) into every worker; its step, and its id.

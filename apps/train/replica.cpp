@@ -61,13 +61,13 @@ torch::Tensor ids(std::vector<std::int64_t>& v, std::int64_t rows, std::int64_t 
 
 training_data training_data::load(const worker_spec& spec) {
   training_data d;
-  if (spec.data == "fortunes") {
+  if (spec.config.data == "fortunes") {
     auto docs = actors::load_fortunes();
     if (!docs) throw failure("cannot load the fortunes text: " + docs.error().message());
-    if (spec.limit > 0 && spec.limit < docs->size()) docs->resize(spec.limit);
+    if (spec.config.limit > 0 && spec.config.limit < docs->size()) docs->resize(spec.config.limit);
     auto corpus = actors::make_char_corpus(*docs, text_validation_fraction, split_seed, "fortunes");
     if (!corpus) throw failure("cannot split the fortunes text: " + corpus.error().message());
-    d.context = spec.context;
+    d.context = spec.config.context;
     if (static_cast<std::int64_t>(corpus->validation.size()) <= d.context)
       throw failure("the fortunes' validation text (" + std::to_string(corpus->validation.size()) +
                     " characters) is not longer than one window of " + std::to_string(d.context) +
@@ -75,8 +75,8 @@ training_data training_data::load(const worker_spec& spec) {
     d.text.emplace(std::move(*corpus));
     return d;
   }
-  auto all = actors::load_dataset(spec.data, spec.limit);
-  if (!all) throw failure("cannot load the " + spec.data + " data: " + all.error().message());
+  auto all = actors::load_dataset(spec.config.data, spec.config.limit);
+  if (!all) throw failure("cannot load the " + spec.config.data + " data: " + all.error().message());
   auto [train, valid] = actors::split(*all, validation_fraction, split_seed);
   d.train = std::move(train);
   d.valid = std::move(valid);
@@ -96,20 +96,20 @@ std::int64_t training_data::valid_samples() const {
               : static_cast<std::int64_t>(valid.size());
 }
 
-replica::replica(const worker_spec& spec, const training_data& data) : bf16_(spec.precision == "bf16") {
-  if (spec.precision != "fp32" && spec.precision != "bf16")
-    throw failure("unknown precision '" + spec.precision + "': fp32 or bf16");
+replica::replica(const worker_spec& spec, const training_data& data) : bf16_(spec.config.precision == "bf16") {
+  if (spec.config.precision != "fp32" && spec.config.precision != "bf16")
+    throw failure("unknown precision '" + spec.config.precision + "': fp32 or bf16");
   if (data.text) {
-    auto made = actors::make_char_transformer({.vocabulary = data.text->vocabulary.size(), .context = spec.context,
-                                               .width = spec.width, .heads = spec.heads, .layers = spec.depth,
-                                               .dropout = spec.dropout, .seed = spec.seed});
+    auto made = actors::make_char_transformer({.vocabulary = data.text->vocabulary.size(), .context = spec.config.context,
+                                               .width = spec.config.width, .heads = spec.config.heads, .layers = spec.config.depth,
+                                               .dropout = spec.config.dropout, .seed = spec.config.seed});
     if (!made) throw failure("the config does not make a transformer: " + made.error().message());
     transformer_.emplace(std::move(*made));
     return;
   }
   sample_shape_ = data.train.sample_shape;
-  const actors::model_spec model{.kind = spec.model, .width = spec.width, .depth = spec.depth,
-                                 .dropout = spec.dropout, .seed = spec.seed};
+  const actors::model_spec model{.kind = spec.config.model, .width = spec.config.width, .depth = spec.config.depth,
+                                 .dropout = spec.config.dropout, .seed = spec.config.seed};
   auto made = actors::make_model(model, data.train.sample_shape, data.train.classes);
   if (!made) throw failure("the config does not make a model: " + made.error().message());
   classifier_ = std::move(*made);

@@ -60,7 +60,7 @@ struct micro_figures {
 /// <celer/actors/torch/transformer.hpp>, its parameters float32 whatever the precision.
 class replica {
 public:
-  /// Builds the model spec names from `spec.seed` (under the process's model-building lock,
+  /// Builds the model spec names from `spec.config.seed` (under the process's model-building lock,
   /// held by the caller); throws naming what the config gets wrong.
   replica(const worker_spec& spec, const training_data& data);
 

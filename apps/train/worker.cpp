@@ -155,8 +155,8 @@ struct trainer_worker::impl {
 
   /// What joining the run's group takes (start, and rejoin after a failure).
   collective::group_options group_options() const {
-    const auto hierarchy = spec.hierarchy == "by_node"    ? collective::grouping::by_node
-                           : spec.hierarchy == "by_label" ? collective::grouping::by_label
+    const auto hierarchy = spec.config.hierarchy == "by_node"    ? collective::grouping::by_node
+                           : spec.config.hierarchy == "by_label" ? collective::grouping::by_label
                                                           : collective::grouping::none;
     return {.name = spec.group, .world_size = spec.world, .rank = spec.rank,
             .timeout = std::chrono::milliseconds(spec.timeout_ms), .hierarchy = hierarchy, .local_group = spec.local_group};
@@ -164,7 +164,7 @@ struct trainer_worker::impl {
 
   /// This worker's micro-batch (batch_split's share, or batch_size).
   std::int64_t micro_batch() const {
-    return spec.batch_split.empty() ? spec.batch_size : spec.batch_split[static_cast<std::size_t>(spec.rank)];
+    return spec.batch_split.empty() ? spec.config.batch_size : spec.batch_split[static_cast<std::size_t>(spec.rank)];
   }
   /// What this worker's gradient is weighed by before the allreduce's mean: world x its
   /// share of the step's samples (1 with equal batches).
@@ -192,9 +192,9 @@ struct trainer_worker::impl {
     std::vector<double> weights(spec.batch_split.begin(), spec.batch_split.end());
     auto l = actors::make_data_loader(data.source(),
                                       {.batch_size = static_cast<std::size_t>(micro_batch()),
-                                       .threads = static_cast<std::size_t>(std::max(1, spec.loader_threads)),
-                                       .prefetch = static_cast<std::size_t>(std::max(1, spec.prefetch)),
-                                       .seed = spec.seed,
+                                       .threads = static_cast<std::size_t>(std::max(1, spec.config.loader_threads)),
+                                       .prefetch = static_cast<std::size_t>(std::max(1, spec.config.prefetch)),
+                                       .seed = spec.config.seed,
                                        .rank = static_cast<std::size_t>(spec.rank),
                                        .world = static_cast<std::size_t>(spec.world),
                                        .shard_weights = std::move(weights),
@@ -245,8 +245,8 @@ struct trainer_worker::impl {
     gather(/*grads=*/false);
     s.weights = flat;
     s.clock = step;
-    const bool sgd = spec.optimizer == "sgd";
-    if (sgd && spec.momentum == 0) return s;  // plain SGD keeps no state
+    const bool sgd = spec.config.optimizer == "sgd";
+    if (sgd && spec.config.momentum == 0) return s;  // plain SGD keeps no state
     std::vector<float> first(flat.size(), 0.0f), second(sgd ? 0 : flat.size(), 0.0f);
     std::int64_t steps = 0;
     bool found = false;
@@ -261,12 +261,12 @@ struct trainer_worker::impl {
       };
       if (it != states.end()) {
         found = true;
-        if (spec.optimizer == "adam") {
+        if (spec.config.optimizer == "adam") {
           const auto& st = static_cast<const torch::optim::AdamParamState&>(*it->second);
           copy(st.exp_avg(), first);
           copy(st.exp_avg_sq(), second);
           steps = std::max(steps, st.step());
-        } else if (spec.optimizer == "adamw") {
+        } else if (spec.config.optimizer == "adamw") {
           const auto& st = static_cast<const torch::optim::AdamWParamState&>(*it->second);
           copy(st.exp_avg(), first);
           copy(st.exp_avg_sq(), second);
@@ -302,8 +302,8 @@ trainer_worker::trainer_worker(const worker_spec& spec) : impl_(std::make_unique
     w.net.emplace(spec, w.data);
   }
   w.params = w.net->parameters();
-  auto opt = actors::make_optimizer(w.params, {.name = spec.optimizer, .lr = spec.lr,
-                                               .weight_decay = spec.weight_decay, .momentum = spec.momentum});
+  auto opt = actors::make_optimizer(w.params, {.name = spec.config.optimizer, .lr = spec.config.lr,
+                                               .weight_decay = spec.config.weight_decay, .momentum = spec.config.momentum});
   if (!opt) fail("the config does not make an optimiser: " + opt.error().message());
   w.optimizer = std::move(*opt);
   std::size_t total = 0;
@@ -312,42 +312,42 @@ trainer_worker::trainer_worker(const worker_spec& spec) : impl_(std::make_unique
     total += static_cast<std::size_t>(p.numel());
   }
   w.flat.resize(total);
-  if (spec.compression == "sign") {
+  if (spec.config.compression == "sign") {
     auto c = trainer::sign_compressor::make(total);
     if (!c) fail("sign compression: " + c.error().message());
     w.sign.emplace(std::move(*c));
-  } else if (spec.compression == "topk") {
-    const auto k = std::clamp<std::size_t>(static_cast<std::size_t>(std::llround(spec.topk_fraction * static_cast<double>(total))), 1, total);
+  } else if (spec.config.compression == "topk") {
+    const auto k = std::clamp<std::size_t>(static_cast<std::size_t>(std::llround(spec.config.topk_fraction * static_cast<double>(total))), 1, total);
     auto c = trainer::topk_compressor::make(total, {.k = k});
     if (!c) fail("top-k compression: " + c.error().message());
     w.topk.emplace(std::move(*c));
-  } else if (spec.compression != "none") {
-    fail("unknown compression '" + spec.compression + "': none, sign or topk");
+  } else if (spec.config.compression != "none") {
+    fail("unknown compression '" + spec.config.compression + "': none, sign or topk");
   }
-  if (spec.batch_size_policy == "noise_scale") w.adaptive.emplace(adaptive_batch::make(spec));
-  if (spec.loss_scale == "dynamic") {
-    auto s = trainer::loss_scaler::make({.initial = spec.loss_scale_init, .growth_interval = spec.loss_scale_growth_interval});
+  if (spec.config.batch_size_policy == "noise_scale") w.adaptive.emplace(adaptive_batch::make(spec));
+  if (spec.config.loss_scale == "dynamic") {
+    auto s = trainer::loss_scaler::make({.initial = spec.config.loss_scale_init, .growth_interval = spec.config.loss_scale_growth_interval});
     if (!s) fail("loss scaling: " + s.error().message());
     w.scaler.emplace(std::move(*s));
-  } else if (spec.loss_scale != "none") {
-    fail("unknown loss_scale '" + spec.loss_scale + "': none or dynamic");
+  } else if (spec.config.loss_scale != "none") {
+    fail("unknown loss_scale '" + spec.config.loss_scale + "': none or dynamic");
   }
   w.open_loader();
-  if (spec.straggler_timeout_ms > 0) {
+  if (spec.config.straggler_timeout_ms > 0) {
     // The step thread's copy of the classifier (the config refuses the straggler option
     // with the transformer, bf16 or the noise_scale policy: it runs the plain fp32 step).
     torch::nn::Sequential copy{nullptr};
     {
       std::lock_guard lock(model_building());
-      auto made = actors::make_model({.kind = spec.model, .width = spec.width, .depth = spec.depth,
-                                      .dropout = spec.dropout, .seed = spec.seed},
+      auto made = actors::make_model({.kind = spec.config.model, .width = spec.config.width, .depth = spec.config.depth,
+                                      .dropout = spec.config.dropout, .seed = spec.config.seed},
                                      w.data.train.sample_shape, w.data.train.classes);
       if (!made) fail("the config does not make a model: " + made.error().message());
       copy = std::move(*made);
     }
     w.stepper = std::make_unique<step_thread>(std::move(copy), &w.loader,
                                               std::vector<std::int64_t>(w.data.train.sample_shape.begin(), w.data.train.sample_shape.end()),
-                                              spec.accumulate_steps, std::max(1, spec.threads));
+                                              spec.config.accumulate_steps, std::max(1, spec.threads));
     w.contribution.resize(total + 1);
   }
 }
@@ -414,7 +414,7 @@ std::int64_t trainer_worker::set_batch_split(std::vector<std::int64_t> split, st
   w.spec.batch_split = std::move(split);
   if (w.stepper) w.stepper->drain();
   w.open_loader();
-  for (std::int64_t i = 0; i < step * w.spec.accumulate_steps; ++i) (void)w.loader->next();
+  for (std::int64_t i = 0; i < step * w.spec.config.accumulate_steps; ++i) (void)w.loader->next();
   return static_cast<std::int64_t>(w.loader->batches_per_epoch());
 }
 
@@ -449,7 +449,7 @@ std::vector<step_figures> trainer_worker::impl::run_steps(std::int64_t steps) {
     w.optimizer->zero_grad();
     double loss_sum = 0;
     // noise_scale: a larger batch is more micro-batches (the same loader, the same memory).
-    const std::int64_t micros = w.spec.accumulate_steps * (w.adaptive ? w.adaptive->multiplier() : 1);
+    const std::int64_t micros = w.spec.config.accumulate_steps * (w.adaptive ? w.adaptive->multiplier() : 1);
     f.batch_size = micros * w.micro_batch();
     // sharding speed: a worker of a larger share counts for more in the mean.
     const double weight = w.gradient_weight() / static_cast<double>(micros);
@@ -534,14 +534,14 @@ std::vector<step_figures> trainer_worker::impl::run_steps(std::int64_t steps) {
       (void)w.adaptive->observe(f.step, f.samples, static_cast<double>(local_mean), norm2);
       f.noise_scale = w.adaptive->noise_scale().value_or(-1.0);
     }
-    if (w.spec.clip_grad_norm > 0 && f.grad_norm > w.spec.clip_grad_norm) {
-      const auto scale = static_cast<float>(w.spec.clip_grad_norm / f.grad_norm);
+    if (w.spec.config.clip_grad_norm > 0 && f.grad_norm > w.spec.config.clip_grad_norm) {
+      const auto scale = static_cast<float>(w.spec.config.clip_grad_norm / f.grad_norm);
       for (float& g : w.flat) g *= scale;
     }
     w.scatter(/*grads=*/true);
     if (w.adaptive) {
       // The batch this step was drawn at sets its learning rate (the same on every worker).
-      const double lr = w.adaptive->lr(w.spec.lr, micros / w.spec.accumulate_steps);
+      const double lr = w.adaptive->lr(w.spec.config.lr, micros / w.spec.config.accumulate_steps);
       for (auto& group : w.optimizer->param_groups()) group.options().set_lr(lr);
     }
     f.lr = w.optimizer->param_groups().front().options().get_lr();
@@ -561,7 +561,7 @@ void trainer_worker::impl::straggler_step(collective::group& g, step_figures& f,
   gather(/*grads=*/false);
   step_gradients got;
   const bool started = stepper->start(flat);
-  const bool in = started && stepper->wait_until(began + std::chrono::milliseconds(spec.straggler_timeout_ms), got);
+  const bool in = started && stepper->wait_until(began + std::chrono::milliseconds(spec.config.straggler_timeout_ms), got);
   const std::size_t n = flat.size();
   if (in) {
     std::copy(got.grads.begin(), got.grads.end(), contribution.begin());
@@ -597,8 +597,8 @@ void trainer_worker::impl::straggler_step(collective::group& g, step_figures& f,
     norm2 += static_cast<double>(flat[i]) * flat[i];
   }
   f.grad_norm = std::sqrt(norm2);
-  if (spec.clip_grad_norm > 0 && f.grad_norm > spec.clip_grad_norm) {
-    const auto scale = static_cast<float>(spec.clip_grad_norm / f.grad_norm);
+  if (spec.config.clip_grad_norm > 0 && f.grad_norm > spec.config.clip_grad_norm) {
+    const auto scale = static_cast<float>(spec.config.clip_grad_norm / f.grad_norm);
     for (float& v : flat) v *= scale;
   }
   scatter(/*grads=*/true);
@@ -612,8 +612,8 @@ void trainer_worker::impl::async_step(step_figures& f) {
   double norm2 = 0;
   for (float g : flat) norm2 += static_cast<double>(g) * g;
   f.grad_norm = std::sqrt(norm2);
-  if (spec.clip_grad_norm > 0 && f.grad_norm > spec.clip_grad_norm) {
-    const auto scale = static_cast<float>(spec.clip_grad_norm / f.grad_norm);
+  if (spec.config.clip_grad_norm > 0 && f.grad_norm > spec.config.clip_grad_norm) {
+    const auto scale = static_cast<float>(spec.config.clip_grad_norm / f.grad_norm);
     for (float& g : flat) g *= scale;
   }
   f.compute_seconds += seconds_since(t);
@@ -655,7 +655,7 @@ std::int64_t trainer_worker::join_async(parameter_server::sharded servers, std::
     w.step = w.applied = step;
     // The loader has no seek: a fresh one, the batches of the steps taken drawn and dropped.
     w.open_loader();
-    for (std::int64_t i = 0; i < step * w.spec.accumulate_steps; ++i) (void)w.loader->next();
+    for (std::int64_t i = 0; i < step * w.spec.config.accumulate_steps; ++i) (void)w.loader->next();
     auto got = w.servers->pull(w.spec.rank, step + 1, w.flat);
     if (!got) fail("worker " + std::to_string(w.spec.rank) + " cannot pull the weights: " + got.error().message());
     w.scatter(/*grads=*/false);
@@ -752,7 +752,7 @@ std::int64_t trainer_worker::load_state(checkpoint::snapshot state) {
   // and dropped (the same seed gives the same batches in the same order).
   if (w.stepper) w.stepper->drain();
   w.open_loader();
-  for (std::int64_t i = 0; i < w.step * w.spec.accumulate_steps; ++i) (void)w.loader->next();
+  for (std::int64_t i = 0; i < w.step * w.spec.config.accumulate_steps; ++i) (void)w.loader->next();
   return w.step;
 }
 
@@ -846,7 +846,7 @@ std::int64_t trainer_worker::rejoin(std::string group) {
     // Every loader to that step (no seek: a fresh one, the batches taken drawn and dropped).
     if (w.stepper) w.stepper->drain();
     w.open_loader();
-    for (std::int64_t i = 0; i < w.step * w.spec.accumulate_steps; ++i) (void)w.loader->next();
+    for (std::int64_t i = 0; i < w.step * w.spec.config.accumulate_steps; ++i) (void)w.loader->next();
     return w.step;
   });
 }

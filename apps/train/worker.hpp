@@ -20,78 +20,91 @@
 #include <celer/celer.hpp>
 #include <celer/codec.hpp>
 
+#include "config.hpp"
+
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
+
+// train_config travels as a map from each key's name to its value, by config_keys() (no key
+// spelt here): a key a worker does not know is skipped, one the driver did not send keeps
+// its default.
+namespace msgpack {
+MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
+namespace adaptor {
+
+template <>
+struct pack<celer::train_app::train_config> {
+  template <class Stream>
+  packer<Stream>& operator()(packer<Stream>& o, const celer::train_app::train_config& c) const {
+    const auto& keys = celer::train_app::config_keys();
+    o.pack_map(static_cast<std::uint32_t>(keys.keys().size()));
+    keys.visit(c, [&](std::string_view key, const auto& value) {
+      o.pack(key);
+      o.pack(value);
+    });
+    return o;
+  }
+};
+
+template <>
+struct convert<celer::train_app::train_config> {
+  const msgpack::object& operator()(const msgpack::object& o, celer::train_app::train_config& c) const {
+    if (o.type != msgpack::type::MAP) throw msgpack::type_error();
+    celer::train_app::config_keys().visit(c, [&](std::string_view key, auto& value) {
+      for (std::uint32_t i = 0; i < o.via.map.size; ++i) {
+        const auto& kv = o.via.map.ptr[i];
+        if (kv.key.type == msgpack::type::STR && std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) == key) {
+          kv.val.convert(value);
+          return;
+        }
+      }
+    });
+    return o;
+  }
+};
+
+} // namespace adaptor
+} // MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS)
+} // namespace msgpack
 
 namespace celer::train_app {
 
-/// What a worker is made from: the factory's one argument.
+/// What a worker is made from: the factory's one argument. The run's configuration goes
+/// whole (every key, as config_keys() declares it: a new key reaches the workers with no
+/// line here); the rest is what differs between workers or is derived from the keys.
 struct worker_spec {
   int rank = 0;
   int world = 1;
   /// The collective group's name (one per run).
   std::string group;
-  std::string data = "digits";
-  std::uint64_t limit = 0;
-  std::string model = "mlp";
-  int width = 128;
-  int depth = 2;
-  /// transformer: window length and attention heads.
-  std::int64_t context = 64;
-  std::int64_t heads = 4;
-  double dropout = 0;
-  std::string optimizer = "adam";
-  double lr = 1e-3;
-  double weight_decay = 0;
-  double momentum = 0.9;
-  std::int64_t batch_size = 32;
-  std::int64_t accumulate_steps = 1;
-  /// "none", "sign" or "topk" (config.hpp), topk's fraction, and the clipping norm (0: off).
-  std::string compression = "none";
-  double topk_fraction = 0.01;
-  double clip_grad_norm = 0;
-  /// "fp32" or "bf16" (replica.hpp), and the batch-size policy ("fixed" or "noise_scale",
-  /// adaptive_batch.hpp) with its cap (samples a step, all workers) and cooldown.
-  std::string precision = "fp32";
-  std::string batch_size_policy = "fixed";
-  std::int64_t max_batch_size = 1024;
-  std::int64_t batch_size_cooldown = 50;
-  std::string batch_size_lr_scaling = "none";
-  /// "none", or "dynamic": the loss times a scale before backward, the gradients divided
-  /// by it after; a step whose averaged gradient is not finite is skipped and the scale
-  /// halves, and it doubles after loss_scale_growth_interval clean steps
-  /// (<celer/actors/trainer/loss_scale.hpp>).
-  std::string loss_scale = "none";
-  double loss_scale_init = 65536;
-  std::int64_t loss_scale_growth_interval = 2000;
-  /// For tests (CELER_TRAIN_INJECT_OVERFLOW=RANK:STEP): this worker's gradient holds an inf
-  /// at this step (0: never).
-  std::int64_t overflow_at_step = 0;
-  /// The group's hierarchy ("none", "by_node" or "by_label") and this worker's local
-  /// group (by_label).
-  std::string hierarchy = "none";
+  /// The run's configuration (config.hpp).
+  train_config config;
+  /// This worker's local group (hierarchy by_label: config.local_groups[rank]).
   std::string local_group;
   /// sharding speed: every worker's micro-batch, in rank order (empty: batch_size each).
   /// Worker r draws batch_split[r] samples a micro-batch from a shard in proportion to it
   /// (the weighted shard_order), and weighs its gradient by world x batch_split[r] / sum,
   /// so the allreduce's mean is the mean over every sample of the step.
   std::vector<std::int64_t> batch_split;
+  /// Busy ms added to each batch: config.loader_cost_ms, or a test's slow worker's
+  /// (CELER_TRAIN_SLOW_WORKER).
+  double loader_cost_ms = 0;
+  /// torch::set_num_threads: cpus_per_worker rounded, at least 1.
+  int threads = 1;
+  /// How long a collective waits for a peer (collective_timeout_s).
+  std::int64_t timeout_ms = 120'000;
+  /// For tests (CELER_TRAIN_INJECT_OVERFLOW=RANK:STEP): this worker's gradient holds an inf
+  /// at this step (0: never).
+  std::int64_t overflow_at_step = 0;
   /// For tests and benchmarks (CELER_TRAIN_WORKER_SPEED=RANK:FRACTION): this worker computes
   /// at this fraction of its speed (after each forward and backward pass it spins for the
   /// time the pass took x (1 / fraction - 1)), as a slower device would. 1: full speed.
   double speed_fraction = 1;
   /// ...from this step on (0: from the start, measure_speed included).
   std::int64_t speed_from_step = 0;
-  int loader_threads = 1;
-  int prefetch = 4;
-  double loader_cost_ms = 0;
-  /// torch::set_num_threads: at least 1.
-  int threads = 1;
-  std::uint64_t seed = 1;
-  /// How long a collective waits for a peer.
-  std::int64_t timeout_ms = 120'000;
   /// For tests (CELER_TRAIN_INJECT_FAILURE=RANK:STEP): this worker throws as it begins this
   /// step (0: never).
   std::int64_t fail_at_step = 0;
@@ -99,15 +112,8 @@ struct worker_spec {
   /// cluster): a trainer killed mid-run.
   bool fail_by_exit = false;
   std::int64_t driver_pid = 0;
-  /// The straggler option (0: off): a step's gradients not computed this many ms after the
-  /// step began are left out of its allreduce (straggler.hpp).
-  std::int64_t straggler_timeout_ms = 0;
-  MSGPACK_DEFINE(rank, world, group, data, limit, model, width, depth, context, heads, dropout, optimizer, lr,
-                 weight_decay, momentum, batch_size, accumulate_steps, compression, topk_fraction, clip_grad_norm,
-                 precision, batch_size_policy, max_batch_size, batch_size_cooldown, batch_size_lr_scaling, loss_scale,
-                 loss_scale_init, loss_scale_growth_interval, overflow_at_step, hierarchy, local_group, batch_split, speed_fraction,
-                 speed_from_step, loader_threads, prefetch, loader_cost_ms, threads, seed, timeout_ms, fail_at_step, fail_by_exit, driver_pid,
-                 straggler_timeout_ms)
+  MSGPACK_DEFINE(rank, world, group, config, local_group, batch_split, loader_cost_ms, threads, timeout_ms,
+                 overflow_at_step, speed_fraction, speed_from_step, fail_at_step, fail_by_exit, driver_pid)
 };
 
 /// One step's figures on one worker.
@@ -267,3 +273,4 @@ private:
 std::unique_ptr<trainer_worker> make_trainer_worker(worker_spec spec);
 
 } // namespace celer::train_app
+

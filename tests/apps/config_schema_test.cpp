@@ -6,6 +6,8 @@
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <cctype>
+#include <type_traits>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -154,4 +156,30 @@ TEST_CASE("edit distance and the nearest name", "[apps_common]") {
   CHECK(apps::either_of(std::span(names).first(1)) == "stages");
   CHECK(apps::unknown_key_message("inptu", "in 'run'", names) ==
         "unknown key 'inptu' in 'run'. Did you mean 'input'? Valid keys: stages, input, output.");
+}
+
+TEST_CASE("a visit shows each key's value with its own type, to read and to write", "[apps_common]") {
+  demo_config c;
+  c.num_workers = 5;
+  c.speeds = {1.5};
+  std::vector<std::string> seen;
+  const demo_config& read_only = c;
+  schema().visit(read_only, [&](std::string_view key, const auto& value) {
+    using T = std::decay_t<decltype(value)>;
+    if constexpr (std::is_same_v<T, int>) seen.push_back(std::string(key) + "=" + std::to_string(value));
+    else if constexpr (std::is_same_v<T, std::vector<double>>) seen.push_back(std::string(key) + "#" + std::to_string(value.size()));
+    else seen.push_back(std::string(key));
+  });
+  CHECK(seen == std::vector<std::string>{"name", "num_workers=5", "lr", "mode", "speeds#1", "seed", "verbose"});
+  // Writing through it: every int doubled, every string upper-cased.
+  schema().visit(c, [](std::string_view, auto& value) {
+    using T = std::decay_t<decltype(value)>;
+    if constexpr (std::is_same_v<T, int>) value *= 2;
+    if constexpr (std::is_same_v<T, std::string>) {
+      for (auto& ch : value) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    }
+  });
+  CHECK(c.num_workers == 10);
+  CHECK(c.mode == "SYNC");
+  CHECK(c.name == "RUN");
 }

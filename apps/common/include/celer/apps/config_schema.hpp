@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <fstream>
 #include <functional>
 #include <span>
@@ -59,6 +60,40 @@ namespace celer::apps {
 /// The flag a key is given by: "--num-workers" for "num_workers".
 [[nodiscard]] std::string flag_of(std::string_view key);
 
+/// Sees each key's value with its type (config_schema::visit): what encodes a config for a
+/// message, or decodes one, without spelling its keys again. A key of another type does not
+/// compile (field() names it): add an overload here.
+class field_visitor {
+public:
+  virtual ~field_visitor() = default;
+  virtual void visit(std::string_view key, bool& v) = 0;
+  virtual void visit(std::string_view key, int& v) = 0;
+  virtual void visit(std::string_view key, std::int64_t& v) = 0;
+  virtual void visit(std::string_view key, std::uint64_t& v) = 0;
+  virtual void visit(std::string_view key, double& v) = 0;
+  virtual void visit(std::string_view key, std::string& v) = 0;
+  virtual void visit(std::string_view key, std::vector<std::string>& v) = 0;
+  virtual void visit(std::string_view key, std::vector<double>& v) = 0;
+};
+
+/// A field_visitor that calls `f(key, value)` for every type: `f` is a generic lambda.
+template <class F>
+class visitor_of final : public field_visitor {
+public:
+  explicit visitor_of(F& f) : f_(f) {}
+  void visit(std::string_view key, bool& v) override { f_(key, v); }
+  void visit(std::string_view key, int& v) override { f_(key, v); }
+  void visit(std::string_view key, std::int64_t& v) override { f_(key, v); }
+  void visit(std::string_view key, std::uint64_t& v) override { f_(key, v); }
+  void visit(std::string_view key, double& v) override { f_(key, v); }
+  void visit(std::string_view key, std::string& v) override { f_(key, v); }
+  void visit(std::string_view key, std::vector<std::string>& v) override { f_(key, v); }
+  void visit(std::string_view key, std::vector<double>& v) override { f_(key, v); }
+
+private:
+  F& f_;
+};
+
 /// One key of config type `Config`: what it is called and means, and how to read, write,
 /// flag and copy it. Made by field() or list_field().
 template <class Config>
@@ -80,6 +115,8 @@ struct config_key {
   std::function<void(const Config& from, Config& to)> copy;
   /// The key's value as text, for a choices key ("" otherwise).
   std::function<std::string(const Config&)> text;
+  /// Shows the key's value, with its type, to a visitor.
+  std::function<void(Config&, field_visitor&)> visit;
 
   /// The key takes only these values; a refusal says "use a, b or c" and then `hint`.
   config_key one_of(std::vector<std::string_view> values, std::string_view hint = {}) && {
@@ -109,6 +146,7 @@ config_key<Config> field(std::string_view name, T Config::*member, std::string_v
     return cli.add_option(flag_of(name), flags.*member, std::string(what));
   };
   k.copy = [member](const Config& from, Config& to) { to.*member = from.*member; };
+  k.visit = [member, name](Config& c, field_visitor& v) { v.visit(name, c.*member); };
   k.text = [member](const Config& c) -> std::string {
     if constexpr (std::is_convertible_v<T, std::string>) return c.*member;
     else return {};
@@ -210,6 +248,20 @@ public:
                      (k.choice_hint.empty() ? "" : " (" + std::string(k.choice_hint) + ")"));
     }
     return {};
+  }
+
+  /// Calls `f(key, value&)` for each key in order, `value` of the key's own type: e.g. to
+  /// encode the config as a map for a message, or to decode one key by key.
+  template <class F>
+  void visit(Config& c, F&& f) const {
+    visitor_of<std::remove_reference_t<F>> v(f);
+    for (const auto& k : keys_) k.visit(c, v);
+  }
+  /// The same over a copy of `c` (its values can only be read).
+  template <class F>
+  void visit(const Config& c, F&& f) const {
+    Config copy = c;
+    visit(copy, [&f](std::string_view key, const auto& value) { f(key, value); });
   }
 
   /// A flag for each key that has one, bound to the fields of `flags`.
