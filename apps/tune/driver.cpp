@@ -277,7 +277,7 @@ private:
     auto& t = summary(id);
     trial_spec spec;
     spec.id = id;
-    spec.params_json = t.params.to_json();
+    spec.params = t.params;
     spec.data = cfg_.data;
     spec.limit = cfg_.limit;
     spec.threads = std::max(1, static_cast<int>(std::lround(cfg_.cpus_per_trial)));
@@ -322,7 +322,7 @@ private:
   void submit_load(tune::trial_id id, checkpoint::snapshot state) {
     auto& l = live_.at(id);
     l.calls.push_back({.what = call::kind::load,
-                       .load = l.actor.load_state(std::move(state), summary(id).params.to_json())});
+                       .load = l.actor.load_state(std::move(state), summary(id).params)});
   }
 
   /// Waits up to `timeout` for the first call of any live trial, and takes every one ready.

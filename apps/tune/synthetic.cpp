@@ -48,14 +48,12 @@ double synthetic_score(synthetic_point p, std::int64_t iteration) {
 }
 
 synthetic_trial::synthetic_trial(const trial_spec& spec) : spec_(spec), failures_left_(spec.fail_times) {
-  set_params(spec.params_json);
+  set_params(spec.params);
 }
 
-void synthetic_trial::set_params(const std::string& params_json) {
-  auto p = tune::params::from_json(params_json);
-  if (!p) fail("the trial's params: " + p.error().message());
-  auto i = p->integer("i");
-  auto cost = p->number("cost_ms");
+void synthetic_trial::set_params(const tune::params& p) {
+  auto i = p.integer("i");
+  auto cost = p.number("cost_ms");
   if (!i || *i < 0) fail("param i: " + (i ? "must be >= 0, not " + std::to_string(*i) : i.error().message()));
   if (!cost || !(*cost >= 0)) fail("param cost_ms: " + (cost ? "must be >= 0" : cost.error().message()));
   point_ = synthetic_point_of(*i);
@@ -84,8 +82,8 @@ checkpoint::snapshot synthetic_trial::save_state() {
   return s;
 }
 
-std::int64_t synthetic_trial::load_state(checkpoint::snapshot state, std::string params_json) {
-  set_params(params_json);
+std::int64_t synthetic_trial::load_state(checkpoint::snapshot state, tune::params params) {
+  set_params(params);
   if (state.entries().empty()) {
     iteration_ = 0;
   } else {

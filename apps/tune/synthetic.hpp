@@ -55,10 +55,10 @@ public:
   checkpoint::snapshot save_state();
   /// Takes a state save_state made (this trial's, or another's for PBT) and the params to go
   /// on with. An empty snapshot: iteration 0. Returns the iteration the trial is at.
-  std::int64_t load_state(checkpoint::snapshot state, std::string params_json);
+  std::int64_t load_state(checkpoint::snapshot state, tune::params params);
 
 private:
-  void set_params(const std::string& params_json);
+  void set_params(const tune::params& p);
 
   trial_spec spec_;
   synthetic_point point_;

@@ -130,7 +130,7 @@ trial::trial(const trial_spec& spec) : impl_(std::make_unique<impl>()) {
   impl_->spec = spec;
   impl_->failures_left = spec.fail_times;
   torch::set_num_threads(std::max(1, spec.threads));
-  impl_->params = need(tune::params::from_json(spec.params_json), "the trial's params");
+  impl_->params = spec.params;
   auto [train, valid] = actors::split(load_data(spec), validation_fraction, split_seed);
   train.x.shrink_to_fit();
   impl_->train = std::move(train);
@@ -176,9 +176,8 @@ checkpoint::snapshot trial::save_state() {
   return s;
 }
 
-std::int64_t trial::load_state(checkpoint::snapshot state, std::string params_json) {
+std::int64_t trial::load_state(checkpoint::snapshot state, tune::params params) {
   auto& t = *impl_;
-  auto params = need(tune::params::from_json(params_json), "the params to load with");
   const auto wanted = settings::from(params, mix(t.spec.seed, t.spec.id, 1));
   const bool fresh = state.entries().empty();
   // A state of another shape (PBT copies a trial of another width), or none: build afresh.

@@ -5,13 +5,14 @@
 //   auto t = celer::actor(make_trial).options({.num_cpus = 1, .max_restarts = 1}).remote(spec);
 //   epoch_metrics m = celer::get(t.task(&trial::train_epoch).remote());
 //   checkpoint::snapshot state = celer::get(t.task(&trial::save_state).remote());
-//   celer::get(t.task(&trial::load_state).remote(state, params_json));   // resume, PBT exploit
+//   celer::get(t.task(&trial::load_state).remote(state, params));   // resume, PBT exploit
 //
 // This header names no LibTorch type (the trial's model lives behind a pointer), so the
 // driver compiles without LibTorch's headers; trial.cpp is the one file that includes them.
 #include "metrics.hpp"
 
 #include <celer/actors/checkpoint.hpp>
+#include <celer/actors/tune/space.hpp>
 #include <celer/celer.hpp>
 
 #include <cstdint>
@@ -23,9 +24,9 @@ namespace celer::tune_app {
 /// What a trial is made from: the factory's one argument.
 struct trial_spec {
   std::int64_t id = 0;
-  /// Every param (tune::params JSON): lr, width, depth, dropout, weight_decay, momentum,
-  /// batch_size, optimizer, model.
-  std::string params_json;
+  /// Every param: lr, width, depth, dropout, weight_decay, momentum, batch_size, optimizer,
+  /// model (the synthetic trial's: i, cost_ms).
+  tune::params params;
   /// "digits" or "fashion-mnist", and how many samples of it (0: all).
   std::string data = "digits";
   std::uint64_t limit = 0;
@@ -39,7 +40,7 @@ struct trial_spec {
   int fail_times = 0;
   bool fail_by_exit = false;
   std::int64_t driver_pid = 0;
-  MSGPACK_DEFINE(id, params_json, data, limit, threads, seed, fail_at_epoch, fail_times, fail_by_exit, driver_pid)
+  MSGPACK_DEFINE(id, params, data, limit, threads, seed, fail_at_epoch, fail_times, fail_by_exit, driver_pid)
 };
 
 
@@ -60,11 +61,11 @@ public:
   /// Model (one entry per tensor), optimiser, batch-order generator, LibTorch's generator,
   /// the epoch count and the params, as checkpoint entries (<celer/actors/torch/checkpoint.hpp>).
   checkpoint::snapshot save_state();
-  /// Takes a state save_state made (this trial's, or another's for PBT) and `params_json`
+  /// Takes a state save_state made (this trial's, or another's for PBT) and `params`
   /// (the params to go on with: the optimiser's lr, weight_decay and momentum and the batch
   /// size are set from them). A snapshot without entries: start again from the initial
   /// weights. Returns the epoch the trial is at.
-  std::int64_t load_state(checkpoint::snapshot state, std::string params_json);
+  std::int64_t load_state(checkpoint::snapshot state, tune::params params);
 
 private:
   struct impl;

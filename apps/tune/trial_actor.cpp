@@ -27,10 +27,10 @@ object_ref<checkpoint::snapshot> trial_actor::save_state() const {
   return std::visit([](const auto& h) { return h.task(&actor_class<decltype(h)>::save_state).remote(); }, handle_);
 }
 
-object_ref<std::int64_t> trial_actor::load_state(checkpoint::snapshot state, std::string params_json) const {
+object_ref<std::int64_t> trial_actor::load_state(checkpoint::snapshot state, tune::params params) const {
   return std::visit(
     [&](const auto& h) {
-      return h.task(&actor_class<decltype(h)>::load_state).remote(std::move(state), std::move(params_json));
+      return h.task(&actor_class<decltype(h)>::load_state).remote(std::move(state), std::move(params));
     },
     handle_);
 }

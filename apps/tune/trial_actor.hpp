@@ -27,7 +27,7 @@ public:
   /// The calls of trial.hpp (and synthetic.hpp), on whichever actor this is.
   [[nodiscard]] object_ref<epoch_metrics> train_epoch() const;
   [[nodiscard]] object_ref<checkpoint::snapshot> save_state() const;
-  [[nodiscard]] object_ref<std::int64_t> load_state(checkpoint::snapshot state, std::string params_json) const;
+  [[nodiscard]] object_ref<std::int64_t> load_state(checkpoint::snapshot state, tune::params params) const;
 
   /// Stops the actor now (celer::kill).
   friend void kill(const trial_actor& a);

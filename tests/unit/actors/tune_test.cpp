@@ -173,6 +173,44 @@ TEST_CASE("params print as name=value and round-trip through JSON with their typ
   }
 }
 
+TEST_CASE("params travel to actors as a typed map: integers, reals and strings as they were", "[tune][actors]") {
+  params p{{"lr", 0.001}, {"layers", 3}, {"optimizer", "adam"}, {"momentum", 1.0},
+           {"big", std::int64_t{-9007199254740993}}, {"tiny", 1e-300}};
+  msgpack::sbuffer buffer;
+  msgpack::pack(buffer, p);
+  auto handle = msgpack::unpack(buffer.data(), buffer.size());
+  REQUIRE(handle.get().type == msgpack::type::MAP);  // typed maps, not JSON text
+  const auto back = handle.get().as<params>();
+  CHECK(back == p);
+  CHECK(std::holds_alternative<double>(*back.find("momentum")));  // 1.0 stays a real
+  CHECK(std::holds_alternative<std::int64_t>(*back.find("layers")));
+  CHECK(std::get<std::int64_t>(*back.find("big")) == -9007199254740993);
+  // Anything but numbers and strings is refused, and an integer past int64.
+  auto refused = [](auto build) {
+    msgpack::sbuffer b;
+    msgpack::packer<msgpack::sbuffer> o(b);
+    build(o);
+    auto h = msgpack::unpack(b.data(), b.size());
+    return [h = std::move(h)] { (void)h.get().as<params>(); };
+  };
+  CHECK_THROWS_AS(refused([](auto& o) { o.pack_array(1); o.pack(1); })(), msgpack::type_error);
+  auto one = [](const char* section, auto value) {
+    return [=](auto& o) {
+      o.pack_map(1);
+      o.pack(section);
+      o.pack_map(1);
+      o.pack("x");
+      o.pack(value);
+    };
+  };
+  CHECK_THROWS_AS(refused(one("real", "adam"))(), msgpack::type_error);
+  CHECK_THROWS_AS(refused(one("int", 0.5))(), msgpack::type_error);
+  CHECK_THROWS_AS(refused(one("text", 3))(), msgpack::type_error);
+  CHECK_THROWS_AS(refused(one("list", 3))(), msgpack::type_error);
+  CHECK_THROWS_AS(refused(one("int", std::uint64_t{18446744073709551615u}))(), msgpack::type_error);
+  CHECK(handle.get().via.map.size == 3);
+}
+
 TEST_CASE("a space checks params: every parameter present, of its kind, within range", "[tune][actors]") {
   const auto space = mixed_space();
   params good{{"dropout", 0.5}, {"lr", 1e-5}, {"layers", 6}, {"width", 8}, {"optimizer", "sgd"}, {"batch", 32},

@@ -1,7 +1,8 @@
 #pragma once
 /// Search spaces and parameter sets for tuning: what a trial's hyperparameters may be
 /// (`search_space`), and one trial's values (`params`), printable and written to and read
-/// from JSON so that an experiment can keep `params.json` per trial and resume.
+/// from JSON so that an experiment can keep `params.json` per trial and resume. A `params`
+/// travels to actors as itself (a msgpack map of its reals, integers and strings).
 ///
 ///   auto space = celer::tune::search_space{}
 ///                  .log_uniform("lr", 1e-4, 1e-1)
@@ -18,6 +19,7 @@
 /// No random choice here: the searchers (search.hpp) draw from a space with a seeded
 /// std::mt19937_64, so a resumed experiment can replay them.
 
+#include <celer/codec.hpp>
 #include <celer/error.hpp>
 
 #include <cstddef>
@@ -29,6 +31,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -154,3 +157,71 @@ private:
 };
 
 } // namespace celer::tune
+
+// A params travels as a map of three maps, each name under its value's type: {"real": {"lr":
+// 0.001}, "int": {"layers": 3}, "text": {"optimizer": "adam"}}. By type, because msgpack
+// writes an integral double as an integer: 3.0 stays a real. Anything else is refused
+// (type_error), as is an integer past int64.
+namespace msgpack {
+MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
+namespace adaptor {
+
+template <>
+struct pack<celer::tune::params> {
+  template <class Stream>
+  packer<Stream>& operator()(packer<Stream>& o, const celer::tune::params& p) const {
+    auto section = [&](const char* name, auto type) {
+      using T = decltype(type);
+      std::uint32_t n = 0;
+      for (const auto& [key, v] : p) n += std::holds_alternative<T>(v) ? 1 : 0;
+      o.pack(name);
+      o.pack_map(n);
+      for (const auto& [key, v] : p) {
+        if (const auto* x = std::get_if<T>(&v)) {
+          o.pack(key);
+          o.pack(*x);
+        }
+      }
+    };
+    o.pack_map(3);
+    section("real", double{});
+    section("int", std::int64_t{});
+    section("text", std::string{});
+    return o;
+  }
+};
+
+template <>
+struct convert<celer::tune::params> {
+  const msgpack::object& operator()(const msgpack::object& o, celer::tune::params& p) const {
+    if (o.type != msgpack::type::MAP) throw msgpack::type_error();
+    celer::tune::params out;
+    for (std::uint32_t i = 0; i < o.via.map.size; ++i) {
+      const auto& section = o.via.map.ptr[i];
+      if (section.val.type != msgpack::type::MAP) throw msgpack::type_error();
+      const auto type = section.key.as<std::string>();
+      for (std::uint32_t j = 0; j < section.val.via.map.size; ++j) {
+        const auto& kv = section.val.via.map.ptr[j];
+        auto name = kv.key.as<std::string>();
+        if (type == "real" && (kv.val.type == msgpack::type::FLOAT64 || kv.val.type == msgpack::type::FLOAT32 ||
+                               kv.val.type == msgpack::type::POSITIVE_INTEGER ||
+                               kv.val.type == msgpack::type::NEGATIVE_INTEGER)) {
+          out.set(std::move(name), kv.val.as<double>());
+        } else if (type == "int" && (kv.val.type == msgpack::type::POSITIVE_INTEGER ||
+                                     kv.val.type == msgpack::type::NEGATIVE_INTEGER)) {
+          out.set(std::move(name), kv.val.as<std::int64_t>());
+        } else if (type == "text" && kv.val.type == msgpack::type::STR) {
+          out.set(std::move(name), kv.val.as<std::string>());
+        } else {
+          throw msgpack::type_error();
+        }
+      }
+    }
+    p = std::move(out);
+    return o;
+  }
+};
+
+} // namespace adaptor
+} // MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS)
+} // namespace msgpack
