@@ -31,15 +31,20 @@ void head::on(protocol::heartbeat& m) {
 }
 
 void head::on(protocol::tick&) {
-  save_subscribers();
+  // What subscriptions wrote past the last tick's budget, in one batch (head_guard.hpp).
+  guard_.new_tick();
+  if (tables_) {
+    tables_->begin_batch();
+    subscriptions_.save_unsaved();
+    actors_.save_unsaved();
+    tables_->commit_batch();
+  }
   if (board_) publish_snapshot();
   if (!recovered_.empty()) {
     CELER_LOG(warn, "head", recovered_);
     recovered_.clear();
   }
-  for (auto& [id, g] : groups_) {
-    if (g.info.state == protocol::group_state::pending) try_reserve(g);
-  }
+  groups_.tick();
   if (node_timeout_.count() <= 0) return;
   const auto now = now_();
   credit_own_stall(now);

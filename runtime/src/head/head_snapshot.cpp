@@ -61,28 +61,9 @@ std::optional<protocol::task_counts> head_snapshot::tasks_of(const job_id& job) 
 void head::publish_snapshot() {
   auto s = std::make_shared<head_snapshot>();
   s->taken = std::chrono::system_clock::now();
-  s->actor_restarts = restarts_total_;
   s->heartbeats = heartbeat_times_;
-  s->actors.reserve(actors_.size());
-  for (const auto& [id, a] : actors_) {
-    actor_summary x;
-    x.id = id;
-    x.name = a.spec.actor_name;
-    x.class_name = a.spec.class_type.empty() ? a.spec.function : a.spec.class_type;
-    x.job = a.spec.job;
-    x.state = a.state;
-    x.node = a.node;
-    x.worker = a.worker.endpoint;
-    x.restarts = a.restarts;
-    x.max_restarts = a.spec.max_restarts;
-    if (a.state == protocol::actor_state::dead) x.death_reason = a.fail.message;
-    x.resources = a.spec.resources;
-    x.priority = a.spec.priority;
-    x.preemptible = a.spec.preemptible;
-    s->actors.push_back(std::move(x));
-  }
-  s->groups.reserve(groups_.size());
-  for (const auto& [id, g] : groups_) s->groups.push_back(g.info);
+  actors_.fill(*s);
+  groups_.fill(*s);
   jobs_.fill(*s);
   board_->publish(std::move(s));
 }

@@ -15,7 +15,11 @@
 namespace celer {
 
 node_agent::node_agent(transport& net, worker_launcher& launcher, config cfg)
-  : net_(net), launcher_(launcher), cfg_(std::move(cfg)), available_(cfg_.total) {
+  : net_(net),
+    launcher_(launcher),
+    cfg_(std::move(cfg)),
+    available_(cfg_.total),
+    packages_(net_, cfg_.head, cfg_.id, cfg_.packages_dir) {
   // Every GPU the node offers is a device to hand out, known or not.
   cfg_.gpus = scheduling::with_count(
     std::move(cfg_.gpus), static_cast<std::size_t>(std::max(0.0, cfg_.total.get(protocol::gpu))));
@@ -27,7 +31,6 @@ node_agent::node_agent(transport& net, worker_launcher& launcher, config cfg)
     sc.lane = cfg_.lane;
     store_ = std::make_unique<node_store>(net_, std::move(sc));
   }
-  if (!cfg_.packages_dir.empty()) packages_ = std::make_unique<jobs::package_cache>(cfg_.packages_dir);
 }
 
 template <class M>
@@ -513,10 +516,7 @@ void node_agent::on(protocol::job_finished& m) {
   }
   for (const auto& id : idle_of_job) retire(id, "its job finished");
   if (store_) store_->job_finished(m.job);
-  for (auto it = package_jobs_.begin(); it != package_jobs_.end();) {
-    it->second.erase(m.job);
-    it = it->second.empty() ? package_jobs_.erase(it) : std::next(it);
-  }
+  packages_.job_finished(m.job);
   launcher_.job_finished(m.job);
 }
 

@@ -6,7 +6,7 @@
 // the node can never place, or (in a cluster) cannot place now, goes to the head. Plain logic behind `handle`; a CAF actor runs it (one message at a time).
 
 #include "protocol/head_watch.hpp"
-#include "jobs/package.hpp"
+#include "node/package_fetcher.hpp"
 #include "node/node_store.hpp"
 #include "protocol/messages.hpp"
 #include "scheduler/device_pool.hpp"
@@ -295,18 +295,8 @@ private:
   /// worker about itself: `what` names the message, for the log); null otherwise.
   worker_slot* worker_of_sender(const worker_id& id, const job_id& sender, const char* what);
   std::optional<head_watch> head_watch_;
-  /// Jobs' working directories unpacked here (null: no packages_dir), and the workers
-  /// waiting for each one being fetched from the head.
-  std::unique_ptr<jobs::package_cache> packages_;
-  /// Keyed by package_key: a package is fetched (or confirmed) for each job that uses it.
-  std::unordered_map<std::string, std::vector<worker_id>> package_waits_;
-  /// The jobs the head said may use each unpacked package (package_data::job): a job's
-  /// workers start in a copy only when it is theirs. Dropped when the job finishes.
-  std::unordered_map<std::string, std::unordered_set<job_id>> package_jobs_;
-  [[nodiscard]] static std::string package_key(const job_id& job, const std::string& digest) {
-    return digest + "/" + job.hex();
-  }
-  [[nodiscard]] bool package_bound(const job_id& job, const std::string& digest) const;
+  /// Jobs' working directories: fetched from the head, unpacked, bound to their jobs.
+  package_fetcher packages_;
   /// Lease requests this node spilled to the head lately, by request id, and when: resent
   /// when the head says it restarted (one it received but had not placed yet is lost with
   /// it). Forgotten when the request comes back here from the head, when its owner cancels

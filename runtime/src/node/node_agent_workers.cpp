@@ -50,19 +50,11 @@ worker_id node_agent::take_worker(const protocol::task_spec& spec, const std::ve
   }
   worker_id id = worker_id::random();
   worker_slot slot;
-  if (packages_ && !spec.package.empty() && !package_bound(spec.job, spec.package)) {
+  if (packages_.must_wait(spec.job, spec.package)) {
     // It starts once the job's working directory is here (on(package_data)), and the head
-    // said that this job was submitted with it: a job cannot start in another job's copy
-    // by naming its digest. The work waits in `pending` as it would for a process still
-    // starting.
-    auto& waiting = package_waits_[package_key(spec.job, spec.package)];
-    if (waiting.empty()) {
-      const bool unpacked = packages_->ready(spec.package);
-      CELER_LOG(info, "node", (unpacked ? "asking the head whether job " + spec.job.short_hex() + " may use the working directory " + spec.package
-                                        : "fetching the working directory " + spec.package + " of job " + spec.job.short_hex() + " from the head"));
-      (void)net_.send(cfg_.head, protocol::package_fetch{spec.package, spec.job, cfg_.id, unpacked});
-    }
-    waiting.push_back(id);
+    // said that this job was submitted with it. The work waits in `pending` as it would
+    // for a process still starting.
+    packages_.wait(spec.job, spec.package, id);
     slot.addr = address{id, {}};
     slot.ready = false;
     slot.awaits_package = spec.package;
@@ -343,32 +335,14 @@ void node_agent::on(protocol::worker_ready& m) {
   }
 }
 
-bool node_agent::package_bound(const job_id& job, const std::string& digest) const {
-  auto it = package_jobs_.find(digest);
-  return it != package_jobs_.end() && it->second.contains(job) && packages_->ready(digest);
-}
-
 void node_agent::on(protocol::package_data& m) {
-  auto waiting = package_waits_.extract(package_key(m.job, m.digest));
-  if (waiting.empty()) return;
-  std::string why = m.error;
-  if (!why.empty()) {
-    denials_.warn("permission_denied: job " + m.job.short_hex() + " named the working directory " + m.digest +
-                  ", and the head refused it: " + why);
-  } else if (m.archive.empty() && packages_->ready(m.digest)) {
-    CELER_LOG(info, "node", "job " + m.job.short_hex() + " uses the working directory " + m.digest + " unpacked here");
-  } else if (auto ok = packages_->install(m.digest, m.archive); !ok) {
-    why = ok.error().message();
-  } else {
-    CELER_LOG(info, "node", "unpacked the working directory " + m.digest + " into " + packages_->path(m.digest).string());
-  }
-  if (why.empty()) package_jobs_[m.digest].insert(m.job);
-  for (const auto& id : waiting.mapped()) {
+  auto answer = packages_.on(m);
+  for (const auto& id : answer.workers) {
     auto it = workers_.find(id);
     if (it == workers_.end() || it->second.awaits_package != m.digest) continue;  // gone meanwhile
     auto& w = it->second;
-    if (!why.empty() || !w.pending) {
-      fail_package_wait(id, why.empty() ? "has no work to start with" : why);
+    if (!answer.why.empty() || !w.pending) {
+      fail_package_wait(id, answer.why.empty() ? "has no work to start with" : answer.why);
       continue;
     }
     w.awaits_package.clear();
@@ -389,10 +363,7 @@ void node_agent::fail_package_wait(const worker_id& id, const std::string& why) 
   if (it == workers_.end()) return;
   const std::string digest = std::move(it->second.awaits_package);
   it->second.awaits_package.clear();
-  if (auto waits = package_waits_.find(package_key(it->second.job, digest)); waits != package_waits_.end()) {
-    std::erase(waits->second, id);
-    if (waits->second.empty()) package_waits_.erase(waits);  // the next worker asks again
-  }
+  packages_.gave_up(it->second.job, digest, id);
   protocol::worker_died died{id, "could not be started: its job's working directory " + digest + " did not arrive (" + why + ")"};
   on(died);
 }

@@ -305,3 +305,50 @@ TEST_CASE("the head answers a node that has a package unpacked with whether the 
   CHECK(sent[0].second.job == other);
   CHECK_THAT(sent[0].second.error, Contains("not submitted with"));
 }
+
+TEST_CASE("the node's package fetcher on its own: one fetch for many waiters, bound per job, asked again after a "
+          "give-up",
+          "[jobs][packages]") {
+  temp_dir dir;
+  fakes::recording_transport net;
+  const address head{unique_id::random(), {}};
+  const node_id node = node_id::random();
+  package_fetcher packages(net, head, node, dir.path / "workdirs");
+  const auto archive = sample_package(dir.path);
+  const auto digest = jobs::package_digest(archive);
+  const job_id mine = job_id::random(), other = job_id::random();
+  const worker_id w1 = worker_id::random(), w2 = worker_id::random(), w3 = worker_id::random();
+
+  CHECK_FALSE(packages.must_wait(mine, ""));  // work naming no package starts at once
+  REQUIRE(packages.must_wait(mine, digest));
+  packages.wait(mine, digest, w1);
+  packages.wait(mine, digest, w2);
+  auto asks = net.take<protocol::package_fetch>();
+  REQUIRE(asks.size() == 1);  // one fetch for both
+  CHECK(asks[0].first == head);
+  CHECK(asks[0].second.node == node);
+  CHECK_FALSE(asks[0].second.unpacked);
+  protocol::package_data data{digest, archive, "", mine};
+  auto answer = packages.on(data);
+  CHECK(answer.why.empty());
+  CHECK(answer.workers == std::vector<worker_id>{w1, w2});
+  CHECK_FALSE(packages.must_wait(mine, digest));
+  // Unpacked here, but bound to `mine` only: another job asks the head first.
+  CHECK(packages.must_wait(other, digest));
+  packages.wait(other, digest, w3);
+  asks = net.take<protocol::package_fetch>();
+  REQUIRE(asks.size() == 1);
+  CHECK(asks[0].second.unpacked);
+  packages.gave_up(other, digest, w3);
+  protocol::package_data late{digest, "", "", other};
+  CHECK(packages.on(late).workers.empty());  // nobody waits any more
+  packages.wait(other, digest, w3);
+  CHECK(net.take<protocol::package_fetch>().size() == 1);  // asked again
+  protocol::package_data refused{digest, "", "job " + other.short_hex() + " was not submitted with it", other};
+  answer = packages.on(refused);
+  CHECK(answer.workers == std::vector<worker_id>{w3});
+  CHECK_THAT(answer.why, Contains("was not submitted with it"));
+  // A job's binding ends with it.
+  packages.job_finished(mine);
+  CHECK(packages.must_wait(mine, digest));
+}

@@ -1,17 +1,38 @@
-// The head's placement groups: reserving bundles on nodes (all or nothing), the work that
-// waits for a group, and removal. Part of class head (head.hpp); split from head.cpp by
-// responsibility.
-#include "head/head.hpp"
+// The head's placement groups (placement_groups.hpp).
+#include "head/placement_groups.hpp"
 
 #include "log.hpp"
 
 #include <algorithm>
+#include <map>
 
 namespace celer {
 
-// ------------------------------------------------------------------ placement groups
+placement_groups::placement_groups(transport& net, head_tables* tables, node_table& nodes,
+                                   scheduling::cluster_view& view, head_guard& guard, head_events& events, hooks h)
+  : net_(net), tables_(tables), nodes_(nodes), view_(view), guard_(guard), hooks_(std::move(h)) {
+  events.on_node_died([this](const node_id& id, const std::string&) { node_died(id); });
+  events.on_job_ended([this](const job_id& job) { job_ended(job); });
+}
 
-void head::on(protocol::create_placement_group& m) {
+void placement_groups::persist(const group& g) {
+  if (tables_ != nullptr) tables_->save_group(g.info);
+}
+
+void placement_groups::restore(std::vector<protocol::placement_group_info> rows) {
+  for (auto& info : rows) {
+    auto& g = groups_[info.id];
+    g.info = std::move(info);
+    if (g.info.state != protocol::group_state::pending) continue;
+    // It was being reserved when the last head stopped: nodes may hold some of its
+    // bundles. They give them back (a node that holds none ignores this), and the group
+    // is laid out again on the next tick.
+    nodes_.send_to_live(protocol::return_bundles{g.info.id, {}, "the head restarted while reserving it"});
+    g.info.nodes.clear();
+  }
+}
+
+void placement_groups::on(protocol::create_placement_group& m) {
   protocol::placement_group_reply reply;
   reply.request_id = m.request_id;
   if (groups_.contains(m.id)) {  // a retried request
@@ -20,8 +41,8 @@ void head::on(protocol::create_placement_group& m) {
     return;
   }
   for (std::size_t i = 0; i < m.bundles.size(); ++i) {
-    auto ok = check_amounts(m.bundles[i].need, "bundle " + std::to_string(i) + " of placement group " +
-                                                 m.id.short_hex(), m.job);
+    auto ok = guard_.check_amounts(m.bundles[i].need,
+                                   "bundle " + std::to_string(i) + " of placement group " + m.id.short_hex(), m.job);
     if (!ok) {
       reply.fail = protocol::failure_info::make(detail::failure_kind::invalid_call, error_code::invalid_argument,
                                                 ok.error().message());
@@ -48,15 +69,21 @@ void head::on(protocol::create_placement_group& m) {
   persist(g);
   reply.ok = true;
   (void)net_.send(m.reply_to, std::move(reply));
-  CELER_LOG(info, "head", "placement group " + m.id.short_hex() + " (" +
-                            std::to_string(g.info.bundles.size()) + " bundles) asked for");
+  CELER_LOG(info, "head", "placement group " + m.id.short_hex() + " (" + std::to_string(g.info.bundles.size()) +
+                            " bundles) asked for");
   if (!plan.nodes.empty()) {
     g.info.nodes = std::move(plan.nodes);
     try_reserve(g);
   }
 }
 
-void head::try_reserve(group_info& g) {
+void placement_groups::tick() {
+  for (auto& [id, g] : groups_) {
+    if (g.info.state == protocol::group_state::pending) try_reserve(g);
+  }
+}
+
+void placement_groups::try_reserve(group& g) {
   if (g.info.state != protocol::group_state::pending || g.replies_due > 0) return;
   if (g.info.nodes.empty()) {
     auto plan = view_.plan_group(g.info.bundles, g.info.strategy);
@@ -80,13 +107,11 @@ void head::try_reserve(group_info& g) {
   }
 }
 
-void head::on(protocol::bundle_reserved& m) {
+void placement_groups::on(protocol::bundle_reserved& m) {
   auto it = groups_.find(m.group);
   if (it == groups_.end() || it->second.info.state == protocol::group_state::removed) {
     // Removed meanwhile: the node gives the bundle back.
-    if (m.ok) {
-      (void)nodes_.send_to(m.node, protocol::return_bundles{m.group, {m.index}, "removed"});
-    }
+    if (m.ok) (void)nodes_.send_to(m.node, protocol::return_bundles{m.group, {m.index}, "removed"});
     return;
   }
   auto& g = it->second;
@@ -121,8 +146,7 @@ void head::on(protocol::bundle_reserved& m) {
   g.info.why = "waits for resources: " + g.refusal;
 }
 
-void head::return_bundles(group_info& g, const std::vector<std::int32_t>& indices,
-                          const std::string& why) {
+void placement_groups::return_bundles(group& g, const std::vector<std::int32_t>& indices, const std::string& why) {
   std::map<node_id, std::vector<std::int32_t>> by_node;
   for (auto i : indices) by_node[g.info.nodes[static_cast<std::size_t>(i)]].push_back(i);
   for (auto& [nid, list] : by_node) {
@@ -131,7 +155,7 @@ void head::return_bundles(group_info& g, const std::vector<std::int32_t>& indice
   }
 }
 
-void head::remove_group(group_info& g, const std::string& why) {
+void placement_groups::remove(group& g, const std::string& why) {
   if (g.info.state == protocol::group_state::removed) return;
   // Created: every bundle goes back. Reserving: those already reserved go back now, the
   // others when their node answers (on(bundle_reserved) sees the group removed).
@@ -147,46 +171,33 @@ void head::remove_group(group_info& g, const std::string& why) {
   g.replies_due = 0;
   persist(g);
   release_waiting(g);
-  // Actors placed in it are gone with their bundles.
-  for (auto& [aid, a] : actors_) {
-    if (a.spec.where.how != scheduling_strategy::kind::placement_group ||
-        a.spec.where.group != g.info.id || a.state == protocol::actor_state::dead) {
-      continue;
-    }
-    mark_dead(aid, a,
-              protocol::failure_info::make(detail::failure_kind::actor_died, error_code::unavailable,
-                                           "actor " + aid.hex() + " died: its placement group " +
-                                             g.info.id.short_hex() + " was " + why));
-  }
+  if (hooks_.removed) hooks_.removed(g.info.id, why);  // its actors are gone with their bundles
 }
 
-void head::release_waiting(group_info& g) {
+void placement_groups::release_waiting(group& g) {
   auto leases = std::move(g.leases);
   auto actors = std::move(g.actors);
   g.leases.clear();
   g.actors.clear();
-  for (auto& m : leases) on(m);
-  for (auto& spec : actors) {
-    std::string why;
-    bool never = false;
-    auto* target = route_to_group(spec, why, never);
-    auto a = actors_.find(spec.actor);
-    if (a == actors_.end() || (a->second.state != protocol::actor_state::pending &&
-                               a->second.state != protocol::actor_state::restarting)) {
-      continue;
-    }
-    if (target != nullptr) {
-      a->second.node = target->first;
-      a->second.spec = spec;
-      persist(spec.actor, a->second);
-      (void)net_.send(target->second.addr, protocol::start_actor{spec});
-    } else {
-      fail_request(spec, "actor " + spec.function + " can never be placed: " + why);
-    }
-  }
+  if (hooks_.released && (!leases.empty() || !actors.empty())) hooks_.released(std::move(leases), std::move(actors));
 }
 
-node_table::entry* head::route_to_group(protocol::task_spec& spec, std::string& why, bool& never) {
+void placement_groups::wait_for(protocol::request_lease m) { groups_.at(m.spec.where.group).leases.push_back(std::move(m)); }
+
+void placement_groups::wait_for(protocol::task_spec actor) {
+  if (auto it = groups_.find(actor.where.group); it != groups_.end()) it->second.actors.push_back(std::move(actor));
+}
+
+bool placement_groups::may_use(const protocol::task_spec& spec) {
+  if (spec.where.how != scheduling_strategy::kind::placement_group || spec.job.nil()) return true;
+  auto it = groups_.find(spec.where.group);
+  // Unknown: route says so. A group of no job is the cluster's own.
+  if (it == groups_.end() || it->second.info.job.nil()) return true;
+  return guard_.owned_by_sender(spec.job, it->second.info.job,
+                                "running " + spec.function + " in placement group " + spec.where.group.short_hex());
+}
+
+node_table::entry* placement_groups::route(protocol::task_spec& spec, std::string& why, bool& never) {
   never = true;
   auto it = groups_.find(spec.where.group);
   if (it == groups_.end()) {
@@ -194,7 +205,7 @@ node_table::entry* head::route_to_group(protocol::task_spec& spec, std::string& 
     return nullptr;
   }
   auto& g = it->second;
-  if (!spec.job.nil() && !g.info.job.nil() && g.info.job != spec.job) {  // may_use_group refused it earlier, logged
+  if (!spec.job.nil() && !g.info.job.nil() && g.info.job != spec.job) {  // may_use refused it earlier, logged
     why = "permission_denied: placement group " + spec.where.group.short_hex() + " belongs to another job";
     return nullptr;
   }
@@ -211,9 +222,8 @@ node_table::entry* head::route_to_group(protocol::task_spec& spec, std::string& 
     return bundles[b].need.covers(need);
   };
   if (spec.where.bundle >= static_cast<std::int32_t>(bundles.size())) {
-    why = "placement group " + spec.where.group.short_hex() + " has " +
-          std::to_string(bundles.size()) + " bundles; there is no bundle " +
-          std::to_string(spec.where.bundle);
+    why = "placement group " + spec.where.group.short_hex() + " has " + std::to_string(bundles.size()) +
+          " bundles; there is no bundle " + std::to_string(spec.where.bundle);
     return nullptr;
   }
   std::size_t chosen = bundles.size();
@@ -232,8 +242,7 @@ node_table::entry* head::route_to_group(protocol::task_spec& spec, std::string& 
   }
   if (chosen == bundles.size()) {
     why = "it needs " + spec.resources.to_string() + ", more than " +
-          (spec.where.bundle >= 0 ? "bundle " + std::to_string(spec.where.bundle)
-                                  : std::string("any bundle")) +
+          (spec.where.bundle >= 0 ? "bundle " + std::to_string(spec.where.bundle) : std::string("any bundle")) +
           " of placement group " + spec.where.group.short_hex() + " reserves";
     return nullptr;
   }
@@ -252,23 +261,87 @@ node_table::entry* head::route_to_group(protocol::task_spec& spec, std::string& 
   return n;
 }
 
-void head::on(protocol::remove_placement_group& m) {
-  auto it = groups_.find(m.id);
-  if (it == groups_.end()) return;
-  if (!owned_by_sender(m.sender_job, it->second.info.job, "placement group " + m.id.short_hex())) return;
-  remove_group(it->second, "removed");
+std::string placement_groups::explain(const protocol::resource_set& need, const protocol::placement& where) const {
+  // Work in a group waits for its group, or for room in its bundle (which the node, not
+  // the head, accounts): the nodes' free resources say nothing about it.
+  const std::string group = "placement group " + where.group.short_hex();
+  const auto it = groups_.find(where.group);
+  if (it == groups_.end()) return group + " is not known to the cluster";
+  const auto& g = it->second;
+  switch (g.info.state) {
+    case protocol::group_state::removed: return group + " was " + g.info.why;
+    case protocol::group_state::pending: return "waits for its " + group + " to be reserved (" + g.info.why + ")";
+    case protocol::group_state::created: break;
+  }
+  if (where.bundle < 0 || static_cast<std::size_t>(where.bundle) >= g.info.bundles.size()) {
+    return "waits for room in a bundle of " + group;
+  }
+  const auto b = static_cast<std::size_t>(where.bundle);
+  return "waits for room in bundle " + std::to_string(b) + " of " + group + " on node " + g.info.nodes[b].short_hex() +
+         ": it needs " + need.to_string() + " of the " + g.info.bundles[b].need.to_string() +
+         " the bundle reserves, and work already in the bundle holds the rest";
 }
 
-void head::on(protocol::placement_group_query& m) {
+const protocol::placement_group_info* placement_groups::find(const placement_group_id& id) const {
+  auto it = groups_.find(id);
+  return it == groups_.end() ? nullptr : &it->second.info;
+}
+
+void placement_groups::fill(head_snapshot& s) const {
+  s.groups.reserve(groups_.size());
+  for (const auto& [id, g] : groups_) s.groups.push_back(g.info);
+}
+
+void placement_groups::on(protocol::remove_placement_group& m) {
+  auto it = groups_.find(m.id);
+  if (it == groups_.end()) return;
+  if (!guard_.owned_by_sender(m.sender_job, it->second.info.job, "placement group " + m.id.short_hex())) return;
+  remove(it->second, "removed");
+}
+
+void placement_groups::on(protocol::placement_group_query& m) {
   protocol::placement_group_list r;
   r.request_id = m.request_id;
   // A job is shown its own groups only (the head and nodes, nil sender_job, all of them).
   for (const auto& [id, g] : groups_) {
-    if ((m.id.nil() || m.id == id) && (m.sender_job.nil() || g.info.job == m.sender_job)) {
-      r.groups.push_back(g.info);
-    }
+    if ((m.id.nil() || m.id == id) && (m.sender_job.nil() || g.info.job == m.sender_job)) r.groups.push_back(g.info);
   }
   (void)net_.send(m.reply_to, std::move(r));
+}
+
+void placement_groups::node_died(const node_id& id) {
+  // Groups with a bundle there are laid out again (all or nothing), their other bundles
+  // given back; a reservation it never answered counts as refused.
+  for (auto& [gid, g] : groups_) {
+    for (std::size_t i = 0; g.replies_due > 0 && i < g.info.nodes.size(); ++i) {
+      if (g.info.nodes[i] == id && !g.answered[i]) {
+        protocol::bundle_reserved no{gid, static_cast<std::int32_t>(i), id, false, "its node died"};
+        on(no);
+      }
+    }
+    if (g.info.state != protocol::group_state::created) continue;
+    if (std::find(g.info.nodes.begin(), g.info.nodes.end(), id) == g.info.nodes.end()) continue;
+    std::vector<std::int32_t> others;
+    for (std::size_t i = 0; i < g.info.nodes.size(); ++i) {
+      if (g.info.nodes[i] != id) others.push_back(static_cast<std::int32_t>(i));
+    }
+    return_bundles(g, others, "a bundle's node died; the group is reserved again");
+    g.info.state = protocol::group_state::pending;
+    g.info.nodes.clear();
+    g.info.why = "node " + id.short_hex() + " of a bundle died; reserving again";
+    persist(g);
+  }
+}
+
+void placement_groups::job_ended(const job_id& job) {
+  for (auto& [gid, g] : groups_) {
+    if (g.info.job == job) remove(g, "removed: its job finished");
+  }
+  std::erase_if(groups_, [&](const auto& entry) {
+    const bool gone = entry.second.info.job == job && entry.second.replies_due == 0;
+    if (gone && tables_ != nullptr) tables_->drop_group(entry.first);
+    return gone;
+  });
 }
 
 } // namespace celer
