@@ -14,16 +14,23 @@
 
 namespace celer {
 
+namespace {
+
+/// The config with a device for every GPU the node offers, known or not.
+node_agent::config with_every_gpu(node_agent::config c) {
+  c.gpus = scheduling::with_count(std::move(c.gpus), static_cast<std::size_t>(std::max(0.0, c.total.get(protocol::gpu))));
+  return c;
+}
+
+} // namespace
+
 node_agent::node_agent(transport& net, worker_launcher& launcher, config cfg)
   : net_(net),
     launcher_(launcher),
-    cfg_(std::move(cfg)),
-    available_(cfg_.total),
+    cfg_(with_every_gpu(std::move(cfg))),
+    room_(cfg_.total, cfg_.gpus),
+    gpu_monitor_(cfg_.gpus),
     packages_(net_, cfg_.head, cfg_.id, cfg_.packages_dir) {
-  // Every GPU the node offers is a device to hand out, known or not.
-  cfg_.gpus = scheduling::with_count(
-    std::move(cfg_.gpus), static_cast<std::size_t>(std::max(0.0, cfg_.total.get(protocol::gpu))));
-  gpus_ = scheduling::device_pool(cfg_.gpus);
   if (cfg_.store_capacity > 0) {
     node_store::config sc{cfg_.id, cfg_.self, cfg_.head, cfg_.store_capacity, cfg_.store_dir,
                           cfg_.store_spill};
@@ -106,24 +113,16 @@ void node_agent::on(protocol::head_restarted& m) {
                             " lease request(s) spilled to it");
   register_with_head();
   if (store_) store_->announce_durable();
-  const auto now = cfg_.now();
-  for (auto& [id, s] : spilled_) {
-    s.at = now;
-    (void)net_.send(cfg_.head, s.request);
-  }
+  spilled_.resend(cfg_.now(), [&](const protocol::request_lease& r) { (void)net_.send(cfg_.head, r); });
 }
 
 void node_agent::spill(protocol::request_lease m) {
-  if (cfg_.spill_to_head) spilled_[m.spec.id] = {m, cfg_.now()};
+  if (cfg_.spill_to_head) spilled_.remember(m, cfg_.now());
   (void)net_.send(cfg_.head, std::move(m));
 }
 
 bool node_agent::holds_request(const task_id& request) const {
-  for (const auto& q : queues_) {
-    for (const auto& w : q.tasks) {
-      if (w.spec.id == request) return true;
-    }
-  }
+  if (queues_.find_if([&](const protocol::task_spec& s) { return s.id == request; }) != nullptr) return true;
   for (const auto& [id, w] : workers_) {
     if (w.actor_worker || !w.busy) continue;
     if (w.pending ? w.pending->id == request : w.lease_request == request) return true;
@@ -132,14 +131,10 @@ bool node_agent::holds_request(const task_id& request) const {
 }
 
 bool node_agent::holds_actor(const actor_id& actor, std::uint32_t restarts) const {
-  for (const auto& q : queues_) {
-    for (const auto& w : q.tasks) {
-      if (w.spec.kind == protocol::task_kind::actor_creation && w.spec.actor == actor &&
-          w.spec.restarts >= restarts) {
-        return true;
-      }
-    }
-  }
+  const auto* queued = queues_.find_if([&](const protocol::task_spec& s) {
+    return s.kind == protocol::task_kind::actor_creation && s.actor == actor && s.restarts >= restarts;
+  });
+  if (queued != nullptr) return true;
   for (const auto& [id, w] : workers_) {
     if (w.actor_worker && w.actor == actor && w.restarts >= restarts) return true;
   }
@@ -201,7 +196,7 @@ std::string node_agent::never_here(const protocol::task_spec& spec) const {
   self.id = cfg_.id;
   self.total = cfg_.total;
   self.labels = cfg_.labels;
-  self.gpus = gpus_;
+  self.gpus = room_.gpus();
   return scheduling::cluster_view::never_on(self, spec.resources, p);
 }
 
@@ -224,8 +219,8 @@ bool node_agent::head_should_place(const protocol::request_lease& m) const {
   }
   // Busy here: the head places it where resources are free.
   const std::int64_t gpu_units = m.spec.resources.units(protocol::gpu);
-  return !(queued_ == 0 && available_.covers(m.spec.resources) &&
-           gpus_.fits(gpu_units, m.spec.where));
+  return !(queues_.size() == 0 && room_.available().covers(m.spec.resources) &&
+           room_.gpus().fits(gpu_units, m.spec.where));
 }
 
 bool node_agent::admissible(const protocol::task_spec& spec) {
@@ -236,7 +231,7 @@ bool node_agent::admissible(const protocol::task_spec& spec) {
     return false;
   }
   if (spec.where.group.nil() || spec.job.nil()) return true;
-  const auto* b = bundle_of(spec.where);
+  const auto* b = room_.bundle_of(spec.where);
   // Not reserved here (yet): dispatch checks. A bundle of no job is the cluster's own.
   if (b == nullptr || b->job.nil() || b->job == spec.job) return true;
   (void)owned_by_sender(spec.job, b->job, "running " + spec.function + " in bundle " +
@@ -251,7 +246,7 @@ void node_agent::on(protocol::request_lease& m) {
   if (stopping_) return;
   if (!admissible(m.spec)) return;
   if (m.from_head) {
-    spilled_.erase(m.spec.id);  // back here: the head placed it
+    spilled_.placed(m.spec.id);  // back here: the head placed it
     // A request resent after a head restart that this node already holds (queued, or a
     // worker started or lent for it): the copy is dropped, so that it is granted once.
     if (holds_request(m.spec.id)) return;
@@ -287,20 +282,7 @@ void node_agent::on(protocol::start_actor& m) {
 }
 
 void node_agent::enqueue(protocol::task_spec spec) {
-  ++queued_;
-  const auto now = std::chrono::steady_clock::now();
-  for (auto& q : queues_) {
-    if (q.shape.amounts == spec.resources.amounts && q.where == spec.where &&
-        q.priority == spec.priority) {
-      q.tasks.push_back({std::move(spec), now});
-      return;
-    }
-  }
-  // A new shape goes after those of its priority and above: dispatch serves higher first.
-  auto at = std::find_if(queues_.begin(), queues_.end(),
-                         [&](const shape_queue& q) { return q.priority < spec.priority; });
-  at = queues_.insert(at, shape_queue{spec.resources, spec.where, spec.priority, {}});
-  at->tasks.push_back({std::move(spec), now});
+  queues_.push(std::move(spec), std::chrono::steady_clock::now());
 }
 
 void node_agent::dispatch() {
@@ -312,34 +294,30 @@ void node_agent::dispatch() {
   // Whether any actor here may be (or is being) preempted: asked once, and only if some
   // request waits.
   std::optional<bool> may_preempt;
-  for (auto& q : queues_) {
-    const std::int64_t gpu_units = q.shape.units(protocol::gpu);
+  for (auto& q : queues_.shapes()) {
+    const std::int64_t gpu_units = q.need.units(protocol::gpu);
     const bool node_work = q.where.group.nil();
     auto leaves_room = [&] {
       return !held || !node_work ||
-             (held->first.covers(q.shape) && held->second.fits(gpu_units, q.where));
+             (held->first.covers(q.need) && held->second.fits(gpu_units, q.where));
     };
     // Work in a placement group draws on its bundle's reservation, other work on the rest.
-    auto* available = &available_;
-    auto* gpus = &gpus_;
+    auto* available = &room_.available();
+    auto* gpus = &room_.gpus();
     job_id bundle_job;
     if (!q.where.group.nil()) {
-      auto* b = bundle_of(q.where);
+      auto* b = room_.bundle_of(q.where);
       if (b == nullptr) {
-        for (auto& w : q.tasks) refuse(w.spec, "its placement group bundle is not reserved here");
-        queued_ -= q.tasks.size();
-        q.tasks.clear();
+        for (auto& w : queues_.take_all(q)) refuse(w.spec, "its placement group bundle is not reserved here");
         continue;
       }
       available = &b->available;
       gpus = &b->gpus;
       bundle_job = b->job;
     }
-    while (!q.tasks.empty() && available->covers(q.shape) && gpus->fits(gpu_units, q.where) &&
+    while (!q.tasks.empty() && available->covers(q.need) && gpus->fits(gpu_units, q.where) &&
            leaves_room()) {
-      auto spec = std::move(q.tasks.front().spec);
-      q.tasks.pop_front();
-      --queued_;
+      auto spec = queues_.pop(q);
       if (!bundle_job.nil() && !spec.job.nil() && spec.job != bundle_job) {
         // Another job's work (queued before the bundle was reserved here) never runs in it.
         (void)owned_by_sender(spec.job, bundle_job, "running " + spec.function + " in placement group " +
@@ -385,7 +363,7 @@ void node_agent::dispatch() {
     }
     if (!*may_preempt) continue;
     if (!held) {
-      held.emplace(available_, gpus_);
+      held.emplace(room_.available(), room_.gpus());
       for (const auto& [id, w] : workers_) {
         if (!w.preempt_deadline) continue;
         held->first.add(w.held);
@@ -393,23 +371,17 @@ void node_agent::dispatch() {
       }
     }
     if (!preempt_for(q, held->first, held->second)) continue;
-    held->first.subtract(q.shape);
+    held->first.subtract(q.need);
     (void)held->second.take(gpu_units, q.where);
   }
-  std::erase_if(queues_, [](const shape_queue& q) { return q.tasks.empty(); });
+  queues_.prune();
 }
 
 void node_agent::on(protocol::tick&) {
   if (stopping_ || !watch_head()) return;
   // Store messages expire stuck pulls as they come; a quiet node's expire here.
   if (store_) store_->expire_pulls();
-  if (!spilled_.empty()) {
-    const auto now = cfg_.now();
-    std::erase_if(spilled_, [&](const auto& e) {
-      const bool group = e.second.request.spec.where.how == scheduling_strategy::kind::placement_group;
-      return now - e.second.at > (group ? group_spill_memory : spill_memory);
-    });
-  }
+  spilled_.expire(cfg_.now());
   const auto now_time = std::chrono::steady_clock::now();
   for (auto& [id, w] : workers_) {
     if (w.preempt_deadline && *w.preempt_deadline <= now_time) stop_preempted(id, w);
@@ -434,7 +406,7 @@ void node_agent::on(protocol::tick&) {
     }
   }
   if (log_enabled(log_level::debug)) {
-    std::string dump = "available " + available_.to_string() + ", queued " + std::to_string(queued_);
+    std::string dump = "available " + room_.available().to_string() + ", queued " + std::to_string(queues_.size());
     for (const auto& [id, w] : workers_) {
       dump += "\n  " + id.short_hex() + (w.busy ? " busy" : " idle") + (w.blocked ? " blocked" : "") +
               (w.ready ? "" : " starting") + (w.actor_worker ? " actor" : "") + " held " +
@@ -444,43 +416,21 @@ void node_agent::on(protocol::tick&) {
   }
   protocol::heartbeat h;
   h.node = cfg_.id;
-  h.available = available_;
-  h.queued = static_cast<std::uint32_t>(queued_);
+  h.available = room_.available();
+  h.queued = static_cast<std::uint32_t>(queues_.size());
   h.workers = static_cast<std::uint32_t>(workers_.size());
   for (const auto& [id, w] : workers_) {
     if (!w.addr.endpoint.empty()) h.worker_endpoints.push_back(w.addr.endpoint);
   }
   if (store_) h.store = store_->stats();
-  h.gpu_free = gpus_.free();
-  // Devices NVML knows are sampled; declared ones carry what their workers reported.
-  const bool any_real = std::any_of(cfg_.gpus.begin(), cfg_.gpus.end(),
-                                    [](const gpu::device& d) { return !d.declared; });
-  const auto sampled = any_real ? gpu::sample_devices() : std::vector<gpu::sample>{};
-  for (const auto& d : cfg_.gpus) {
-    auto real = std::find_if(sampled.begin(), sampled.end(),
-                             [&](const gpu::sample& s) { return s.index == d.index; });
-    if (!d.declared && real != sampled.end()) {
-      h.gpu_samples.push_back(*real);
-    } else if (auto r = reported_.find(d.index); r != reported_.end()) {
-      h.gpu_samples.push_back(r->second);
-    } else {
-      gpu::sample none;
-      none.index = d.index;
-      h.gpu_samples.push_back(none);
-    }
-  }
+  h.gpu_free = room_.gpus().free();
+  h.gpu_samples = gpu_monitor_.samples();
   // The oldest waiting requests, so the head can say why they wait.
   const auto now = std::chrono::steady_clock::now();
-  std::vector<const queued_work*> oldest;
-  for (const auto& q : queues_) {
-    h.queued_gpus += q.shape.units(protocol::gpu) * static_cast<std::int64_t>(q.tasks.size());
-    for (const auto& w : q.tasks) oldest.push_back(&w);
-  }
+  h.queued_gpus = queues_.gpu_units();
   constexpr std::size_t reported = 20;
-  const auto cut = oldest.begin() + static_cast<std::ptrdiff_t>(std::min(reported, oldest.size()));
-  std::partial_sort(oldest.begin(), cut, oldest.end(),
-                    [](const auto* a, const auto* b) { return a->since < b->since; });
-  for (auto it = oldest.begin(); it != cut; ++it) {
+  const auto oldest = queues_.oldest(reported);
+  for (auto it = oldest.begin(); it != oldest.end(); ++it) {
     const auto& s = (*it)->spec;
     protocol::waiting_request w;
     w.function = s.function;
@@ -524,14 +474,13 @@ void node_agent::on(protocol::resource_query& m) {
   protocol::resource_reply r;
   r.request_id = m.request_id;
   r.total = cfg_.total;
-  r.available = available_;
+  r.available = room_.available();
   (void)net_.send(m.reply_to, std::move(r));
 }
 
 void node_agent::on(protocol::shutdown_component& m) {
   stopping_ = true;
   queues_.clear();
-  queued_ = 0;
   for (auto& [id, w] : workers_) {
     (void)net_.send(w.addr, m);
     if (!w.ready) starting_forgotten_[id] = w.job;  // told when it says worker_ready

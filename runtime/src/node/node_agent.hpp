@@ -7,9 +7,13 @@
 
 #include "protocol/head_watch.hpp"
 #include "node/package_fetcher.hpp"
+#include "node/gpu_monitor.hpp"
+#include "node/node_room.hpp"
 #include "node/node_store.hpp"
+#include "node/spilled_requests.hpp"
 #include "protocol/messages.hpp"
 #include "scheduler/device_pool.hpp"
+#include "scheduler/shape_queues.hpp"
 #include "transport/rate_limited_log.hpp"
 #include "transport/transport.hpp"
 
@@ -105,8 +109,8 @@ public:
   void start();
   void handle(protocol::message& m);
 
-  [[nodiscard]] const protocol::resource_set& available() const noexcept { return available_; }
-  [[nodiscard]] std::size_t queued() const noexcept { return queued_; }
+  [[nodiscard]] const protocol::resource_set& available() const noexcept { return room_.available(); }
+  [[nodiscard]] std::size_t queued() const noexcept { return queues_.size(); }
   [[nodiscard]] std::size_t workers() const noexcept { return workers_.size(); }
   /// The object store (null when the node has none).
   [[nodiscard]] const node_store* objects() const noexcept { return store_.get(); }
@@ -152,17 +156,6 @@ private:
     std::optional<std::chrono::steady_clock::time_point> preempt_deadline;
     bool preempt_stopped = false;
   };
-  /// What a placement group's bundle reserved on this node, and what of it is free.
-  struct bundle_account {
-    /// The job whose group it is: only that job's work runs in it.
-    job_id job;
-    protocol::resource_set reserved;
-    protocol::resource_set available;
-    scheduling::device_pool gpus;
-    std::vector<protocol::gpu_share> shares;
-  };
-  using bundle_key = std::pair<placement_group_id, std::int32_t>;
-
   void on(protocol::request_lease& m);
   void on(protocol::start_actor& m);
   void on(protocol::return_lease& m);
@@ -201,10 +194,6 @@ private:
   [[nodiscard]] bool holds_actor(const actor_id& actor, std::uint32_t restarts) const;
   /// Probes the head (cluster mode); false once it has given up on it and stopped.
   bool watch_head();
-  /// The bundle `where` names, if reserved here.
-  bundle_account* bundle_of(const protocol::placement& where);
-  /// The free resources `w` draws on: its bundle's, or the node's.
-  protocol::resource_set& account_of(const worker_slot& w);
   /// Fails a queued request that cannot be served here any more (`code`: why it fails;
   /// resource_exhausted, or permission_denied and invalid_argument for a refused request).
   void refuse(const protocol::task_spec& spec, const std::string& why,
@@ -244,36 +233,20 @@ private:
   transport& net_;
   worker_launcher& launcher_;
   config cfg_;
-  protocol::resource_set available_;
-  scheduling::device_pool gpus_;
-  std::map<bundle_key, bundle_account> bundles_;
-  /// Declared devices' monitoring, as their workers last reported it (by device index).
-  std::map<int, gpu::sample> reported_;
-  /// Queued work by resource shape (Ray's scheduling classes), shapes in order of first
-  /// arrival, FIFO within a shape. Dispatch looks at the head of each shape only, so a long
-  /// queue costs nothing per dispatch, and a large request does not hold back smaller ones.
-  struct queued_work {
-    protocol::task_spec spec;
-    std::chrono::steady_clock::time_point since;
-  };
-  struct shape_queue {
-    protocol::resource_set shape;
-    /// Where its requests may go (GPU model and memory, bundle; part of the shape).
-    protocol::placement where;
-    /// Its requests' priority (part of the shape): queues_ runs from highest to lowest.
-    std::int32_t priority = 0;
-    std::deque<queued_work> tasks;
-  };
+  /// Its free resources and devices, and the placement group bundles reserved here.
+  node_room room_;
+  /// Its GPUs' monitoring, for the heartbeat.
+  gpu_monitor gpu_monitor_;
   void enqueue(protocol::task_spec spec);
   /// The head of `q` does not fit. `room` (and `room_devices`) is what will be free once
   /// the actors already being preempted stop, less what is held for earlier requests. If
   /// that is not enough, stops preemptible actors of lower priority that make it enough
   /// (lowest priority first, then the newest) and adds what they hold. True when `room`
   /// now has room for it (dispatch then holds that for it).
-  bool preempt_for(const shape_queue& q, protocol::resource_set& room,
+  bool preempt_for(const scheduling::shape_queues::shape& q, protocol::resource_set& room,
                    scheduling::device_pool& room_devices);
-  std::vector<shape_queue> queues_;
-  std::size_t queued_ = 0;
+  /// Work waiting here, by resource shape (the local scheduler's queues).
+  scheduling::shape_queues queues_;
   std::unordered_map<worker_id, worker_slot> workers_;
   std::vector<worker_id> idle_;
   std::unordered_set<job_id> finished_jobs_;
@@ -297,18 +270,8 @@ private:
   std::optional<head_watch> head_watch_;
   /// Jobs' working directories: fetched from the head, unpacked, bound to their jobs.
   package_fetcher packages_;
-  /// Lease requests this node spilled to the head lately, by request id, and when: resent
-  /// when the head says it restarted (one it received but had not placed yet is lost with
-  /// it). Forgotten when the request comes back here from the head, when its owner cancels
-  /// it or goes, and after spill_memory (group requests, which the head holds until their
-  /// group is created, after group_spill_memory).
-  struct spilled_request {
-    protocol::request_lease request;
-    std::chrono::steady_clock::time_point at;
-  };
-  std::unordered_map<task_id, spilled_request> spilled_;
-  static constexpr std::chrono::seconds spill_memory{30};
-  static constexpr std::chrono::seconds group_spill_memory{600};
+  /// Lease requests this node spilled to the head lately (resent if the head restarts).
+  spilled_requests spilled_;
 };
 
 } // namespace celer

@@ -1,5 +1,6 @@
-// A node agent's room held apart: the placement group bundles reserved here, and the
-// preemption of actors that opted in when higher-priority work needs their room.
+// A node agent's room held apart: the placement group bundles reserved here (their
+// accounting is node_room's), and the preemption of actors that opted in when
+// higher-priority work needs their room.
 // (node_agent.cpp: the head, the queues and dispatch; node_agent_workers.cpp: workers.)
 #include "node/node_agent.hpp"
 
@@ -10,69 +11,20 @@
 
 namespace celer {
 
-node_agent::bundle_account* node_agent::bundle_of(const protocol::placement& where) {
-  auto it = bundles_.find({where.group, where.bundle});
-  return it == bundles_.end() ? nullptr : &it->second;
-}
-
-protocol::resource_set& node_agent::account_of(const worker_slot& w) {
-  if (!w.in_bundle.group.nil()) {
-    if (auto* b = bundle_of(w.in_bundle)) return b->available;
-  }
-  return available_;
-}
-
 void node_agent::on(protocol::reserve_bundle& m) {
   protocol::bundle_reserved r{m.group, m.index, cfg_.id, false, {}};
-  const auto& need = m.bundle.need;
-  const std::int64_t gpu_units = need.units(protocol::gpu);
-  if (stopping_) {
-    r.why = "the node is stopping";
-  } else if (bundles_.contains({m.group, m.index})) {
-    r.ok = true;  // a repeated request
-  } else if (auto valid = protocol::validate_amounts(need, "bundle " + std::to_string(m.index)); !valid) {
-    r.why = "invalid_argument: " + valid.error().message();
-  } else if (!available_.covers(need) || !gpus_.fits(gpu_units, m.bundle.where)) {
-    r.why = "it needs " + need.to_string() + ", and " + available_.to_string() + " is free";
-  } else {
-    bundle_account b;
-    b.job = m.job;
-    b.reserved = need;
-    b.available = need;
-    b.shares = *gpus_.take(gpu_units, m.bundle.where);
-    std::vector<gpu::device> devices;
-    std::vector<std::int64_t> free;
-    for (const auto& s : b.shares) {
-      for (const auto& d : cfg_.gpus) {
-        if (d.index == s.index) devices.push_back(d);
-      }
-      free.push_back(s.amount);
-    }
-    b.gpus = scheduling::device_pool(std::move(devices), std::move(free));
-    available_.subtract(need);
-    bundles_.emplace(bundle_key{m.group, m.index}, std::move(b));
-    r.ok = true;
-  }
+  r.why = stopping_ ? "the node is stopping" : room_.reserve(m);
+  r.ok = r.why.empty();
   (void)net_.send(cfg_.head, std::move(r));
 }
 
 void node_agent::on(protocol::return_bundles& m) {
-  std::vector<bundle_key> gone;
-  for (const auto& [key, b] : bundles_) {
-    if (key.first != m.group) continue;
-    if (m.indices.empty() ||
-        std::find(m.indices.begin(), m.indices.end(), key.second) != m.indices.end()) {
-      gone.push_back(key);
-    }
-  }
   const std::string why = "its placement group bundle was given back (" + m.why + ")";
-  for (const auto& key : gone) {
+  for (const auto& key : room_.bundles_named(m.group, m.indices)) {
     // Waiting work fails; running work is stopped (processes are killed).
-    for (auto& q : queues_) {
+    for (auto& q : queues_.shapes()) {
       if (q.where.group != key.first || q.where.bundle != key.second) continue;
-      for (auto& w : q.tasks) refuse(w.spec, why);
-      queued_ -= q.tasks.size();
-      q.tasks.clear();
+      for (auto& w : queues_.take_all(q)) refuse(w.spec, why);
     }
     for (auto& [id, w] : workers_) {
       if (w.in_bundle.group != key.first || w.in_bundle.bundle != key.second || !w.busy) continue;
@@ -82,19 +34,16 @@ void node_agent::on(protocol::return_bundles& m) {
       w.gpus.clear();
       launcher_.terminate(id, w.addr, w.actor);
     }
-    auto& b = bundles_.at(key);
-    available_.add(b.reserved);
-    gpus_.give_back(b.shares);
-    bundles_.erase(key);
+    room_.give_back(key);
   }
-  std::erase_if(queues_, [](const shape_queue& q) { return q.tasks.empty(); });
+  queues_.prune();
   dispatch();
 }
 
-bool node_agent::preempt_for(const shape_queue& q, protocol::resource_set& room,
+bool node_agent::preempt_for(const scheduling::shape_queues::shape& q, protocol::resource_set& room,
                              scheduling::device_pool& room_devices) {
   const auto& spec = q.tasks.front().spec;
-  const std::int64_t units = q.shape.units(protocol::gpu);
+  const std::int64_t units = q.need.units(protocol::gpu);
   std::vector<std::pair<const worker_id, worker_slot>*> candidates;
   for (auto& entry : workers_) {
     const auto& w = entry.second;
@@ -103,7 +52,7 @@ bool node_agent::preempt_for(const shape_queue& q, protocol::resource_set& room,
       candidates.push_back(&entry);
     }
   }
-  if (room.covers(q.shape) && room_devices.fits(units, q.where)) {
+  if (room.covers(q.need) && room_devices.fits(units, q.where)) {
     return true;  // the actors already told make room
   }
   if (candidates.empty()) return false;
@@ -123,13 +72,13 @@ bool node_agent::preempt_for(const shape_queue& q, protocol::resource_set& room,
         const auto& g = candidates[i]->second.gpus;
         shares.insert(shares.end(), g.begin(), g.end());
       }
-      return free.covers(q.shape) && room_devices.fits_after(units, q.where, shares);
+      return free.covers(q.need) && room_devices.fits_after(units, q.where, shares);
     });
   if (std::none_of(chosen.begin(), chosen.end(), [](bool b) { return b; })) return false;
   const std::string why =
     "was preempted on node " + cfg_.id.short_hex() + " for " +
     (spec.kind == protocol::task_kind::actor_creation ? "actor " : "task ") + spec.function +
-    " of priority " + std::to_string(spec.priority) + ", which needs " + q.shape.to_string();
+    " of priority " + std::to_string(spec.priority) + ", which needs " + q.need.to_string();
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (!chosen[i]) continue;
     auto& w = candidates[i]->second;

@@ -26,12 +26,7 @@ void node_agent::on(protocol::gpu_usage& m) {
       }
     }
   }
-  for (auto index : m.devices) {
-    auto& s = reported_[index];
-    s.index = index;
-    s.utilisation = std::clamp(m.utilisation, 0.0, 1.0);
-    s.memory_used_bytes = m.memory_used_bytes;
-  }
+  gpu_monitor_.reported(m);
 }
 
 worker_id node_agent::take_worker(const protocol::task_spec& spec, const std::vector<int>& gpus) {
@@ -87,7 +82,7 @@ void node_agent::send_work(const worker_id& id, worker_slot& w, protocol::task_s
     r.node = cfg_.id;
     r.node_addr = cfg_.self;
     CELER_LOG(debug, "node", "lends worker " + id.short_hex() + " to " + spec.owner.id.short_hex() +
-                               " (" + available_.to_string() + " left)");
+                               " (" + room_.available().to_string() + " left)");
     if (!net_.send(spec.owner, std::move(r))) {
       CELER_LOG(info, "node", "the owner of a lease request is gone; worker " + id.short_hex() +
                                 " goes back to the pool");
@@ -104,9 +99,9 @@ void node_agent::send_work(const worker_id& id, worker_slot& w, protocol::task_s
 
 void node_agent::release(worker_slot& w) {
   if (w.in_bundle.group.nil()) {
-    available_.add(w.held);
-    gpus_.give_back(w.gpus);
-  } else if (auto* b = bundle_of(w.in_bundle)) {
+    room_.available().add(w.held);
+    room_.gpus().give_back(w.gpus);
+  } else if (auto* b = room_.bundle_of(w.in_bundle)) {
     b->available.add(w.held);
     b->gpus.give_back(w.gpus);
   }  // else its bundle went back whole
@@ -190,20 +185,10 @@ void node_agent::reclaim(const worker_id& id, worker_slot& w) {
 
 std::size_t node_agent::withdraw_leases(const lease_match& match) {
   // Requests spilled to the head are not here: forgotten, but not counted as found.
-  std::erase_if(spilled_, [&](const auto& e) {
-    const auto& s = e.second.request.spec;
-    return match(s.owner, s.id, s.job);
+  spilled_.forget_if(match);
+  std::size_t found = queues_.erase_if([&](const protocol::task_spec& s) {
+    return s.kind == protocol::task_kind::normal && match(s.owner, s.id, s.job);
   });
-  std::size_t found = 0;
-  for (auto& q : queues_) {
-    const auto n = std::erase_if(q.tasks, [&](const queued_work& w) {
-      const auto& s = w.spec;
-      return s.kind == protocol::task_kind::normal && match(s.owner, s.id, s.job);
-    });
-    queued_ -= n;
-    found += n;
-  }
-  std::erase_if(queues_, [](const shape_queue& q) { return q.tasks.empty(); });
   std::vector<worker_id> back;
   for (auto& [id, w] : workers_) {
     if (w.actor_worker || !w.busy) continue;
@@ -250,7 +235,7 @@ void node_agent::on(protocol::worker_blocked& m) {
   protocol::resource_set lent;
   lent.set(protocol::cpu, w.granted.get(protocol::cpu));
   w.held.subtract(lent);
-  account_of(w).add(lent);
+  room_.account_of(w.in_bundle).add(lent);
   dispatch();
 }
 
@@ -264,7 +249,7 @@ void node_agent::on(protocol::worker_unblocked& m) {
   // Taken back even if that oversubscribes the node for a while: the worker is running
   // again, and stopping it is worse. Later dispatches wait until usage falls.
   w.held.add(lent);
-  account_of(w).subtract(lent);
+  room_.account_of(w.in_bundle).subtract(lent);
 }
 
 void node_agent::on(protocol::actor_exited& m) {
@@ -278,16 +263,14 @@ void node_agent::on(protocol::actor_exited& m) {
 
 void node_agent::on(protocol::kill_actor& m) {
   // Not started yet: drop it from the queue.
-  for (auto& q : queues_) {
-    auto it = std::find_if(q.tasks.begin(), q.tasks.end(), [&](const queued_work& w) {
-      return w.spec.kind == protocol::task_kind::actor_creation && w.spec.actor == m.actor;
-    });
-    if (it != q.tasks.end()) {
-      if (!owned_by_sender(m.sender_job, it->spec.job, "actor " + m.actor.short_hex())) return;
-      q.tasks.erase(it);
-      --queued_;
-      return;
-    }
+  const auto* queued = queues_.find_if([&](const protocol::task_spec& s) {
+    return s.kind == protocol::task_kind::actor_creation && s.actor == m.actor;
+  });
+  if (queued != nullptr) {
+    if (!owned_by_sender(m.sender_job, queued->job, "actor " + m.actor.short_hex())) return;
+    const task_id request = queued->id;
+    queues_.erase_if([&](const protocol::task_spec& s) { return s.id == request; });
+    return;
   }
   for (auto& [id, w] : workers_) {
     if (w.actor_worker && w.actor == m.actor) {
