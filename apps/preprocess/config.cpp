@@ -149,37 +149,37 @@ struct reader {
     return strings(n, "label_names", o.label_names);
   }
 
-  expected<void> generate(const YAML::Node& n, generate_config& g) const {
-    if (auto ok = known(n, "generate", {"dir", "catalogs", "items_per_catalog", "categories",
-                                        "zipf_s", "seed"});
-        !ok)
-      return ok;
-    g.enabled = true;
-    if (auto ok = get(n, "dir", g.dir, "a path"); !ok) return ok;
-    if (auto ok = get(n, "catalogs", g.catalogs, "a positive integer"); !ok) return ok;
-    if (auto ok = get(n, "items_per_catalog", g.items_per_catalog, "a positive integer"); !ok) return ok;
-    if (auto ok = get(n, "categories", g.categories, "a positive integer"); !ok) return ok;
-    if (auto ok = get(n, "zipf_s", g.zipf_s, "a number"); !ok) return ok;
-    return get(n, "seed", g.seed, "an integer");
-  }
-
-  expected<void> run(const YAML::Node& n, run_config& r) const {
-    if (auto ok = known(n, "run", {"workers", "cpus_per_worker", "prefetch", "scheduling",
-                                   "reshard_every", "cache", "cache_dir", "max_worker_restarts"});
-        !ok)
-      return ok;
-    if (auto ok = get(n, "workers", r.workers, "a positive integer"); !ok) return ok;
-    if (auto ok = get(n, "cpus_per_worker", r.cpus_per_worker, "a number of CPUs"); !ok) return ok;
-    if (auto ok = get(n, "prefetch", r.prefetch, "a positive integer"); !ok) return ok;
-    if (auto ok = get(n, "scheduling", r.scheduling, "fixed, steal or reshard"); !ok) return ok;
-    if (auto ok = get(n, "reshard_every", r.reshard_every, "a positive integer"); !ok) return ok;
-    if (auto ok = get(n, "cache", r.cache, "true or false"); !ok) return ok;
-    if (auto ok = get(n, "cache_dir", r.cache_dir, "a path"); !ok) return ok;
-    return get(n, "max_worker_restarts", r.max_worker_restarts, "an integer");
-  }
 };
 
 } // namespace
+
+const apps::config_schema<run_config>& run_keys() {
+  using r = run_config;
+  static const apps::config_schema<run_config> keys{{
+    apps::field("workers", &r::workers, "worker actors (default 2)"),
+    apps::field("cpus_per_worker", &r::cpus_per_worker, "CPUs each worker holds (default 1)"),
+    apps::field("prefetch", &r::prefetch, "blocks a worker holds at once (default 2)"),
+    apps::field("scheduling", &r::scheduling, "fixed (static shares) | steal (default) | reshard"),
+    apps::field("reshard_every", &r::reshard_every, "completions between re-deals (default 16)"),
+    apps::field("cache", &r::cache, "keep each pass's blocks for the next pass and later runs (default true)"),
+    apps::field("cache_dir", &r::cache_dir, "where the cache is (default <output>/.cache)"),
+    apps::field("max_worker_restarts", &r::max_worker_restarts, "a dead worker comes back this often (default 3)"),
+  }};
+  return keys;
+}
+
+const apps::config_schema<generate_config>& generate_keys() {
+  using g = generate_config;
+  static const apps::config_schema<generate_config> keys{{
+    apps::field("dir", &g::dir, "where the catalog is written (if it has none yet)").no_flag(),
+    apps::field("catalogs", &g::catalogs, "catalog files (default 55)").no_flag(),
+    apps::field("items_per_catalog", &g::items_per_catalog, "items in each (default 15000)").no_flag(),
+    apps::field("categories", &g::categories, "categories (default 40)").no_flag(),
+    apps::field("zipf_s", &g::zipf_s, "how skewed the categories' sizes are (Zipf's s, default 1.1)").no_flag(),
+    apps::field("seed", &g::seed, "the seed (default 1)").no_flag(),
+  }};
+  return keys;
+}
 
 expected<config> parse_config(std::string_view yaml, std::string source) {
   YAML::Node root;
@@ -206,10 +206,17 @@ expected<config> parse_config(std::string_view yaml, std::string source) {
       if (auto ok = r.stages(n, c.pipeline.stages); !ok) return ok.error();
     if (const auto n = root["output"])
       if (auto ok = r.output(n, c); !ok) return ok.error();
-    if (const auto n = root["generate"])
-      if (auto ok = r.generate(n, c.generate); !ok) return ok.error();
-    if (const auto n = root["run"])
-      if (auto ok = r.run(n, c.run); !ok) return ok.error();
+    if (const auto n = root["generate"]) {
+      auto g = generate_keys().read(n, c.source, "generate", c.generate);
+      if (!g) return g.error();
+      c.generate = std::move(*g);
+      c.generate.enabled = true;
+    }
+    if (const auto n = root["run"]) {
+      auto run = run_keys().read(n, c.source, "run", c.run);
+      if (!run) return run.error();
+      c.run = std::move(*run);
+    }
   } catch (const YAML::Exception& e) {
     return error(error_code::invalid_argument,
                  c.source + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
@@ -268,12 +275,7 @@ std::string to_yaml(const config& c) {
   const auto& p = c.pipeline;
   y << YAML::BeginMap << YAML::Key << "name" << YAML::Value << c.name;
   if (c.generate.enabled) {
-    const auto& g = c.generate;
-    y << YAML::Key << "generate" << YAML::Value << YAML::BeginMap << YAML::Key << "dir"
-      << YAML::Value << g.dir << YAML::Key << "catalogs" << YAML::Value << g.catalogs
-      << YAML::Key << "items_per_catalog" << YAML::Value << g.items_per_catalog << YAML::Key
-      << "categories" << YAML::Value << g.categories << YAML::Key << "zipf_s" << YAML::Value
-      << g.zipf_s << YAML::Key << "seed" << YAML::Value << g.seed << YAML::EndMap;
+    y << YAML::Key << "generate" << YAML::Value << YAML::Load(generate_keys().to_json(c.generate));
   }
   y << YAML::Key << "input" << YAML::Value << YAML::BeginMap << YAML::Key << "format"
     << YAML::Value << std::string(pp::input_format_name(p.input.format)) << YAML::Key << "paths"
@@ -304,23 +306,14 @@ std::string to_yaml(const config& c) {
     << YAML::Value << p.output.shard_by;
   if (!p.output.label_names.empty())
     y << YAML::Key << "label_names" << YAML::Value << YAML::Flow << p.output.label_names;
-  const auto& r = c.run;
-  y << YAML::EndMap << YAML::Key << "run" << YAML::Value << YAML::BeginMap << YAML::Key
-    << "workers" << YAML::Value << r.workers << YAML::Key << "cpus_per_worker" << YAML::Value
-    << r.cpus_per_worker << YAML::Key << "prefetch" << YAML::Value << r.prefetch << YAML::Key
-    << "scheduling" << YAML::Value << r.scheduling << YAML::Key << "reshard_every"
-    << YAML::Value << r.reshard_every << YAML::Key << "cache" << YAML::Value << r.cache;
-  if (!r.cache_dir.empty()) y << YAML::Key << "cache_dir" << YAML::Value << r.cache_dir;
-  y << YAML::Key << "max_worker_restarts" << YAML::Value << r.max_worker_restarts << YAML::EndMap
-    << YAML::EndMap;
+  y << YAML::EndMap << YAML::Key << "run" << YAML::Value << YAML::Load(run_keys().to_json(c.run)) << YAML::EndMap;
   return std::string(y.c_str()) + "\n";
 }
 
 std::string key_help() {
   return R"(  name                  the run's name (output goes to celer_results/<name>)
   generate:             write the synthetic skewed catalog first, if `dir` has none:
-    dir, catalogs, items_per_catalog, categories, zipf_s, seed
-  input:
+)" + generate_keys().help() + R"(  input:
     format              csv | jsonl | text | idx
     paths               files or globs (sorted); idx: the images file
     labels              idx: the labels file
@@ -336,14 +329,8 @@ std::string key_help() {
     shard_by            key (consistent hashing) | category (each label in turn)
                         | category_size (each label, fewest bytes first)
     label_names         class names for the manifest
-  run:
-    workers             worker actors (default 2); cpus_per_worker (default 1)
-    prefetch            blocks a worker holds at once (default 2)
-    scheduling          fixed (static shares) | steal (default) | reshard
-    reshard_every       completions between re-deals (default 16)
-    cache, cache_dir    keep each pass's blocks (default true, <output>/.cache)
-    max_worker_restarts a dead worker comes back this often (default 3)
-)";
+  run:                  (each key is a flag too: --workers, --cache-dir, ...)
+)" + run_keys().help();
 }
 
 } // namespace celer::preprocess_app

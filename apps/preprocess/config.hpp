@@ -9,6 +9,7 @@
 //   if (auto ok = celer::preprocess_app::finish(*cfg); !ok) ...   // globs, paths, checks
 #include <celer/actors/preprocess/pipeline.hpp>
 #include <celer/actors/preprocess/work_queue.hpp>
+#include <celer/apps/config_schema.hpp>
 #include <celer/error.hpp>
 
 #include <cstddef>
@@ -52,6 +53,11 @@ struct config {
   /// Where the config came from, for messages ("config/preprocess/catalog.yaml", "built-in").
   std::string source;
 };
+
+/// The keys of the `run:` and `generate:` sections, declared once: their YAML reader, the
+/// run keys' flags (--workers, --scheduling, ...), --help's lines and --print-config.
+[[nodiscard]] const apps::config_schema<run_config>& run_keys();
+[[nodiscard]] const apps::config_schema<generate_config>& generate_keys();
 
 /// Parses YAML text; errors name `source`, the line and the key ("unknown key 'stges' in
 /// the top level; did you mean 'stages'?").

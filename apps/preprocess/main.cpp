@@ -161,17 +161,17 @@ int main(int argc, char** argv) {
                "celer-preprocess"};
   cli.footer(help_footer());
   cli.get_formatter()->column_width(34);
-  std::string config_path, address, name, output, scheduling, export_format;
+  std::string config_path, address, name, output, export_format;
   bool print_config = false, no_cache = false;
-  std::size_t workers = 0;
   std::uint64_t limit = 0;
+  app::run_config run_flags;  // only the fields of flags that were given are used
   cli.add_option("--config", config_path, "YAML config (default: the built-in config/preprocess/catalog.yaml)");
   cli.add_flag("--print-config", print_config, "Print the config (after flags) and exit");
   cli.add_option("--name", name, "Run name (the output directory's)");
   cli.add_option("--output", output, "Output directory (default ./celer_results/<name>)");
-  cli.add_option("--workers", workers, "Worker actors");
-  cli.add_option("--scheduling", scheduling, "fixed | steal | reshard");
-  cli.add_flag("--no-cache", no_cache, "Neither read nor keep cached blocks");
+  // Each key of the config's run: section is a flag too (--workers for run.workers): run_keys().
+  app::run_keys().add_flags(cli, run_flags);
+  cli.add_flag("--no-cache", no_cache, "Neither read nor keep cached blocks (--cache false)");
   cli.add_option("--limit", limit, "Only the first N items of each input file");
   cli.add_option("--export", export_format, "Also write each shard as csv or jsonl, for people")
     ->check(CLI::IsMember({"csv", "jsonl"}));
@@ -187,8 +187,7 @@ int main(int argc, char** argv) {
   auto cfg = std::move(*loaded);
   if (!name.empty()) cfg.name = name;
   if (!output.empty()) cfg.output = output;
-  if (workers > 0) cfg.run.workers = workers;
-  if (!scheduling.empty()) cfg.run.scheduling = scheduling;
+  app::run_keys().apply_flags(cli, run_flags, cfg.run);
   if (no_cache) cfg.run.cache = false;
   if (limit > 0) cfg.pipeline.input.limit = limit;
 

@@ -116,7 +116,8 @@ MODELS, PRECISION AND BATCH SIZE
 
 CONFIGURATION (YAML)
   A config is a YAML mapping of these keys; flags win over the file. With no --config,
-  the built-in config/train/digits-mlp.yaml is used (--print-config prints it).
+  the built-in config/train/digits-mlp.yaml is used (--print-config prints the config a run
+  would use, after flags: a file to start from).
 
 )" + app::key_help() +
          R"(
@@ -282,7 +283,8 @@ int main(int argc, char** argv) {
   double num_cpus = 0;
   app::train_config flags;  // only the fields of flags that were given are used
   cli.add_option("--config", config_path, "YAML config (default: the built-in config/train/digits-mlp.yaml)");
-  cli.add_flag("--print-config", print_config, "Print the built-in default config and exit");
+  cli.add_flag("--print-config", print_config,
+               "Print the config this run would use (the file or the built-in default, after flags) as YAML and exit");
   cli.add_flag("--resume", resume, "Continue the run in the output directory from its newest checkpoint");
   cli.add_flag("--report-only", report_only, "Rebuild report.html from the run in the output directory, train nothing");
   // Every key of the config is a flag too (--num-workers for num_workers): config_keys().
@@ -293,10 +295,6 @@ int main(int argc, char** argv) {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return cli.exit(e) == 0 ? 0 : 2;
-  }
-  if (print_config) {
-    std::cout << app::default_config_yaml;
-    return 0;
   }
   const std::string usage_hint = "\n(celer-train --help explains every key and flag)\n";
 
@@ -310,6 +308,12 @@ int main(int argc, char** argv) {
   // Flags win over the file (and, for those that can change, over run.json on --resume,
   // where they are applied again below).
   app::config_keys().apply_flags(cli, flags, *loaded);
+  if (print_config) {
+    std::cout << "# celer-train config: " << (config_path.empty() ? "the built-in digits-mlp.yaml" : config_path)
+              << ", after flags. Run it with: celer-train --config THIS_FILE\n"
+              << app::config_keys().to_yaml(*loaded);
+    return 0;
+  }
   const std::string dir = app::output_dir(*loaded);
   if (report_only) {
     auto written = app::write_report(dir);

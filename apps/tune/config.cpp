@@ -226,52 +226,16 @@ public:
     return {};
   }
 
-  expected<void> top(const YAML::Node& root, experiment_config& c) const {
-    const std::vector<std::string_view> valid = {
-      "name", "data", "limit", "metric", "num_samples", "max_concurrent", "max_epochs", "seed", "searcher",
-      "scheduler", "cpus_per_trial", "gpus_per_trial", "gpu_memory_gb", "gpu_memory_gb_by_batch",
-      "max_failures", "checkpoint_every", "keep_checkpoints", "progress_interval", "output", "search_space"};
-    // The search space's parameters and the default metric are the data's trainable's: read
-    // it first, wherever the file has it.
-    if (auto data = root["data"]; data) {
-      if (auto ok = text(data, "data", c.data); !ok) return ok;
-    }
-    if (!root["metric"]) c.metric = std::string(metrics(c.data).front().name);
-    for (auto it : root) {
-      const auto key = it.first.as<std::string>();
-      const auto& v = it.second;
-      expected<void> ok;
-      if (key == "name") ok = text(v, key, c.name);
-      else if (key == "data") ok = text(v, key, c.data);
-      else if (key == "limit") ok = number(v, key, c.limit, "a whole number (0: every sample)");
-      else if (key == "metric") ok = text(v, key, c.metric);
-      else if (key == "num_samples") ok = number(v, key, c.num_samples, "a whole number >= 1");
-      else if (key == "max_concurrent") ok = number(v, key, c.max_concurrent, "a whole number (0: as CPUs allow)");
-      else if (key == "max_epochs") ok = number(v, key, c.max_epochs, "a whole number >= 1");
-      else if (key == "seed") ok = number(v, key, c.seed, "a whole number >= 0");
-      else if (key == "searcher") ok = searcher(v, c.searcher);
-      else if (key == "scheduler") ok = scheduler(v, c.scheduler);
-      else if (key == "cpus_per_trial") ok = number(v, key, c.cpus_per_trial, "a number > 0");
-      else if (key == "gpus_per_trial") ok = number(v, key, c.gpus_per_trial, "a number >= 0 (fractions share a GPU)");
-      else if (key == "gpu_memory_gb") ok = number(v, key, c.gpu_memory_gb, "a number of GB >= 0");
-      else if (key == "gpu_memory_gb_by_batch") {
-        if (!v.IsMap()) return bad(v, key, "a mapping of batch sizes to GB, e.g. {256: 8}");
-        c.gpu_memory_gb_by_batch.clear();
-        for (auto kv : v) {
-          std::int64_t batch = 0;
-          double gb = 0;
-          if (!YAML::convert<std::int64_t>::decode(kv.first, batch)) return bad(kv.first, key, "keyed by batch sizes");
-          if (!YAML::convert<double>::decode(kv.second, gb)) return bad(kv.second, key, "a mapping to numbers of GB");
-          c.gpu_memory_gb_by_batch[batch] = gb;
-        }
-      } else if (key == "max_failures") ok = number(v, key, c.max_failures, "a whole number >= 0");
-      else if (key == "checkpoint_every") ok = number(v, key, c.checkpoint_every, "a whole number of epochs (0: never)");
-      else if (key == "keep_checkpoints") ok = number(v, key, c.keep_checkpoints, "a whole number >= 1");
-      else if (key == "progress_interval") ok = number(v, key, c.progress_interval, "a number of seconds");
-      else if (key == "output") ok = text(v, key, c.output);
-      else if (key == "search_space") ok = space(v, c.data, c.search_space);
-      else return unknown_key(source_, it.first, "at the top level", valid);
-      if (!ok) return ok;
+  expected<void> memory_by_batch(const YAML::Node& v, std::map<std::int64_t, double>& out) const {
+    const std::string_view key = "gpu_memory_gb_by_batch";
+    if (!v.IsMap()) return bad(v, key, "a mapping of batch sizes to GB, e.g. {256: 8}");
+    out.clear();
+    for (auto kv : v) {
+      std::int64_t batch = 0;
+      double gb = 0;
+      if (!YAML::convert<std::int64_t>::decode(kv.first, batch)) return bad(kv.first, key, "keyed by batch sizes");
+      if (!YAML::convert<double>::decode(kv.second, gb)) return bad(kv.second, key, "a mapping to numbers of GB");
+      out[batch] = gb;
     }
     return {};
   }
@@ -340,6 +304,85 @@ expected<void> check_param(std::string_view data, const param_spec& p) {
 
 } // namespace
 
+const apps::config_schema<experiment_config>& config_keys() {
+  using c = experiment_config;
+  using node = const YAML::Node&;
+  static const apps::config_schema<experiment_config> keys{{
+    apps::field("name", &c::name, "the experiment's name: its output directory is ./celer_results/<name>"),
+    apps::field("data", &c::data, "digits | fashion-mnist | synthetic (no model: a known curve)").kept_on_resume(),
+    apps::field("limit", &c::limit, "use only the first N samples (0: all)").kept_on_resume(),
+    apps::field("metric", &c::metric,
+                "val_accuracy | val_loss | train_accuracy | train_loss (synthetic: score); default: the data's first")
+      .kept_on_resume(),
+    apps::field("num_samples", &c::num_samples, "trials in all (grid: passes over the grid)"),
+    apps::field("max_concurrent", &c::max_concurrent, "trials at once (0: as many as the CPUs and GPUs allow)"),
+    apps::field("max_epochs", &c::max_epochs, "epochs a trial runs at most").kept_on_resume(),
+    apps::field("seed", &c::seed, "seeds the searcher, the scheduler and the trials").kept_on_resume(),
+    apps::section<c>(
+      "searcher", "random | grid | tpe, or {name: tpe, n_startup_trials: 10, multivariate: true}",
+      [](node n, c& x, std::string_view source) { return reader(source).searcher(n, x.searcher); },
+      [](const c& x, nlohmann::ordered_json& j) {
+        j["searcher"] = {{"name", x.searcher.name},
+                         {"n_startup_trials", x.searcher.n_startup_trials},
+                         {"multivariate", x.searcher.multivariate}};
+      })
+      .named_by(&c::searcher, &searcher_config::name)
+      .kept_on_resume(),
+    apps::section<c>(
+      "scheduler", "fifo | asha | median | pbt, or {name: asha, grace_period: 1, reduction_factor: 3, ...}",
+      [](node n, c& x, std::string_view source) { return reader(source).scheduler(n, x.scheduler); },
+      [](const c& x, nlohmann::ordered_json& j) {
+        const auto& s = x.scheduler;
+        j["scheduler"] = {{"name", s.name},
+                          {"grace_period", s.grace_period},
+                          {"reduction_factor", s.reduction_factor},
+                          {"min_samples_required", s.min_samples_required},
+                          {"use_running_mean", s.use_running_mean},
+                          {"perturbation_interval", s.perturbation_interval},
+                          {"burn_in_period", s.burn_in_period},
+                          {"quantile_fraction", s.quantile_fraction},
+                          {"resample_probability", s.resample_probability},
+                          {"mutations", s.mutations}};
+      })
+      .named_by(&c::scheduler, &scheduler_config::name)
+      .kept_on_resume(),
+    apps::field("cpus_per_trial", &c::cpus_per_trial, "CPUs each trial holds (fractions allowed)").kept_on_resume(),
+    apps::field("gpus_per_trial", &c::gpus_per_trial, "GPUs each trial holds (fractions share one)").kept_on_resume(),
+    apps::field("gpu_memory_gb", &c::gpu_memory_gb, "the least memory (GB) of the GPU a trial is given")
+      .kept_on_resume(),
+    apps::section<c>(
+      "gpu_memory_gb_by_batch", "{256: 8} asks 8 GB for trials whose batch_size is at least 256",
+      [](node n, c& x, std::string_view source) { return reader(source).memory_by_batch(n, x.gpu_memory_gb_by_batch); },
+      [](const c& x, nlohmann::ordered_json& j) {
+        auto by_batch = nlohmann::ordered_json::object();
+        for (auto [batch, gb] : x.gpu_memory_gb_by_batch) by_batch[std::to_string(batch)] = gb;
+        j["gpu_memory_gb_by_batch"] = by_batch;
+      }),
+    apps::field("max_failures", &c::max_failures, "failures a trial survives (from its checkpoint) before it is ERROR"),
+    apps::field("checkpoint_every", &c::checkpoint_every, "epochs between checkpoints (0: none)"),
+    apps::field("keep_checkpoints", &c::keep_checkpoints, "checkpoints kept per trial"),
+    apps::field("progress_interval", &c::progress_interval, "seconds between redraws of the progress table"),
+    apps::field("output", &c::output, "the experiment directory (default ./celer_results/<name>)"),
+    apps::section<c>(
+      "search_space", "the parameters: a distribution each ({loguniform: [1e-4, 0.1]}) or a fixed value",
+      [](node n, c& x, std::string_view source) { return reader(source).space(n, x.data, x.search_space); },
+      [](const c& x, nlohmann::ordered_json& j) {
+        auto space = nlohmann::ordered_json::object();
+        for (const auto& p : x.search_space) {
+          if (p.kind == "fixed") {
+            space[p.name] = json_of(p.values.front());
+          } else {
+            auto values = nlohmann::ordered_json::array();
+            for (const auto& v : p.values) values.push_back(json_of(v));
+            space[p.name] = {{p.kind, values}};
+          }
+        }
+        j["search_space"] = space;
+      }),
+  }};
+  return keys;
+}
+
 expected<experiment_config> parse_config(std::string_view text, std::string_view source) {
   YAML::Node root;
   try {
@@ -351,11 +394,16 @@ expected<experiment_config> parse_config(std::string_view text, std::string_view
   if (root.IsNull()) return c;
   if (!root.IsMap()) return invalid(std::string(source) + ": a config is a mapping of keys (see celer-tune --help)");
   try {
-    if (auto ok = reader(source).top(root, c); !ok) return ok.error();
+    // The search space's parameters and the default metric are the data's trainable's: the
+    // data is read first, wherever the file has it.
+    if (auto data = root["data"]; data) {
+      if (auto ok = reader(source).text(data, "data", c.data); !ok) return ok.error();
+    }
+    if (!root["metric"]) c.metric = std::string(metrics(c.data).front().name);
+    return config_keys().parse(text, source, std::move(c));
   } catch (const YAML::Exception& e) {
     return invalid(std::string(source) + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }
-  return c;
 }
 
 expected<experiment_config> load_config_file(const std::string& path) {
@@ -428,54 +476,7 @@ expected<void> validate(const experiment_config& c) {
   return {};
 }
 
-std::string to_json(const experiment_config& c) {
-  nlohmann::ordered_json j;
-  j["name"] = c.name;
-  j["data"] = c.data;
-  j["limit"] = c.limit;
-  j["metric"] = c.metric;
-  j["num_samples"] = c.num_samples;
-  j["max_concurrent"] = c.max_concurrent;
-  j["max_epochs"] = c.max_epochs;
-  j["seed"] = c.seed;
-  j["searcher"] = {{"name", c.searcher.name},
-                   {"n_startup_trials", c.searcher.n_startup_trials},
-                   {"multivariate", c.searcher.multivariate}};
-  const auto& s = c.scheduler;
-  j["scheduler"] = {{"name", s.name},
-                    {"grace_period", s.grace_period},
-                    {"reduction_factor", s.reduction_factor},
-                    {"min_samples_required", s.min_samples_required},
-                    {"use_running_mean", s.use_running_mean},
-                    {"perturbation_interval", s.perturbation_interval},
-                    {"burn_in_period", s.burn_in_period},
-                    {"quantile_fraction", s.quantile_fraction},
-                    {"resample_probability", s.resample_probability},
-                    {"mutations", s.mutations}};
-  j["cpus_per_trial"] = c.cpus_per_trial;
-  j["gpus_per_trial"] = c.gpus_per_trial;
-  j["gpu_memory_gb"] = c.gpu_memory_gb;
-  auto by_batch = nlohmann::ordered_json::object();
-  for (auto [batch, gb] : c.gpu_memory_gb_by_batch) by_batch[std::to_string(batch)] = gb;
-  j["gpu_memory_gb_by_batch"] = by_batch;
-  j["max_failures"] = c.max_failures;
-  j["checkpoint_every"] = c.checkpoint_every;
-  j["keep_checkpoints"] = c.keep_checkpoints;
-  j["progress_interval"] = c.progress_interval;
-  j["output"] = c.output;
-  auto space = nlohmann::ordered_json::object();
-  for (const auto& p : c.search_space) {
-    if (p.kind == "fixed") {
-      space[p.name] = json_of(p.values.front());
-    } else {
-      auto values = nlohmann::ordered_json::array();
-      for (const auto& v : p.values) values.push_back(json_of(v));
-      space[p.name] = {{p.kind, values}};
-    }
-  }
-  j["search_space"] = space;
-  return j.dump(2) + "\n";
-}
+std::string to_json(const experiment_config& c) { return config_keys().to_json(c); }
 
 std::string output_dir(const experiment_config& c) {
   return c.output.empty() ? "celer_results/" + c.name : c.output;

@@ -11,6 +11,7 @@
 //
 // No runtime calls, no LibTorch: the driver, the tests and --help share it.
 #include <celer/actors/tune.hpp>
+#include <celer/apps/config_schema.hpp>
 #include <celer/error.hpp>
 
 #include <cstddef>
@@ -60,8 +61,9 @@ struct scheduler_config {
   std::vector<std::string> mutations = {"lr", "weight_decay"};
 };
 
-/// Everything one experiment needs. Every field is also a flag (`--num-samples` for
-/// num_samples) and a YAML key of the same name.
+/// Everything one experiment needs. Every field is a YAML key of the same name, declared in
+/// config_keys() (config.cpp) with its help; the flat ones and the searcher's and scheduler's
+/// names are flags too (`--num-samples` for num_samples).
 struct experiment_config {
   std::string name = "digits";
   /// "digits" or "fashion-mnist" (a model trial trains on it), or "synthetic" (no model: a
@@ -101,6 +103,12 @@ struct experiment_config {
   std::string output;
   std::vector<param_spec> search_space;
 };
+
+/// Every key of the config, declared once: the YAML reader (nested sections: searcher,
+/// scheduler, gpu_memory_gb_by_batch, search_space, read by their own readers), the flags
+/// (--num-samples; --searcher and --scheduler name the section's choice), what a resumed
+/// experiment keeps, --help's list, --print-config and experiment.json.
+[[nodiscard]] const apps::config_schema<experiment_config>& config_keys();
 
 /// The trainable parameters a search space may name, with what each takes, and the metrics,
 /// for each kind of data.

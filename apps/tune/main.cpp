@@ -39,9 +39,10 @@ extern "C" void on_stop_signal(int) {
 std::string help_footer() {
   return R"(
 CONFIGURATION (YAML)
-  A config is a YAML mapping; every key is also a flag above (num_samples is --num-samples),
-  and flags win over the file. With no --config, the built-in config/tune/digits.yaml is used
-  (--print-config prints it: a starting point for your own).
+  A config is a YAML mapping; every key but the nested ones is also a flag above
+  (num_samples is --num-samples; --searcher and --scheduler give a name), and flags win over
+  the file. With no --config, the built-in config/tune/digits.yaml is used. --print-config
+  prints the config a run would use, after flags: a starting point for your own.
 
     name: digits                # the output directory is ./celer_results/<name>
     data: digits                # digits | fashion-mnist | synthetic (no model, see below)
@@ -78,7 +79,7 @@ CONFIGURATION (YAML)
   the values; grid_search: [...] every value (the grid searcher runs each combination).
 
   Parameters a trial has (those the space leaves out take their default):
-)" + app::parameter_help() +
+)" + app::parameter_help() + "\n  Every key:\n" + app::config_keys().help() +
          R"(
 OUTPUT (--output, default ./celer_results/<name>)
   report.html          learning curves and parameters against the metric; open it in a browser
@@ -139,26 +140,12 @@ int main(int argc, char** argv) {
   double num_cpus = 0;
   app::experiment_config flags;  // only the fields of flags that were given are used
   cli.add_option("--config", config_path, "YAML config (default: the built-in config/tune/digits.yaml)");
-  cli.add_flag("--print-config", print_config, "Print the built-in default config and exit");
-  cli.add_option("--name", flags.name, "Experiment name (the output directory's)");
-  cli.add_option("--output", flags.output, "Experiment directory (default ./celer_results/<name>)");
+  cli.add_flag("--print-config", print_config,
+               "Print the config this experiment would use (the file or the built-in default, after flags) as YAML "
+               "and exit");
+  // Every key of the config is a flag too (--num-samples for num_samples): config_keys().
+  app::config_keys().add_flags(cli, flags);
   cli.add_flag("--resume", resume, "Continue the experiment in the output directory");
-  cli.add_option("--data", flags.data, "digits | fashion-mnist | synthetic")
-    ->check(CLI::IsMember({"digits", "fashion-mnist", "synthetic"}));
-  cli.add_option("--limit", flags.limit, "Use only the first N samples (0: all)");
-  cli.add_option("--metric", flags.metric, "val_accuracy | val_loss | train_accuracy | train_loss | score")
-    ->check(CLI::IsMember({"val_accuracy", "val_loss", "train_accuracy", "train_loss", "score"}));
-  cli.add_option("--searcher", flags.searcher.name, "random | grid | tpe")->check(CLI::IsMember({"random", "grid", "tpe"}));
-  cli.add_option("--scheduler", flags.scheduler.name, "fifo | asha | median | pbt")
-    ->check(CLI::IsMember({"fifo", "asha", "median", "pbt"}));
-  cli.add_option("--num-samples", flags.num_samples, "Trials in all (grid: passes over the grid)");
-  cli.add_option("--max-concurrent", flags.max_concurrent, "Trials at once (0: as many as the CPUs allow)");
-  cli.add_option("--max-epochs", flags.max_epochs, "Epochs a trial runs at most");
-  cli.add_option("--seed", flags.seed, "Seeds the searcher, the scheduler and the trials");
-  cli.add_option("--cpus-per-trial", flags.cpus_per_trial, "CPUs each trial holds (fractions allowed)");
-  cli.add_option("--gpus-per-trial", flags.gpus_per_trial, "GPUs each trial holds (fractions share one)");
-  cli.add_option("--max-failures", flags.max_failures, "Failures a trial survives before it is ERROR");
-  cli.add_option("--progress-interval", flags.progress_interval, "Seconds between redraws of the table");
   cli.add_option("--address", address, "HOST:PORT of a celer cluster (default: CELER_ADDRESS, else embedded)");
   cli.add_option("--num-cpus", num_cpus, "CPUs the embedded runtime offers (default: all)");
   try {
@@ -166,11 +153,6 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return cli.exit(e) == 0 ? 0 : 2;
   }
-  if (print_config) {
-    std::cout << app::default_config_yaml;
-    return 0;
-  }
-  const auto given = [&](const char* flag) { return cli.count(flag) > 0; };
   const std::string usage_hint = "\n(celer-tune --help explains every key and flag)\n";
 
   // The config: experiment.json when resuming, else the file (or the built-in default).
@@ -180,8 +162,15 @@ int main(int argc, char** argv) {
     std::cerr << "celer-tune: " << loaded.error().message() << usage_hint;
     return 2;
   }
-  if (given("--name")) loaded->name = flags.name;
-  if (given("--output")) loaded->output = flags.output;
+  // Flags win over the file; a resumed experiment keeps what it started with but for the
+  // keys that may change (more trials, other concurrency, more patience).
+  app::config_keys().apply_flags(cli, flags, *loaded);
+  if (print_config) {
+    std::cout << "# celer-tune config: " << (config_path.empty() ? "the built-in digits.yaml" : config_path)
+              << ", after flags. Run it with: celer-tune --config THIS_FILE\n"
+              << app::config_keys().to_yaml(*loaded);
+    return 0;
+  }
   if (resume) {
     const std::string dir = app::output_dir(*loaded);
     auto text = app::experiment_dir(dir).read_config();
@@ -199,27 +188,10 @@ int main(int argc, char** argv) {
     saved->name = loaded->name;
     loaded = std::move(*saved);
     // --config may still name the experiment (its name); nothing else of it is read.
-    for (const char* fixed : {"--data", "--limit", "--metric", "--searcher", "--scheduler",
-                              "--max-epochs", "--seed", "--cpus-per-trial", "--gpus-per-trial"})
-      if (given(fixed))
-        std::cerr << "celer-tune: " << fixed << " is ignored with --resume: the experiment keeps the config in "
-                  << dir << "/experiment.json\n";
-  } else {
-    if (given("--data")) loaded->data = flags.data;
-    if (given("--limit")) loaded->limit = flags.limit;
-    if (given("--metric")) loaded->metric = flags.metric;
-    if (given("--searcher")) loaded->searcher.name = flags.searcher.name;
-    if (given("--scheduler")) loaded->scheduler.name = flags.scheduler.name;
-    if (given("--max-epochs")) loaded->max_epochs = flags.max_epochs;
-    if (given("--seed")) loaded->seed = flags.seed;
-    if (given("--cpus-per-trial")) loaded->cpus_per_trial = flags.cpus_per_trial;
-    if (given("--gpus-per-trial")) loaded->gpus_per_trial = flags.gpus_per_trial;
+    for (const auto& fixed : app::config_keys().apply_flags_on_resume(cli, flags, *loaded))
+      std::cerr << "celer-tune: " << fixed << " is ignored with --resume: the experiment keeps the config in "
+                << dir << "/experiment.json\n";
   }
-  // These may change on --resume too: a longer run, other resources, more patience.
-  if (given("--num-samples")) loaded->num_samples = flags.num_samples;
-  if (given("--max-concurrent")) loaded->max_concurrent = flags.max_concurrent;
-  if (given("--max-failures")) loaded->max_failures = flags.max_failures;
-  if (given("--progress-interval")) loaded->progress_interval = flags.progress_interval;
   app::experiment_config cfg = std::move(*loaded);
   if (auto ok = app::validate(cfg); !ok) {
     const std::string source = resume ? app::output_dir(cfg) + "/experiment.json" : config_path;

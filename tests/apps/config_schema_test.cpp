@@ -183,3 +183,107 @@ TEST_CASE("a visit shows each key's value with its own type, to read and to writ
   CHECK(c.mode == "SYNC");
   CHECK(c.name == "RUN");
 }
+
+TEST_CASE("the YAML a schema writes (--print-config) says what each key means and reads back", "[apps_common]") {
+  demo_config c;
+  c.name = "a: run # not a comment";
+  c.num_workers = 5;
+  c.speeds = {3, 1.5};
+  c.verbose = true;
+  const auto text = schema().to_yaml(c);
+  CHECK_THAT(text, Contains("# worker actors\nnum_workers: 5\n"));
+  CHECK_THAT(text, Contains("# the seed\nseed: 1\n"));
+  auto back = schema().parse(text, "printed.yaml");
+  REQUIRE(back);
+  CHECK(back->name == c.name);
+  CHECK(back->num_workers == 5);
+  CHECK(back->speeds == c.speeds);
+  CHECK(back->verbose);
+  CHECK(back->mode == "sync");
+}
+
+namespace {
+
+struct inner {
+  std::string name = "tpe";
+  int trials = 10;
+};
+struct outer {
+  int samples = 4;
+  std::string data = "digits";
+  inner searcher;
+};
+
+const apps::config_schema<outer>& outer_schema() {
+  using c = outer;
+  static const apps::config_schema<outer> s{{
+    apps::field("samples", &c::samples, "trials in all"),
+    apps::field("data", &c::data, "what the trials read").kept_on_resume(),
+    apps::section<c>(
+      "searcher", "a name, or {name, trials}",
+      [](const YAML::Node& n, c& x, std::string_view source) -> celer::expected<void> {
+        if (n.IsScalar()) {
+          x.searcher.name = n.Scalar();
+          return {};
+        }
+        if (!n.IsMap() || !n["name"]) {
+          return celer::error(celer::error_code::invalid_argument,
+                              std::string(source) + ":" + std::to_string(n.Mark().line + 1) + ": searcher needs a name");
+        }
+        x.searcher.name = n["name"].as<std::string>();
+        if (n["trials"]) x.searcher.trials = n["trials"].as<int>();
+        return {};
+      },
+      [](const c& x, nlohmann::ordered_json& j) { j["searcher"] = {{"name", x.searcher.name}, {"trials", x.searcher.trials}}; })
+      .named_by(&c::searcher, &inner::name)
+      .one_of({"random", "tpe"})
+      .kept_on_resume(),
+  }};
+  return s;
+}
+
+} // namespace
+
+TEST_CASE("a section is read by the app's reader, named by a flag, and written back", "[apps_common]") {
+  auto c = outer_schema().parse("samples: 8\nsearcher: {name: random, trials: 3}\n", "a.yaml");
+  REQUIRE(c);
+  CHECK(c->searcher.name == "random");
+  CHECK(c->searcher.trials == 3);
+  auto bad = outer_schema().parse("searcher: {trials: 3}\n", "b.yaml");
+  REQUIRE_FALSE(bad);
+  CHECK_THAT(bad.error().message(), Contains("b.yaml:1: searcher needs a name"));
+  auto back = outer_schema().parse(outer_schema().to_json(*c), "run.json");
+  REQUIRE(back);
+  CHECK(back->searcher.trials == 3);
+  CHECK(outer_schema().parse(outer_schema().to_yaml(*c), "printed.yaml")->searcher.name == "random");
+
+  CLI::App cli;
+  outer flags;
+  outer_schema().add_flags(cli, flags);
+  std::vector<const char*> argv{"demo", "--searcher", "tpe", "--data", "fashion", "--samples", "9"};
+  cli.parse(static_cast<int>(argv.size()), argv.data());
+  outer fresh = *c;
+  outer_schema().apply_flags(cli, flags, fresh);
+  CHECK(fresh.searcher.name == "tpe");
+  CHECK(fresh.searcher.trials == 3);  // the flag names the section; the rest stays
+  CHECK(fresh.data == "fashion");
+  // Resumed: the keys kept on resume keep their saved values, and their flags are named.
+  outer saved = *c;
+  const auto ignored = outer_schema().apply_flags_on_resume(cli, flags, saved);
+  CHECK(ignored == std::vector<std::string>{"--data", "--searcher"});
+  CHECK(saved.samples == 9);
+  CHECK(saved.searcher.name == "random");
+  CHECK(saved.data == "digits");
+  saved.searcher.name = "grid";
+  CHECK_THAT(outer_schema().check_choices(saved).error().message(), Contains("key 'searcher' is 'grid': use random or tpe"));
+}
+
+TEST_CASE("a section whose keys have a schema of their own is read with 'in' its name", "[apps_common]") {
+  const YAML::Node root = YAML::Load("run:\n  num_workers: 3\n  nmu_workers: 4\n");
+  auto c = schema().read(root["run"], "p.yaml", "run", demo_config{});
+  REQUIRE_FALSE(c);
+  CHECK_THAT(c.error().message(), Contains("p.yaml:3: unknown key 'nmu_workers' in 'run'. Did you mean 'num_workers'?"));
+  auto scalar = schema().read(YAML::Load("run: 3")["run"], "p.yaml", "run", demo_config{});
+  REQUIRE_FALSE(scalar);
+  CHECK_THAT(scalar.error().message(), Contains("run must be a mapping"));
+}

@@ -605,3 +605,18 @@ TEST_CASE("the shipped config reads back from its own run.json unchanged", "[tra
   REQUIRE(again);
   CHECK(app::to_json(*again) == app::to_json(*cfg));
 }
+
+TEST_CASE("the config a run would use, after flags, is printed by --print-config and reads back", "[train]") {
+  scratch s;
+  const auto printed = run_train(s.dir, {"--config", config, "--num-workers", "3", "--mode", "async", "--print-config"});
+  REQUIRE(printed.code == 0);
+  CHECK_THAT(printed.output, Contains("num_workers: 3\n"));
+  CHECK_THAT(printed.output, Contains("mode: \"async\"\n"));
+  CHECK_THAT(printed.output, Contains("# "));  // each key under its line
+  // Read back as a config, it prints the same.
+  const auto file = s.write("printed.yaml", printed.output);
+  const auto again = run_train(s.dir, {"--config", file.string(), "--print-config"});
+  REQUIRE(again.code == 0);
+  const auto body = [](const std::string& text) { return text.substr(text.find('\n') + 1); };  // less the header
+  CHECK(body(again.output) == body(printed.output));
+}

@@ -619,3 +619,16 @@ TEST_CASE("on a cluster, a trial whose worker process dies is restarted and goes
   }
   CHECK(restarts == 1);
 }
+
+TEST_CASE("the config an experiment would use, after flags, is printed by --print-config and reads back", "[tune]") {
+  scratch s;
+  const auto printed = run_tune(s.dir, {"--num-samples", "5", "--scheduler", "median", "--print-config"});
+  REQUIRE(printed.code == 0);
+  CHECK_THAT(printed.output, Contains("num_samples: 5\n") && Contains("\"name\":\"median\"") &&
+                               Contains("search_space: {\"lr\":{\"loguniform\""));
+  const auto file = s.write("printed.yaml", printed.output);
+  const auto again = run_tune(s.dir, {"--config", file.string(), "--print-config"});
+  REQUIRE(again.code == 0);
+  const auto body = [](const std::string& text) { return text.substr(text.find('\n') + 1); };  // less the header
+  CHECK(body(again.output) == body(printed.output));
+}

@@ -68,6 +68,7 @@ public:
   virtual ~field_visitor() = default;
   virtual void visit(std::string_view key, bool& v) = 0;
   virtual void visit(std::string_view key, int& v) = 0;
+  virtual void visit(std::string_view key, std::uint32_t& v) = 0;
   virtual void visit(std::string_view key, std::int64_t& v) = 0;
   virtual void visit(std::string_view key, std::uint64_t& v) = 0;
   virtual void visit(std::string_view key, double& v) = 0;
@@ -83,6 +84,7 @@ public:
   explicit visitor_of(F& f) : f_(f) {}
   void visit(std::string_view key, bool& v) override { f_(key, v); }
   void visit(std::string_view key, int& v) override { f_(key, v); }
+  void visit(std::string_view key, std::uint32_t& v) override { f_(key, v); }
   void visit(std::string_view key, std::int64_t& v) override { f_(key, v); }
   void visit(std::string_view key, std::uint64_t& v) override { f_(key, v); }
   void visit(std::string_view key, double& v) override { f_(key, v); }
@@ -108,6 +110,11 @@ struct config_key {
   bool flag = true;
   /// Reads the node into the config; false when the value has the wrong type.
   std::function<bool(const YAML::Node&, Config&)> read;
+  /// A section's reader instead (section()): an error that says where (`source`, the line)
+  /// and what is wrong.
+  std::function<expected<void>(const YAML::Node&, Config&, std::string_view source)> read_section;
+  /// Whether a flag of the key is ignored when a run is resumed (it keeps its saved value).
+  bool fixed_on_resume = false;
   std::function<void(const Config&, nlohmann::ordered_json&)> write;
   /// Binds the key's flag to the field of `flags`.
   std::function<CLI::Option*(CLI::App&, Config& flags)> add_option;
@@ -129,7 +136,43 @@ struct config_key {
     flag = false;
     return std::move(*this);
   }
+  /// A resumed run keeps the key's saved value; its flag is then ignored (and said so).
+  config_key kept_on_resume() && {
+    fixed_on_resume = true;
+    return std::move(*this);
+  }
+  /// A section's flag: `--searcher tpe` sets the section's name (`c.*section.*name`), the
+  /// text its choices (one_of) are checked against.
+  template <class S>
+  config_key named_by(S Config::*section, std::string S::*name) && {
+    flag = true;
+    add_option = [section, name, key = this->name, what = this->what](CLI::App& cli, Config& flags) {
+      return cli.add_option(flag_of(key), flags.*section.*name, std::string(what));
+    };
+    copy = [section, name](const Config& from, Config& to) { to.*section.*name = from.*section.*name; };
+    text = [section, name](const Config& c) -> std::string { return c.*section.*name; };
+    return std::move(*this);
+  }
 };
+
+/// A key whose value the app reads itself (a nested mapping, a list of structures): `read`
+/// returns an error saying where and what, `write` adds the key's JSON. No flag (see
+/// named_by), not visited.
+template <class Config>
+config_key<Config> section(std::string_view name, std::string_view what,
+                           std::function<expected<void>(const YAML::Node&, Config&, std::string_view source)> read,
+                           std::function<void(const Config&, nlohmann::ordered_json&)> write) {
+  config_key<Config> k;
+  k.name = name;
+  k.what = what;
+  k.flag = false;
+  k.read_section = std::move(read);
+  k.write = std::move(write);
+  k.copy = [](const Config&, Config&) {};
+  k.visit = [](Config&, field_visitor&) {};
+  k.text = [](const Config&) { return std::string(); };
+  return k;
+}
 
 /// A key whose value is one scalar (a number, a string, a bool).
 template <class Config, class T>
@@ -207,11 +250,29 @@ public:
     }
     if (root.IsNull()) return start;
     if (!root.IsMap()) return invalid(std::string(source) + ": a config is a YAML mapping of keys to values");
-    for (const auto& it : root) {
+    return read(root, source, {}, std::move(start));
+  }
+
+  /// Reads the keys of one YAML mapping over `start`: a whole config (parse), or the section
+  /// `section` of another config ("run" in `run: {workers: 4}`) whose keys are declared in a
+  /// schema of their own.
+  [[nodiscard]] expected<Config> read(const YAML::Node& map, std::string_view source, std::string_view section,
+                                      Config start) const {
+    const std::string where = section.empty() ? std::string() : "in '" + std::string(section) + "'";
+    if (!map.IsMap()) {
+      return invalid(std::string(source) + ":" + std::to_string(map.Mark().line + 1) + ": " +
+                     (section.empty() ? std::string("a config") : std::string(section)) +
+                     " must be a mapping of keys to values");
+    }
+    for (const auto& it : map) {
       const auto name = it.first.as<std::string>();
       const auto at = std::string(source) + ":" + std::to_string(it.first.Mark().line + 1) + ": ";
       const auto* key = find(name);
-      if (key == nullptr) return invalid(at + unknown_key_message(name, {}, names_));
+      if (key == nullptr) return invalid(at + unknown_key_message(name, where, names_));
+      if (key->read_section) {
+        if (auto ok = key->read_section(it.second, start, source); !ok) return ok.error();
+        continue;
+      }
       if (!key->read(it.second, start)) {
         return invalid(at + "key '" + name + "' cannot be " +
                        (it.second.IsScalar() ? "'" + it.second.Scalar() + "'" : std::string("a list or mapping")) +
@@ -235,6 +296,20 @@ public:
     nlohmann::ordered_json j = nlohmann::ordered_json::object();
     for (const auto& k : keys_) k.write(c, j);
     return j.dump(2) + "\n";
+  }
+
+  /// Every key, in declaration order, as YAML that parse reads back: each under a comment
+  /// with its line, values as JSON writes them (a subset of YAML). What --print-config
+  /// prints: the effective config, a file to start from.
+  [[nodiscard]] std::string to_yaml(const Config& c) const {
+    std::ostringstream out;
+    for (const auto& k : keys_) {
+      nlohmann::ordered_json j = nlohmann::ordered_json::object();
+      k.write(c, j);
+      if (j.empty()) continue;
+      out << "# " << k.what << "\n" << k.name << ": " << j.begin().value().dump() << "\n";
+    }
+    return out.str();
   }
 
   /// The first key holding a value outside its choices: "key 'mode' is 'x': use sync,
@@ -273,6 +348,20 @@ public:
   void apply_flags(const CLI::App& cli, const Config& flags, Config& c) const {
     for (const auto& k : keys_)
       if (k.flag && cli.count(flag_of(k.name)) > 0) k.copy(flags, c);
+  }
+  /// The same for a resumed run's saved config: the keys kept_on_resume() keep their saved
+  /// values; the flags given for them are returned (to say they were ignored).
+  std::vector<std::string> apply_flags_on_resume(const CLI::App& cli, const Config& flags, Config& c) const {
+    std::vector<std::string> ignored;
+    for (const auto& k : keys_) {
+      if (!k.flag || cli.count(flag_of(k.name)) == 0) continue;
+      if (k.fixed_on_resume) {
+        ignored.push_back(flag_of(k.name));
+      } else {
+        k.copy(flags, c);
+      }
+    }
+    return ignored;
   }
 
 private:
