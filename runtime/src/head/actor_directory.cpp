@@ -23,35 +23,16 @@ actor_directory::actor_directory(transport& net, head_tables* tables, node_table
 
 // ------------------------------------------------------------------ rows
 
-void actor_directory::persist(const actor_id& id, const actor& a) {
-  if (tables_ == nullptr) return;
-  actor_row r;
-  r.spec = a.spec;
-  r.spec.actor = id;
-  r.state = a.state;
-  r.worker = a.worker;
-  r.node = a.node;
-  r.fail = a.fail;
-  r.subscribers = a.subscribers;
-  r.started = a.started;
-  r.gpus = a.gpus;
-  r.restarts = a.restarts;
-  tables_->save_actor(r);
+void actor_directory::persist(const actor& a) {
+  // Its row is the actor itself (its spec names it).
+  if (tables_ != nullptr) tables_->save_actor(a);
 }
 
 void actor_directory::restore(std::vector<actor_row> rows) {
   for (auto& row : rows) {
     const actor_id id = row.spec.actor;
     auto& a = actors_[id];
-    a.spec = std::move(row.spec);
-    a.state = row.state;
-    a.worker = row.worker;
-    a.node = row.node;
-    a.fail = std::move(row.fail);
-    a.subscribers = std::move(row.subscribers);
-    a.started = row.started;
-    a.gpus = std::move(row.gpus);
-    a.restarts = row.restarts;
+    a = std::move(row);
     started_ = std::max(started_, a.started);
     if (a.state == protocol::actor_state::dead) continue;
     if (!a.spec.actor_name.empty()) names_[name_key(a.spec.job, a.spec.name_space, a.spec.actor_name)] = id;
@@ -79,7 +60,7 @@ void actor_directory::save_unsaved() {
   auto ids = std::move(unsaved_);
   unsaved_.clear();
   for (const auto& id : ids) {
-    if (auto it = actors_.find(id); it != actors_.end()) persist(id, it->second);
+    if (auto it = actors_.find(id); it != actors_.end()) persist(it->second);
   }
 }
 
@@ -112,7 +93,7 @@ void actor_directory::unpark() {
     auto& a = it->second;
     std::string why;
     if (place(a, why)) {
-      persist(id, a);
+      persist(a);
     } else {
       mark_dead(id, a,
                 protocol::failure_info::make(detail::failure_kind::infeasible, error_code::resource_exhausted,
@@ -134,7 +115,7 @@ void actor_directory::placed_in_group(const protocol::task_spec& spec, node_tabl
   }
   it->second.node = node->first;
   it->second.spec = spec;
-  persist(spec.actor, it->second);
+  persist(it->second);
   (void)net_.send(node->second.addr, protocol::start_actor{spec});
 }
 
@@ -170,7 +151,7 @@ bool actor_directory::restart(const actor_id& id, actor& a, const protocol::fail
   CELER_LOG(warn, "head",
             "actor " + id.short_hex() + " (" + a.spec.function + ") restarting (restart " +
               std::to_string(a.restarts) + (max < 0 ? "" : " of " + std::to_string(max)) + "): " + fail.message);
-  persist(id, a);
+  persist(a);
   publish(id, a);
   return true;
 }
@@ -213,7 +194,7 @@ void actor_directory::mark_dead(const actor_id& id, actor& a, protocol::failure_
     auto it = names_.find(name_key(a.spec.job, a.spec.name_space, a.spec.actor_name));
     if (it != names_.end() && it->second == id) names_.erase(it);
   }
-  persist(id, a);
+  persist(a);
   publish(id, a);
 }
 
@@ -229,7 +210,7 @@ bool actor_directory::add_subscriber(const actor_id& id, actor& a, const address
   }
   a.subscribers.push_back(subscriber);
   if (guard_.take_write()) {
-    persist(id, a);
+    persist(a);
   } else {
     unsaved_.insert(id);
   }
@@ -239,7 +220,7 @@ bool actor_directory::add_subscriber(const actor_id& id, actor& a, const address
 void actor_directory::forget(const std::string& endpoint) {
   const auto at = [&](const address& a) { return a.endpoint == endpoint; };
   for (auto& [id, a] : actors_) {
-    if (std::erase_if(a.subscribers, at) > 0) persist(id, a);
+    if (std::erase_if(a.subscribers, at) > 0) persist(a);
   }
 }
 
@@ -327,7 +308,7 @@ void actor_directory::on(protocol::create_actor& m) {
   a.subscribers.push_back(m.reply_to);
   if (!a.spec.actor_name.empty()) names_[name_key(a.spec.job, a.spec.name_space, a.spec.actor_name)] = a.spec.actor;
   const actor_id id = a.spec.actor;
-  persist(id, a);
+  persist(a);
   actors_.emplace(id, std::move(a));
   reply.ok = true;
   (void)net_.send(m.reply_to, std::move(reply));
@@ -357,7 +338,7 @@ void actor_directory::on(protocol::actor_started& m) {
     preemptible_.insert(m.actor);
     preemptible_changed_ = true;
   }
-  persist(m.actor, a);
+  persist(a);
   publish(m.actor, a);
 }
 

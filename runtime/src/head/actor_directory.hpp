@@ -39,19 +39,9 @@ namespace celer {
 
 class actor_directory {
 public:
-  struct actor {
-    protocol::task_spec spec;
-    protocol::actor_state state = protocol::actor_state::pending;
-    address worker;
-    node_id node;
-    protocol::failure_info fail;
-    std::vector<address> subscribers;
-    /// Order of starting (later is larger), and its GPU shares: for choosing what to preempt.
-    std::uint64_t started = 0;
-    std::vector<protocol::gpu_share> gpus;
-    /// Times it was started again after dying (spec.max_restarts bounds it).
-    std::uint32_t restarts = 0;
-  };
+  /// An actor: what it runs, where, in which state, who hears of it, its restarts. The
+  /// same struct as its row in the head's tables (head_tables.hpp).
+  using actor = actor_row;
   /// What the scheduler did with an actor handed to it.
   enum class placing : unsigned char {
     started,  ///< sent to a node (its `node` set)
@@ -121,7 +111,7 @@ private:
   void mark_dead(const actor_id& id, actor& a, protocol::failure_info fail);
   void publish(const actor_id& id, const actor& a);
   static protocol::actor_update update_of(const actor_id& id, const actor& a);
-  void persist(const actor_id& id, const actor& a);
+  void persist(const actor& a);
   /// Adds `subscriber` to actor `id` (`what` asked, from job `sender`); false, logged,
   /// when its address is too long or the actor has max_subscribers.
   bool add_subscriber(const actor_id& id, actor& a, const address& subscriber, const job_id& sender,
