@@ -270,12 +270,23 @@ expected<void> finish(config& c) {
   return c.pipeline.validate();
 }
 
+namespace {
+
+/// A section the schema wrote as JSON, as a YAML node written in block style (as the rest).
+YAML::Node block(const std::string& json) {
+  auto n = YAML::Load(json);
+  n.SetStyle(YAML::EmitterStyle::Block);
+  return n;
+}
+
+} // namespace
+
 std::string to_yaml(const config& c) {
   YAML::Emitter y;
   const auto& p = c.pipeline;
   y << YAML::BeginMap << YAML::Key << "name" << YAML::Value << c.name;
   if (c.generate.enabled) {
-    y << YAML::Key << "generate" << YAML::Value << YAML::Load(generate_keys().to_json(c.generate));
+    y << YAML::Key << "generate" << YAML::Value << block(generate_keys().to_json(c.generate));
   }
   y << YAML::Key << "input" << YAML::Value << YAML::BeginMap << YAML::Key << "format"
     << YAML::Value << std::string(pp::input_format_name(p.input.format)) << YAML::Key << "paths"
@@ -306,7 +317,7 @@ std::string to_yaml(const config& c) {
     << YAML::Value << p.output.shard_by;
   if (!p.output.label_names.empty())
     y << YAML::Key << "label_names" << YAML::Value << YAML::Flow << p.output.label_names;
-  y << YAML::EndMap << YAML::Key << "run" << YAML::Value << YAML::Load(run_keys().to_json(c.run)) << YAML::EndMap;
+  y << YAML::EndMap << YAML::Key << "run" << YAML::Value << block(run_keys().to_json(c.run)) << YAML::EndMap;
   return std::string(y.c_str()) + "\n";
 }
 
