@@ -257,10 +257,14 @@ void arena_handout::answer(int conn, const std::string& request) {
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int));
   std::memcpy(CMSG_DATA(c), &t.fd, sizeof(int));
+  // Counted before the send: the process that receives the fd may look at grants() (a
+  // test does) before this thread would have counted it after.
+  ++granted_;
   if (::sendmsg(conn, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) {
-    ++granted_;
     CELER_LOG(debug, "store", "handed arena " + std::to_string(arena) + " of job " +
                                 t.job.short_hex() + " to " + who);
+  } else {
+    --granted_;
   }
   ::close(t.fd);
 }
