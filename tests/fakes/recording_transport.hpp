@@ -5,7 +5,7 @@
 // may run on different threads (a test takes what a thread blocked in a get sent); the
 // other members are for the test's own thread.
 
-#include "node/node_agent.hpp"
+#include "node/worker_pool.hpp"
 #include "transport/transport.hpp"
 
 #include <algorithm>

@@ -1,8 +1,8 @@
 // A node agent: registering with its head (and again when the head restarts), the queues
-// of lease requests and actor starts and their dispatch by shape and priority, its tick
-// (the heartbeat, with GPU samples and the oldest waiting requests; workers that never
-// came up) and its end. Workers are in node_agent_workers.cpp; placement group bundles
-// and preemption in node_agent_room.cpp.
+// of lease requests and actor starts and their dispatch by shape and priority, leases
+// withdrawn, its tick (the heartbeat, with GPU samples and the oldest waiting requests;
+// workers that never came up) and its end. Workers are the pool's (worker_pool.cpp);
+// placement group bundles and preemption are in node_agent_room.cpp.
 #include "node/node_agent.hpp"
 
 #include "log.hpp"
@@ -11,6 +11,7 @@
 #include <celer/version.hpp>
 
 #include <algorithm>
+#include <unordered_set>
 
 namespace celer {
 
@@ -30,7 +31,11 @@ node_agent::node_agent(transport& net, worker_launcher& launcher, config cfg)
     cfg_(with_every_gpu(std::move(cfg))),
     room_(cfg_.total, cfg_.gpus),
     gpu_monitor_(cfg_.gpus),
-    packages_(net_, cfg_.head, cfg_.id, cfg_.packages_dir) {
+    packages_(net_, cfg_.head, cfg_.id, cfg_.packages_dir),
+    pool_(net_, launcher_, room_, packages_, guard_,
+          {cfg_.id, cfg_.self, cfg_.head, cfg_.max_idle_workers, cfg_.spill_to_head,
+           cfg_.worker_start_timeout, cfg_.now}) {
+  pool_.when_room_frees([this] { dispatch(); });
   if (cfg_.store_capacity > 0) {
     node_store::config sc{cfg_.id, cfg_.self, cfg_.head, cfg_.store_capacity, cfg_.store_dir,
                           cfg_.store_spill};
@@ -82,7 +87,7 @@ void node_agent::on(protocol::node_died& m) {
     if (declared_dead_) return;
     declared_dead_ = true;
     const std::string why = m.reason.empty() ? "the head declared this node dead" : m.reason;
-    CELER_LOG(error, "node", why + "; stopping its " + std::to_string(workers_.size()) +
+    CELER_LOG(error, "node", why + "; stopping its " + std::to_string(pool_.size()) +
                                " worker(s) and exiting (restart it to rejoin as a new node)");
     protocol::shutdown_component bye{why};
     on(bye);
@@ -123,11 +128,10 @@ void node_agent::spill(protocol::request_lease m) {
 
 bool node_agent::holds_request(const task_id& request) const {
   if (queues_.find_if([&](const protocol::task_spec& s) { return s.id == request; }) != nullptr) return true;
-  for (const auto& [id, w] : workers_) {
-    if (w.actor_worker || !w.busy) continue;
-    if (w.pending ? w.pending->id == request : w.lease_request == request) return true;
-  }
-  return false;
+  return pool_.any_of([&](const worker_id&, const worker_slot& w) {
+    if (w.actor_worker || !w.busy) return false;
+    return w.pending ? w.pending->id == request : w.lease_request == request;
+  });
 }
 
 bool node_agent::holds_actor(const actor_id& actor, std::uint32_t restarts) const {
@@ -135,10 +139,9 @@ bool node_agent::holds_actor(const actor_id& actor, std::uint32_t restarts) cons
     return s.kind == protocol::task_kind::actor_creation && s.actor == actor && s.restarts >= restarts;
   });
   if (queued != nullptr) return true;
-  for (const auto& [id, w] : workers_) {
-    if (w.actor_worker && w.actor == actor && w.restarts >= restarts) return true;
-  }
-  return false;
+  return pool_.any_of([&](const worker_id&, const worker_slot& w) {
+    return w.actor_worker && w.actor == actor && w.restarts >= restarts;
+  });
 }
 
 void node_agent::start() {
@@ -164,7 +167,7 @@ bool node_agent::watch_head() {
   if (s.probe) (void)net_.send(cfg_.head, head_watch::probe(cfg_.self));
   if (!s.say.empty()) CELER_LOG(warn, "node", s.say);
   if (!s.give_up) return true;
-  CELER_LOG(error, "node", s.why + "; stopping its " + std::to_string(workers_.size()) +
+  CELER_LOG(error, "node", s.why + "; stopping its " + std::to_string(pool_.size()) +
                              " worker(s) and exiting");
   protocol::shutdown_component bye{s.why};
   on(bye);
@@ -177,6 +180,8 @@ void node_agent::handle(protocol::message& m) {
     [&](auto& msg) {
       if constexpr (requires { on(msg); }) {
         on(msg);
+      } else if constexpr (requires { pool_.on(msg); }) {
+        pool_.on(msg);
       } else {
         CELER_LOG(warn, "node", std::string("ignored unexpected message ") + protocol::name_of(m));
       }
@@ -225,8 +230,8 @@ bool node_agent::head_should_place(const protocol::request_lease& m) const {
 
 bool node_agent::admissible(const protocol::task_spec& spec) {
   if (auto ok = protocol::validate_amounts(spec.resources, spec.function); !ok) {
-    denials_.warn("invalid_argument: " + spec.function + " of job " + spec.job.short_hex() + ": " +
-                  ok.error().message() + "; refused");
+    guard_.refused("invalid_argument: " + spec.function + " of job " + spec.job.short_hex() + ": " +
+                   ok.error().message() + "; refused");
     refuse(spec, ok.error().message(), error_code::invalid_argument);
     return false;
   }
@@ -234,9 +239,9 @@ bool node_agent::admissible(const protocol::task_spec& spec) {
   const auto* b = room_.bundle_of(spec.where);
   // Not reserved here (yet): dispatch checks. A bundle of no job is the cluster's own.
   if (b == nullptr || b->job.nil() || b->job == spec.job) return true;
-  (void)owned_by_sender(spec.job, b->job, "running " + spec.function + " in bundle " +
-                                            std::to_string(spec.where.bundle) + " of placement group " +
-                                            spec.where.group.short_hex());
+  (void)guard_.owned_by_sender(spec.job, b->job, "running " + spec.function + " in bundle " +
+                                                   std::to_string(spec.where.bundle) + " of placement group " +
+                                                   spec.where.group.short_hex());
   refuse(spec, "placement group " + spec.where.group.short_hex() + " belongs to another job",
          error_code::permission_denied);
   return false;
@@ -270,11 +275,11 @@ void node_agent::on(protocol::start_actor& m) {
   if (holds_actor(m.spec.actor, m.spec.restarts)) {
     // A head that restarted asks again. If the actor runs, its worker says so once more
     // (what it said may have been lost with the old head); else it is still queued here.
-    for (const auto& [id, w] : workers_) {
+    pool_.for_each([&](const worker_id&, const worker_slot& w) {
       if (w.actor_worker && w.actor == m.spec.actor && w.ready) {
         (void)net_.send(w.addr, protocol::head_restarted{"the head asked to start it again"});
       }
-    }
+    });
     return;
   }
   enqueue(std::move(m.spec));
@@ -282,7 +287,7 @@ void node_agent::on(protocol::start_actor& m) {
 }
 
 void node_agent::enqueue(protocol::task_spec spec) {
-  queues_.push(std::move(spec), std::chrono::steady_clock::now());
+  queues_.push(std::move(spec), cfg_.now());
 }
 
 void node_agent::dispatch() {
@@ -320,55 +325,37 @@ void node_agent::dispatch() {
       auto spec = queues_.pop(q);
       if (!bundle_job.nil() && !spec.job.nil() && spec.job != bundle_job) {
         // Another job's work (queued before the bundle was reserved here) never runs in it.
-        (void)owned_by_sender(spec.job, bundle_job, "running " + spec.function + " in placement group " +
-                                                      q.where.group.short_hex());
+        (void)guard_.owned_by_sender(spec.job, bundle_job, "running " + spec.function +
+                                                             " in placement group " + q.where.group.short_hex());
         refuse(spec, "placement group " + q.where.group.short_hex() + " belongs to another job",
                error_code::permission_denied);
         continue;
       }
       auto shares = gpus->take(gpu_units, q.where);
-      std::vector<int> visible;
-      if (shares) {
-        for (const auto& s : *shares) visible.push_back(s.index);
-      }
-      const worker_id wid = take_worker(spec, visible);
-      auto& w = workers_.at(wid);
-      if (shares) w.gpus = std::move(*shares);
-      w.busy = true;
-      w.actor = spec.actor;
-      w.restarts = spec.restarts;
-      w.owner = spec.owner;
-      w.function = spec.function;
-      w.held = spec.resources;
-      w.granted = spec.resources;
-      w.in_bundle = q.where.group.nil() ? protocol::placement{} : q.where;
-      w.priority = spec.priority;
-      w.preemptible = spec.kind == protocol::task_kind::actor_creation && spec.preemptible;
-      w.grace = spec.preemption_grace_ms > 0 ? std::chrono::milliseconds(spec.preemption_grace_ms)
-                                             : cfg_.preemption_grace;
-      w.preempt_deadline.reset();
-      w.preempt_stopped = false;
       available->subtract(spec.resources);
       if (held && node_work) {
         held->first.subtract(spec.resources);
         (void)held->second.take(gpu_units, q.where);
       }
-      send_work(wid, w, std::move(spec));
+      const auto grace = spec.preemption_grace_ms > 0 ? std::chrono::milliseconds(spec.preemption_grace_ms)
+                                                      : cfg_.preemption_grace;
+      (void)pool_.lend(std::move(spec), shares ? std::move(*shares) : std::vector<protocol::gpu_share>{},
+                       q.where.group.nil() ? protocol::placement{} : q.where, grace);
     }
     if (q.tasks.empty() || !node_work) continue;
     if (!may_preempt) {
-      may_preempt = std::any_of(workers_.begin(), workers_.end(), [](const auto& e) {
-        return e.second.preemptible || e.second.preempt_deadline.has_value();
+      may_preempt = pool_.any_of([](const worker_id&, const worker_slot& w) {
+        return w.preemptible || w.preempt_deadline.has_value();
       });
     }
     if (!*may_preempt) continue;
     if (!held) {
       held.emplace(room_.available(), room_.gpus());
-      for (const auto& [id, w] : workers_) {
-        if (!w.preempt_deadline) continue;
+      pool_.for_each([&](const worker_id&, const worker_slot& w) {
+        if (!w.preempt_deadline) return;
         held->first.add(w.held);
         held->second.give_back(w.gpus);
-      }
+      });
     }
     if (!preempt_for(q, held->first, held->second)) continue;
     held->first.subtract(q.need);
@@ -382,51 +369,24 @@ void node_agent::on(protocol::tick&) {
   // Store messages expire stuck pulls as they come; a quiet node's expire here.
   if (store_) store_->expire_pulls();
   spilled_.expire(cfg_.now());
-  const auto now_time = std::chrono::steady_clock::now();
-  for (auto& [id, w] : workers_) {
-    if (w.preempt_deadline && *w.preempt_deadline <= now_time) stop_preempted(id, w);
-  }
-  if (cfg_.worker_start_timeout.count() > 0) {
-    const auto now = std::chrono::steady_clock::now();
-    std::vector<worker_id> unfetched;
-    for (auto& [id, w] : workers_) {
-      if (w.ready || !w.kill_reason.empty() || now - w.started < cfg_.worker_start_timeout) continue;
-      if (!w.awaits_package.empty()) {  // no process yet: nothing to kill
-        unfetched.push_back(id);
-        continue;
-      }
-      w.kill_reason = "did not start within " +
-                      std::to_string(cfg_.worker_start_timeout.count()) +
-                      " ms (does its main call celer::init first?)";
-      CELER_LOG(warn, "node", "worker " + id.short_hex() + " " + w.kill_reason + "; killing it");
-      launcher_.terminate(id, w.addr, w.actor);
-    }
-    for (const auto& id : unfetched) {
-      fail_package_wait(id, "the head did not send it within " + std::to_string(cfg_.worker_start_timeout.count()) + " ms");
-    }
-  }
+  const auto now = cfg_.now();
+  pool_.for_each([&](const worker_id& id, worker_slot& w) {
+    if (w.preempt_deadline && *w.preempt_deadline <= now) stop_preempted(id, w);
+  });
+  pool_.kill_slow_starts(now);
   if (log_enabled(log_level::debug)) {
-    std::string dump = "available " + room_.available().to_string() + ", queued " + std::to_string(queues_.size());
-    for (const auto& [id, w] : workers_) {
-      dump += "\n  " + id.short_hex() + (w.busy ? " busy" : " idle") + (w.blocked ? " blocked" : "") +
-              (w.ready ? "" : " starting") + (w.actor_worker ? " actor" : "") + " held " +
-              w.held.to_string() + " owner " + w.owner.id.short_hex();
-    }
-    CELER_LOG(debug, "node", dump);
+    CELER_LOG(debug, "node", "available " + room_.available().to_string() + ", queued " +
+                               std::to_string(queues_.size()) + pool_.describe());
   }
   protocol::heartbeat h;
   h.node = cfg_.id;
   h.available = room_.available();
   h.queued = static_cast<std::uint32_t>(queues_.size());
-  h.workers = static_cast<std::uint32_t>(workers_.size());
-  for (const auto& [id, w] : workers_) {
-    if (!w.addr.endpoint.empty()) h.worker_endpoints.push_back(w.addr.endpoint);
-  }
+  pool_.report(h);
   if (store_) h.store = store_->stats();
   h.gpu_free = room_.gpus().free();
   h.gpu_samples = gpu_monitor_.samples();
   // The oldest waiting requests, so the head can say why they wait.
-  const auto now = std::chrono::steady_clock::now();
   h.queued_gpus = queues_.gpu_units();
   constexpr std::size_t reported = 20;
   const auto oldest = queues_.oldest(reported);
@@ -443,28 +403,24 @@ void node_agent::on(protocol::tick&) {
     w.priority = s.priority;
     h.waiting.push_back(std::move(w));
   }
-  for (const auto& [id, w] : workers_) {
-    if (!w.preempt_deadline) continue;
+  pool_.for_each([&](const worker_id&, const worker_slot& w) {
+    if (!w.preempt_deadline) return;
     const auto left =
       std::chrono::duration_cast<std::chrono::milliseconds>(*w.preempt_deadline - now).count();
     h.preempting.push_back({w.actor, w.function, w.priority,
                             w.preempt_stopped ? 0 : std::max<std::int64_t>(0, left), w.kill_reason});
-  }
+  });
   (void)net_.send(cfg_.head, std::move(h));
 }
 
 void node_agent::on(protocol::job_finished& m) {
-  finished_jobs_.insert(m.job);
+  pool_.job_finished(m.job);  // first: its workers taken back below retire
   net_.job_ended(m.job);
   // What the job still leases or asks for comes back (its driver is gone or has shut down);
   // its workers retire.
   withdraw_leases(
     [&](const address&, const task_id&, const job_id& job) { return job == m.job; });
-  std::vector<worker_id> idle_of_job;
-  for (const auto& id : idle_) {
-    if (workers_.at(id).job == m.job) idle_of_job.push_back(id);
-  }
-  for (const auto& id : idle_of_job) retire(id, "its job finished");
+  pool_.retire_idle(m.job);
   if (store_) store_->job_finished(m.job);
   packages_.job_finished(m.job);
   launcher_.job_finished(m.job);
@@ -481,12 +437,68 @@ void node_agent::on(protocol::resource_query& m) {
 void node_agent::on(protocol::shutdown_component& m) {
   stopping_ = true;
   queues_.clear();
-  for (auto& [id, w] : workers_) {
-    (void)net_.send(w.addr, m);
-    if (!w.ready) starting_forgotten_[id] = w.job;  // told when it says worker_ready
+  pool_.stop_all(m);
+}
+
+void node_agent::on(protocol::gpu_usage& m) {
+  if (!m.sender_job.nil()) {
+    // It names no worker: a job reports only devices that one of its workers here sees.
+    for (auto index : m.devices) {
+      if (!pool_.sees(m.sender_job, index)) {
+        guard_.refused("permission_denied: job " + m.sender_job.short_hex() +
+                       " reported the usage of GPU " + std::to_string(index) +
+                       ", which none of its workers here sees; refused");
+        return;
+      }
+    }
   }
-  workers_.clear();
-  idle_.clear();
+  gpu_monitor_.reported(m);
+}
+
+std::size_t node_agent::withdraw_leases(const worker_pool::lease_match& match) {
+  // Requests spilled to the head are not here: forgotten, but not counted as found.
+  spilled_.forget_if(match);
+  std::size_t found = queues_.erase_if([&](const protocol::task_spec& s) {
+    return s.kind == protocol::task_kind::normal && match(s.owner, s.id, s.job);
+  });
+  return found + pool_.take_back_if(match);
+}
+
+void node_agent::on(protocol::unsubscribe_cluster& m) {
+  // A worker process went away (killed, or retired): it owned tasks as well as ran them.
+  withdraw_leases([&](const address& owner, const task_id&, const job_id&) {
+    return owner.endpoint == m.endpoint;
+  });
+  if (store_) store_->process_gone(m.endpoint);
+}
+
+void node_agent::on(protocol::cancel_lease_requests& m) {
+  std::unordered_set<task_id> wanted(m.requests.begin(), m.requests.end());
+  const std::size_t found =
+    withdraw_leases([&](const address& owner, const task_id& request, const job_id& job) {
+      return owner == m.owner && wanted.contains(request) &&
+             guard_.owned_by_sender(m.sender_job, job, "lease request " + request.short_hex());
+    });
+  if (found < wanted.size() && cfg_.spill_to_head && !m.from_head) {
+    (void)net_.send(cfg_.head, std::move(m));  // forwarded: the head asks every node
+  }
+}
+
+void node_agent::on(protocol::kill_actor& m) {
+  // Not started yet: drop it from the queue.
+  const auto* queued = queues_.find_if([&](const protocol::task_spec& s) {
+    return s.kind == protocol::task_kind::actor_creation && s.actor == m.actor;
+  });
+  if (queued != nullptr) {
+    if (!guard_.owned_by_sender(m.sender_job, queued->job, "actor " + m.actor.short_hex())) return;
+    const task_id request = queued->id;
+    queues_.erase_if([&](const protocol::task_spec& s) { return s.id == request; });
+    return;
+  }
+  if (auto* host = pool_.host_of(m.actor)) {
+    if (!guard_.owned_by_sender(m.sender_job, host->second.job, "actor " + m.actor.short_hex())) return;
+    pool_.terminate(host->first, host->second);
+  }
 }
 
 } // namespace celer

@@ -3,57 +3,34 @@
 // (for tasks) and actors wait in a queue until their resources are free; a lease lends an
 // idle worker (or a new one) to the owner that asked, which pushes its tasks to it directly
 // until it returns the lease; each actor gets a worker of its own for its lifetime. What
-// the node can never place, or (in a cluster) cannot place now, goes to the head. Plain logic behind `handle`; a CAF actor runs it (one message at a time).
+// the node can never place, or (in a cluster) cannot place now, goes to the head. Plain
+// logic behind `handle`; a CAF actor runs it (one message at a time).
+//
+// The workers themselves are the worker pool's (worker_pool.hpp: their slots, starting,
+// lending, taking back, their exits); the agent routes the pool's messages to it.
 
-#include "protocol/head_watch.hpp"
-#include "node/package_fetcher.hpp"
 #include "node/gpu_monitor.hpp"
+#include "node/node_guard.hpp"
 #include "node/node_room.hpp"
 #include "node/node_store.hpp"
+#include "node/package_fetcher.hpp"
 #include "node/spilled_requests.hpp"
+#include "node/worker_pool.hpp"
+#include "protocol/head_watch.hpp"
 #include "protocol/messages.hpp"
 #include "scheduler/device_pool.hpp"
 #include "scheduler/shape_queues.hpp"
-#include "transport/rate_limited_log.hpp"
 #include "transport/transport.hpp"
 
 #include <chrono>
-#include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
-#include <unordered_set>
-#include <unordered_map>
 #include <vector>
 
 namespace celer {
-
-/// Starts and stops workers: threads in embedded mode, processes in cluster mode.
-class worker_launcher {
-public:
-  struct launched {
-    address addr;
-    /// False when the worker announces itself later with worker_ready (a process).
-    bool ready = true;
-  };
-  virtual ~worker_launcher() = default;
-  /// Starts a worker with id `id` for the job of `first`, the work it will run first; it
-  /// sees only the GPUs `gpus` (device indices; CUDA_VISIBLE_DEVICES for a process).
-  virtual launched launch(const worker_id& id, const protocol::task_spec& first,
-                          const std::vector<int>& gpus) = 0;
-  /// Stops the worker hosting `actor` now (a process is killed; a thread is asked).
-  virtual void terminate(const worker_id& id, const address& addr, const actor_id& actor) = 0;
-  /// The job ended: what the launcher holds for it on this machine may go.
-  virtual void job_finished(const job_id& job) { (void)job; }
-  /// Hands a preemption notice to the worker hosting its actor in this process, beside any
-  /// call it is running; false when the worker is elsewhere (the node sends the notice).
-  virtual bool preempt(const worker_id& id, const protocol::preempt_actor& notice) {
-    (void)id;
-    (void)notice;
-    return false;
-  }
-};
 
 class node_agent {
 public:
@@ -96,7 +73,8 @@ public:
     std::function<void(const std::string&)> head_lost;
     // The same callback is called, with why, when the head says it declared this node
     // dead (a node_died naming it): the node leaves rather than run work owners gave up on.
-    /// The clock the head probes and the store's pull expiry are timed by (tests pass a
+    /// The clock the head probes, the store's pull expiry, workers' start timeouts,
+    /// preemption deadlines and how long work has waited are timed by (tests pass a
     /// made-up one).
     std::function<std::chrono::steady_clock::time_point()> now = [] {
       return std::chrono::steady_clock::now();
@@ -111,64 +89,18 @@ public:
 
   [[nodiscard]] const protocol::resource_set& available() const noexcept { return room_.available(); }
   [[nodiscard]] std::size_t queued() const noexcept { return queues_.size(); }
-  [[nodiscard]] std::size_t workers() const noexcept { return workers_.size(); }
+  [[nodiscard]] std::size_t workers() const noexcept { return pool_.size(); }
   /// The object store (null when the node has none).
   [[nodiscard]] const node_store* objects() const noexcept { return store_.get(); }
 
 private:
-  struct worker_slot {
-    address addr;
-    /// False until a worker process says worker_ready; `pending` waits for it.
-    bool ready = true;
-    std::optional<protocol::task_spec> pending;
-    /// The lease request it is lent for (while lent to a task owner).
-    task_id lease_request;
-    std::chrono::steady_clock::time_point started;
-    /// Why the node killed it, if it did (reported instead of the bare signal).
-    std::string kill_reason;
-    /// Not started yet: the job's working directory with this digest is being fetched.
-    std::string awaits_package;
-    job_id job;
-    /// Who leased it (or created its actor), and the function it was leased for.
-    address owner;
-    std::string function;
-    bool busy = false;
-    bool blocked = false;
-    bool actor_worker = false;
-    actor_id actor;
-    /// Which start of its actor this is (the spec's restarts).
-    std::uint32_t restarts = 0;
-    /// What the worker holds now (its CPUs drop out while it is blocked in get).
-    protocol::resource_set held;
-    /// What its task or actor asked for.
-    protocol::resource_set granted;
-    /// The GPU shares it holds now, and the devices it was started to see (a process
-    /// cannot change CUDA_VISIBLE_DEVICES later, so it is reused only for the same ones).
-    std::vector<protocol::gpu_share> gpus;
-    std::vector<int> visible;
-    /// The placement group bundle whose resources it holds (group nil: the node's).
-    protocol::placement in_bundle;
-    /// Its work's priority; an actor that opted in may be preempted for higher-priority
-    /// work, with `grace` to checkpoint. Once told, it is stopped by `preempt_deadline`.
-    std::int32_t priority = 0;
-    bool preemptible = false;
-    std::chrono::milliseconds grace{0};
-    std::optional<std::chrono::steady_clock::time_point> preempt_deadline;
-    bool preempt_stopped = false;
-  };
   void on(protocol::request_lease& m);
   void on(protocol::start_actor& m);
-  void on(protocol::return_lease& m);
   void on(protocol::cancel_lease_requests& m);
   void on(protocol::unsubscribe_cluster& m);
-  void on(protocol::worker_blocked& m);
-  void on(protocol::worker_unblocked& m);
-  void on(protocol::actor_exited& m);
   void on(protocol::kill_actor& m);
   void on(protocol::resource_query& m);
   void on(protocol::shutdown_component& m);
-  void on(protocol::worker_ready& m);
-  void on(protocol::worker_died& m);
   void on(protocol::tick& m);
   void on(protocol::job_finished& m);
   void on(protocol::node_died& m);
@@ -178,10 +110,6 @@ private:
   void on(protocol::preempt_ready& m);
   void on(protocol::lookup_actor_reply& m);
   void on(protocol::head_restarted& m);
-  void on(protocol::package_data& m);
-  /// Fails worker `id`, which waited for its job's working directory, with `why` (as if
-  /// its process had died: its lease request or actor fails).
-  void fail_package_wait(const worker_id& id, const std::string& why);
   /// Sends register_node to the head.
   void register_with_head();
   /// Sends `m` to the head's scheduler and remembers it a while (see spilled_).
@@ -211,32 +139,13 @@ private:
   void start_preemption(const worker_id& id, worker_slot& w, const std::string& why);
   /// The preempted actor's time is up (or it is ready): the head learns why, the worker stops.
   void stop_preempted(const worker_id& id, worker_slot& w);
-  void send_work(const worker_id& id, worker_slot& w, protocol::task_spec spec);
-  worker_id take_worker(const protocol::task_spec& spec, const std::vector<int>& gpus);
   /// Whether this node could run `m` some day, and should decide it here rather than
   /// leave the choice to the head's scheduler.
   [[nodiscard]] std::string never_here(const protocol::task_spec& spec) const;
   [[nodiscard]] bool head_should_place(const protocol::request_lease& m) const;
-  /// Tells the head that a worker process's endpoint is going (cluster mode), and drops the
-  /// connection to it once the process has `exited`.
-  void forget_endpoint(const worker_id& id, const address& worker, bool exited);
-  /// Stops an idle or finished worker and forgets it.
-  void retire(const worker_id& id, const std::string& why);
-  void release(worker_slot& w);
-  /// Takes back a lent worker: into the pool, or retired.
-  void reclaim(const worker_id& id, worker_slot& w);
   /// Drops the queued lease requests that `match` (owner, request, job) picks and takes
   /// back the workers started or lent for such requests; returns how many it found.
-  using lease_match = std::function<bool(const address&, const task_id&, const job_id&)>;
-  std::size_t withdraw_leases(const lease_match& match);
-
-  transport& net_;
-  worker_launcher& launcher_;
-  config cfg_;
-  /// Its free resources and devices, and the placement group bundles reserved here.
-  node_room room_;
-  /// Its GPUs' monitoring, for the heartbeat.
-  gpu_monitor gpu_monitor_;
+  std::size_t withdraw_leases(const worker_pool::lease_match& match);
   void enqueue(protocol::task_spec spec);
   /// The head of `q` does not fit. `room` (and `room_devices`) is what will be free once
   /// the actors already being preempted stop, less what is held for earlier requests. If
@@ -245,31 +154,27 @@ private:
   /// now has room for it (dispatch then holds that for it).
   bool preempt_for(const scheduling::shape_queues::shape& q, protocol::resource_set& room,
                    scheduling::device_pool& room_devices);
-  /// Work waiting here, by resource shape (the local scheduler's queues).
-  scheduling::shape_queues queues_;
-  std::unordered_map<worker_id, worker_slot> workers_;
-  std::vector<worker_id> idle_;
-  std::unordered_set<job_id> finished_jobs_;
-  /// Set once the head said it declared this node dead: the node is leaving.
-  bool declared_dead_ = false;
-  /// Workers told to stop whose process has not exited yet: their endpoints.
-  std::unordered_map<worker_id, std::string> exiting_;
-  /// Workers forgotten before their process said worker_ready, and their jobs: told to stop
-  /// when it does (on their job's word only), dropped when it exits.
-  std::unordered_map<worker_id, job_id> starting_forgotten_;
-  bool stopping_ = false;
-  std::unique_ptr<node_store> store_;
-  /// Requests refused because they name another job's worker or actor (see owned_by_sender).
-  rate_limited_log denials_{"node"};
-  /// True when `sender` (a message's sender_job: nil for the head, nodes and this process)
-  /// may act on a thing of job `owner`; otherwise logs the refusal (rate-limited).
-  bool owned_by_sender(const job_id& sender, const job_id& owner, const std::string& what);
-  /// The worker `id` names, if it is here and `sender` may speak for it (a message from a
-  /// worker about itself: `what` names the message, for the log); null otherwise.
-  worker_slot* worker_of_sender(const worker_id& id, const job_id& sender, const char* what);
-  std::optional<head_watch> head_watch_;
+
+  transport& net_;
+  worker_launcher& launcher_;
+  config cfg_;
+  /// Its free resources and devices, and the placement group bundles reserved here.
+  node_room room_;
+  /// Its GPUs' monitoring, for the heartbeat.
+  gpu_monitor gpu_monitor_;
+  /// What a job's message is checked against, and the refusals' log (shared with the pool).
+  node_guard guard_;
   /// Jobs' working directories: fetched from the head, unpacked, bound to their jobs.
   package_fetcher packages_;
+  /// Its workers (after the room, the packages and the guard, which it uses).
+  worker_pool pool_;
+  /// Work waiting here, by resource shape (the local scheduler's queues).
+  scheduling::shape_queues queues_;
+  /// Set once the head said it declared this node dead: the node is leaving.
+  bool declared_dead_ = false;
+  bool stopping_ = false;
+  std::unique_ptr<node_store> store_;
+  std::optional<head_watch> head_watch_;
   /// Lease requests this node spilled to the head lately (resent if the head restarts).
   spilled_requests spilled_;
 };

@@ -1,7 +1,7 @@
 // A node agent's room held apart: the placement group bundles reserved here (their
 // accounting is node_room's), and the preemption of actors that opted in when
 // higher-priority work needs their room.
-// (node_agent.cpp: the head, the queues and dispatch; node_agent_workers.cpp: workers.)
+// (node_agent.cpp: the head, the queues and dispatch; worker_pool.cpp: workers.)
 #include "node/node_agent.hpp"
 
 #include "log.hpp"
@@ -26,14 +26,7 @@ void node_agent::on(protocol::return_bundles& m) {
       if (q.where.group != key.first || q.where.bundle != key.second) continue;
       for (auto& w : queues_.take_all(q)) refuse(w.spec, why);
     }
-    for (auto& [id, w] : workers_) {
-      if (w.in_bundle.group != key.first || w.in_bundle.bundle != key.second || !w.busy) continue;
-      w.kill_reason = "was stopped: " + why;
-      w.in_bundle = {};  // its resources go back with the bundle
-      w.held = {};
-      w.gpus.clear();
-      launcher_.terminate(id, w.addr, w.actor);
-    }
+    pool_.stop_in_bundle(key, why);
     room_.give_back(key);
   }
   queues_.prune();
@@ -44,21 +37,20 @@ bool node_agent::preempt_for(const scheduling::shape_queues::shape& q, protocol:
                              scheduling::device_pool& room_devices) {
   const auto& spec = q.tasks.front().spec;
   const std::int64_t units = q.need.units(protocol::gpu);
-  std::vector<std::pair<const worker_id, worker_slot>*> candidates;
-  for (auto& entry : workers_) {
-    const auto& w = entry.second;
+  std::vector<std::pair<worker_id, worker_slot*>> candidates;
+  pool_.for_each([&](const worker_id& id, worker_slot& w) {
     if (w.actor_worker && w.busy && w.in_bundle.group.nil() && !w.preempt_deadline &&
         w.preemptible && w.ready && !w.pending && w.priority < spec.priority) {
-      candidates.push_back(&entry);
+      candidates.emplace_back(id, &w);
     }
-  }
+  });
   if (room.covers(q.need) && room_devices.fits(units, q.where)) {
     return true;  // the actors already told make room
   }
   if (candidates.empty()) return false;
-  std::sort(candidates.begin(), candidates.end(), [](const auto* a, const auto* b) {
-    if (a->second.priority != b->second.priority) return a->second.priority < b->second.priority;
-    return a->second.started > b->second.started;  // the newest loses least work
+  std::sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
+    if (a.second->priority != b.second->priority) return a.second->priority < b.second->priority;
+    return a.second->started > b.second->started;  // the newest loses least work
   });
   protocol::resource_set free;
   std::vector<protocol::gpu_share> shares;
@@ -68,8 +60,8 @@ bool node_agent::preempt_for(const scheduling::shape_queues::shape& q, protocol:
       shares.clear();
       for (std::size_t i = 0; i < set.size(); ++i) {
         if (!set[i]) continue;
-        free.add(candidates[i]->second.held);
-        const auto& g = candidates[i]->second.gpus;
+        free.add(candidates[i].second->held);
+        const auto& g = candidates[i].second->gpus;
         shares.insert(shares.end(), g.begin(), g.end());
       }
       return free.covers(q.need) && room_devices.fits_after(units, q.where, shares);
@@ -81,21 +73,21 @@ bool node_agent::preempt_for(const scheduling::shape_queues::shape& q, protocol:
     " of priority " + std::to_string(spec.priority) + ", which needs " + q.need.to_string();
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (!chosen[i]) continue;
-    auto& w = candidates[i]->second;
+    auto& w = *candidates[i].second;
     room.add(w.held);
     room_devices.give_back(w.gpus);
-    start_preemption(candidates[i]->first, w, why);
+    start_preemption(candidates[i].first, w, why);
   }
   return true;
 }
 
 void node_agent::start_preemption(const worker_id& id, worker_slot& w, const std::string& why) {
-  w.preempt_deadline = std::chrono::steady_clock::now() + w.grace;
+  w.preempt_deadline = cfg_.now() + w.grace;
   w.kill_reason = why + " (priority " + std::to_string(w.priority) + ")";
   CELER_LOG(info, "node", "actor " + w.actor.short_hex() + " (" + w.function + ") " + w.kill_reason +
                             "; it has " + std::to_string(w.grace.count()) + " ms to checkpoint");
   protocol::preempt_actor notice{w.actor, w.grace.count(), w.kill_reason};
-  if (!launcher_.preempt(id, notice)) (void)net_.send(w.addr, std::move(notice));
+  pool_.tell_preempted(id, w, std::move(notice));
 }
 
 void node_agent::stop_preempted(const worker_id& id, worker_slot& w) {
@@ -107,11 +99,11 @@ void node_agent::stop_preempted(const worker_id& id, worker_slot& w) {
                                         "actor " + w.actor.hex() + " " + w.kill_reason, w.function,
                                         cfg_.id.short_hex(), id.short_hex());
   (void)net_.send(cfg_.head, protocol::actor_failed{w.actor, std::move(f)});
-  launcher_.terminate(id, w.addr, w.actor);
+  pool_.terminate(id, w);
 }
 
 void node_agent::on(protocol::preempt_ready& m) {
-  auto* w = worker_of_sender(m.worker, m.sender_job, "preempt_ready");
+  auto* w = pool_.of_sender(m.worker, m.sender_job, "preempt_ready");
   if (w == nullptr || w->actor != m.actor || !w->preempt_deadline) return;
   stop_preempted(m.worker, *w);
 }

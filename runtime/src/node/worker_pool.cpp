@@ -1,8 +1,7 @@
-// A node agent's workers: starting them and handing them work, lending them to task
-// owners and taking them back, blocking in get, and what becomes of them when they exit,
-// die or are killed. (node_agent.cpp: the head, the queues and dispatch; node_agent_room.cpp:
-// placement group bundles and preemption.)
-#include "node/node_agent.hpp"
+// A node's worker pool: starting workers and handing them their first work, lending them to
+// task owners and taking them back, blocking in get, and what becomes of them when they
+// exit, die or are killed. (Which work starts, and preemption: local_scheduler.cpp.)
+#include "node/worker_pool.hpp"
 
 #include "log.hpp"
 
@@ -10,26 +9,35 @@
 
 namespace celer {
 
-void node_agent::on(protocol::gpu_usage& m) {
-  if (!m.sender_job.nil()) {
-    // It names no worker: a job reports only devices that one of its workers here sees.
-    for (auto index : m.devices) {
-      const bool seen = std::any_of(workers_.begin(), workers_.end(), [&](const auto& e) {
-        const auto& v = e.second.visible;
-        return e.second.job == m.sender_job && std::find(v.begin(), v.end(), index) != v.end();
-      });
-      if (!seen) {
-        denials_.warn("permission_denied: job " + m.sender_job.short_hex() +
-                      " reported the usage of GPU " + std::to_string(index) +
-                      ", which none of its workers here sees; refused");
-        return;
-      }
-    }
-  }
-  gpu_monitor_.reported(m);
+worker_pool::worker_pool(transport& net, worker_launcher& launcher, node_room& room,
+                         package_fetcher& packages, node_guard& guard, config cfg)
+  : net_(net), launcher_(launcher), room_(room), packages_(packages), guard_(guard), cfg_(std::move(cfg)) {}
+
+worker_id worker_pool::lend(protocol::task_spec spec, std::vector<protocol::gpu_share> gpus,
+                            const protocol::placement& in_bundle, std::chrono::milliseconds grace) {
+  std::vector<int> visible;
+  for (const auto& s : gpus) visible.push_back(s.index);
+  const worker_id id = take_worker(spec, visible);
+  auto& w = workers_.at(id);
+  w.gpus = std::move(gpus);
+  w.busy = true;
+  w.actor = spec.actor;
+  w.restarts = spec.restarts;
+  w.owner = spec.owner;
+  w.function = spec.function;
+  w.held = spec.resources;
+  w.granted = spec.resources;
+  w.in_bundle = in_bundle;
+  w.priority = spec.priority;
+  w.preemptible = spec.kind == protocol::task_kind::actor_creation && spec.preemptible;
+  w.grace = grace;
+  w.preempt_deadline.reset();
+  w.preempt_stopped = false;
+  send_work(id, w, std::move(spec));
+  return id;
 }
 
-worker_id node_agent::take_worker(const protocol::task_spec& spec, const std::vector<int>& gpus) {
+worker_id worker_pool::take_worker(const protocol::task_spec& spec, const std::vector<int>& gpus) {
   const bool for_actor = spec.kind == protocol::task_kind::actor_creation;
   if (!for_actor) {
     // The most recently idle worker of the same job that sees the same GPUs (its cache is
@@ -59,14 +67,14 @@ worker_id node_agent::take_worker(const protocol::task_spec& spec, const std::ve
     slot.ready = started.ready;
   }
   slot.visible = gpus;
-  slot.started = std::chrono::steady_clock::now();
+  slot.started = cfg_.now();
   slot.job = spec.job;
   slot.actor_worker = for_actor;
   workers_.emplace(id, std::move(slot));
   return id;
 }
 
-void node_agent::send_work(const worker_id& id, worker_slot& w, protocol::task_spec spec) {
+void worker_pool::send_work(const worker_id& id, worker_slot& w, protocol::task_spec spec) {
   if (!w.ready) {
     w.pending = std::move(spec);
     return;
@@ -79,7 +87,7 @@ void node_agent::send_work(const worker_id& id, worker_slot& w, protocol::task_s
     r.ok = true;
     r.worker = id;
     r.worker_addr = w.addr;
-    r.node = cfg_.id;
+    r.node = cfg_.node;
     r.node_addr = cfg_.self;
     CELER_LOG(debug, "node", "lends worker " + id.short_hex() + " to " + spec.owner.id.short_hex() +
                                " (" + room_.available().to_string() + " left)");
@@ -97,7 +105,7 @@ void node_agent::send_work(const worker_id& id, worker_slot& w, protocol::task_s
   }
 }
 
-void node_agent::release(worker_slot& w) {
+void worker_pool::release(worker_slot& w) {
   if (w.in_bundle.group.nil()) {
     room_.available().add(w.held);
     room_.gpus().give_back(w.gpus);
@@ -113,7 +121,7 @@ void node_agent::release(worker_slot& w) {
   w.blocked = false;
 }
 
-void node_agent::forget_endpoint(const worker_id& id, const address& worker, bool exited) {
+void worker_pool::forget_endpoint(const worker_id& id, const address& worker, bool exited) {
   if (!cfg_.spill_to_head || worker.endpoint.empty()) return;
   (void)net_.send(cfg_.head, protocol::unsubscribe_cluster{worker.endpoint});
   if (exited) {
@@ -123,7 +131,7 @@ void node_agent::forget_endpoint(const worker_id& id, const address& worker, boo
   }
 }
 
-void node_agent::retire(const worker_id& id, const std::string& why) {
+void worker_pool::retire(const worker_id& id, const std::string& why) {
   auto it = workers_.find(id);
   if (it == workers_.end()) return;
   if (it->second.awaits_package.empty()) {
@@ -135,44 +143,66 @@ void node_agent::retire(const worker_id& id, const std::string& why) {
   std::erase(idle_, id);
 }
 
-bool node_agent::owned_by_sender(const job_id& sender, const job_id& owner, const std::string& what) {
-  if (sender.nil() || sender == owner) return true;
-  denials_.warn("permission_denied: job " + sender.short_hex() + " asked about " + what +
-                " of job " + owner.short_hex() + "; refused");
-  return false;
+worker_slot* worker_pool::find(const worker_id& id) {
+  auto it = workers_.find(id);
+  return it == workers_.end() ? nullptr : &it->second;
 }
 
-node_agent::worker_slot* node_agent::worker_of_sender(const worker_id& id, const job_id& sender,
-                                                      const char* what) {
+worker_slot* worker_pool::of_sender(const worker_id& id, const job_id& sender, const char* what) {
   auto it = workers_.find(id);
   if (it == workers_.end()) return nullptr;
   // Every worker has a job from the start: take_worker records the job of the work it is
   // started for, lends it again only to that job (an idle one in the pool included), and
   // process_launcher gives its process that job's credential alone. So only that job (or
   // the cluster) speaks for it.
-  if (!owned_by_sender(sender, it->second.job, std::string(what) + " of worker " + id.short_hex())) {
+  if (!guard_.owned_by_sender(sender, it->second.job, std::string(what) + " of worker " + id.short_hex())) {
     return nullptr;
   }
   return &it->second;
 }
 
-void node_agent::on(protocol::return_lease& m) {
+std::pair<const worker_id, worker_slot>* worker_pool::host_of(const actor_id& actor) {
+  for (auto& entry : workers_) {
+    if (entry.second.actor_worker && entry.second.actor == actor) return &entry;
+  }
+  return nullptr;
+}
+
+void worker_pool::terminate(const worker_id& id, const worker_slot& w) {
+  launcher_.terminate(id, w.addr, w.actor);
+}
+
+void worker_pool::tell_preempted(const worker_id& id, const worker_slot& w, protocol::preempt_actor notice) {
+  if (!launcher_.preempt(id, notice)) (void)net_.send(w.addr, std::move(notice));
+}
+
+void worker_pool::stop_in_bundle(const node_room::bundle_key& key, const std::string& why) {
+  for (auto& [id, w] : workers_) {
+    if (w.in_bundle.group != key.first || w.in_bundle.bundle != key.second || !w.busy) continue;
+    w.kill_reason = "was stopped: " + why;
+    w.in_bundle = {};  // its resources go back with the bundle
+    w.held = {};
+    w.gpus.clear();
+    launcher_.terminate(id, w.addr, w.actor);
+  }
+}
+
+void worker_pool::on(protocol::return_lease& m) {
   CELER_LOG(debug, "node", "worker " + m.worker.short_hex() + " returned");
   auto it = workers_.find(m.worker);
   if (it == workers_.end() || it->second.actor_worker || !it->second.busy ||
       it->second.lease_request != m.request) {
     return;  // taken back already (the request was cancelled), maybe lent again since
   }
-  if (!owned_by_sender(m.sender_job, it->second.job, "the lease of worker " + m.worker.short_hex())) {
+  if (!guard_.owned_by_sender(m.sender_job, it->second.job, "the lease of worker " + m.worker.short_hex())) {
     return;
   }
   reclaim(m.worker, it->second);
 }
 
-void node_agent::reclaim(const worker_id& id, worker_slot& w) {
+void worker_pool::reclaim(const worker_id& id, worker_slot& w) {
   release(w);
   w.lease_request = {};
-  if (stopping_) return;
   if (finished_jobs_.contains(w.job)) {
     retire(id, "its job finished");
   } else if (static_cast<int>(idle_.size()) < cfg_.max_idle_workers) {
@@ -180,15 +210,10 @@ void node_agent::reclaim(const worker_id& id, worker_slot& w) {
   } else {
     retire(id, "too many idle workers");
   }
-  dispatch();
+  room_freed();
 }
 
-std::size_t node_agent::withdraw_leases(const lease_match& match) {
-  // Requests spilled to the head are not here: forgotten, but not counted as found.
-  spilled_.forget_if(match);
-  std::size_t found = queues_.erase_if([&](const protocol::task_spec& s) {
-    return s.kind == protocol::task_kind::normal && match(s.owner, s.id, s.job);
-  });
+std::size_t worker_pool::take_back_if(const lease_match& match) {
   std::vector<worker_id> back;
   for (auto& [id, w] : workers_) {
     if (w.actor_worker || !w.busy) continue;
@@ -203,32 +228,12 @@ std::size_t node_agent::withdraw_leases(const lease_match& match) {
     w.pending.reset();
     reclaim(id, w);
   }
-  return found + back.size();
+  return back.size();
 }
 
-void node_agent::on(protocol::unsubscribe_cluster& m) {
-  // A worker process went away (killed, or retired): it owned tasks as well as ran them.
-  withdraw_leases([&](const address& owner, const task_id&, const job_id&) {
-    return owner.endpoint == m.endpoint;
-  });
-  if (store_) store_->process_gone(m.endpoint);
-}
-
-void node_agent::on(protocol::cancel_lease_requests& m) {
-  std::unordered_set<task_id> wanted(m.requests.begin(), m.requests.end());
-  const std::size_t found =
-    withdraw_leases([&](const address& owner, const task_id& request, const job_id& job) {
-      return owner == m.owner && wanted.contains(request) &&
-             owned_by_sender(m.sender_job, job, "lease request " + request.short_hex());
-    });
-  if (found < wanted.size() && cfg_.spill_to_head && !m.from_head) {
-    (void)net_.send(cfg_.head, std::move(m));  // forwarded: the head asks every node
-  }
-}
-
-void node_agent::on(protocol::worker_blocked& m) {
+void worker_pool::on(protocol::worker_blocked& m) {
   CELER_LOG(debug, "node", "worker " + m.worker.short_hex() + " blocked");
-  auto* found = worker_of_sender(m.worker, m.sender_job, "worker_blocked");
+  auto* found = of_sender(m.worker, m.sender_job, "worker_blocked");
   if (found == nullptr || !found->busy || found->blocked) return;
   auto& w = *found;
   w.blocked = true;
@@ -236,11 +241,11 @@ void node_agent::on(protocol::worker_blocked& m) {
   lent.set(protocol::cpu, w.granted.get(protocol::cpu));
   w.held.subtract(lent);
   room_.account_of(w.in_bundle).add(lent);
-  dispatch();
+  room_freed();
 }
 
-void node_agent::on(protocol::worker_unblocked& m) {
-  auto* found = worker_of_sender(m.worker, m.sender_job, "worker_unblocked");
+void worker_pool::on(protocol::worker_unblocked& m) {
+  auto* found = of_sender(m.worker, m.sender_job, "worker_unblocked");
   if (found == nullptr || !found->blocked) return;
   auto& w = *found;
   w.blocked = false;
@@ -252,43 +257,23 @@ void node_agent::on(protocol::worker_unblocked& m) {
   room_.account_of(w.in_bundle).subtract(lent);
 }
 
-void node_agent::on(protocol::actor_exited& m) {
-  auto* w = worker_of_sender(m.worker, m.sender_job, "actor_exited");
+void worker_pool::on(protocol::actor_exited& m) {
+  auto* w = of_sender(m.worker, m.sender_job, "actor_exited");
   if (w == nullptr) return;
   release(*w);
   forget_endpoint(m.worker, w->addr, false);
   workers_.erase(m.worker);
-  if (!stopping_) dispatch();
+  room_freed();
 }
 
-void node_agent::on(protocol::kill_actor& m) {
-  // Not started yet: drop it from the queue.
-  const auto* queued = queues_.find_if([&](const protocol::task_spec& s) {
-    return s.kind == protocol::task_kind::actor_creation && s.actor == m.actor;
-  });
-  if (queued != nullptr) {
-    if (!owned_by_sender(m.sender_job, queued->job, "actor " + m.actor.short_hex())) return;
-    const task_id request = queued->id;
-    queues_.erase_if([&](const protocol::task_spec& s) { return s.id == request; });
-    return;
-  }
-  for (auto& [id, w] : workers_) {
-    if (w.actor_worker && w.actor == m.actor) {
-      if (!owned_by_sender(m.sender_job, w.job, "actor " + m.actor.short_hex())) return;
-      launcher_.terminate(id, w.addr, m.actor);
-      return;
-    }
-  }
-}
-
-void node_agent::on(protocol::worker_ready& m) {
+void worker_pool::on(protocol::worker_ready& m) {
   // The node sends work, and later shutdown_component, to the address given here: from a
   // job, it must be the worker's own (a worker's address is its id), for a worker of that
   // job, or the job could have another job's worker stopped or handed work.
   if (!m.sender_job.nil() && m.addr.id != m.worker) {
-    denials_.warn("permission_denied: job " + m.sender_job.short_hex() + " said worker " +
-                  m.worker.short_hex() + " is ready at the address of " + m.addr.id.short_hex() +
-                  "; refused");
+    guard_.refused("permission_denied: job " + m.sender_job.short_hex() + " said worker " +
+                   m.worker.short_hex() + " is ready at the address of " + m.addr.id.short_hex() +
+                   "; refused");
     return;
   }
   auto it = workers_.find(m.worker);
@@ -298,14 +283,14 @@ void node_agent::on(protocol::worker_ready& m) {
     // cluster's word counts for it.
     auto gone = starting_forgotten_.find(m.worker);
     const job_id job = gone != starting_forgotten_.end() ? gone->second : job_id{};
-    if (!owned_by_sender(m.sender_job, job, "worker_ready of worker " + m.worker.short_hex())) {
+    if (!guard_.owned_by_sender(m.sender_job, job, "worker_ready of worker " + m.worker.short_hex())) {
       return;
     }
     if (gone != starting_forgotten_.end()) starting_forgotten_.erase(gone);
     (void)net_.send(m.addr, protocol::shutdown_component{"not needed any more"});
     return;
   }
-  if (!owned_by_sender(m.sender_job, it->second.job, "worker_ready of worker " + m.worker.short_hex())) {
+  if (!guard_.owned_by_sender(m.sender_job, it->second.job, "worker_ready of worker " + m.worker.short_hex())) {
     return;
   }
   auto& w = it->second;
@@ -318,7 +303,7 @@ void node_agent::on(protocol::worker_ready& m) {
   }
 }
 
-void node_agent::on(protocol::package_data& m) {
+void worker_pool::on(protocol::package_data& m) {
   auto answer = packages_.on(m);
   for (const auto& id : answer.workers) {
     auto it = workers_.find(id);
@@ -332,7 +317,7 @@ void node_agent::on(protocol::package_data& m) {
     auto started = launcher_.launch(id, *w.pending, w.visible);
     w.addr = std::move(started.addr);
     w.ready = started.ready;
-    w.started = std::chrono::steady_clock::now();
+    w.started = cfg_.now();
     if (w.ready) {
       auto spec = std::move(*w.pending);
       w.pending.reset();
@@ -341,7 +326,7 @@ void node_agent::on(protocol::package_data& m) {
   }
 }
 
-void node_agent::fail_package_wait(const worker_id& id, const std::string& why) {
+void worker_pool::fail_package_wait(const worker_id& id, const std::string& why) {
   auto it = workers_.find(id);
   if (it == workers_.end()) return;
   const std::string digest = std::move(it->second.awaits_package);
@@ -351,7 +336,7 @@ void node_agent::fail_package_wait(const worker_id& id, const std::string& why) 
   on(died);
 }
 
-void node_agent::on(protocol::worker_died& m) {
+void worker_pool::on(protocol::worker_died& m) {
   starting_forgotten_.erase(m.worker);
   if (auto gone = exiting_.find(m.worker); gone != exiting_.end()) {
     net_.forget(gone->second);
@@ -365,7 +350,7 @@ void node_agent::on(protocol::worker_died& m) {
     auto f = protocol::failure_info::make(
       detail::failure_kind::actor_died, error_code::unavailable,
       "actor " + w.actor.hex() + " died: its worker process " + m.reason, w.function,
-      cfg_.id.short_hex(), m.worker.short_hex());
+      cfg_.node.short_hex(), m.worker.short_hex());
     (void)net_.send(cfg_.head, protocol::actor_failed{w.actor, std::move(f)});
   } else if (w.pending) {
     // Started for a lease it never got to grant: the owner's waiting tasks fail with why.
@@ -373,7 +358,7 @@ void node_agent::on(protocol::worker_died& m) {
     r.request = w.pending->id;
     r.fail = protocol::failure_info::make(detail::failure_kind::worker_died,
                                           error_code::unavailable, "its worker process " + m.reason,
-                                          {}, cfg_.id.short_hex(), m.worker.short_hex());
+                                          {}, cfg_.node.short_hex(), m.worker.short_hex());
     (void)net_.send(w.owner, std::move(r));
   } else if (w.busy) {
     // Leased: its owner fails the tasks it pushed there.
@@ -384,7 +369,67 @@ void node_agent::on(protocol::worker_died& m) {
   forget_endpoint(m.worker, w.addr, true);
   workers_.erase(it);
   std::erase(idle_, m.worker);
-  if (!stopping_) dispatch();
+  room_freed();
+}
+
+void worker_pool::retire_idle(const job_id& job) {
+  std::vector<worker_id> idle_of_job;
+  for (const auto& id : idle_) {
+    if (workers_.at(id).job == job) idle_of_job.push_back(id);
+  }
+  for (const auto& id : idle_of_job) retire(id, "its job finished");
+}
+
+void worker_pool::kill_slow_starts(time_point now) {
+  if (cfg_.start_timeout.count() <= 0) return;
+  std::vector<worker_id> unfetched;
+  for (auto& [id, w] : workers_) {
+    if (w.ready || !w.kill_reason.empty() || now - w.started < cfg_.start_timeout) continue;
+    if (!w.awaits_package.empty()) {  // no process yet: nothing to kill
+      unfetched.push_back(id);
+      continue;
+    }
+    w.kill_reason = "did not start within " + std::to_string(cfg_.start_timeout.count()) +
+                    " ms (does its main call celer::init first?)";
+    CELER_LOG(warn, "node", "worker " + id.short_hex() + " " + w.kill_reason + "; killing it");
+    launcher_.terminate(id, w.addr, w.actor);
+  }
+  for (const auto& id : unfetched) {
+    fail_package_wait(id, "the head did not send it within " + std::to_string(cfg_.start_timeout.count()) + " ms");
+  }
+}
+
+void worker_pool::stop_all(const protocol::shutdown_component& m) {
+  for (auto& [id, w] : workers_) {
+    (void)net_.send(w.addr, m);
+    if (!w.ready) starting_forgotten_[id] = w.job;  // told when it says worker_ready
+  }
+  workers_.clear();
+  idle_.clear();
+}
+
+bool worker_pool::sees(const job_id& job, int index) const {
+  return std::any_of(workers_.begin(), workers_.end(), [&](const auto& e) {
+    const auto& v = e.second.visible;
+    return e.second.job == job && std::find(v.begin(), v.end(), index) != v.end();
+  });
+}
+
+void worker_pool::report(protocol::heartbeat& h) const {
+  h.workers = static_cast<std::uint32_t>(workers_.size());
+  for (const auto& [id, w] : workers_) {
+    if (!w.addr.endpoint.empty()) h.worker_endpoints.push_back(w.addr.endpoint);
+  }
+}
+
+std::string worker_pool::describe() const {
+  std::string dump;
+  for (const auto& [id, w] : workers_) {
+    dump += "\n  " + id.short_hex() + (w.busy ? " busy" : " idle") + (w.blocked ? " blocked" : "") +
+            (w.ready ? "" : " starting") + (w.actor_worker ? " actor" : "") + " held " +
+            w.held.to_string() + " owner " + w.owner.id.short_hex();
+  }
+  return dump;
 }
 
 } // namespace celer
