@@ -1,25 +1,47 @@
 #pragma once
-// The node agent: the node's resources, its worker pool and local dispatch. Lease requests
-// (for tasks) and actors wait in a queue until their resources are free; a lease lends an
+// The node agent: the node's resources, its workers and the work waiting for them. Lease
+// requests (for tasks) and actors wait until their resources are free; a lease lends an
 // idle worker (or a new one) to the owner that asked, which pushes its tasks to it directly
 // until it returns the lease; each actor gets a worker of its own for its lifetime. What
 // the node can never place, or (in a cluster) cannot place now, goes to the head. Plain
-// logic behind `handle`; a CAF actor runs it (one message at a time).
+// logic behind `handle`; a CAF actor runs it (one message at a time, so no locks).
 //
-// The workers themselves are the worker pool's (worker_pool.hpp: their slots, starting,
-// lending, taking back, their exits); the agent routes the pool's messages to it.
+// As the head, a router over managers that each own their state and their handlers:
+//   worker_pool      the worker slots: starting, lending, taking back, retiring workers, and
+//                    worker_ready, worker_died, worker_blocked, worker_unblocked,
+//                    actor_exited, return_lease, package_data;
+//   local_scheduler  the waiting work, dispatch onto the pool's workers, preemption, the
+//                    requests spilled to the head, and request_lease, start_actor,
+//                    cancel_lease_requests, kill_actor, preempt_ready, return_bundles;
+// and the pieces they share, which the agent owns: node_room (free resources, devices,
+// bundles), node_guard (what a job may touch, the refusals' log), package_fetcher (jobs'
+// working directories); its own: gpu_monitor, node_store (the object store service, whose
+// messages the agent forwards), head_watch. What stays here is what no manager owns:
+// routing, registering with the head and watching it, the tick and its heartbeat, bundles
+// reserved, and what several managers react to, called in this order:
+//   job_finished     the pool marks the job finished (its lent workers retire when they
+//                    come back), the transport lets its connections go, the scheduler
+//                    withdraws its leases and requests (taking back its workers), the pool
+//                    retires its idle workers, then the store, the packages, the launcher;
+//   node_died        another node's: the store fails its pulls from it; this node's (the
+//                    head declared it dead): as shutdown_component, then head_lost;
+//   shutdown_component  the scheduler drops its waiting work and takes no more, the pool
+//                    tells every worker to stop;
+//   unsubscribe_cluster  (a process went) the scheduler withdraws its leases, the store
+//                    drops its mappings and frees the objects it owned;
+//   tick             the store's stuck pulls, the scheduler's spilled requests and preempted
+//                    actors past their grace, the pool's workers that never started, then
+//                    the heartbeat.
 
 #include "node/gpu_monitor.hpp"
+#include "node/local_scheduler.hpp"
 #include "node/node_guard.hpp"
 #include "node/node_room.hpp"
 #include "node/node_store.hpp"
 #include "node/package_fetcher.hpp"
-#include "node/spilled_requests.hpp"
 #include "node/worker_pool.hpp"
 #include "protocol/head_watch.hpp"
 #include "protocol/messages.hpp"
-#include "scheduler/device_pool.hpp"
-#include "scheduler/shape_queues.hpp"
 #include "transport/transport.hpp"
 
 #include <chrono>
@@ -88,17 +110,14 @@ public:
   void handle(protocol::message& m);
 
   [[nodiscard]] const protocol::resource_set& available() const noexcept { return room_.available(); }
-  [[nodiscard]] std::size_t queued() const noexcept { return queues_.size(); }
+  [[nodiscard]] std::size_t queued() const noexcept { return scheduler_.queued(); }
   [[nodiscard]] std::size_t workers() const noexcept { return pool_.size(); }
   /// The object store (null when the node has none).
   [[nodiscard]] const node_store* objects() const noexcept { return store_.get(); }
 
 private:
-  void on(protocol::request_lease& m);
-  void on(protocol::start_actor& m);
-  void on(protocol::cancel_lease_requests& m);
+  // Handlers of what no manager owns (the pool's and the scheduler's are theirs).
   void on(protocol::unsubscribe_cluster& m);
-  void on(protocol::kill_actor& m);
   void on(protocol::resource_query& m);
   void on(protocol::shutdown_component& m);
   void on(protocol::tick& m);
@@ -106,77 +125,40 @@ private:
   void on(protocol::node_died& m);
   void on(protocol::reserve_bundle& m);
   void on(protocol::gpu_usage& m);
-  void on(protocol::return_bundles& m);
-  void on(protocol::preempt_ready& m);
   void on(protocol::lookup_actor_reply& m);
   void on(protocol::head_restarted& m);
-  /// Sends register_node to the head.
-  void register_with_head();
-  /// Sends `m` to the head's scheduler and remembers it a while (see spilled_).
-  void spill(protocol::request_lease m);
-  /// Whether a request with this id is queued here or has a worker started or lent for it
-  /// (a resend of a request the node already holds).
-  [[nodiscard]] bool holds_request(const task_id& request) const;
-  /// Whether this start of `actor` (or a later one) is queued or running here (a resend
-  /// by a head that restarted while it was being started).
-  [[nodiscard]] bool holds_actor(const actor_id& actor, std::uint32_t restarts) const;
-  /// Probes the head (cluster mode); false once it has given up on it and stopped.
-  bool watch_head();
-  /// Fails a queued request that cannot be served here any more (`code`: why it fails;
-  /// resource_exhausted, or permission_denied and invalid_argument for a refused request).
-  void refuse(const protocol::task_spec& spec, const std::string& why,
-              error_code code = error_code::resource_exhausted);
-  /// Whether a request of a job (`sender`: nil for the head and nodes) may be queued here:
-  /// its amounts are valid (protocol::validate_amounts) and the bundle it names, if
-  /// reserved here, is its job's. Refuses it otherwise (logged, rate-limited).
-  bool admissible(const protocol::task_spec& spec);
-  /// store_create, store_seal, store_get, store_release, store_free, store_pull, store_chunk.
+  /// store_create, store_seal, store_get, store_release, store_free, store_pull, store_chunk,
+  /// store_stats_query: the store's, or refused when the node has none.
   template <class M>
     requires requires(node_store& s, M& m) { s.on(m); }
   void on(M& m);
-  void dispatch();
-  /// Tells the actor of worker `id` it is preempted (`why`), with its grace to checkpoint.
-  void start_preemption(const worker_id& id, worker_slot& w, const std::string& why);
-  /// The preempted actor's time is up (or it is ready): the head learns why, the worker stops.
-  void stop_preempted(const worker_id& id, worker_slot& w);
-  /// Whether this node could run `m` some day, and should decide it here rather than
-  /// leave the choice to the head's scheduler.
-  [[nodiscard]] std::string never_here(const protocol::task_spec& spec) const;
-  [[nodiscard]] bool head_should_place(const protocol::request_lease& m) const;
-  /// Drops the queued lease requests that `match` (owner, request, job) picks and takes
-  /// back the workers started or lent for such requests; returns how many it found.
-  std::size_t withdraw_leases(const worker_pool::lease_match& match);
-  void enqueue(protocol::task_spec spec);
-  /// The head of `q` does not fit. `room` (and `room_devices`) is what will be free once
-  /// the actors already being preempted stop, less what is held for earlier requests. If
-  /// that is not enough, stops preemptible actors of lower priority that make it enough
-  /// (lowest priority first, then the newest) and adds what they hold. True when `room`
-  /// now has room for it (dispatch then holds that for it).
-  bool preempt_for(const scheduling::shape_queues::shape& q, protocol::resource_set& room,
-                   scheduling::device_pool& room_devices);
+  /// Sends register_node to the head.
+  void register_with_head();
+  /// Probes the head (cluster mode); false once it has given up on it and stopped.
+  bool watch_head();
 
   transport& net_;
   worker_launcher& launcher_;
   config cfg_;
+  // The pieces and managers, in the order they are made (each uses those before it).
   /// Its free resources and devices, and the placement group bundles reserved here.
   node_room room_;
   /// Its GPUs' monitoring, for the heartbeat.
   gpu_monitor gpu_monitor_;
-  /// What a job's message is checked against, and the refusals' log (shared with the pool).
+  /// What a job's message is checked against, and the refusals' log (the managers share it).
   node_guard guard_;
   /// Jobs' working directories: fetched from the head, unpacked, bound to their jobs.
   package_fetcher packages_;
-  /// Its workers (after the room, the packages and the guard, which it uses).
+  /// Its workers.
   worker_pool pool_;
-  /// Work waiting here, by resource shape (the local scheduler's queues).
-  scheduling::shape_queues queues_;
+  /// The work waiting here, its dispatch onto the pool's workers, preemption.
+  local_scheduler scheduler_;
   /// Set once the head said it declared this node dead: the node is leaving.
   bool declared_dead_ = false;
+  /// Set at shutdown_component (or when the head is lost, or declared it dead).
   bool stopping_ = false;
   std::unique_ptr<node_store> store_;
   std::optional<head_watch> head_watch_;
-  /// Lease requests this node spilled to the head lately (resent if the head restarts).
-  spilled_requests spilled_;
 };
 
 } // namespace celer

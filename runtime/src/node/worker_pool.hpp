@@ -175,6 +175,10 @@ public:
     for (auto& [id, w] : workers_) f(id, w);
   }
   template <class F>
+  void for_each(F&& f) const {
+    for (const auto& [id, w] : workers_) f(id, w);
+  }
+  template <class F>
   [[nodiscard]] bool any_of(F&& f) const {
     return std::any_of(workers_.begin(), workers_.end(), [&](const auto& e) { return f(e.first, e.second); });
   }

@@ -1,7 +1,7 @@
 #pragma once
 // A node's waiting work, by resource shape (Ray's scheduling classes): one FIFO queue per
 // (resources, placement, priority), shapes ordered by priority (highest first), then by first
-// arrival. The node's dispatch (node/node_agent.cpp) looks at the head of each shape only,
+// arrival. The node's dispatch (node/local_scheduler.cpp) looks at the head of each shape only,
 // so a long queue costs nothing per dispatch, and a large request does not hold back smaller
 // ones. The scheduler's other pieces: cluster_view (the head's choice of node), device_pool
 // (GPU shares), preemption (which actors make room), labels.
