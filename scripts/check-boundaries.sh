@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks the module boundaries of DESIGN.md §1: a module uses another only through its
 # include/, and no include path reaches into another module's src/. The modules are
-# runtime/base (celer::base), runtime, store, gpu and actors; dependencies run one way
+# base (celer::base), runtime, store, gpu and actors; dependencies run one way
 # (base <- store, gpu <- runtime <- actors <- apps), which the link graph already enforces.
 #
 #  1. No CMake file names another module's src/ (an include directory, a source, anything
@@ -17,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-modules='runtime/base|runtime|store|gpu|actors'
+modules='base|runtime|store|gpu|actors'
 
 # "file-or-folder-prefix module" pairs: these may reach into that module's src/.
 allowed=(
@@ -37,7 +37,7 @@ owner() {
   local f=$1
   if [[ $f =~ ^tests/unit/([a-z_]+)/ ]]; then
     case ${BASH_REMATCH[1]} in
-      base) echo runtime/base ;;
+      base) echo base ;;
       *) echo "${BASH_REMATCH[1]}" ;;
     esac
     return
@@ -57,7 +57,7 @@ is_allowed() {  # is_allowed <file> <module whose src/ it names>
 }
 
 # The modules whose src/ a text names, one a line: "${PROJECT_SOURCE_DIR}/store/src" names
-# store, "-Iruntime/base/src" runtime/base.
+# store, "-Ibase/src" base.
 src_modules_named() {
   grep -oE "(^|[^A-Za-z0-9_])($modules)/src([^A-Za-z0-9_]|\$)" | sed -E 's@^[^a-z]*@@; s@/src.*$@@' || true
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Checks the public headers (CAF's forbidden-includes check and Seastar's checkheaders):
 #  1. no public header includes an internal (src/) header or an implementation library
-#     (ZeroMQ, CAF, RocksDB, LibTorch, CUDA); msgpack only in celer/codec.hpp, where it is
-#     the documented value format of the API;
+#     (ZeroMQ, CAF, RocksDB, LibTorch, CUDA); msgpack only in celer/detail/codec.hpp, which
+#     <celer/codec.hpp> brings: it is the documented value format of the API;
 #  2. each public header compiles on its own, with only its module's include/ and those of the
 #     modules it depends on (so store's headers cannot lean on the runtime's, DESIGN.md §1).
 # scripts/check-boundaries.sh checks the rest of the module boundaries.
@@ -14,14 +14,14 @@ status=0
 # Each module's include/ and, after it, those its public headers may use (base <- store, gpu
 # <- runtime <- actors).
 declare -A visible=(
-  [runtime/base/include]="runtime/base/include"
-  [store/include]="store/include runtime/base/include"
-  [gpu/include]="gpu/include runtime/base/include"
-  [runtime/include]="runtime/include gpu/include runtime/base/include"
-  [actors/include]="actors/include runtime/include store/include gpu/include runtime/base/include"
+  [base/include]="base/include"
+  [store/include]="store/include base/include"
+  [gpu/include]="gpu/include base/include"
+  [runtime/include]="runtime/include gpu/include base/include"
+  [actors/include]="actors/include runtime/include store/include gpu/include base/include"
   # The apps' shared library (apps/common): base's errors, and the libraries
   # every app uses (yaml-cpp, CLI11, nlohmann-json, from /usr/include).
-  [apps/common/include]="apps/common/include runtime/base/include"
+  [apps/common/include]="apps/common/include base/include"
 )
 headers=$( (find "${!visible[@]}" -name '*.hpp' 2>/dev/null || true) | sort)
 
@@ -34,7 +34,7 @@ if grep -nE "$forbidden" $(grep -vE "$torch_headers" <<<"$headers"); then
   echo "check-headers: the includes above do not belong in public headers" >&2
   status=1
 fi
-if grep -nE '#include [<"]msgpack' $headers | grep -v '^runtime/include/celer/codec.hpp:'; then
+if grep -nE '#include [<"]msgpack' $headers | grep -v '^runtime/include/celer/detail/codec.hpp:'; then
   echo "check-headers: include msgpack only through <celer/codec.hpp>" >&2
   status=1
 fi

@@ -47,12 +47,12 @@ start=$(date +%s)
 # A fuzz target is built from the runtime's and the store's sources directly, so it reaches
 # into their src/ (the one place outside a module's own tests allowed to: scripts/check-boundaries.sh).
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
-       -Iruntime/base/include -Iruntime/include -Iruntime/src -Igpu/include -Istore/include
+       -Ibase/include -Iruntime/include -Iruntime/src -Igpu/include -Istore/include
        -Istore/src -Itests -Itests/fuzz)
 library_flags=("${flags[@]/-fsanitize=fuzzer,/-fsanitize=fuzzer-no-link,}")
 wire_sources=(runtime/src/transport/wire.cpp runtime/src/protocol/messages.cpp
               runtime/src/protocol/resources.cpp runtime/src/common.cpp
-              runtime/base/src/error.cpp runtime/base/src/ids.cpp)
+              base/src/error.cpp base/src/ids.cpp)
 store_sources=(runtime/src/node/node_store.cpp runtime/src/node/arena_handout.cpp runtime/src/config/knobs.cpp
                runtime/src/node/chunk_seal.cpp runtime/src/transport/bulk_lane.cpp
                store/src/checksum.cpp store/src/object_store.cpp store/src/shm_arena.cpp
@@ -64,7 +64,7 @@ stale() {
   local file=$1
   shift
   local dirs=("$@")
-  (( ${#dirs[@]} )) || dirs=(runtime/base runtime/src runtime/include gpu/include store/include store/src)
+  (( ${#dirs[@]} )) || dirs=(base runtime/src runtime/include gpu/include store/include store/src)
   [[ ! -f $file || -n $(find "${dirs[@]}" \( -name '*.cpp' -o -name '*.hpp' -o -name '*.def' \) \
                           -newer "$file" -print -quit) ]]
 }
@@ -104,7 +104,7 @@ for src in tests/fuzz/*_fuzz.cpp; do
   name=$(basename "$src" .cpp)
   if [[ -n ${FUZZ_TARGETS:-} && " $FUZZ_TARGETS " != *" $name "* ]]; then continue; fi
   targets+=("$name")
-  stale "$out/$name" runtime/base runtime/src runtime/include gpu/include store/include store/src \
+  stale "$out/$name" base runtime/src runtime/include gpu/include store/include store/src \
     tests/fuzz tests/fakes || continue
   # Compiled (through ccache), then linked with libFuzzer's main.
   if [[ $name == node_store_fuzz ]]; then

@@ -3,7 +3,7 @@
 // of nccl.h (NCCL 2) and cuda.h, so that neither header is needed to build.
 #include <celer/actors/nccl.hpp>
 
-#include <celer/shared_library.hpp>
+#include <celer/detail/shared_library.hpp>
 
 #include <celer/celer.hpp>
 

@@ -2,7 +2,7 @@
 // neither needs nvml.h to build nor the driver to run. The few NVML types used are declared
 // here from NVML's documented C ABI.
 
-#include <celer/shared_library.hpp>
+#include <celer/detail/shared_library.hpp>
 
 #include <celer/gpu.hpp>
 

@@ -3,7 +3,7 @@
 // driver to run. The few driver types used are declared here from the driver's C ABI.
 
 #include "probe_kernel_ptx.hpp"
-#include <celer/shared_library.hpp>
+#include <celer/detail/shared_library.hpp>
 
 #include <celer/gpu.hpp>
 

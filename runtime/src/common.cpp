@@ -1,5 +1,5 @@
 // Small definitions of the public headers: the remote registry and logging (ids and errors
-// are celer::base, runtime/base/).
+// are celer::base, base/).
 #include "log.hpp"
 
 #include <celer/api.hpp>

@@ -103,8 +103,7 @@ embedded_runtime::embedded_runtime(const knob_values& k, const init_options& opt
   s.core = core_.get();
 
   s.host.spawn(s.head_addr.id,
-               as_component(std::make_shared<head>(net, s.head_addr, std::chrono::milliseconds(0),
-                                                   k.spread_threshold)),
+               as_component(std::make_shared<head>(net, std::chrono::milliseconds(0), k.spread_threshold)),
                "head");
 
   if (!k.object_store_dir.empty()) {

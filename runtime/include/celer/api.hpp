@@ -11,8 +11,9 @@
 ///   celer::shutdown();
 
 #include <celer/codec.hpp>
+#include <celer/detail/calls.hpp>
 #include <celer/error.hpp>
-#include <celer/failure.hpp>
+#include <celer/fwd.hpp>
 #include <celer/handles.hpp>
 #include <celer/ids.hpp>
 #include <celer/options.hpp>
@@ -22,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -106,11 +108,6 @@ struct placement_group_state {
 /// Every placement group of the cluster (`celer list placement-groups` prints them).
 std::vector<placement_group_state> list_placement_groups();
 
-namespace detail {
-std::string pending_reason_of_task(const object_id& id);
-std::string pending_reason_of_actor(const actor_id& id);
-} // namespace detail
-
 /// Why the task that returns `ref` (submitted by this process) has not started: which
 /// resources it waits for, on which nodes. "" once it runs or has run.
 template <class T>
@@ -169,133 +166,14 @@ struct object_store_stats {
 };
 [[nodiscard]] object_store_stats local_object_store_stats();
 
-namespace detail {
-
-/// One argument on the wire: a msgpack value, or a reference resolved before the call.
-struct arg_spec {
-  bool is_ref = false;
-  object_id ref;
-  address owner;
-  std::string value;
-};
-
-/// The outcome of reading one object: its msgpack payload, or why there is none. A large
-/// object's payload is its bytes in the node's shared memory, mapped while `keep` lives.
-struct fetched {
-  bool ok = false;
-  std::string payload;
-  failure fail;
-  const char* mapped = nullptr;
-  std::size_t mapped_size = 0;
-  std::shared_ptr<const void> keep;
-  [[nodiscard]] std::string_view bytes() const noexcept {
-    return mapped != nullptr ? std::string_view(mapped, mapped_size) : std::string_view(payload);
-  }
-};
-
-using timeout_t = std::optional<std::chrono::nanoseconds>;
-
-object_ref<void> submit_task(const remote_entry& fn, std::vector<arg_spec> args,
-                             const task_options& options);
-object_ref<void> put_payload(std::string payload);
-/// Values larger than this (inline_object_bytes) go to the node's object store.
-std::size_t inline_object_limit();
-/// Stores a value of `size` packed bytes, starting with byte `first`, in the node's object
-/// store: `write` packs it straight into the store's memory.
-object_ref<void> put_stored(std::size_t size, unsigned char first, const put_options& options,
-                            const std::function<void(char*)>& write);
-/// Reads objects; throws get_timeout_error when `timeout` passes first.
-std::vector<fetched> fetch(const std::vector<object_ref<void>>& refs, timeout_t timeout);
-/// Indices of refs that are ready, at least `num_returns` of them unless `timeout` passes.
-std::vector<std::size_t> wait_ready(const std::vector<object_ref<void>>& refs,
-                                    std::size_t num_returns, timeout_t timeout);
-actor_id create_actor(const remote_entry& factory, std::vector<arg_spec> args,
-                      const actor_options& options);
-object_ref<void> submit_actor_call(const actor_id& actor, const remote_entry& method,
-                                   std::vector<arg_spec> args);
-/// The actor registered under `name`; throws not_found, or invalid_argument when it is not
-/// of `class_type`.
-actor_id find_named_actor(std::string_view name, std::string_view class_type);
-void kill_actor(const actor_id& actor);
-
-template <class T>
-object_ref<void> erase(const object_ref<T>& r) {
-  return object_ref<void>(r.id(), r.owner(), r.hold());
-}
-template <class T>
-object_ref<T> restore(const object_ref<void>& r) {
-  return object_ref<T>(r.id(), r.owner(), r.hold());
-}
-
-/// The registered entry of `f`; throws not_found when `f` is not in any CELER_REMOTE.
-template <class F>
-const remote_entry& entry_of(F f, std::string_view what) {
-  const remote_entry* e = find_remote(target_of(f));
-  if (e == nullptr) {
-    throw exception(error_code::not_found,
-                    std::string("the ") + std::string(what) +
-                      " passed to celer is not registered: list it in CELER_REMOTE(...)");
-  }
-  return *e;
-}
-
-/// Encodes one argument for parameter type P.
-template <class P, class A>
-arg_spec encode_arg(A&& a) {
-  using D = std::decay_t<A>;
-  arg_spec out;
-  if constexpr (is_object_ref_v<P>) {
-    static_assert(std::is_same_v<D, P>, "this parameter takes an object_ref of another type");
-    out.value = pack(a);
-  } else if constexpr (is_object_ref_v<D>) {
-    static_assert(std::is_convertible_v<typename D::value_type, P>,
-                  "an object_ref argument's value type does not match the parameter");
-    out.is_ref = true;
-    out.ref = a.id();
-    out.owner = a.owner();
-  } else if constexpr (std::is_same_v<D, P>) {
-    out.value = pack(a);
-  } else {
-    static_assert(std::is_convertible_v<A&&, P>, "argument type does not match the parameter");
-    out.value = pack(static_cast<P>(std::forward<A>(a)));
-  }
-  return out;
-}
-
-template <class Params, class... A, std::size_t... I>
-std::vector<arg_spec> encode_args(std::index_sequence<I...>, A&&... a) {
-  static_assert(sizeof...(A) == std::tuple_size_v<Params>,
-                "wrong number of arguments for this remote function");
-  std::vector<arg_spec> out;
-  out.reserve(sizeof...(A));
-  (out.push_back(encode_arg<std::tuple_element_t<I, Params>>(std::forward<A>(a))), ...);
-  return out;
-}
-
-template <class F, class... A>
-std::vector<arg_spec> encode_call(A&&... a) {
-  using params = remote_args_t<F>;
-  return encode_args<params>(std::make_index_sequence<sizeof...(A)>{}, std::forward<A>(a)...);
-}
-
-template <class T>
-T decode_result(const fetched& f) {
-  if (!f.ok) throw_failure(f.fail);
-  if constexpr (!std::is_void_v<T>) {
-    return unpack<T>(f.bytes(), "the object's value", f.keep ? &f.keep : nullptr);
-  }
-}
-
-template <class R>
-using ref_value_t = std::conditional_t<std::is_void_v<R>, void, std::decay_t<R>>;
-
-/// `celer::task(f).options(o).remote(args...)`.
+/// What `celer::task(f)` returns: `.options(o)` sets the task's options, `.remote(args...)`
+/// submits it and returns the ref to its result.
 template <class F>
 class task_builder {
 public:
-  using result_type = ref_value_t<remote_result_t<F>>;
-  explicit task_builder(F f) : entry_(&entry_of(f, "function")) {
-    static_assert(remote_traits<F>::kind == remote_kind::function,
+  using result_type = detail::ref_value_t<detail::remote_result_t<F>>;
+  explicit task_builder(F f) : entry_(&detail::entry_of(f, "function")) {
+    static_assert(detail::remote_traits<F>::kind == detail::remote_kind::function,
                   "celer::task takes a free function; use celer::actor for factories");
   }
   task_builder& options(task_options o) {
@@ -304,22 +182,23 @@ public:
   }
   template <class... A>
   object_ref<result_type> remote(A&&... args) const {
-    return restore<result_type>(
-      submit_task(*entry_, encode_call<F>(std::forward<A>(args)...), options_));
+    return detail::restore<result_type>(
+      detail::submit_task(*entry_, detail::encode_call<F>(std::forward<A>(args)...), options_));
   }
 
 private:
-  const remote_entry* entry_;
+  const detail::remote_entry* entry_;
   task_options options_;
 };
 
-/// `celer::actor(factory).options(o).remote(args...)`.
+/// What `celer::actor(factory)` returns: `.options(o)` and `.on_restart(&T::hook)` set how
+/// the actor runs, `.remote(args...)` creates it and returns its handle.
 template <class F>
 class actor_builder {
 public:
-  using actor_type = typename remote_traits<F>::actor_class;
-  explicit actor_builder(F f) : entry_(&entry_of(f, "actor factory")) {
-    static_assert(remote_traits<F>::kind == remote_kind::factory,
+  using actor_type = typename detail::remote_traits<F>::actor_class;
+  explicit actor_builder(F f) : entry_(&detail::entry_of(f, "actor factory")) {
+    static_assert(detail::remote_traits<F>::kind == detail::remote_kind::factory,
                   "celer::actor takes a factory returning T*, unique_ptr<T> or shared_ptr<T>");
   }
   actor_builder& options(actor_options o) {
@@ -332,65 +211,65 @@ public:
   /// its last checkpoint): a registered member of the actor's class taking nothing.
   template <class Method>
   actor_builder& on_restart(Method hook) {
-    static_assert(remote_traits<Method>::kind == remote_kind::method,
+    static_assert(detail::remote_traits<Method>::kind == detail::remote_kind::method,
                   "on_restart takes a member function pointer, e.g. &counter::restore");
-    static_assert(std::is_base_of_v<typename remote_traits<Method>::actor_class, actor_type>,
+    static_assert(std::is_base_of_v<typename detail::remote_traits<Method>::actor_class, actor_type>,
                   "the restore hook does not belong to this actor's class");
-    static_assert(std::tuple_size_v<remote_args_t<Method>> == 0,
+    static_assert(std::tuple_size_v<detail::remote_args_t<Method>> == 0,
                   "the restore hook takes no arguments");
-    options_.restore_method = entry_of(hook, "restore hook").name;
+    options_.restore_method = detail::entry_of(hook, "restore hook").name;
     return *this;
   }
   template <class... A>
   actor_handle<actor_type> remote(A&&... args) const {
     return actor_handle<actor_type>(
-      create_actor(*entry_, encode_call<F>(std::forward<A>(args)...), options_));
+      detail::create_actor(*entry_, detail::encode_call<F>(std::forward<A>(args)...), options_));
   }
 
 private:
-  const remote_entry* entry_;
+  const detail::remote_entry* entry_;
   actor_options options_;
 };
 
+/// What `handle.task(&T::method)` returns: `.remote(args...)` calls the method on the actor
+/// and returns the ref to its result.
 template <class Method>
 class actor_call_builder {
 public:
-  using result_type = ref_value_t<remote_result_t<Method>>;
+  using result_type = detail::ref_value_t<detail::remote_result_t<Method>>;
   actor_call_builder(actor_id actor, Method m)
-    : actor_(actor), entry_(&entry_of(m, "actor method")) {}
+    : actor_(actor), entry_(&detail::entry_of(m, "actor method")) {}
   template <class... A>
   object_ref<result_type> remote(A&&... args) const {
-    return restore<result_type>(
-      submit_actor_call(actor_, *entry_, encode_call<Method>(std::forward<A>(args)...)));
+    return detail::restore<result_type>(
+      detail::submit_actor_call(actor_, *entry_, detail::encode_call<Method>(std::forward<A>(args)...)));
   }
 
 private:
   actor_id actor_;
-  const remote_entry* entry_;
+  const detail::remote_entry* entry_;
 };
-
-} // namespace detail
 
 template <class T>
 template <class Method>
-detail::actor_call_builder<Method> actor_handle<T>::task(Method method) const {
+actor_call_builder<Method> actor_handle<T>::task(Method method) const {
   static_assert(detail::remote_traits<Method>::kind == detail::remote_kind::method,
                 "handle.task takes a member function pointer, e.g. &counter::incr");
   static_assert(std::is_base_of_v<typename detail::remote_traits<Method>::actor_class, T>,
                 "the method does not belong to this actor's class");
-  return detail::actor_call_builder<Method>(id_, method);
+  return actor_call_builder<Method>(id_, method);
 }
 
 /// Starts a task of the registered free function `f`.
 template <class F>
-detail::task_builder<F> task(F f) {
-  return detail::task_builder<F>(f);
+task_builder<F> task(F f) {
+  return task_builder<F>(f);
 }
 
 /// Starts creating an actor with the registered factory `f`.
 template <class F>
-detail::actor_builder<F> actor(F f) {
-  return detail::actor_builder<F>(f);
+actor_builder<F> actor(F f) {
+  return actor_builder<F>(f);
 }
 
 /// Stores `value` in the object store and returns a reference to it. Values above
@@ -432,7 +311,7 @@ T get(const object_ref<T>& ref, std::chrono::duration<Rep, Period> timeout) {
 
 /// Reads several objects; the first error found is thrown.
 template <class T>
-std::vector<T> get(const std::vector<object_ref<T>>& refs, detail::timeout_t timeout = {}) {
+std::vector<T> get(const std::vector<object_ref<T>>& refs, timeout_t timeout = {}) {
   static_assert(!std::is_void_v<T>, "use celer::wait for object_ref<void>");
   std::vector<object_ref<void>> erased;
   erased.reserve(refs.size());
@@ -446,7 +325,7 @@ std::vector<T> get(const std::vector<object_ref<T>>& refs, detail::timeout_t tim
 
 /// Like `get`, but returns the error as a value instead of throwing it (timeouts included).
 template <class T>
-expected<T> try_get(const object_ref<T>& ref, detail::timeout_t timeout = {}) {
+expected<T> try_get(const object_ref<T>& ref, timeout_t timeout = {}) {
   try {
     auto got = detail::fetch({detail::erase(ref)}, timeout);
     if (!got.front().ok) return detail::to_error(got.front().fail);
@@ -468,7 +347,7 @@ struct wait_result {
 /// passes, whichever comes first.
 template <class T>
 wait_result<T> wait(const std::vector<object_ref<T>>& refs, std::size_t num_returns = 1,
-                    detail::timeout_t timeout = {}) {
+                    timeout_t timeout = {}) {
   std::vector<object_ref<void>> erased;
   erased.reserve(refs.size());
   for (const auto& r : refs) erased.push_back(detail::erase(r));

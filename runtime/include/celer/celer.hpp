@@ -12,8 +12,10 @@
 ///   }
 
 #include <celer/api.hpp>
+#include <celer/bytes.hpp>
 #include <celer/codec.hpp>
 #include <celer/error.hpp>
+#include <celer/fwd.hpp>
 #include <celer/handles.hpp>
 #include <celer/ids.hpp>
 #include <celer/options.hpp>

@@ -7,33 +7,12 @@
 ///   celer::actor_handle<counter> c = celer::actor(make_counter).remote(0);
 ///   celer::object_ref<int> n = c.task(&counter::incr).remote(5);
 
+#include <celer/fwd.hpp>
 #include <celer/ids.hpp>
 
 #include <memory>
-#include <type_traits>
 
 namespace celer {
-
-template <class T>
-class object_ref;
-template <class T>
-class actor_handle;
-
-namespace detail {
-template <class T>
-struct is_object_ref : std::false_type {};
-template <class T>
-struct is_object_ref<object_ref<T>> : std::true_type {};
-template <class T>
-inline constexpr bool is_object_ref_v = is_object_ref<std::decay_t<T>>::value;
-
-template <class Method>
-class actor_call_builder;
-
-/// The ref is being serialised (into an argument or a value): it may be held where its
-/// owner cannot count it, so the owner keeps the object until its job ends.
-void object_escaped(const object_id& id, const address& owner);
-} // namespace detail
 
 /// A reference to an object that a task will return or that `put` stored. `celer::get`
 /// reads it; passing it to a task resolves it to its value before the task runs (unless the
@@ -82,7 +61,7 @@ public:
   /// Starts a call of `method` (a registered member function of T):
   /// `handle.task(&T::method).remote(args...)`.
   template <class Method>
-  [[nodiscard]] detail::actor_call_builder<Method> task(Method method) const;
+  [[nodiscard]] actor_call_builder<Method> task(Method method) const;
 
   friend bool operator==(const actor_handle& a, const actor_handle& b) { return a.id_ == b.id_; }
 

@@ -337,7 +337,7 @@ int run_daemon(const knob_values& k, const daemon_options& o,
       return 1;
     }
     tables = std::move(*db);
-    auto h = std::make_shared<head>(*net, head_addr, std::chrono::milliseconds(k.node_timeout_ms),
+    auto h = std::make_shared<head>(*net, std::chrono::milliseconds(k.node_timeout_ms),
                                     k.spread_threshold, head::clock{}, std::make_unique<head_tables>(tables));
     // Drivers and workers of the jobs it knows reconnect with their job's keys.
     for (const auto& job : h->jobs()) net->register_job(job);

@@ -163,13 +163,13 @@ void core_worker::escaped(const object_id& id) { objects_.escaped(id); }
 std::size_t core_worker::owned_objects() const { return objects_.owned_objects(); }
 
 std::vector<detail::fetched> core_worker::fetch(const std::vector<object_ref<void>>& refs,
-                                                detail::timeout_t timeout) {
+                                                timeout_t timeout) {
   return objects_.fetch(refs, timeout);
 }
 
 std::vector<std::size_t> core_worker::wait_ready(const std::vector<object_ref<void>>& refs,
                                                  std::size_t num_returns,
-                                                 detail::timeout_t timeout) {
+                                                 timeout_t timeout) {
   return objects_.wait_ready(refs, num_returns, timeout);
 }
 

@@ -94,9 +94,9 @@ public:
   /// `take_changes` each task's changes of state since the last such call.
   [[nodiscard]] protocol::task_counts task_counts(bool take_changes = false) { return tasks_.counts(take_changes); }
   std::vector<detail::fetched> fetch(const std::vector<object_ref<void>>& refs,
-                                     detail::timeout_t timeout);
+                                     timeout_t timeout);
   std::vector<std::size_t> wait_ready(const std::vector<object_ref<void>>& refs,
-                                      std::size_t num_returns, detail::timeout_t timeout);
+                                      std::size_t num_returns, timeout_t timeout);
   actor_id create_actor(const detail::remote_entry& factory, std::vector<detail::arg_spec> args,
                         const actor_options& options);
   object_ref<void> submit_actor_call(const actor_id& actor, const detail::remote_entry& method,

@@ -277,7 +277,7 @@ std::size_t reference_table::prepare(const std::vector<object_ref<void>>& refs, 
 
 template <class Done>
 bool reference_table::block_on(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
-                               detail::timeout_t timeout, Done done) {
+                               timeout_t timeout, Done done) {
   if (done()) return true;
   // A worker blocked in get lends its CPUs back to the node so that the tasks it waits
   // for can run (otherwise nested tasks deadlock once every CPU is held by a waiter).
@@ -304,7 +304,7 @@ bool reference_table::block_on(std::unique_lock<std::mutex>& lock, std::conditio
 }
 
 bool reference_table::block_until(std::unique_lock<std::mutex>& lock, waiter& w,
-                                  detail::timeout_t timeout) {
+                                  timeout_t timeout) {
   if (w.needed == 0) return true;
   // A driver's thread (no worker context: a worker's get lends its CPUs instead) takes its
   // reply off the socket itself, when the transport lends it the seat.
@@ -346,7 +346,7 @@ void reference_table::wake(waiter& w) {
 
 void reference_table::await_node_news(std::unique_lock<std::mutex>& lock,
                                       const std::vector<std::pair<object_id, node_id>>& unheard,
-                                      detail::timeout_t timeout) {
+                                      timeout_t timeout) {
   const auto& k = knobs();
   const std::chrono::nanoseconds news_within =
     std::chrono::milliseconds(std::max(0, k.node_timeout_ms) + 2 * std::max(0, k.heartbeat_ms));
@@ -372,7 +372,7 @@ void reference_table::forget(const std::vector<object_ref<void>>& refs, waiter& 
 }
 
 std::vector<detail::fetched> reference_table::fetch(const std::vector<object_ref<void>>& refs,
-                                                    detail::timeout_t timeout) {
+                                                    timeout_t timeout) {
   std::vector<node_id> read_at;
   auto out = fetch_once(refs, timeout, read_at);
   const auto at = [&](std::size_t i) { return i < read_at.size() ? read_at[i] : node_id{}; };
@@ -431,7 +431,7 @@ std::vector<detail::fetched> reference_table::fetch(const std::vector<object_ref
 }
 
 std::vector<detail::fetched> reference_table::fetch_once(const std::vector<object_ref<void>>& refs,
-                                                         detail::timeout_t timeout,
+                                                         timeout_t timeout,
                                                          std::vector<node_id>& read_at) {
   std::unique_lock lock(mutex_);
   check_running_locked();
@@ -515,7 +515,7 @@ std::vector<detail::fetched> reference_table::fetch_once(const std::vector<objec
 
 std::vector<std::size_t> reference_table::wait_ready(const std::vector<object_ref<void>>& refs,
                                                      std::size_t num_returns,
-                                                     detail::timeout_t timeout) {
+                                                     timeout_t timeout) {
   if (num_returns > refs.size()) {
     throw exception(error_code::invalid_argument,
                     "celer::wait: num_returns (" + std::to_string(num_returns) +

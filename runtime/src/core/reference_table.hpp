@@ -147,10 +147,10 @@ public:
   /// get: the values (or failures) of `refs`, waiting up to `timeout`. Throws
   /// get_timeout_error, or the stop's error.
   std::vector<detail::fetched> fetch(const std::vector<object_ref<void>>& refs,
-                                     detail::timeout_t timeout);
+                                     timeout_t timeout);
   /// wait: the indices of the refs that are ready once `num_returns` are, or at `timeout`.
   std::vector<std::size_t> wait_ready(const std::vector<object_ref<void>>& refs,
-                                      std::size_t num_returns, detail::timeout_t timeout);
+                                      std::size_t num_returns, timeout_t timeout);
 
   /// How many objects this process owns now (tests, metrics).
   [[nodiscard]] std::size_t owned_objects() const;
@@ -327,21 +327,21 @@ private:
   /// One round of fetch (mutex_ not held). `read_at[i]`: the node refs[i] was read from
   /// (nil unless it was stored; `read_at` stays empty when none was).
   std::vector<detail::fetched> fetch_once(const std::vector<object_ref<void>>& refs,
-                                          detail::timeout_t timeout, std::vector<node_id>& read_at);
+                                          timeout_t timeout, std::vector<node_id>& read_at);
   /// Blocks (mutex_ held via `lock`) until w.needed reaches 0, the stop, or the deadline;
   /// lends the worker's CPUs meanwhile. True when what it needed filled.
-  bool block_until(std::unique_lock<std::mutex>& lock, waiter& w, detail::timeout_t timeout);
+  bool block_until(std::unique_lock<std::mutex>& lock, waiter& w, timeout_t timeout);
   /// Blocks (mutex_ held via `lock`) on `cv` until `done`, the stop, or `timeout`, lending
   /// the worker's CPUs meanwhile (counted in blocked_). Returns done().
   template <class Done>
   bool block_on(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
-                detail::timeout_t timeout, Done done);
+                timeout_t timeout, Done done);
   /// fetch: owned objects at `unheard` whose reads failed, though no node death moved them:
   /// waits until the head's word that their node died arrives, or for as long as the head
   /// takes to declare a node dead (node_timeout_ms and two heartbeats), within `timeout`.
   void await_node_news(std::unique_lock<std::mutex>& lock,
                        const std::vector<std::pair<object_id, node_id>>& unheard,
-                       detail::timeout_t timeout);
+                       timeout_t timeout);
   /// `w` is no longer registered on any of `refs`.
   void forget(const std::vector<object_ref<void>>& refs, waiter& w);
 

@@ -8,17 +8,15 @@
 
 namespace celer {
 
-head::head(transport& net, address self, std::chrono::milliseconds node_timeout,
+head::head(transport& net, std::chrono::milliseconds node_timeout,
            double spread_threshold, clock now, std::unique_ptr<head_tables> tables)
   : net_(net),
     tables_(std::move(tables)),
-    self_(std::move(self)),
-    node_timeout_(node_timeout),
-    now_(now ? std::move(now) : clock([] { return std::chrono::steady_clock::now(); })),
-    nodes_(net_, tables_.get(), now_),
+    liveness_(node_timeout, std::move(now)),
+    nodes_(net_, tables_.get(), liveness_.now()),
     view_(spread_threshold),
     objects_(net_, tables_.get(), [this](const node_id& n) { return nodes_.live_address(n); }),
-    jobs_(net_, tables_.get(), now_, [this](const node_id& n) { return nodes_.live_address(n); }),
+    jobs_(net_, tables_.get(), liveness_.now(), [this](const node_id& n) { return nodes_.live_address(n); }),
     groups_(net_, tables_.get(), nodes_, view_, guard_, events_,
             {.released = [this](auto leases, auto actors) { route_released(std::move(leases), std::move(actors)); },
              .removed = [this](const placement_group_id& g, const std::string& why) { actors_.group_removed(g, why); }}),

@@ -11,6 +11,7 @@
 #include "head/cluster_subscriptions.hpp"
 #include "head/head_events.hpp"
 #include "head/head_guard.hpp"
+#include "head/head_liveness.hpp"
 #include "head/head_snapshot.hpp"
 #include "head/head_tables.hpp"
 #include "head/job_table.hpp"
@@ -35,16 +36,16 @@ namespace celer {
 
 class head {
 public:
-  using clock = std::function<std::chrono::steady_clock::time_point()>;
+  using clock = head_liveness::clock;
   /// `node_timeout`: a node silent for longer is declared dead (checked on each tick;
   /// zero never declares one dead, as in embedded mode where nothing ticks). `now`: the
   /// time (steady_clock's when empty; tests pass a fake). `tables`: where the head keeps
   /// its tables on disk (none in embedded mode); what they hold is loaded first, so a head
   /// started again on the same tables knows the cluster the last one ran.
-  head(transport& net, address self,
-       std::chrono::milliseconds node_timeout = std::chrono::milliseconds(0),
-       double spread_threshold = 0.5, clock now = {},
-       std::unique_ptr<head_tables> tables = nullptr);
+  explicit head(transport& net,
+                std::chrono::milliseconds node_timeout = std::chrono::milliseconds(0),
+                double spread_threshold = 0.5, clock now = {},
+                std::unique_ptr<head_tables> tables = nullptr);
   void handle(protocol::message& m);
 
   /// The jobs the head knows (loaded from its tables, or heard from since): the daemon
@@ -62,7 +63,7 @@ public:
   /// The head is ticked every `period` (the daemon's heartbeat_ms). A tick later than two
   /// periods means the head itself stalled: that time counts against nobody's heartbeats
   /// (head_liveness.cpp). Before the head runs; without it, a late tick is not noticed.
-  void expect_ticks_every(std::chrono::milliseconds period) { tick_period_ = period; }
+  void expect_ticks_every(std::chrono::milliseconds period) { liveness_.expect_ticks_every(period); }
 
   /// Limits on what one job can make the head keep (each refusal logged, rate-limited):
   /// node-death subscriptions per job and in all, subscribers per actor, and the length of
@@ -111,9 +112,6 @@ private:
   /// The process at `endpoint` is gone: no cluster or actor subscription of its stays, and
   /// the transport drops its connection.
   void forget_subscriber(const std::string& endpoint);
-  /// Moves every live node's and driver's last heartbeat forward by the time the head
-  /// itself was away, as its late tick at `now` shows (head_liveness.cpp).
-  void credit_own_stall(std::chrono::steady_clock::time_point now);
   /// Puts a new snapshot on board_ (head_snapshot.cpp).
   void publish_snapshot();
   /// Loads what the tables hold (the constructor, once; head_persistence.cpp).
@@ -125,17 +123,11 @@ private:
   std::unique_ptr<head_tables> tables_;
   /// What was loaded from the tables, logged on the first tick.
   std::string recovered_;
-  address self_;
-  std::chrono::milliseconds node_timeout_;
-  clock now_;
-  /// expect_ticks_every's period (zero: none) and when the last tick came.
-  std::chrono::milliseconds tick_period_{0};
-  std::optional<std::chrono::steady_clock::time_point> last_tick_;
+  /// The clock, the node timeout, the ticks' timing and the heartbeats' handling times.
+  head_liveness liveness_;
   /// Lease requests that came while no node was alive.
   std::vector<protocol::request_lease> parked_leases_;
   std::shared_ptr<head_snapshot_board> board_;
-  /// The time each heartbeat took to handle (published for /metrics).
-  handling_histogram heartbeat_times_;
 
   // The managers, in the order they are made, which is the order they subscribe to events
   // and so react to them: on node_died the placement groups are laid out again before the

@@ -12,7 +12,7 @@ namespace celer {
 void head::restore(head_state s) {
   // Everyone recovered reconnects within reconnect_interval_max (sockets back off while it
   // was away), then has node_timeout_ms to heartbeat: as if last heard that far ahead.
-  const auto now = now_() + reconnect_interval_max;
+  const auto now = liveness_.now()() + reconnect_interval_max;
   subscriptions_.restore(std::move(s.subscribers));
   const std::size_t known_nodes = s.nodes.size();
   // A fresh grace, as if each had just registered. Its free resources come with its

@@ -61,7 +61,7 @@ std::optional<protocol::task_counts> head_snapshot::tasks_of(const job_id& job) 
 void head::publish_snapshot() {
   auto s = std::make_shared<head_snapshot>();
   s->taken = std::chrono::system_clock::now();
-  s->heartbeats = heartbeat_times_;
+  s->heartbeats = liveness_.heartbeat_times();
   actors_.fill(*s);
   groups_.fill(*s);
   jobs_.fill(*s);

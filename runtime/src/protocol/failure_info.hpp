@@ -6,7 +6,7 @@
 
 #include <celer/codec.hpp>
 #include <celer/error.hpp>
-#include <celer/failure.hpp>
+#include <celer/detail/failure.hpp>
 
 #include <string>
 #include <utility>

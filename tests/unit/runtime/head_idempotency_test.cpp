@@ -18,7 +18,7 @@ const address driver{unique_id{7, 7}, "tcp://10.0.0.9:1"};
 struct head_fixture {
   fakes::recording_transport net;
   std::chrono::steady_clock::time_point now{};
-  head h{net, address{unique_id{0, 1}, {}}, 1000ms, 0.5, [this] { return now; }};
+  head h{net, 1000ms, 0.5, [this] { return now; }};
 
   void handle(protocol::message m) { h.handle(m); }
   static protocol::register_node registration(const node_id& n) {

@@ -17,7 +17,7 @@ namespace {
 
 struct isolation_fixture {
   fakes::recording_transport net;
-  head h{net, address{unique_id{0, 1}, {}}};
+  head h{net};
   node_id node = node_id::random();
   address node_addr{node, "tcp://10.0.0.1:7"};
   job_id k = job_id::random(), j = job_id::random();
@@ -302,7 +302,7 @@ TEST_CASE("actor names live in the job's own namespace unless a shared one is na
 TEST_CASE("a job's node-death subscriptions are bounded and go when the job ends", "[head][security]") {
   fakes::recording_transport net;
   std::chrono::steady_clock::time_point now{};
-  head h{net, address{unique_id{0, 1}, {}}, std::chrono::milliseconds(1000), 0.5, [&] { return now; }};
+  head h{net, std::chrono::milliseconds(1000), 0.5, [&] { return now; }};
   auto handle = [&](protocol::message m) { h.handle(m); };
   const job_id j = job_id::random(), k = job_id::random();
   auto join = [&](const node_id& n) {

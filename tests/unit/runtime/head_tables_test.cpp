@@ -44,7 +44,7 @@ struct head_on_tables {
   head h;
   head_on_tables(std::chrono::steady_clock::time_point& clock, std::unique_ptr<head_tables> t)
     : now(clock),
-      h(net, address{unique_id{0, 1}, {}}, 1000ms, 0.5, [this] { return now; }, std::move(t)) {}
+      h(net, 1000ms, 0.5, [this] { return now; }, std::move(t)) {}
   void handle(protocol::message m) { h.handle(m); }
 };
 

@@ -16,7 +16,7 @@ namespace {
 struct head_fixture {
   fakes::recording_transport net;
   std::chrono::steady_clock::time_point now{};
-  head h{net, address{unique_id{0, 1}, {}}, 1000ms, 0.5, [this] { return now; }};
+  head h{net, 1000ms, 0.5, [this] { return now; }};
 
   void handle(protocol::message m) { h.handle(m); }
   address join(const node_id& n) {

@@ -103,7 +103,7 @@ TEST_CASE("a package is unpacked once per machine, and only bytes that match its
 TEST_CASE("the head sends a job's package only to a registered node, and says why not",
           "[package][jobs][head]") {
   fakes::recording_transport net;
-  head h{net, address{unique_id{0, 1}, {}}};
+  head h{net};
   const job_id job = job_id::random();
   const std::string digest(32, 'a');
   std::vector<std::pair<job_id, std::string>> asked;
@@ -274,7 +274,7 @@ TEST_CASE("the head answers a node that has a package unpacked with whether the 
           "without the archive",
           "[package][jobs][head][security]") {
   fakes::recording_transport net;
-  head h{net, address{unique_id{0, 1}, {}}};
+  head h{net};
   const job_id job = job_id::random();
   const std::string digest(32, 'a');
   h.serve_packages([&](const job_id& j, const std::string& d) -> expected<std::string> {

@@ -1,7 +1,7 @@
 // The errors' definitions: code names, the typed exceptions, and the mapping of errors and
 // failures onto the exceptions user code catches.
 #include <celer/error.hpp>
-#include <celer/failure.hpp>
+#include <celer/detail/failure.hpp>
 
 #include <string>
 
