@@ -152,6 +152,10 @@ bool invisible_control(char32_t cp) {
 
 } // namespace
 
+std::string millis(std::chrono::nanoseconds d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
+}
+
 std::string escaped_for_log(std::string_view text) {
   std::string out;
   out.reserve(text.size());

@@ -7,6 +7,7 @@
 //
 //   CELER_LOG(warn, "transport", "refused a connection from " + from);  // from is escaped
 
+#include <chrono>
 #include <string>
 #include <string_view>
 
@@ -25,6 +26,9 @@ void log_line(log_level level, std::string_view component, std::string_view text
 /// become \xNN. A backslash is kept as it is (the escapes only ever add text, they cannot
 /// remove a line break).
 std::string escaped_for_log(std::string_view text);
+
+/// A duration for a message, in whole milliseconds (rounded down): "1500 ms".
+std::string millis(std::chrono::nanoseconds d);
 
 } // namespace celer
 

@@ -1,13 +1,10 @@
 #include "cluster/head_join.hpp"
 
+#include "log.hpp"
+
 #include <algorithm>
 
 namespace celer {
-namespace {
-
-std::string millis(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
-
-} // namespace
 
 head_join::head_join(config c, clock::time_point now, std::uint64_t seed)
   : cfg_(std::move(c)), started_(now), rng_(seed) {}

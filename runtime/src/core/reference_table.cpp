@@ -9,14 +9,6 @@
 
 namespace celer {
 
-namespace {
-
-std::string millis(std::chrono::nanoseconds d) {
-  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
-}
-
-} // namespace
-
 const protocol::object_payload& reference_table::payload_box::empty() {
   static const protocol::object_payload none;
   return none;

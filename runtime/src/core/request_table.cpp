@@ -2,6 +2,7 @@
 
 #include "config/knobs.hpp"
 #include "core/worker_context.hpp"
+#include "log.hpp"
 
 #include <algorithm>
 #include <type_traits>
@@ -19,10 +20,6 @@ constexpr bool is_reply_v =
   std::is_same_v<T, protocol::placement_explained> ||
   std::is_same_v<T, protocol::placement_group_reply> ||
   std::is_same_v<T, protocol::placement_group_list> || std::is_same_v<T, protocol::status_reply>;
-
-std::string millis(std::chrono::nanoseconds d) {
-  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
-}
 
 } // namespace
 

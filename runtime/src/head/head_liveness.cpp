@@ -11,14 +11,6 @@
 #include <utility>
 
 namespace celer {
-namespace {
-
-std::string millis(std::chrono::steady_clock::duration d) {
-  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) +
-         " ms";
-}
-
-} // namespace
 
 void head::on(protocol::heartbeat& m) {
   const auto began = std::chrono::steady_clock::now();

@@ -6,13 +6,6 @@
 #include <algorithm>
 
 namespace celer {
-namespace {
-
-std::string millis(std::chrono::steady_clock::duration d) {
-  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
-}
-
-} // namespace
 
 job_table::job_table(transport& net, head_tables* tables, clock now, live_node where)
   : net_(net), tables_(tables), now_(std::move(now)), where_(std::move(where)) {}

@@ -6,13 +6,6 @@
 #include <algorithm>
 
 namespace celer {
-namespace {
-
-std::string millis(std::chrono::steady_clock::duration d) {
-  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
-}
-
-} // namespace
 
 node_table::node_table(transport& net, head_tables* tables, clock now)
   : net_(net), tables_(tables), now_(std::move(now)) {}

@@ -1,13 +1,10 @@
 #include "protocol/head_watch.hpp"
 
+#include "log.hpp"
+
 #include <algorithm>
 
 namespace celer {
-namespace {
-
-std::string millis(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
-
-} // namespace
 
 head_watch::head_watch(config c, clock::time_point now)
   : cfg_(std::move(c)), heard_(now.time_since_epoch().count()) {}
