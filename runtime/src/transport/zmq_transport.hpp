@@ -183,7 +183,12 @@ private:
   bool poll_once(std::chrono::milliseconds timeout);
   /// The standby thread: takes the seat while run_on_receiver's work runs long.
   void standby_loop();
-  struct zap_request;
+  /// A handshake waiting for the ZAP handler's answer (zmq_transport_keys.cpp).
+  struct zap_request {
+    std::vector<std::string> envelope;  // routing frames up to and including the empty one
+    std::string request_id;
+    std::chrono::steady_clock::time_point since;
+  };
   /// `owners[i]` keeps `parts[i + 2]` (a bulk frame) alive, or is null.
   void on_frames(std::vector<std::string_view>& parts, const char* user_id,
                  std::span<const std::shared_ptr<const void>> owners);

@@ -1,0 +1,177 @@
+// Who may connect to a zmq_transport (zmq_transport.hpp): its ZAP handler, which ZeroMQ asks
+// about each handshake (PLAIN's password or CURVE's key: the cluster's, this job's, a job key
+// this process has learnt, or one it asks the head about), and the job keys it accepts.
+#include "transport/zmq_transport.hpp"
+
+#include "log.hpp"
+#include "transport/zmq_peer.hpp"
+
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include <chrono>
+#include <string>
+#include <string_view>
+
+namespace celer {
+namespace {
+
+/// A node answers a handshake with an unknown job key after the head's reply or this long.
+constexpr auto key_lookup_timeout = std::chrono::seconds(1);
+/// Handshakes waiting for the head's answer, at most; more are refused at once.
+constexpr std::size_t max_pending_handshakes = 256;
+/// Job keys a node remembers (it asks the head again for one it forgot).
+constexpr std::size_t max_job_keys = 65536;
+
+std::string key_bytes(const key32& k) { return std::string(reinterpret_cast<const char*>(k.data()), k.size()); }
+
+} // namespace
+
+void zmq_transport::register_job(const job_id& job) {
+  auto key = opts_.creds.job_public(job);
+  if (!key) return;
+  std::lock_guard lock(jobs_mutex_);
+  // A node forgets what it learnt and asks again; the head, which answers, keeps every job
+  // until it ends (only holders of the secret register jobs).
+  if (job_keys_.size() >= max_job_keys && !opts_.key_authority.empty()) job_keys_.clear();
+  job_keys_[key_bytes(*key)] = job;
+}
+
+void zmq_transport::job_ended(const job_id& job) {
+  auto key = opts_.creds.job_public(job);
+  if (!key) return;
+  std::lock_guard lock(jobs_mutex_);
+  job_keys_.erase(key_bytes(*key));
+}
+
+std::vector<job_id> zmq_transport::accepted_jobs() const {
+  std::lock_guard lock(jobs_mutex_);
+  std::vector<job_id> out;
+  out.reserve(job_keys_.size());
+  for (const auto& [_, job] : job_keys_) out.push_back(job);
+  return out;
+}
+
+void zmq_transport::on_zap() {
+  std::vector<zmq::message_t> frames;
+  if (!zmq::recv_multipart(*zap_, std::back_inserter(frames), zmq::recv_flags::dontwait)) return;
+  // [routing..., "", "1.0", request id, domain, address, identity, mechanism, credentials...]
+  std::size_t empty = 0;
+  while (empty < frames.size() && frames[empty].size() != 0) ++empty;
+  if (empty + 7 > frames.size()) return;  // not a ZAP request (ZeroMQ's own: cannot happen)
+  zap_request r;
+  for (std::size_t i = 0; i <= empty; ++i) r.envelope.push_back(frames[i].to_string());
+  r.request_id = frames[empty + 2].to_string();
+  r.since = std::chrono::steady_clock::now();
+  const std::string address = frames[empty + 4].to_string();
+  const std::string mechanism = frames[empty + 6].to_string();
+  const auto& creds = opts_.creds;
+  if (mechanism == "PLAIN" && !opts_.encrypt && frames.size() >= empty + 9) {
+    auto who = creds.check_plain(frames[empty + 7].to_string_view(), frames[empty + 8].to_string_view());
+    answer_zap(r, who, "from " + address + ": wrong credentials");
+    return;
+  }
+  if (mechanism != "CURVE" || !opts_.encrypt || frames.size() < empty + 8 ||
+      frames[empty + 7].size() != 32) {
+    answer_zap(r, std::nullopt,
+               "from " + address + ": it spoke " + mechanism +
+                 (opts_.encrypt ? " (this cluster encrypts: set the same encryption knob)"
+                                : " (this cluster does not encrypt: set the same encryption knob)"));
+    return;
+  }
+  const std::string key = frames[empty + 7].to_string();
+  if (key == key_bytes(creds.cluster_public())) {
+    answer_zap(r, peer_identity{peer_role::cluster, {}}, "");
+    return;
+  }
+  if (creds.identity().role == peer_role::job && key == key_bytes(creds.public_key())) {
+    answer_zap(r, creds.identity(), "");
+    return;
+  }
+  if (creds.identity().role == peer_role::cluster) {
+    {
+      std::lock_guard lock(jobs_mutex_);
+      if (auto it = job_keys_.find(key); it != job_keys_.end()) {
+        const peer_identity who{peer_role::job, it->second};
+        answer_zap(r, who, "");
+        return;
+      }
+    }
+    if (!opts_.key_authority.empty()) {
+      std::size_t pending = 0;
+      for (const auto& [k, v] : pending_keys_) pending += v.size();
+      if (pending >= max_pending_handshakes) {
+        answer_zap(r, std::nullopt, "from " + address + ": too many handshakes wait for the head");
+        return;
+      }
+      auto& waiting = pending_keys_[key];
+      waiting.push_back(std::move(r));
+      if (waiting.size() == 1) {
+        // Ask the head on the connection to it (the answer comes back to this endpoint).
+        if (auto head = peer_for(opts_.key_authority)) {
+          std::lock_guard lock(head->mutex);
+          head->socket.send(zmq::str_buffer("K"), zmq::send_flags::sndmore);
+          head->socket.send(zmq::buffer(key), zmq::send_flags::sndmore);
+          head->socket.send(zmq::buffer(endpoint_), zmq::send_flags::none);
+        }
+      }
+      return;
+    }
+  }
+  answer_zap(r, std::nullopt, "from " + address + ": an unknown key");
+}
+
+void zmq_transport::answer_zap(const zap_request& r, const std::optional<peer_identity>& who,
+                               const std::string& why) {
+  if (who) {
+    ++accepted_;
+  } else {
+    ++refused_;
+    refusals_.warn("refused a connection " + why);
+  }
+  try {
+    for (const auto& f : r.envelope) zap_->send(zmq::buffer(f), zmq::send_flags::sndmore);
+    zap_->send(zmq::str_buffer("1.0"), zmq::send_flags::sndmore);
+    zap_->send(zmq::buffer(r.request_id), zmq::send_flags::sndmore);
+    zap_->send(who ? zmq::str_buffer("200") : zmq::str_buffer("400"), zmq::send_flags::sndmore);
+    zap_->send(who ? zmq::str_buffer("OK") : zmq::str_buffer("refused"), zmq::send_flags::sndmore);
+    const std::string user = who ? who->user_id() : std::string();
+    zap_->send(zmq::buffer(user), zmq::send_flags::sndmore);
+    zap_->send(zmq::str_buffer(""), zmq::send_flags::none);
+  } catch (const zmq::error_t&) {
+    // The connection gave up waiting; nothing to answer.
+  }
+}
+
+void zmq_transport::on_key_answer(std::string_view key, std::string_view job) {
+  auto it = pending_keys_.find(std::string(key));
+  if (it == pending_keys_.end()) return;
+  auto waiting = std::move(it->second);
+  pending_keys_.erase(it);
+  std::optional<peer_identity> who;
+  if (auto j = job_id::parse(job); j && !j->nil()) {
+    // The head is trusted to say whose key it is; the key is checked against the job anyway.
+    auto k = opts_.creds.job_public(*j);
+    if (k && key == key_bytes(*k)) {
+      register_job(*j);
+      who = peer_identity{peer_role::job, *j};
+    }
+  }
+  for (const auto& r : waiting) answer_zap(r, who, "presenting a key the head does not know");
+}
+
+void zmq_transport::expire_key_lookups() {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = pending_keys_.begin(); it != pending_keys_.end();) {
+    if (now - it->second.front().since < key_lookup_timeout) {
+      ++it;
+      continue;
+    }
+    for (const auto& r : it->second) {
+      answer_zap(r, std::nullopt, "presenting a job key: the head did not say whose in time");
+    }
+    it = pending_keys_.erase(it);
+  }
+}
+
+} // namespace celer
