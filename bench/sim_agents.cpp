@@ -158,12 +158,14 @@ private:
   bool joined_reported_ = false;
   clock_type::time_point started_ = clock_type::now();
   std::mt19937_64 rng_{std::random_device{}()};
-  // Counters, reported by stats().
-  std::uint64_t heartbeats_ = 0, probes_ = 0, leases_granted_ = 0, leases_returned_ = 0,
-                leases_cancelled_ = 0, tasks_answered_ = 0, actors_started_ = 0, actors_stopped_ = 0,
-                refused_ = 0, malformed_ = 0, false_deaths_ = 0, zap_accepted_ = 0, zap_refused_ = 0,
-                hellos_ = 0, hellos_unanswered_ = 0, withdraws_ = 0, tasks_given_back_ = 0;
-  std::size_t most_queued_ = 0;
+  /// What stats() reports.
+  struct {
+    std::uint64_t heartbeats = 0, probes = 0, leases_granted = 0, leases_returned = 0,
+                  leases_cancelled = 0, tasks_answered = 0, actors_started = 0, actors_stopped = 0,
+                  refused = 0, malformed = 0, false_deaths = 0, zap_accepted = 0, zap_refused = 0,
+                  hellos = 0, hellos_unanswered = 0, withdraws = 0, tasks_given_back = 0;
+    std::size_t most_queued = 0;
+  } count_;
   /// Each joined agent's time from its first hello to the answer, ms.
   std::vector<double> join_ms_;
   std::map<std::string, std::uint64_t> received_;
@@ -239,7 +241,7 @@ void sim_process::start_probe(sim_agent& a) {
   a.probe_sent = clock_type::now();
   a.probe_within = a.join->attempt_timeout(a.probe_sent);
   a.retrying = false;
-  ++hellos_;
+  ++count_.hellos;
   poll_dirty_ = true;
 }
 
@@ -264,7 +266,7 @@ bool sim_process::step_joins(clock_type::time_point now) {
       // No answer in time: the same as a node's probe (zmq_transport::probe), then its retry.
       a.probe.reset();
       poll_dirty_ = true;
-      ++hellos_unanswered_;
+      ++count_.hellos_unanswered;
       auto s = a.join->failed(now, error(error_code::unavailable,
                                          "no celer process answered at " + o_.head + " within " +
                                            std::to_string(a.probe_within.count()) + " ms"));
@@ -325,7 +327,7 @@ void sim_process::beat(sim_agent& a, clock_type::time_point now) {
   auto s = a.watch->tick(now);
   if (s.probe) {
     send(a, address{cluster::head_component, o_.head}, head_watch::probe(a.self));
-    ++probes_;
+    ++count_.probes;
   }
   if (s.give_up) {
     a.gone = true;
@@ -341,7 +343,7 @@ void sim_process::beat(sim_agent& a, clock_type::time_point now) {
   if (!a.workers.empty()) h.worker_endpoints.push_back(a.self.endpoint);
   send(a, address{cluster::head_component, o_.head}, h);
   a.last_beat = now;
-  ++heartbeats_;
+  ++count_.heartbeats;
 }
 
 void sim_process::on_zap() {
@@ -362,7 +364,7 @@ void sim_process::on_zap() {
         who = peer_identity{peer_role::job, it->second};
       }
     }
-    ++(who ? zap_accepted_ : zap_refused_);
+    ++(who ? count_.zap_accepted : count_.zap_refused);
     for (std::size_t i = 0; i <= empty; ++i) (void)zap_->send(frames[i], zmq::send_flags::sndmore);
     (void)zap_->send(zmq::str_buffer("1.0"), zmq::send_flags::sndmore);
     (void)zap_->send(frames[empty + 2], zmq::send_flags::sndmore);
@@ -393,34 +395,34 @@ void sim_process::drain(sim_agent& a) {
 
 void sim_process::on_frames(sim_agent& a, std::vector<zmq::message_t>& parts) {
   if (parts.size() < 2 || parts.size() > 2 + wire::max_bulk_frames) {
-    ++malformed_;
+    ++count_.malformed;
     return;
   }
   const std::string_view first(parts[1].data<char>(), parts[1].size());
   if (first.size() < 1 + id_bytes + 1 || first[0] != 'M') {
-    ++malformed_;  // hellos and key lookups go to the head, never to a node
+    ++count_.malformed;  // hellos and key lookups go to the head, never to a node
     return;
   }
   const char* user = zmq_msg_gets(parts[1].handle(), "User-Id");
   auto who = peer_identity::parse(user == nullptr ? "" : user);
   if (!who) {
-    ++refused_;
+    ++count_.refused;
     return;
   }
   std::vector<std::string_view> views;
   views.push_back(first.substr(1 + id_bytes));
   for (std::size_t i = 2; i < parts.size(); ++i) views.emplace_back(parts[i].data<char>(), parts[i].size());
   if (auto h = wire::peek_header(views[0]); h && !admit_type(*who, h->type)) {
-    ++refused_;
+    ++count_.refused;
     return;
   }
   auto m = wire::decode(views, max_body_);
   if (!m) {
-    ++malformed_;
+    ++count_.malformed;
     return;
   }
   if (!admit(*who, *m)) {
-    ++refused_;
+    ++count_.refused;
     return;
   }
   ++received_[protocol::name_of(*m)];
@@ -446,7 +448,7 @@ void sim_process::echo(sim_agent& a, protocol::task_spec& spec) {
   }
   r.returns.push_back(std::move(v));
   send(a, spec.owner, r);
-  ++tasks_answered_;
+  ++count_.tasks_answered;
 }
 
 void sim_process::dispatch(sim_agent& a) {
@@ -464,7 +466,7 @@ void sim_process::dispatch(sim_agent& a) {
       l.actor = true;
       l.actor_of = spec.actor;
       send(a, address{cluster::head_component, o_.head}, protocol::actor_started{spec.actor, address{w, a.self.endpoint}, {}, {}});
-      ++actors_started_;
+      ++count_.actors_started;
       continue;
     }
     l.request = spec.id;
@@ -476,7 +478,7 @@ void sim_process::dispatch(sim_agent& a) {
     r.node = a.id;
     r.node_addr = a.self;
     send(a, spec.owner, r);
-    ++leases_granted_;
+    ++count_.leases_granted;
   }
 }
 
@@ -495,14 +497,14 @@ void sim_process::release(sim_agent& a, const worker_id& w) {
 void sim_process::on_withdraw(sim_agent& a, const worker_id& w, protocol::withdraw_tasks& m) {
   // As worker::front_door: the queued plain tasks among those named go back, each to its own
   // owner; an empty answer tells the asker that the others have run.
-  ++withdraws_;
+  ++count_.withdraws;
   std::vector<protocol::task_spec> taken;
   if (auto it = a.workers.find(w); it != a.workers.end()) taken = it->second.inbox->withdraw(m.tasks);
   if (taken.empty()) {
     send(a, m.owner, protocol::tasks_returned{w, {}, {}, {}});
     return;
   }
-  tasks_given_back_ += taken.size();
+  count_.tasks_given_back += taken.size();
   while (!taken.empty()) {
     const address owner = taken.front().owner;
     protocol::tasks_returned back;
@@ -522,7 +524,7 @@ void sim_process::run_ready() {
   for (auto& [a, w] : ready) {
     auto it = a->workers.find(w);
     if (it == a->workers.end()) continue;  // released: what it held ran then
-    most_queued_ = std::max(most_queued_, it->second.inbox->queued());
+    count_.most_queued = std::max(count_.most_queued, it->second.inbox->queued());
     while (auto m = it->second.inbox->next()) {
       if (auto* e = std::get_if<protocol::execute_task>(&*m)) echo(*a, e->spec);
     }
@@ -568,7 +570,7 @@ void sim_process::handle(sim_agent& a, const unique_id& to, protocol::message& m
         auto it = a.workers.find(m.worker);
         if (it == a.workers.end() || it->second.actor || it->second.request != m.request) return;
         release(a, m.worker);
-        ++leases_returned_;
+        ++count_.leases_returned;
         dispatch(a);
       } else if constexpr (std::is_same_v<T, protocol::cancel_lease_requests>) {
         const std::unordered_set<task_id> wanted(m.requests.begin(), m.requests.end());
@@ -580,7 +582,7 @@ void sim_process::handle(sim_agent& a, const unique_id& to, protocol::message& m
           if (!l.actor && l.owner == m.owner && wanted.contains(l.request)) back.push_back(w);
         }
         for (const auto& w : back) release(a, w);
-        leases_cancelled_ += back.size();
+        count_.leases_cancelled += back.size();
         dispatch(a);
       } else if constexpr (std::is_same_v<T, protocol::unsubscribe_cluster>) {
         std::erase_if(a.queued, [&](const protocol::task_spec& s) { return s.owner.endpoint == m.endpoint; });
@@ -595,7 +597,7 @@ void sim_process::handle(sim_agent& a, const unique_id& to, protocol::message& m
         for (const auto& [w, l] : a.workers) {
           if (l.actor && l.actor_of == m.actor) {
             release(a, w);
-            ++actors_stopped_;
+            ++count_.actors_stopped;
             break;
           }
         }
@@ -618,7 +620,7 @@ void sim_process::handle(sim_agent& a, const unique_id& to, protocol::message& m
         if (dead.silent) {
           std::cout << "dead " << dead.index << " " << ms_between(dead.last_beat, clock_type::now()) << std::endl;
         } else {
-          ++false_deaths_;
+          ++count_.false_deaths;
           std::cerr << "agent " << dead.index << " was declared dead while heartbeating (its last heartbeat "
                     << ms_between(dead.last_beat, clock_type::now()) << " ms ago; at unix ms " << unix_ms()
                     << "): " << m.reason << "\n";
@@ -691,17 +693,17 @@ nlohmann::json sim_process::stats() const {
                      static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
   return {{"agents", agents_.size()},        {"joined", joined},
           {"failed_to_join", failed},        {"gone", gone},
-          {"heartbeats", heartbeats_},       {"probes", probes_},
-          {"leases_granted", leases_granted_}, {"leases_returned", leases_returned_},
-          {"leases_cancelled", leases_cancelled_}, {"tasks_answered", tasks_answered_},
-          {"actors_started", actors_started_}, {"actors_stopped", actors_stopped_},
-          {"refused", refused_},             {"malformed", malformed_},
-          {"false_deaths", false_deaths_},   {"zap_accepted", zap_accepted_},
-          {"zap_refused", zap_refused_},     {"received", received_},
+          {"heartbeats", count_.heartbeats},       {"probes", count_.probes},
+          {"leases_granted", count_.leases_granted}, {"leases_returned", count_.leases_returned},
+          {"leases_cancelled", count_.leases_cancelled}, {"tasks_answered", count_.tasks_answered},
+          {"actors_started", count_.actors_started}, {"actors_stopped", count_.actors_stopped},
+          {"refused", count_.refused},             {"malformed", count_.malformed},
+          {"false_deaths", count_.false_deaths},   {"zap_accepted", count_.zap_accepted},
+          {"zap_refused", count_.zap_refused},     {"received", received_},
           {"cpu_seconds", cpu},              {"max_rss_kib", ru.ru_maxrss},
-          {"hellos", hellos_},               {"hellos_unanswered", hellos_unanswered_},
-          {"join_ms", join},                 {"withdraws", withdraws_},
-          {"tasks_given_back", tasks_given_back_}, {"most_tasks_queued_per_worker", most_queued_}};
+          {"hellos", count_.hellos},               {"hellos_unanswered", count_.hellos_unanswered},
+          {"join_ms", join},                 {"withdraws", count_.withdraws},
+          {"tasks_given_back", count_.tasks_given_back}, {"most_tasks_queued_per_worker", count_.most_queued}};
 }
 
 int sim_process::run() {
@@ -756,7 +758,7 @@ int sim_process::run() {
       std::size_t joined = 0, failed = 0;
       for (const auto& a : agents_) (a->joined ? joined : failed) += 1;
       std::cout << "joined " << joined << " " << failed << " " << ms_between(started_, now) << " "
-                << hellos_unanswered_ << std::endl;
+                << count_.hellos_unanswered << std::endl;
     }
   }
   std::cout << "stats " << stats().dump() << std::endl;

@@ -49,6 +49,24 @@ struct peer_identity {
   friend bool operator==(const peer_identity&, const peer_identity&) = default;
 };
 
+/// The identity of the last ZAP user id parsed: almost every message repeats the last one,
+/// so a run of messages from one connection parses it once. One thread's (the receiver's).
+class peer_identity_cache {
+public:
+  /// The identity of `user_id`; null when there is none (a null or unparsable user id).
+  [[nodiscard]] const peer_identity* of(const char* user_id) {
+    if (user_id == nullptr || last_ != user_id) {
+      last_ = user_id == nullptr ? "" : user_id;
+      identity_ = peer_identity::parse(last_);
+    }
+    return identity_ ? &*identity_ : nullptr;
+  }
+
+private:
+  std::string last_;
+  std::optional<peer_identity> identity_;
+};
+
 class credentials {
 public:
   /// The head's or a node's: the cluster secret itself. invalid_argument if `token` is empty.

@@ -85,7 +85,6 @@ std::string make_token() {
 }
 
 namespace {
-std::int64_t ticks_now() { return std::chrono::steady_clock::now().time_since_epoch().count(); }
 } // namespace
 
 zmq_transport::zmq_transport(local_transport& local, options o)
@@ -94,7 +93,15 @@ zmq_transport::zmq_transport(local_transport& local, options o)
     // Room for every connection kept, those closed and still flushing (up to linger_ms), and
     // the few sockets of its own; ZeroMQ's default (1,023) for the usual cap.
     ctx_(std::make_unique<zmq::context_t>(
-      1, static_cast<int>(std::clamp<std::size_t>(2 * opts_.max_peers + 64, ZMQ_MAX_SOCKETS_DFLT, 1u << 20)))) {
+      1, static_cast<int>(std::clamp<std::size_t>(2 * opts_.max_peers + 64, ZMQ_MAX_SOCKETS_DFLT, 1u << 20)))),
+    seat_({opts_.standby_receiver, opts_.standby_after, opts_.lend_seat},
+          [this](std::chrono::milliseconds timeout) { return poll_once(timeout); },
+          [this](const char* word) {
+            // A doorbell, never a queue: with the pipe full (a word is waiting unread) there
+            // is nothing to add, and a send that blocked here would hold the seat's mutex
+            // until the reader, which needs that mutex, read.
+            (void)wake_tx_->send(zmq::buffer(word, 1), zmq::send_flags::dontwait);
+          }) {
   // The ZAP handler must be bound before the first connection: without one, ZeroMQ lets
   // every CURVE or PLAIN client in.
   zap_ = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::router);
@@ -150,29 +157,23 @@ void zmq_transport::handle_directly(const unique_id& id,
   direct_[id] = std::move(handler);
 }
 
-void zmq_transport::start() {
-  receiver_ = std::thread([this] { receive_loop(); });
-  if (opts_.standby_receiver) standby_ = std::thread([this] { standby_loop(); });
+void zmq_transport::start() { seat_.start(); }
+
+void zmq_transport::run_on_receiver(std::function<void()> work) { seat_.run_on_receiver(std::move(work)); }
+
+void zmq_transport::receiver_waits() { seat_.receiver_waits(); }
+
+bool zmq_transport::receive_until(const std::function<bool()>& done,
+                                  std::chrono::steady_clock::time_point until) {
+  return seat_.receive_until(done, until);
 }
+
+void zmq_transport::wake_receiving() { seat_.wake_receiving(); }
 
 void zmq_transport::stop() {
   if (stopped_.exchange(true)) return;
-  {
-    // Whichever thread holds the seat leaves its poll; the other sees stopped_.
-    std::lock_guard lock(seat_mutex_);
-    if (receiver_.joinable()) ring("x");
-  }
-  seat_cv_.notify_all();
-  if (standby_.joinable()) standby_.join();
-  if (receiver_.joinable()) receiver_.join();
-  {
-    std::unique_lock lock(peers_mutex_);
-    for (auto& [ep, p] : peers_) {
-      std::lock_guard plock(p->mutex);
-      p->socket.close();
-    }
-    peers_.clear();
-  }
+  seat_.stop();  // its threads poll no more
+  peers_.close_all();
   zmq_socket_monitor(router_->handle(), nullptr, 0);
   events_->close();
   router_->close();
@@ -216,58 +217,33 @@ void zmq_transport::connect_options(zmq::socket_t& s, const std::string& endpoin
   s.connect(parts->tcp);
 }
 
-std::shared_ptr<zmq_transport::peer> zmq_transport::peer_for(const std::string& endpoint) {
-  {
-    std::shared_lock lock(peers_mutex_);
-    auto it = peers_.find(endpoint);
-    if (it != peers_.end()) {
-      it->second->last_used.store(ticks_now(), std::memory_order_relaxed);
-      return it->second;
+std::shared_ptr<zmq_peer> zmq_transport::peer_for(const std::string& endpoint) {
+  return peers_.get(endpoint, [&]() -> std::shared_ptr<zmq_peer> {
+    if (stopped_) return nullptr;
+    try {
+      // Out of file descriptors, the socket itself cannot be made: the send fails (as one
+      // to a peer that is gone), it does not throw into the sender.
+      auto p = std::make_shared<zmq_peer>(*ctx_);
+      p->socket.set(zmq::sockopt::linger, linger_ms);
+      p->socket.set(zmq::sockopt::sndhwm, 0);  // never drop or block: peers' death is
+                                               // detected by heartbeats and reapers
+      p->socket.set(zmq::sockopt::rcvhwm, 16);
+      // A peer that went away is retried less and less often, up to every 2 s: a head
+      // restarted after a crash is reached again within 2 s of its start, and it gives the
+      // nodes and drivers it recovers that long on top of node_timeout_ms (head::restore;
+      // a dead peer costs one refused connection per 2 s until it is forgotten).
+      p->socket.set(zmq::sockopt::reconnect_ivl_max,
+                    static_cast<int>(reconnect_interval_max.count()));
+      connect_options(p->socket, endpoint, /*as_cluster=*/false);
+      return p;
+    } catch (const std::exception& e) {
+      CELER_LOG(error, "transport", "cannot connect to " + endpoint + ": " + e.what());
+      return nullptr;
     }
-  }
-  std::unique_lock lock(peers_mutex_);
-  auto it = peers_.find(endpoint);
-  if (it != peers_.end()) return it->second;
-  if (stopped_) return nullptr;
-  if (opts_.max_peers > 0 && peers_.size() >= opts_.max_peers) {
-    // The least recently used connection goes (its socket closes, lingering to flush, once
-    // no sender holds it).
-    auto oldest = std::min_element(peers_.begin(), peers_.end(), [](const auto& a, const auto& b) {
-      return a.second->last_used.load(std::memory_order_relaxed) <
-             b.second->last_used.load(std::memory_order_relaxed);
-    });
-    CELER_LOG(debug, "transport", "closing the least used connection, to " + oldest->first);
-    peers_.erase(oldest);
-  }
-  std::shared_ptr<peer> p;
-  try {
-    // Out of file descriptors, the socket itself cannot be made: the send fails (as one to
-    // a peer that is gone), it does not throw into the sender.
-    p = std::make_shared<peer>(*ctx_);
-    p->socket.set(zmq::sockopt::linger, linger_ms);
-    p->socket.set(zmq::sockopt::sndhwm, 0);  // never drop or block: peers' death is
-                                             // detected by heartbeats and reapers
-    p->socket.set(zmq::sockopt::rcvhwm, 16);
-    // A peer that went away is retried less and less often, up to every 2 s: a head
-    // restarted after a crash is reached again within 2 s of its start, and it gives the
-    // nodes and drivers it recovers that long on top of node_timeout_ms (head::restore; a
-    // dead peer costs one refused connection per 2 s until it is forgotten).
-    p->socket.set(zmq::sockopt::reconnect_ivl_max,
-                  static_cast<int>(reconnect_interval_max.count()));
-    connect_options(p->socket, endpoint, /*as_cluster=*/false);
-  } catch (const std::exception& e) {
-    CELER_LOG(error, "transport", "cannot connect to " + endpoint + ": " + e.what());
-    return nullptr;
-  }
-  p->last_used.store(ticks_now(), std::memory_order_relaxed);
-  peers_.emplace(endpoint, p);
-  return p;
+  });
 }
 
-std::size_t zmq_transport::peer_count() const {
-  std::shared_lock lock(peers_mutex_);
-  return peers_.size();
-}
+std::size_t zmq_transport::peer_count() const { return peers_.size(); }
 
 bool zmq_transport::send(const address& to, protocol::message&& m) {
   if (to.endpoint.empty() || to.endpoint == endpoint_) return local_.send(to, std::move(m));
@@ -302,14 +278,8 @@ bool zmq_transport::send_encoded(const address& to, const protocol::message& m) 
 }
 
 void zmq_transport::forget(const std::string& endpoint) {
-  std::shared_ptr<peer> gone;
-  {
-    std::unique_lock lock(peers_mutex_);
-    auto it = peers_.find(endpoint);
-    if (it == peers_.end()) return;
-    gone = std::move(it->second);
-    peers_.erase(it);
-  }
+  auto gone = peers_.take(endpoint);
+  if (gone == nullptr) return;
   // None can find it any more; a sender that already holds it finds the socket closed, and
   // its send fails (as to a peer that is gone).
   std::lock_guard plock(gone->mutex);
@@ -391,18 +361,12 @@ bool zmq_transport::poll_once(std::chrono::milliseconds timeout) {
                                         {zap_->handle(), 0, ZMQ_POLLIN, 0},
                                         {events_->handle(), 0, ZMQ_POLLIN, 0}}};
   // One thread at a time, always (ZeroMQ sockets are not thread-safe): counted if not.
-  struct one_poller {
-    std::atomic<int>& n;
-    explicit one_poller(std::atomic<int>& c, std::atomic<std::uint64_t>& overlaps) : n(c) {
-      if (n.fetch_add(1, std::memory_order_acq_rel) != 0) overlaps.fetch_add(1);
-    }
-    ~one_poller() { n.fetch_sub(1, std::memory_order_acq_rel); }
-  } seat_check(pollers_, seat_overlaps_);
+  const receiver_seat::poller seat_check(seat_);
   {
     if (stopped_) return false;
     try {
       zmq::poll(items.data(), items.size(),
-                !pending_keys_.empty() ? std::chrono::milliseconds(200) : timeout);
+                !key_lookups_.empty() ? std::chrono::milliseconds(200) : timeout);
       if (items[1].revents & ZMQ_POLLIN) {
         // Every word says "look at the seat's flags" ("g": a thread wants the seat, "r":
         // the receiver wants it back, "w": look at done() again, "x": stop): take them all.
@@ -411,12 +375,12 @@ bool zmq_transport::poll_once(std::chrono::milliseconds timeout) {
         }
         // After the drain: a "w" rung from now on is unread, and one rung before is read
         // (its fill shows in the caller's next look at done()).
-        woken_.store(false, std::memory_order_release);
+        seat_.heard_wake();
         return !stopped_;
       }
       if (items[2].revents & ZMQ_POLLIN) on_zap();
       if (items[3].revents & ZMQ_POLLIN) on_event();
-      if (!pending_keys_.empty()) expire_key_lookups();
+      if (!key_lookups_.empty()) expire_key_lookups();
       if (!(items[0].revents & ZMQ_POLLIN)) return true;
       // Drain what is ready before polling again.
       for (;;) {
@@ -440,7 +404,7 @@ bool zmq_transport::poll_once(std::chrono::milliseconds timeout) {
         }
         if (parts.empty()) break;
         if (oversized) {
-          ++malformed_;
+          ++count_.malformed;
           refusals_.warn("dropped a message of over " + std::to_string(opts_.max_body_bytes) +
                          " bytes (max_message_bytes)");
           continue;
@@ -470,7 +434,7 @@ bool zmq_transport::poll_once(std::chrono::milliseconds timeout) {
         on_frames(views, user, owners);
         owners.clear();
         // A handler ran work off the seat and the standby holds it now.
-        if (reclaim_) return true;
+        if (seat_.reclaim_wanted()) return true;
       }
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM) return false;
@@ -485,7 +449,7 @@ void zmq_transport::on_event() {
   if (!zmq::recv_multipart(*events_, std::back_inserter(frames), zmq::recv_flags::dontwait)) return;
   std::uint16_t event = 0;
   if (!frames.empty() && frames[0].size() >= 2) std::memcpy(&event, frames[0].data(), 2);
-  ++failed_;
+  ++count_.failed;
   if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
     // Most often a peer that went away mid-handshake (a process stopping); said once in a
     // while only.
@@ -522,7 +486,7 @@ void zmq_transport::on_hello(const std::string& rid, std::string_view frame,
   if (!h->register_job.empty()) {
     auto j = job_id::parse(h->register_job);
     if (who == nullptr || who->role != peer_role::cluster || !j || j->nil()) {
-      ++denied_;
+      ++count_.denied;
       refusals_.warn("refused to register a job for " +
                      (who == nullptr ? std::string("an unknown peer") : who->describe()));
       reply(rid, 'R', "only holders of the cluster token register jobs");
@@ -539,13 +503,9 @@ void zmq_transport::on_frames(std::vector<std::string_view>& parts, const char* 
   const char kind = first.empty() ? '\0' : first[0];
   // Every connection passed the handshake, so it has an identity; parse it once per run
   // of messages from the same one.
-  if (user_id == nullptr || last_user_id_ != user_id) {
-    last_user_id_ = user_id == nullptr ? "" : user_id;
-    last_identity_ = peer_identity::parse(last_user_id_);
-  }
-  const peer_identity* who = last_identity_ ? &*last_identity_ : nullptr;
+  const peer_identity* who = identities_.of(user_id);
   if (who == nullptr) {
-    ++malformed_;
+    ++count_.malformed;
     refusals_.warn("dropped a message from a connection without an identity");
     return;
   }
@@ -555,18 +515,13 @@ void zmq_transport::on_frames(std::vector<std::string_view>& parts, const char* 
   }
   if ((kind == 'K' || kind == 'k') && first.size() == 1) {
     if (who->role != peer_role::cluster || parts.size() != 4 || parts[2].size() != 32) {
-      ++denied_;
+      ++count_.denied;
       refusals_.warn("dropped a key lookup from " + who->describe());
       return;
     }
     if (kind == 'K') {
       std::string job;
-      {
-        std::lock_guard lock(jobs_mutex_);
-        if (auto it = job_keys_.find(std::string(parts[2])); it != job_keys_.end()) {
-          job = it->second.hex();
-        }
-      }
+      if (auto known = job_keys_.find(std::string(parts[2]))) job = known->hex();
       if (auto p = peer_for(std::string(parts[3]))) {
         std::lock_guard lock(p->mutex);
         p->socket.send(zmq::str_buffer("k"), zmq::send_flags::sndmore);
@@ -579,7 +534,7 @@ void zmq_transport::on_frames(std::vector<std::string_view>& parts, const char* 
     return;
   }
   if (kind != 'M' || first.size() < 1 + id_bytes + 1 || parts.size() > max_parts) {
-    ++malformed_;
+    ++count_.malformed;
     refusals_.warn("dropped " + std::to_string(parts.size() - 1) + " frames from " +
                    who->describe() +
                    " that are no message (expected 'M', destination and message, then bulk frames)");
@@ -591,7 +546,7 @@ void zmq_transport::on_frames(std::vector<std::string_view>& parts, const char* 
   // send is refused before its body is decoded.
   if (auto h = wire::peek_header(parts[1])) {
     if (auto ok = admit_type(*who, h->type); !ok) {
-      ++denied_;
+      ++count_.denied;
       refusals_.warn(ok.error().to_string());
       return;
     }
@@ -599,12 +554,12 @@ void zmq_transport::on_frames(std::vector<std::string_view>& parts, const char* 
   auto m = wire::decode(std::span<const std::string_view>(parts).subspan(1), opts_.max_body_bytes,
                         owners);
   if (!m) {
-    ++malformed_;
+    ++count_.malformed;
     refusals_.warn("dropped a message from " + who->describe() + ": " + m.error().to_string());
     return;
   }
   if (auto ok = admit(*who, *m); !ok) {
-    ++denied_;
+    ++count_.denied;
     refusals_.warn(ok.error().to_string());
     return;
   }
@@ -615,22 +570,23 @@ void zmq_transport::on_frames(std::vector<std::string_view>& parts, const char* 
     } catch (const std::exception& e) {
       CELER_LOG(error, "transport", std::string("handling ") + protocol::name_of(*m) + ": " + e.what());
     }
-    ++delivered_;
+    ++count_.delivered;
     return;
   }
   const char* name = protocol::name_of(*m);
   if (!local_.send(to, std::move(*m))) {
-    ++undeliverable_;
+    ++count_.undeliverable;
     CELER_LOG(info, "transport",
               std::string("no component ") + to.id.short_hex() + " here for " + name);
     return;
   }
-  ++delivered_;
+  ++count_.delivered;
 }
 
 zmq_transport::counters zmq_transport::stats() const {
-  return {delivered_.load(), accepted_.load(),  refused_.load(),       failed_.load(),
-          denied_.load(),    malformed_.load(), undeliverable_.load(), seat_overlaps_.load()};
+  return {count_.delivered.load(), count_.accepted.load(),  count_.refused.load(),
+          count_.failed.load(),    count_.denied.load(),    count_.malformed.load(),
+          count_.undeliverable.load(), seat_.overlaps()};
 }
 
 } // namespace celer

@@ -31,25 +31,24 @@
 // and back (ROUTER -> DEALER), to a hello only: ['A'] accepted, ['R', reason] refused.
 
 #include "transport/credentials.hpp"
+#include "transport/job_keys.hpp"
 #include "transport/local_transport.hpp"
+#include "transport/peer_table.hpp"
 #include "transport/rate_limited_log.hpp"
+#include "transport/receiver_seat.hpp"
 #include "transport/transport.hpp"
 
 #include <celer/error.hpp>
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <shared_mutex>
 #include <span>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -173,22 +172,12 @@ public:
 private:
   /// send to another process: encodes `m` and queues the frames on its peer socket.
   [[nodiscard]] bool send_encoded(const address& to, const protocol::message& m);
-  struct peer;
   /// The connection to `endpoint`, opened if need be (null when it cannot be); held by the
   /// caller while it sends, so that closing it elsewhere waits for the send.
-  std::shared_ptr<peer> peer_for(const std::string& endpoint);
-  void receive_loop();
+  std::shared_ptr<zmq_peer> peer_for(const std::string& endpoint);
   /// Polls once (`timeout` -1: until something arrives) and handles what is ready; false
   /// once stopping. The seat holder only.
   bool poll_once(std::chrono::milliseconds timeout);
-  /// The standby thread: takes the seat while run_on_receiver's work runs long.
-  void standby_loop();
-  /// A handshake waiting for the ZAP handler's answer (zmq_transport_keys.cpp).
-  struct zap_request {
-    std::vector<std::string> envelope;  // routing frames up to and including the empty one
-    std::string request_id;
-    std::chrono::steady_clock::time_point since;
-  };
   /// `owners[i]` keeps `parts[i + 2]` (a bulk frame) alive, or is null.
   void on_frames(std::vector<std::string_view>& parts, const char* user_id,
                  std::span<const std::shared_ptr<const void>> owners);
@@ -210,67 +199,29 @@ private:
   std::unique_ptr<zmq::socket_t> wake_rx_, wake_tx_;
   std::unique_ptr<zmq::socket_t> zap_;     // the ZAP handler's socket; receiver thread only
   std::unique_ptr<zmq::socket_t> events_;  // the router's failed handshakes; receiver thread
-  std::thread receiver_;
   std::atomic<bool> stopped_{false};
+  /// Which thread polls router_, zap_, events_ and wake_rx_ now (receiver_seat.hpp); it
+  /// rings on wake_tx_.
+  receiver_seat seat_;
 
-  // The seat: one thread at a time polls router_, zap_, events_ and wake_rx_ and handles
-  // what arrives (the receiver thread, or the standby while the receiver runs work).
-  // seat_mutex_ guards what follows, and sends on wake_tx_.
-  std::mutex seat_mutex_;
-  std::condition_variable seat_cv_;
-  std::thread standby_;
-  std::thread::id receiver_id_;
-  /// No thread holds the seat (the receiver runs work; the standby may take it).
-  bool seat_free_ = false;
-  /// The receiver thread runs work, since work_since_; the standby checks on it while armed.
-  bool working_ = false;
-  bool standby_armed_ = false;
-  std::chrono::steady_clock::time_point work_since_, work_ended_;
-  /// The receiver wants the seat back from the standby.
-  std::atomic<bool> reclaim_{false};
-  /// Work handed to run_on_receiver on the standby thread, for the receiver to run next.
-  std::deque<std::function<void()>> deferred_;
-  /// receive_until: a thread wants the seat (one at a time); the receiver thread has lent
-  /// it; a borrower receives now. Lent and not borrowed, the seat is parked: a thread that
-  /// waits again soon (a driver's next get) takes it with no wake of the receiver, which
-  /// takes it back once it has been parked for park_limit.
-  std::atomic<bool> borrow_wanted_{false};
-  bool seat_lent_ = false;
-  bool borrowed_ = false;
-  /// The receiver thread sleeps until the borrower gives the seat back (it is told).
-  bool awaiting_return_ = false;
-  /// wake_receiving came while a thread waited for the seat to be lent (it stops waiting).
-  bool woken_while_wanted_ = false;
-  /// A "w" was rung and not yet read: the next wake_receiving rings no other.
-  std::atomic<bool> woken_{false};
-  /// Threads inside poll_once now (at most 1), and how often there were two.
-  std::atomic<int> pollers_{0};
-  std::atomic<std::uint64_t> seat_overlaps_{0};
-  /// Rings the seat holder's doorbell (seat_mutex_ held): never blocks.
-  void ring(const char* word);
-  std::chrono::steady_clock::time_point parked_since_;
-  static constexpr std::chrono::microseconds park_limit{1000};
-  /// The receiver thread, when it sees borrow_wanted_: lends the seat and waits for it back.
-  void lend_seat();
-
-  mutable std::shared_mutex peers_mutex_;  // guards peers_ (the map, not the sockets)
-  std::unordered_map<std::string, std::shared_ptr<peer>> peers_;
+  peer_table peers_{opts_.max_peers};
 
   // Receiver thread only (direct_ is fixed before start()).
   std::unordered_map<unique_id, std::function<void(protocol::message&)>> direct_;
   /// The identity of the last User-Id seen (almost every message repeats the last one).
-  std::string last_user_id_;
-  std::optional<peer_identity> last_identity_;
+  peer_identity_cache identities_;
   /// Handshakes waiting for the key authority's answer, by the key they present.
-  std::unordered_map<std::string, std::vector<zap_request>> pending_keys_;
+  key_lookups key_lookups_;
   rate_limited_log refusals_{"transport"};
 
-  mutable std::mutex jobs_mutex_;  // guards job_keys_ (register_job runs on components' threads)
-  /// Job keys this process accepts (public key bytes -> job), bounded.
-  std::unordered_map<std::string, job_id> job_keys_;
+  /// Job keys this process accepts; a node's forgets them past a bound (and asks again).
+  job_key_table job_keys_{/*forgetful=*/!opts_.key_authority.empty()};
 
-  std::atomic<std::uint64_t> delivered_{0}, accepted_{0}, refused_{0}, failed_{0}, denied_{0},
-    malformed_{0}, undeliverable_{0};
+  /// What stats() reports, counted as it happens (any thread).
+  struct {
+    std::atomic<std::uint64_t> delivered{0}, accepted{0}, refused{0}, failed{0}, denied{0},
+      malformed{0}, undeliverable{0};
+  } count_;
 };
 
 /// A fresh cluster token: 64 hex digits from the kernel's random source.

@@ -16,13 +16,6 @@
 namespace celer {
 namespace {
 
-/// A node answers a handshake with an unknown job key after the head's reply or this long.
-constexpr auto key_lookup_timeout = std::chrono::seconds(1);
-/// Handshakes waiting for the head's answer, at most; more are refused at once.
-constexpr std::size_t max_pending_handshakes = 256;
-/// Job keys a node remembers (it asks the head again for one it forgot).
-constexpr std::size_t max_job_keys = 65536;
-
 std::string key_bytes(const key32& k) { return std::string(reinterpret_cast<const char*>(k.data()), k.size()); }
 
 } // namespace
@@ -30,27 +23,16 @@ std::string key_bytes(const key32& k) { return std::string(reinterpret_cast<cons
 void zmq_transport::register_job(const job_id& job) {
   auto key = opts_.creds.job_public(job);
   if (!key) return;
-  std::lock_guard lock(jobs_mutex_);
-  // A node forgets what it learnt and asks again; the head, which answers, keeps every job
-  // until it ends (only holders of the secret register jobs).
-  if (job_keys_.size() >= max_job_keys && !opts_.key_authority.empty()) job_keys_.clear();
-  job_keys_[key_bytes(*key)] = job;
+  job_keys_.add(key_bytes(*key), job);
 }
 
 void zmq_transport::job_ended(const job_id& job) {
   auto key = opts_.creds.job_public(job);
   if (!key) return;
-  std::lock_guard lock(jobs_mutex_);
   job_keys_.erase(key_bytes(*key));
 }
 
-std::vector<job_id> zmq_transport::accepted_jobs() const {
-  std::lock_guard lock(jobs_mutex_);
-  std::vector<job_id> out;
-  out.reserve(job_keys_.size());
-  for (const auto& [_, job] : job_keys_) out.push_back(job);
-  return out;
-}
+std::vector<job_id> zmq_transport::accepted_jobs() const { return job_keys_.jobs(); }
 
 void zmq_transport::on_zap() {
   std::vector<zmq::message_t> frames;
@@ -89,24 +71,16 @@ void zmq_transport::on_zap() {
     return;
   }
   if (creds.identity().role == peer_role::cluster) {
-    {
-      std::lock_guard lock(jobs_mutex_);
-      if (auto it = job_keys_.find(key); it != job_keys_.end()) {
-        const peer_identity who{peer_role::job, it->second};
-        answer_zap(r, who, "");
-        return;
-      }
+    if (auto job = job_keys_.find(key)) {
+      answer_zap(r, peer_identity{peer_role::job, *job}, "");
+      return;
     }
     if (!opts_.key_authority.empty()) {
-      std::size_t pending = 0;
-      for (const auto& [k, v] : pending_keys_) pending += v.size();
-      if (pending >= max_pending_handshakes) {
+      if (key_lookups_.full()) {
         answer_zap(r, std::nullopt, "from " + address + ": too many handshakes wait for the head");
         return;
       }
-      auto& waiting = pending_keys_[key];
-      waiting.push_back(std::move(r));
-      if (waiting.size() == 1) {
+      if (key_lookups_.wait(key, std::move(r))) {
         // Ask the head on the connection to it (the answer comes back to this endpoint).
         if (auto head = peer_for(opts_.key_authority)) {
           std::lock_guard lock(head->mutex);
@@ -124,9 +98,9 @@ void zmq_transport::on_zap() {
 void zmq_transport::answer_zap(const zap_request& r, const std::optional<peer_identity>& who,
                                const std::string& why) {
   if (who) {
-    ++accepted_;
+    ++count_.accepted;
   } else {
-    ++refused_;
+    ++count_.refused;
     refusals_.warn("refused a connection " + why);
   }
   try {
@@ -144,10 +118,8 @@ void zmq_transport::answer_zap(const zap_request& r, const std::optional<peer_id
 }
 
 void zmq_transport::on_key_answer(std::string_view key, std::string_view job) {
-  auto it = pending_keys_.find(std::string(key));
-  if (it == pending_keys_.end()) return;
-  auto waiting = std::move(it->second);
-  pending_keys_.erase(it);
+  const auto waiting = key_lookups_.answered(key);
+  if (waiting.empty()) return;
   std::optional<peer_identity> who;
   if (auto j = job_id::parse(job); j && !j->nil()) {
     // The head is trusted to say whose key it is; the key is checked against the job anyway.
@@ -161,16 +133,8 @@ void zmq_transport::on_key_answer(std::string_view key, std::string_view job) {
 }
 
 void zmq_transport::expire_key_lookups() {
-  const auto now = std::chrono::steady_clock::now();
-  for (auto it = pending_keys_.begin(); it != pending_keys_.end();) {
-    if (now - it->second.front().since < key_lookup_timeout) {
-      ++it;
-      continue;
-    }
-    for (const auto& r : it->second) {
-      answer_zap(r, std::nullopt, "presenting a job key: the head did not say whose in time");
-    }
-    it = pending_keys_.erase(it);
+  for (const auto& r : key_lookups_.expired(std::chrono::steady_clock::now())) {
+    answer_zap(r, std::nullopt, "presenting a job key: the head did not say whose in time");
   }
 }
 
