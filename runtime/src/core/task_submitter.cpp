@@ -31,7 +31,7 @@ task_submitter::task_entry task_submitter::entry_of(protocol::task_spec spec, st
 
 void task_submitter::submit(protocol::task_spec spec, retry_policy retry) {
   std::lock_guard lock(mutex_);
-  ++submitted_;
+  stats_.count_submitted();
   if (stopped_) {
     fail_task(spec.id, protocol::failure_info::make(
                                   detail::failure_kind::runtime_stopped, error_code::failed_precondition,
@@ -48,7 +48,7 @@ void task_submitter::submit(protocol::task_spec spec, retry_policy retry) {
 }
 
 void task_submitter::fail_task(const task_id& id, const protocol::failure_info& f) {
-  ++failed_;
+  stats_.count_failed();
   changed(id, protocol::task_state::failed, 0, f.message);
   objects_.fail_task(id, f);
 }
@@ -244,13 +244,7 @@ void task_submitter::on_returned(protocol::tasks_returned& m) {
 void task_submitter::push(const worker_id& w, lease& l, task_entry task) {
   const task_id id = task.id;
   if (task.attempt == 1 && task.submitted != time_point{}) {
-    const auto us = static_cast<std::uint64_t>(
-      std::max<std::int64_t>(0, std::chrono::duration_cast<std::chrono::microseconds>(now_() - task.submitted).count()));
-    latency_sum_us_ += us;
-    const double seconds = static_cast<double>(us) / 1e6;
-    std::size_t b = 0;
-    while (b < protocol::scheduling_latency_bounds.size() && seconds > protocol::scheduling_latency_bounds[b]) ++b;
-    ++latency_[b];
+    stats_.count_scheduled(std::chrono::duration_cast<std::chrono::microseconds>(now_() - task.submitted));
   }
   changed(id, protocol::task_state::running, task.attempt, l.node_hex);
   const bool may_block = !pipelinable(task.function());
@@ -289,7 +283,7 @@ void task_submitter::retry(std::size_t cls, task_entry task, detail::failure_kin
   if (task.retries_left > 0) --task.retries_left;
   ++task.attempt;
   retrying_.insert(task.id);
-  ++retries_;
+  stats_.count_retry();
   changed(task.id, protocol::task_state::waiting, task.attempt, "attempt " + std::to_string(attempt) + " failed: " + why);
   // At the front: it does not wait behind work submitted after it.
   classes_[cls].queued.push_front(std::move(task));
@@ -370,7 +364,7 @@ bool task_submitter::on_result(protocol::task_result& r) {
         r.returns.front().fail.message =
           final_message(p.task.function(), p.task.attempt, p.task.failures(), why);
       }
-      ++failed_;
+      stats_.count_failed();
       changed(r.task, protocol::task_state::failed, p.task.attempt, r.returns.front().fail.message);
       running_.erase(it);
       objects_.finish_task(r.task, r.returns);
@@ -390,7 +384,7 @@ bool task_submitter::on_result(protocol::task_result& r) {
                        "or durable=true to keep the output on disk)";
       }
     }
-    ++finished_;
+    stats_.count_finished();
     changed(r.task, protocol::task_state::finished, p.task.attempt);
     running_.erase(it);
     objects_.finish_task(r.task, r.returns, std::move(made));
@@ -620,20 +614,15 @@ std::size_t task_submitter::running() const {
 
 std::size_t task_submitter::retries() const {
   std::lock_guard lock(mutex_);
-  return retries_;
+  return static_cast<std::size_t>(stats_.retries());
 }
 
 protocol::task_counts task_submitter::counts(bool take_changes) {
   std::lock_guard lock(mutex_);
   protocol::task_counts c;
-  c.submitted = submitted_;
-  c.finished = finished_;
-  c.failed = failed_;
-  c.retried = retries_;
+  stats_.report(c);
   for (const auto& cls : classes_) c.waiting += cls.queued.size();
   c.running = running_.size();
-  c.latency.assign(latency_.begin(), latency_.end());
-  c.latency_sum_us = latency_sum_us_;
   if (take_changes) {
     c.changes = std::move(changes_);
     changes_.clear();

@@ -29,11 +29,11 @@
 #include "core/reference_table.hpp"
 #include "core/task_descriptor.hpp"
 #include "core/task_ids.hpp"
+#include "core/task_stats.hpp"
 #include "protocol/messages.hpp"
 #include "transport/transport.hpp"
 
 #include <chrono>
-#include <array>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -276,11 +276,8 @@ private:
   std::unordered_map<task_id, std::size_t> lease_requests_;
   /// Set once the local node died: lease requests go to the head instead.
   bool node_dead_ = false;
-  std::size_t retries_ = 0;
-  /// counts()'s totals, and its latency histogram (scheduling_latency_bounds).
-  std::uint64_t submitted_ = 0, finished_ = 0, failed_ = 0;
-  std::array<std::uint64_t, protocol::scheduling_latency_bounds.size() + 1> latency_{};
-  std::uint64_t latency_sum_us_ = 0;
+  /// counts()'s totals and its latency histogram.
+  task_stats stats_;
   /// A task failed for good: counted, then told to the reference table.
   void fail_task(const task_id& id, const protocol::failure_info& f);
   /// Task `id` is now in `state` (counts(true) hands the changes over; past
