@@ -41,7 +41,7 @@ void task_submitter::submit(protocol::task_spec spec, retry_policy retry) {
   auto task = entry_of(std::move(spec), retry.max_retries, retry.retry_exceptions);
   const auto& shape = task.shape->prototype;
   const std::size_t cls = class_of(shape.resources, shape.where, shape.priority);
-  changed(task.id, protocol::task_state::waiting, task.attempt, {}, shape.function);
+  events_.record(task.id, protocol::task_state::waiting, task.attempt, {}, shape.function);
   task.submitted = now_();
   classes_[cls].queued.push_back(std::move(task));
   pump(cls);
@@ -49,18 +49,8 @@ void task_submitter::submit(protocol::task_spec spec, retry_policy retry) {
 
 void task_submitter::fail_task(const task_id& id, const protocol::failure_info& f) {
   stats_.count_failed();
-  changed(id, protocol::task_state::failed, 0, f.message);
+  events_.record(id, protocol::task_state::failed, 0, f.message);
   objects_.fail_task(id, f);
-}
-
-void task_submitter::changed(const task_id& id, protocol::task_state state, std::int32_t attempt, std::string detail,
-                             std::string function) {
-  if (changes_.size() >= protocol::max_task_changes) {
-    ++changes_dropped_;
-    return;
-  }
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch());
-  changes_.push_back({id, std::move(function), state, attempt, ms.count(), std::move(detail)});
 }
 
 std::size_t task_submitter::class_of(const protocol::resource_set& shape,
@@ -228,8 +218,8 @@ void task_submitter::on_returned(protocol::tasks_returned& m) {
     if (p.may_block && l.may_block > 0) --l.may_block;
     std::erase(l.running, t->id);
     running_.erase(it);
-    changed(task.id, protocol::task_state::waiting, task.attempt,
-            "given back unrun by worker " + m.worker.short_hex());
+    events_.record(task.id, protocol::task_state::waiting, task.attempt,
+                   "given back unrun by worker " + m.worker.short_hex());
     const auto& shape = task.shape->prototype;
     const std::size_t cls = class_of(shape.resources, shape.where, shape.priority);
     classes_[cls].queued.push_front(std::move(task));
@@ -246,7 +236,7 @@ void task_submitter::push(const worker_id& w, lease& l, task_entry task) {
   if (task.attempt == 1 && task.submitted != time_point{}) {
     stats_.count_scheduled(std::chrono::duration_cast<std::chrono::microseconds>(now_() - task.submitted));
   }
-  changed(id, protocol::task_state::running, task.attempt, l.node_hex);
+  events_.record(id, protocol::task_state::running, task.attempt, l.node_hex);
   const bool may_block = !pipelinable(task.function());
   if (may_block) ++l.may_block;
   l.running.push_back(id);
@@ -284,7 +274,8 @@ void task_submitter::retry(std::size_t cls, task_entry task, detail::failure_kin
   ++task.attempt;
   retrying_.insert(task.id);
   stats_.count_retry();
-  changed(task.id, protocol::task_state::waiting, task.attempt, "attempt " + std::to_string(attempt) + " failed: " + why);
+  events_.record(task.id, protocol::task_state::waiting, task.attempt,
+                 "attempt " + std::to_string(attempt) + " failed: " + why);
   // At the front: it does not wait behind work submitted after it.
   classes_[cls].queued.push_front(std::move(task));
 }
@@ -365,7 +356,7 @@ bool task_submitter::on_result(protocol::task_result& r) {
           final_message(p.task.function(), p.task.attempt, p.task.failures(), why);
       }
       stats_.count_failed();
-      changed(r.task, protocol::task_state::failed, p.task.attempt, r.returns.front().fail.message);
+      events_.record(r.task, protocol::task_state::failed, p.task.attempt, r.returns.front().fail.message);
       running_.erase(it);
       objects_.finish_task(r.task, r.returns);
     }
@@ -385,7 +376,7 @@ bool task_submitter::on_result(protocol::task_result& r) {
       }
     }
     stats_.count_finished();
-    changed(r.task, protocol::task_state::finished, p.task.attempt);
+    events_.record(r.task, protocol::task_state::finished, p.task.attempt);
     running_.erase(it);
     objects_.finish_task(r.task, r.returns, std::move(made));
   }
@@ -623,11 +614,7 @@ protocol::task_counts task_submitter::counts(bool take_changes) {
   stats_.report(c);
   for (const auto& cls : classes_) c.waiting += cls.queued.size();
   c.running = running_.size();
-  if (take_changes) {
-    c.changes = std::move(changes_);
-    changes_.clear();
-    c.changes_dropped = std::exchange(changes_dropped_, 0);
-  }
+  if (take_changes) events_.take(c);
   return c;
 }
 

@@ -28,6 +28,7 @@
 
 #include "core/reference_table.hpp"
 #include "core/task_descriptor.hpp"
+#include "core/task_event_log.hpp"
 #include "core/task_ids.hpp"
 #include "core/task_stats.hpp"
 #include "protocol/messages.hpp"
@@ -280,12 +281,8 @@ private:
   task_stats stats_;
   /// A task failed for good: counted, then told to the reference table.
   void fail_task(const task_id& id, const protocol::failure_info& f);
-  /// Task `id` is now in `state` (counts(true) hands the changes over; past
-  /// max_task_changes they are only counted).
-  void changed(const task_id& id, protocol::task_state state, std::int32_t attempt, std::string detail = {},
-               std::string function = {});
-  std::vector<protocol::task_event> changes_;
-  std::uint64_t changes_dropped_ = 0;
+  /// Each task's changes of state (counts(true) hands them over).
+  task_event_log events_;
 };
 
 } // namespace celer
