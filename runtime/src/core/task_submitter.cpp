@@ -151,17 +151,6 @@ void task_submitter::fail_queued(task_class& c, const protocol::failure_info& fa
   }
 }
 
-/// A task that came back this soon, alone on its worker, is short enough to queue behind
-/// others: 16 of them (the default depth) hold a worker for tens of milliseconds at most.
-constexpr auto short_task = std::chrono::milliseconds(2);
-
-bool task_submitter::pipelinable(const std::string& function) const {
-  // Known to come back quickly and never seen waiting. One that waits only sometimes is
-  // still safe: its worker gives back what is queued behind it (task_inbox).
-  auto it = functions_.find(function);
-  return it != functions_.end() && it->second.short_seen && !it->second.blocks;
-}
-
 void task_submitter::rebalance(std::size_t cls) {
   bool idle_lease = false;
   lease* most = nullptr;
@@ -196,7 +185,7 @@ void task_submitter::on_returned(protocol::tasks_returned& m) {
     // there) finishes, or what comes back would be pushed straight back to it, round and
     // round, while the task it waits for never runs. One that waits in get is never queued
     // behind again; one waiting for its own arguments says nothing about its function.
-    if (!m.blocked_function.empty()) functions_[m.blocked_function].blocks = true;
+    if (!m.blocked_function.empty()) functions_.saw_blocking(m.blocked_function);
     if (!l.running.empty()) {
       if (auto first = running_.find(l.running.front()); first != running_.end() && !first->second.may_block) {
         first->second.may_block = true;
@@ -237,7 +226,7 @@ void task_submitter::push(const worker_id& w, lease& l, task_entry task) {
     stats_.count_scheduled(std::chrono::duration_cast<std::chrono::microseconds>(now_() - task.submitted));
   }
   events_.record(id, protocol::task_state::running, task.attempt, l.node_hex);
-  const bool may_block = !pipelinable(task.function());
+  const bool may_block = !functions_.pipelinable(task.function());
   if (may_block) ++l.may_block;
   l.running.push_back(id);
   if (!retrying_.empty()) retrying_.erase(id);
@@ -336,10 +325,9 @@ bool task_submitter::on_result(protocol::task_result& r) {
   const worker_id w = p.worker;
   const bool counted = p.may_block;
   // Learn: a function whose task waited never runs pipelined again; one whose task ran
-  // alone and came back within short_task may.
-  auto& fn = functions_[p.task.function()];
-  if (r.blocked) fn.blocks = true;
-  if (p.alone_since != time_point{} && now_() - p.alone_since <= short_task) fn.short_seen = true;
+  // alone and came back quickly may.
+  functions_.came_back(p.task.function(), r.blocked,
+                       p.alone_since != time_point{} ? std::optional(now_() - p.alone_since) : std::nullopt);
   if (r.raised && !r.returns.empty()) {
     // Its own code threw: run it again if it may, else say what every attempt came to.
     const std::string why = "it threw: " + r.returns.front().fail.message;

@@ -26,6 +26,7 @@
 // table (to fail or fill a task's result) with mutex_ held: submitter lock before table
 // lock, never the reverse.
 
+#include "core/function_profiles.hpp"
 #include "core/reference_table.hpp"
 #include "core/task_descriptor.hpp"
 #include "core/task_event_log.hpp"
@@ -236,7 +237,6 @@ private:
   /// another lease, the attempt counted against max_retries; the others fail with `fail`.
   void lease_lost(std::size_t cls, const protocol::failure_info& fail);
   [[nodiscard]] bool idle(const lease& l) const;
-  [[nodiscard]] bool pipelinable(const std::string& function) const;
   /// `l` went idle at now: the reaper times it.
   void went_idle(lease& l);
   time_point return_idle_locked(time_point now);
@@ -264,15 +264,8 @@ private:
   /// Tasks queued again after a failed attempt (a late result of an earlier attempt is
   /// ignored while they wait for a lease).
   std::unordered_set<task_id> retrying_;
-  /// What results said of each function: tasks of a function are queued behind others
-  /// (pipelined) only once one has come back quickly (a task that ran alone on its worker
-  /// within short_task) and none was seen waiting in get. Long tasks so spread over
-  /// workers rather than queue behind one another.
-  struct function_record {
-    bool blocks = false;
-    bool short_seen = false;
-  };
-  std::unordered_map<std::string, function_record> functions_;
+  /// What results said of each function: whether its tasks may be pipelined.
+  function_profiles functions_;
   /// Lease requests not answered yet, and the class each is for.
   std::unordered_map<task_id, std::size_t> lease_requests_;
   /// Set once the local node died: lease requests go to the head instead.
