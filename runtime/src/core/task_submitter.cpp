@@ -11,7 +11,7 @@ namespace celer {
 
 task_submitter::task_submitter(transport& net, reference_table& objects, task_ids& ids,
                                endpoints where, clock now)
-  : net_(net), objects_(objects), ids_(ids), where_(std::move(where)), now_(std::move(now)) {}
+  : net_(net), objects_(objects), where_(std::move(where)), now_(std::move(now)), requests_(ids) {}
 
 const std::string& task_submitter::task_entry::failures() const {
   static const std::string none;
@@ -59,7 +59,7 @@ std::size_t task_submitter::class_of(const protocol::resource_set& shape,
     const auto& c = classes_[i];
     if (c.shape.amounts == shape.amounts && c.where == where && c.priority == priority) return i;
   }
-  classes_.push_back({shape, where, priority, {}, 0});
+  classes_.push_back({shape, where, priority, {}});
   return classes_.size() - 1;
 }
 
@@ -85,17 +85,17 @@ void task_submitter::pump(std::size_t cls) {
   }
   if (c.queued.empty()) {
     // Every task found a worker: leases still asked for are not needed.
-    if (c.requests > 0) cancel_requests(cls);
+    if (requests_.pending(cls) > 0) cancel_requests(cls);
     rebalance(cls);
     return;
   }
   const std::size_t wanted =
     std::min(c.queued.size(), static_cast<std::size_t>(std::max(1, knobs().max_pending_lease_requests)));
-  while (c.requests < wanted) {
+  while (requests_.pending(cls) < wanted) {
     // The first waiting task describes the lease (without its arguments).
     const auto& first = c.queued.front().shape->prototype;
     protocol::request_lease req;
-    req.spec.id = ids_.next();
+    req.spec.id = requests_.open(cls);
     req.spec.kind = protocol::task_kind::normal;
     req.spec.function = first.function;
     req.spec.resources = first.resources;
@@ -108,13 +108,10 @@ void task_submitter::pump(std::size_t cls) {
     req.locality = objects_.locality_of(c.queued.front().args);
     const task_id rid = req.spec.id;
     const std::string function = first.function;
-    lease_requests_[rid] = cls;
-    ++c.requests;
     CELER_LOG(debug, "core", "asks for a lease for " + function + " (" +
                                std::to_string(c.queued.size()) + " waiting)");
-    if (!net_.send(node_dead_ ? where_.head : where_.node, std::move(req))) {
-      lease_requests_.erase(rid);
-      --c.requests;
+    if (!net_.send(lease_target(), std::move(req))) {
+      (void)requests_.close(rid);
       fail_queued(c,
                   protocol::failure_info::make(detail::failure_kind::object_lost,
                                                error_code::unavailable,
@@ -397,16 +394,14 @@ void task_submitter::rebuild(reference_table::rebuild r) {
 
 void task_submitter::on_lease_reply(protocol::lease_reply& r) {
   std::lock_guard lock(mutex_);
-  auto req = lease_requests_.find(r.request);
-  if (req == lease_requests_.end()) {
+  const auto answered = requests_.close(r.request);
+  if (!answered) {
     // Asked for before the local node died and granted anyway: not needed any more.
     if (r.ok) (void)net_.send(r.node_addr, protocol::return_lease{r.worker, r.request});
     return;
   }
-  const std::size_t cls = req->second;
-  lease_requests_.erase(req);
+  const std::size_t cls = *answered;
   auto& c = classes_[cls];
-  --c.requests;
   if (!r.ok && r.fail.kind == detail::failure_kind::worker_died) {
     lease_lost(cls, r.fail);
     return;
@@ -468,29 +463,18 @@ void task_submitter::on_node_died(const protocol::node_died& m) {
     if (l.node == m.node) lost.push_back(w);
   }
   for (const auto& w : lost) drop_lease(w, detail::failure_kind::node_died, m.reason);
-  if (m.node == where_.this_node) node_dead_ = true;
+  if (m.node == where_.this_node) requests_.local_node_died();
   // A lease request may have been waiting on that node: ask again (a late grant from
   // elsewhere is returned unused).
-  lease_requests_.clear();
-  for (std::size_t i = 0; i < classes_.size(); ++i) {
-    classes_[i].requests = 0;
-    pump(i);
-  }
+  requests_.forget_all();
+  for (std::size_t i = 0; i < classes_.size(); ++i) pump(i);
 }
 
 void task_submitter::cancel_requests(std::optional<std::size_t> cls) {
   protocol::cancel_lease_requests m;
   m.owner = where_.self;
-  for (auto it = lease_requests_.begin(); it != lease_requests_.end();) {
-    if (cls && it->second != *cls) {
-      ++it;
-      continue;
-    }
-    m.requests.push_back(it->first);
-    --classes_[it->second].requests;
-    it = lease_requests_.erase(it);
-  }
-  if (!m.requests.empty()) (void)net_.send(node_dead_ ? where_.head : where_.node, std::move(m));
+  m.requests = requests_.withdraw(cls);
+  if (!m.requests.empty()) (void)net_.send(lease_target(), std::move(m));
 }
 
 bool task_submitter::idle(const lease& l) const {
@@ -557,7 +541,7 @@ void task_submitter::attach_node(address node, node_id id) {
   std::lock_guard lock(mutex_);
   where_.node = std::move(node);
   where_.this_node = id;
-  node_dead_ = false;
+  requests_.local_node_attached();
 }
 
 void task_submitter::stop(const std::string& reason) {
@@ -613,7 +597,7 @@ std::size_t task_submitter::descriptors() const {
 
 std::size_t task_submitter::lease_requests() const {
   std::lock_guard lock(mutex_);
-  return lease_requests_.size();
+  return requests_.size();
 }
 
 } // namespace celer

@@ -27,6 +27,7 @@
 // lock, never the reverse.
 
 #include "core/function_profiles.hpp"
+#include "core/pending_lease_requests.hpp"
 #include "core/reference_table.hpp"
 #include "core/task_descriptor.hpp"
 #include "core/task_event_log.hpp"
@@ -168,8 +169,6 @@ private:
     protocol::placement where;
     std::int32_t priority = 0;
     std::deque<task_entry> queued;
-    /// Lease requests sent and not answered yet.
-    std::size_t requests = 0;
   };
   /// A worker a node lent this process, and the tasks pushed to it and not finished.
   struct lease {
@@ -230,6 +229,10 @@ private:
                                    const std::string& failures, const std::string& last);
   /// Withdraws the outstanding lease requests of class `cls` (all classes if none).
   void cancel_requests(std::optional<std::size_t> cls);
+  /// Where lease requests go: the local node, or the head once it died.
+  [[nodiscard]] const address& lease_target() const {
+    return requests_.via_head() ? where_.head : where_.node;
+  }
   /// Fails every task waiting in class `cls` with `fail` (its message prefixed per task).
   void fail_queued(task_class& c, const protocol::failure_info& fail, const char* how);
   /// The worker process started for a lease of class `cls` died before it was lent (killed
@@ -243,7 +246,6 @@ private:
 
   transport& net_;
   reference_table& objects_;
-  task_ids& ids_;
   endpoints where_;
   const clock now_;
 
@@ -266,10 +268,9 @@ private:
   std::unordered_set<task_id> retrying_;
   /// What results said of each function: whether its tasks may be pipelined.
   function_profiles functions_;
-  /// Lease requests not answered yet, and the class each is for.
-  std::unordered_map<task_id, std::size_t> lease_requests_;
-  /// Set once the local node died: lease requests go to the head instead.
-  bool node_dead_ = false;
+  /// Lease requests not answered yet, by class, and where they go (the head once the local
+  /// node died).
+  pending_lease_requests requests_;
   /// counts()'s totals and its latency histogram.
   task_stats stats_;
   /// A task failed for good: counted, then told to the reference table.
