@@ -483,7 +483,7 @@ bool task_submitter::idle(const lease& l) const {
 
 void task_submitter::went_idle(lease& l) {
   l.idle_since = now_();
-  if (reaper_wakes_ == time_point::max()) reaper_cv_.notify_one();
+  reaper_.lease_went_idle();
 }
 
 task_submitter::time_point task_submitter::return_idle(time_point now) {
@@ -512,13 +512,7 @@ task_submitter::time_point task_submitter::return_idle_locked(time_point now) {
 void task_submitter::run_reaper() {
   std::unique_lock lock(mutex_);
   while (!stopped_) {
-    const auto next = return_idle_locked(now_());
-    reaper_wakes_ = next;
-    if (next == time_point::max()) {
-      reaper_cv_.wait(lock);
-    } else {
-      reaper_cv_.wait_until(lock, next);
-    }
+    reaper_.sleep(lock, return_idle_locked(now_()));
   }
 }
 
@@ -555,7 +549,7 @@ void task_submitter::stop(const std::string& reason) {
   }
   leases_.clear();
   cancel_requests(std::nullopt);
-  reaper_cv_.notify_all();
+  reaper_.wake();
 }
 
 std::size_t task_submitter::leases() const {

@@ -28,6 +28,7 @@
 
 #include "core/function_profiles.hpp"
 #include "core/pending_lease_requests.hpp"
+#include "core/reaper_alarm.hpp"
 #include "core/reference_table.hpp"
 #include "core/task_descriptor.hpp"
 #include "core/task_event_log.hpp"
@@ -37,7 +38,6 @@
 #include "transport/transport.hpp"
 
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
@@ -250,11 +250,8 @@ private:
   const clock now_;
 
   mutable std::mutex mutex_;
-  std::condition_variable reaper_cv_;
-  /// When the reaper wakes next (max: when told). A lease going idle wakes it only when it
-  /// waits untold: its deadline is idle_since + lease_idle_ms, never sooner than one set
-  /// already, so a caller whose lease goes idle after every call wakes no thread for it.
-  time_point reaper_wakes_ = time_point::max();
+  /// When the reaper wakes: the next idle lease's deadline, or a lease going idle.
+  reaper_alarm reaper_;
   bool stopped_ = false;
   std::string stop_reason_;
   /// A deque: a class's queue is not copyable (its tasks own their failure records), and a
