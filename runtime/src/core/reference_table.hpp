@@ -26,6 +26,7 @@
 // this table calls no submitter.
 
 #include "core/head_client.hpp"
+#include "core/stop_latch.hpp"
 #include "core/store_client.hpp"
 #include "protocol/messages.hpp"
 #include "transport/transport.hpp"
@@ -368,13 +369,12 @@ private:
   head_client* const head_;
 
   mutable std::mutex mutex_;
-  bool stopped_ = false;
+  /// Set by stop(): every wait fails from then on, with its reason and code.
+  stop_latch stop_;
   std::size_t blocked_ = 0;
   std::size_t awaiting_node_news_ = 0;
   /// Notified when a node's death has been applied (await_node_news).
   std::condition_variable node_news_;
-  std::string stop_reason_;
-  std::optional<error_code> stop_code_;
   std::unordered_map<object_id, object_entry> objects_;
   /// Owned objects passed by ref to a task still pending, by task.
   std::unordered_map<task_id, std::vector<object_id>> task_args_;

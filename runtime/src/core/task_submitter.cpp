@@ -32,10 +32,10 @@ task_submitter::task_entry task_submitter::entry_of(protocol::task_spec spec, st
 void task_submitter::submit(protocol::task_spec spec, retry_policy retry) {
   std::lock_guard lock(mutex_);
   stats_.count_submitted();
-  if (stopped_) {
+  if (stop_.stopped()) {
     fail_task(spec.id, protocol::failure_info::make(
                                   detail::failure_kind::runtime_stopped, error_code::failed_precondition,
-                                  "celer is shutting down: " + stop_reason_, spec.function));
+                                  stop_.message(), spec.function));
     return;
   }
   auto task = entry_of(std::move(spec), retry.max_retries, retry.retry_exceptions);
@@ -376,7 +376,7 @@ bool task_submitter::on_result(protocol::task_result& r) {
 
 void task_submitter::rebuild(reference_table::rebuild r) {
   std::lock_guard lock(mutex_);
-  if (stopped_) {
+  if (stop_.stopped()) {
     fail_task(r.spec.id, protocol::failure_info::make(
                                     detail::failure_kind::object_lost, error_code::data_loss,
                                     r.why + "; it is not made again: celer is shutting down",
@@ -414,7 +414,7 @@ void task_submitter::on_lease_reply(protocol::lease_reply& r) {
   }
   CELER_LOG(debug, "core", "leased worker " + r.worker.short_hex() + " on node " +
                              r.node.short_hex() + " for " + c.shape.to_string());
-  if (c.queued.empty() || stopped_) {
+  if (c.queued.empty() || stop_.stopped()) {
     // Its tasks already ran on other leases: not needed.
     (void)net_.send(r.node_addr, protocol::return_lease{r.worker, r.request});
     return;
@@ -511,7 +511,7 @@ task_submitter::time_point task_submitter::return_idle_locked(time_point now) {
 
 void task_submitter::run_reaper() {
   std::unique_lock lock(mutex_);
-  while (!stopped_) {
+  while (!stop_.stopped()) {
     reaper_.sleep(lock, return_idle_locked(now_()));
   }
 }
@@ -540,10 +540,7 @@ void task_submitter::attach_node(address node, node_id id) {
 
 void task_submitter::stop(const std::string& reason) {
   std::lock_guard lock(mutex_);
-  if (!stopped_) {
-    stopped_ = true;
-    stop_reason_ = reason;
-  }
+  (void)stop_.stop(reason);  // the first stop's reason stands
   for (const auto& [w, l] : leases_) {
     (void)net_.send(l.node_addr, protocol::return_lease{w, l.request});
   }

@@ -22,14 +22,16 @@
 //   auto next = tasks.return_idle(clock());  // the reaper thread, or a test with a fake clock
 //
 // Threads: user threads submit; the core's actor hands it replies; the reaper thread
-// returns idle leases. mutex_ guards everything below it. It calls into the reference
-// table (to fail or fill a task's result) with mutex_ held: submitter lock before table
-// lock, never the reverse.
+// returns idle leases. mutex_ guards everything below it, the pieces it keeps included
+// (stats_, events_, functions_, requests_, reaper_, stop_: none has a lock of its own). It
+// calls into the reference table (to fail or fill a task's result) with mutex_ held:
+// submitter lock before table lock, never the reverse.
 
 #include "core/function_profiles.hpp"
 #include "core/pending_lease_requests.hpp"
 #include "core/reaper_alarm.hpp"
 #include "core/reference_table.hpp"
+#include "core/stop_latch.hpp"
 #include "core/task_descriptor.hpp"
 #include "core/task_event_log.hpp"
 #include "core/task_ids.hpp"
@@ -252,8 +254,8 @@ private:
   mutable std::mutex mutex_;
   /// When the reaper wakes: the next idle lease's deadline, or a lease going idle.
   reaper_alarm reaper_;
-  bool stopped_ = false;
-  std::string stop_reason_;
+  /// Set by stop(): later submissions fail, with its reason.
+  stop_latch stop_;
   /// A deque: a class's queue is not copyable (its tasks own their failure records), and a
   /// vector would copy it when it grows (a deque's move may throw).
   std::deque<task_class> classes_;
