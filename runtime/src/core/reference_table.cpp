@@ -210,17 +210,17 @@ bool reference_table::ready(const object_id& id) const {
 
 std::size_t reference_table::lineages() const {
   std::lock_guard lock(mutex_);
-  return lineages_;
+  return lineage_.count();
 }
 
 std::size_t reference_table::lineage_bytes() const {
   std::lock_guard lock(mutex_);
-  return lineage_bytes_;
+  return lineage_.bytes();
 }
 
 std::size_t reference_table::rebuilt() const {
   std::lock_guard lock(mutex_);
-  return rebuilt_;
+  return lineage_.rebuilt();
 }
 
 std::size_t reference_table::blocked() const {
