@@ -32,10 +32,7 @@ void reference_table::check_running() const {
 }
 
 void reference_table::check_running_locked() const {
-  if (stopped_ && stop_code_) throw exception(*stop_code_, stop_reason_);
-  if (stopped_) {
-    throw exception(error_code::failed_precondition, "celer is shutting down: " + stop_reason_);
-  }
+  if (stop_.stopped()) throw exception(stop_.code_or(error_code::failed_precondition), stop_.message());
 }
 
 std::vector<protocol::task_arg> reference_table::to_wire(std::vector<detail::arg_spec> args,
@@ -213,17 +210,17 @@ bool reference_table::ready(const object_id& id) const {
 
 std::size_t reference_table::lineages() const {
   std::lock_guard lock(mutex_);
-  return lineages_;
+  return lineage_.count();
 }
 
 std::size_t reference_table::lineage_bytes() const {
   std::lock_guard lock(mutex_);
-  return lineage_bytes_;
+  return lineage_.bytes();
 }
 
 std::size_t reference_table::rebuilt() const {
   std::lock_guard lock(mutex_);
-  return rebuilt_;
+  return lineage_.rebuilt();
 }
 
 std::size_t reference_table::blocked() const {
@@ -279,7 +276,7 @@ bool reference_table::block_on(std::unique_lock<std::mutex>& lock, std::conditio
     (void)net_.send(ctx->node, protocol::worker_blocked{ctx->worker});
     if (ctx->on_block) ctx->on_block(true);
   }
-  auto pred = [&] { return stopped_ || done(); };
+  auto pred = [&] { return stop_.stopped() || done(); };
   before_wait();
   ++blocked_;
   if (timeout) {
@@ -302,7 +299,7 @@ bool reference_table::block_until(std::unique_lock<std::mutex>& lock, waiter& w,
   // reply off the socket itself, when the transport lends it the seat.
   // Not for a look that hardly waits (a wait with a zero timeout, polled in a loop): the
   // seat's hand-over would cost more than it saves.
-  if (seat_.receive_until && !stopped_ && current_worker_context() == nullptr &&
+  if (seat_.receive_until && !stop_.stopped() && current_worker_context() == nullptr &&
       (!timeout || *timeout >= std::chrono::milliseconds(1))) {
     const auto start = std::chrono::steady_clock::now();
     const bool bounded = timeout && *timeout < std::chrono::hours(24 * 365);
@@ -312,12 +309,12 @@ bool reference_table::block_until(std::unique_lock<std::mutex>& lock, waiter& w,
     const bool received = seat_.receive_until(
       [&] {
         std::lock_guard look(mutex_);
-        return stopped_ || w.needed == 0;
+        return stop_.stopped() || w.needed == 0;
       },
       until);
     lock.lock();
     w.receiving = {};
-    if (w.needed == 0 || stopped_) return w.needed == 0;
+    if (w.needed == 0 || stop_.stopped()) return w.needed == 0;
     if (received) {
       // It gave the seat back early (the transport stops): wait out the rest as before.
       const auto now = std::chrono::steady_clock::now();
@@ -623,11 +620,7 @@ void reference_table::stop(const std::string& reason, std::optional<error_code> 
     link_->table = nullptr;
   }
   std::lock_guard lock(mutex_);
-  if (!stopped_) {
-    stopped_ = true;
-    stop_reason_ = reason;
-    stop_code_ = code;
-  }
+  (void)stop_.stop(reason, code);  // the first stop's reason stands
   for (auto& [id, e] : objects_) {
     e.waiters.for_each([this](waiter* w) { wake(*w); });
   }

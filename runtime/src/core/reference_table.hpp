@@ -19,13 +19,15 @@
 // rebuilt: a get fails with object_lost_error naming its origin and why.
 //
 // Threads: user threads call get/wait/put and drop handles; the core's actor hands it
-// replies. mutex_ guards objects_, task_args_ and the stop state; it is never held while a
-// user callback runs or while the node maps a stored object. A thread blocked in get or
-// wait is woken once, when what it waits for is ready, not on every object that fills. Lock order: a submitter's
-// lock may be held when calling in (task_submitter, actor_submitter), never the reverse:
-// this table calls no submitter.
+// replies. mutex_ guards objects_, task_args_, the stop state (stop_) and the lineage kept
+// (lineage_); it is never held while a user callback runs or while the node maps a stored
+// object. A thread blocked in get or wait is woken once, when what it waits for is ready,
+// not on every object that fills. Lock order: a submitter's lock may be held when calling
+// in (task_submitter, actor_submitter), never the reverse: this table calls no submitter.
 
 #include "core/head_client.hpp"
+#include "core/lineage_ledger.hpp"
+#include "core/stop_latch.hpp"
 #include "core/store_client.hpp"
 #include "protocol/messages.hpp"
 #include "transport/transport.hpp"
@@ -63,15 +65,10 @@ public:
     std::string why_not;
   };
   /// A lost output to make again: the task (attempt already counted) and why.
-  struct rebuild {
-    protocol::task_spec spec;
-    std::int32_t retries_left = 0;
-    bool retry_exceptions = false;
-    std::string why;
-  };
+  using rebuild = lineage_rebuild;
   /// Runs lost outputs' tasks again (the core hands them to its task submitter). Called
   /// with no lock of this table held.
-  using rebuilder = std::function<void(std::vector<rebuild>)>;
+  using rebuilder = lineage_ledger::rebuilder;
 
   /// Objects are owned by `self`; stored ones are read through `store`; in cluster mode
   /// (`head` not null) a stored object whose node is gone is looked for in the head's
@@ -368,23 +365,19 @@ private:
   head_client* const head_;
 
   mutable std::mutex mutex_;
-  bool stopped_ = false;
+  /// Set by stop(): every wait fails from then on, with its reason and code.
+  stop_latch stop_;
   std::size_t blocked_ = 0;
   std::size_t awaiting_node_news_ = 0;
   /// Notified when a node's death has been applied (await_node_news).
   std::condition_variable node_news_;
-  std::string stop_reason_;
-  std::optional<error_code> stop_code_;
   std::unordered_map<object_id, object_entry> objects_;
   /// Owned objects passed by ref to a task still pending, by task.
   std::unordered_map<task_id, std::vector<object_id>> task_args_;
-  rebuilder rebuilder_;
   receiver_seat seat_;
-  /// Rebuilds decided under mutex_, handed over once it is released.
-  std::vector<rebuild> to_rebuild_;
-  std::size_t lineages_ = 0;
-  std::size_t lineage_bytes_ = 0;
-  std::size_t rebuilt_ = 0;
+  /// The lineages kept, within their bounds, and the rebuilds decided under mutex_ (handed
+  /// over once it is released).
+  lineage_ledger lineage_;
   std::shared_ptr<link> link_;
 };
 

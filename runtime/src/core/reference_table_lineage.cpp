@@ -3,7 +3,6 @@
 // their lineage, or failed with why not), and the tasks that fail.
 #include "core/reference_table.hpp"
 
-#include "config/knobs.hpp"
 #include "log.hpp"
 
 #include <algorithm>
@@ -12,7 +11,7 @@ namespace celer {
 
 void reference_table::set_rebuilder(rebuilder r) {
   std::lock_guard lock(mutex_);
-  rebuilder_ = std::move(r);
+  lineage_.set_rebuilder(std::move(r));
 }
 
 void reference_table::finish_task(const task_id& task,
@@ -44,8 +43,6 @@ bool reference_table::keep_lineage(object_entry& e, made_by made) {
                  " has no retries left (max_retries is 0 or used up: give it max_retries, or "
                  "durable=true to keep the output on disk)";
   } else if (made.spec) {
-    const auto max_depth = static_cast<std::uint32_t>(std::max(1, knobs().lineage_max_depth));
-    const auto max_bytes = static_cast<std::size_t>(std::max(0.0, knobs().lineage_max_bytes));
     std::uint32_t depth = 1;
     std::size_t bytes = sizeof(protocol::task_spec) + o->function.size();
     for (const auto& a : made.spec->args) {
@@ -56,20 +53,14 @@ bool reference_table::keep_lineage(object_entry& e, made_by made) {
         depth = std::max(depth, arg->second.made->depth + 1);
       }
     }
-    if (depth > max_depth) {
-      o->why_not = "its lineage is " + std::to_string(depth) +
-                   " tasks deep, past lineage_max_depth (" + std::to_string(max_depth) + ")";
-    } else if (lineage_bytes_ + bytes > max_bytes) {
-      o->why_not = "the lineage this process keeps had reached lineage_max_bytes (" +
-                   std::to_string(max_bytes) + " bytes) when it finished";
+    if (auto why_not = lineage_.admit(depth, bytes); !why_not.empty()) {
+      o->why_not = std::move(why_not);
     } else {
       o->spec = std::move(made.spec);
       o->retries_left = made.retries_left;
       o->retry_exceptions = made.retry_exceptions;
       o->depth = depth;
       o->bytes = bytes;
-      lineage_bytes_ += bytes;
-      ++lineages_;
     }
   }
   const bool kept = o->spec.has_value();
@@ -80,8 +71,7 @@ bool reference_table::keep_lineage(object_entry& e, made_by made) {
 void reference_table::drop_lineage(object_entry& e) {
   if (!e.made || !e.made->spec) return;
   const task_id task = e.made->spec->id;
-  lineage_bytes_ -= e.made->bytes;
-  --lineages_;
+  lineage_.drop(e.made->bytes);
   e.made->spec.reset();
   e.made->why_not = "its lineage was dropped";
   release_args(task);
@@ -95,29 +85,25 @@ void reference_table::start_rebuild(const object_id& id, object_entry& e, const 
   r.why = why;
   // The task's arguments stay held: the run that makes the output again releases them (or
   // keeps them as its lineage).
-  lineage_bytes_ -= e.made->bytes;
-  --lineages_;
+  const std::size_t bytes = e.made->bytes;
   e.made->spec.reset();
   e.made->why_not = "it was lost again while it was being made again";
   e.ready = false;
   e.dormant = false;
   e.value.reset();
   e.value.edit().id = id;
-  ++rebuilt_;
   CELER_LOG(warn, "core", "object " + id.hex() + " (the output of " + r.spec.function +
                             ") was lost: " + why + "; running its task again");
-  to_rebuild_.push_back(std::move(r));
+  lineage_.queue_rebuild(std::move(r), bytes);
 }
 
 void reference_table::run_rebuilds() {
-  std::vector<rebuild> work;
-  rebuilder to;
+  lineage_ledger::batch b;
   {
     std::lock_guard lock(mutex_);
-    work.swap(to_rebuild_);
-    to = rebuilder_;
+    b = lineage_.take();
   }
-  if (!work.empty() && to) to(std::move(work));
+  if (!b.work.empty() && b.to) b.to(std::move(b.work));
 }
 
 protocol::failure_info reference_table::lost_failure(const object_id& id, const object_entry& e,

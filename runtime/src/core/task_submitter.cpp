@@ -11,7 +11,7 @@ namespace celer {
 
 task_submitter::task_submitter(transport& net, reference_table& objects, task_ids& ids,
                                endpoints where, clock now)
-  : net_(net), objects_(objects), ids_(ids), where_(std::move(where)), now_(std::move(now)) {}
+  : net_(net), objects_(objects), where_(std::move(where)), now_(std::move(now)), requests_(ids) {}
 
 const std::string& task_submitter::task_entry::failures() const {
   static const std::string none;
@@ -31,36 +31,26 @@ task_submitter::task_entry task_submitter::entry_of(protocol::task_spec spec, st
 
 void task_submitter::submit(protocol::task_spec spec, retry_policy retry) {
   std::lock_guard lock(mutex_);
-  ++submitted_;
-  if (stopped_) {
+  stats_.count_submitted();
+  if (stop_.stopped()) {
     fail_task(spec.id, protocol::failure_info::make(
                                   detail::failure_kind::runtime_stopped, error_code::failed_precondition,
-                                  "celer is shutting down: " + stop_reason_, spec.function));
+                                  stop_.message(), spec.function));
     return;
   }
   auto task = entry_of(std::move(spec), retry.max_retries, retry.retry_exceptions);
   const auto& shape = task.shape->prototype;
   const std::size_t cls = class_of(shape.resources, shape.where, shape.priority);
-  changed(task.id, protocol::task_state::waiting, task.attempt, {}, shape.function);
+  events_.record(task.id, protocol::task_state::waiting, task.attempt, {}, shape.function);
   task.submitted = now_();
   classes_[cls].queued.push_back(std::move(task));
   pump(cls);
 }
 
 void task_submitter::fail_task(const task_id& id, const protocol::failure_info& f) {
-  ++failed_;
-  changed(id, protocol::task_state::failed, 0, f.message);
+  stats_.count_failed();
+  events_.record(id, protocol::task_state::failed, 0, f.message);
   objects_.fail_task(id, f);
-}
-
-void task_submitter::changed(const task_id& id, protocol::task_state state, std::int32_t attempt, std::string detail,
-                             std::string function) {
-  if (changes_.size() >= protocol::max_task_changes) {
-    ++changes_dropped_;
-    return;
-  }
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch());
-  changes_.push_back({id, std::move(function), state, attempt, ms.count(), std::move(detail)});
 }
 
 std::size_t task_submitter::class_of(const protocol::resource_set& shape,
@@ -69,7 +59,7 @@ std::size_t task_submitter::class_of(const protocol::resource_set& shape,
     const auto& c = classes_[i];
     if (c.shape.amounts == shape.amounts && c.where == where && c.priority == priority) return i;
   }
-  classes_.push_back({shape, where, priority, {}, 0});
+  classes_.push_back({shape, where, priority, {}});
   return classes_.size() - 1;
 }
 
@@ -95,17 +85,17 @@ void task_submitter::pump(std::size_t cls) {
   }
   if (c.queued.empty()) {
     // Every task found a worker: leases still asked for are not needed.
-    if (c.requests > 0) cancel_requests(cls);
+    if (requests_.pending(cls) > 0) cancel_requests(cls);
     rebalance(cls);
     return;
   }
   const std::size_t wanted =
     std::min(c.queued.size(), static_cast<std::size_t>(std::max(1, knobs().max_pending_lease_requests)));
-  while (c.requests < wanted) {
+  while (requests_.pending(cls) < wanted) {
     // The first waiting task describes the lease (without its arguments).
     const auto& first = c.queued.front().shape->prototype;
     protocol::request_lease req;
-    req.spec.id = ids_.next();
+    req.spec.id = requests_.open(cls);
     req.spec.kind = protocol::task_kind::normal;
     req.spec.function = first.function;
     req.spec.resources = first.resources;
@@ -118,13 +108,10 @@ void task_submitter::pump(std::size_t cls) {
     req.locality = objects_.locality_of(c.queued.front().args);
     const task_id rid = req.spec.id;
     const std::string function = first.function;
-    lease_requests_[rid] = cls;
-    ++c.requests;
     CELER_LOG(debug, "core", "asks for a lease for " + function + " (" +
                                std::to_string(c.queued.size()) + " waiting)");
-    if (!net_.send(node_dead_ ? where_.head : where_.node, std::move(req))) {
-      lease_requests_.erase(rid);
-      --c.requests;
+    if (!net_.send(lease_target(), std::move(req))) {
+      (void)requests_.close(rid);
       fail_queued(c,
                   protocol::failure_info::make(detail::failure_kind::object_lost,
                                                error_code::unavailable,
@@ -161,17 +148,6 @@ void task_submitter::fail_queued(task_class& c, const protocol::failure_info& fa
   }
 }
 
-/// A task that came back this soon, alone on its worker, is short enough to queue behind
-/// others: 16 of them (the default depth) hold a worker for tens of milliseconds at most.
-constexpr auto short_task = std::chrono::milliseconds(2);
-
-bool task_submitter::pipelinable(const std::string& function) const {
-  // Known to come back quickly and never seen waiting. One that waits only sometimes is
-  // still safe: its worker gives back what is queued behind it (task_inbox).
-  auto it = functions_.find(function);
-  return it != functions_.end() && it->second.short_seen && !it->second.blocks;
-}
-
 void task_submitter::rebalance(std::size_t cls) {
   bool idle_lease = false;
   lease* most = nullptr;
@@ -206,7 +182,7 @@ void task_submitter::on_returned(protocol::tasks_returned& m) {
     // there) finishes, or what comes back would be pushed straight back to it, round and
     // round, while the task it waits for never runs. One that waits in get is never queued
     // behind again; one waiting for its own arguments says nothing about its function.
-    if (!m.blocked_function.empty()) functions_[m.blocked_function].blocks = true;
+    if (!m.blocked_function.empty()) functions_.saw_blocking(m.blocked_function);
     if (!l.running.empty()) {
       if (auto first = running_.find(l.running.front()); first != running_.end() && !first->second.may_block) {
         first->second.may_block = true;
@@ -228,8 +204,8 @@ void task_submitter::on_returned(protocol::tasks_returned& m) {
     if (p.may_block && l.may_block > 0) --l.may_block;
     std::erase(l.running, t->id);
     running_.erase(it);
-    changed(task.id, protocol::task_state::waiting, task.attempt,
-            "given back unrun by worker " + m.worker.short_hex());
+    events_.record(task.id, protocol::task_state::waiting, task.attempt,
+                   "given back unrun by worker " + m.worker.short_hex());
     const auto& shape = task.shape->prototype;
     const std::size_t cls = class_of(shape.resources, shape.where, shape.priority);
     classes_[cls].queued.push_front(std::move(task));
@@ -244,16 +220,10 @@ void task_submitter::on_returned(protocol::tasks_returned& m) {
 void task_submitter::push(const worker_id& w, lease& l, task_entry task) {
   const task_id id = task.id;
   if (task.attempt == 1 && task.submitted != time_point{}) {
-    const auto us = static_cast<std::uint64_t>(
-      std::max<std::int64_t>(0, std::chrono::duration_cast<std::chrono::microseconds>(now_() - task.submitted).count()));
-    latency_sum_us_ += us;
-    const double seconds = static_cast<double>(us) / 1e6;
-    std::size_t b = 0;
-    while (b < protocol::scheduling_latency_bounds.size() && seconds > protocol::scheduling_latency_bounds[b]) ++b;
-    ++latency_[b];
+    stats_.count_scheduled(std::chrono::duration_cast<std::chrono::microseconds>(now_() - task.submitted));
   }
-  changed(id, protocol::task_state::running, task.attempt, l.node_hex);
-  const bool may_block = !pipelinable(task.function());
+  events_.record(id, protocol::task_state::running, task.attempt, l.node_hex);
+  const bool may_block = !functions_.pipelinable(task.function());
   if (may_block) ++l.may_block;
   l.running.push_back(id);
   if (!retrying_.empty()) retrying_.erase(id);
@@ -289,8 +259,9 @@ void task_submitter::retry(std::size_t cls, task_entry task, detail::failure_kin
   if (task.retries_left > 0) --task.retries_left;
   ++task.attempt;
   retrying_.insert(task.id);
-  ++retries_;
-  changed(task.id, protocol::task_state::waiting, task.attempt, "attempt " + std::to_string(attempt) + " failed: " + why);
+  stats_.count_retry();
+  events_.record(task.id, protocol::task_state::waiting, task.attempt,
+                 "attempt " + std::to_string(attempt) + " failed: " + why);
   // At the front: it does not wait behind work submitted after it.
   classes_[cls].queued.push_front(std::move(task));
 }
@@ -351,10 +322,9 @@ bool task_submitter::on_result(protocol::task_result& r) {
   const worker_id w = p.worker;
   const bool counted = p.may_block;
   // Learn: a function whose task waited never runs pipelined again; one whose task ran
-  // alone and came back within short_task may.
-  auto& fn = functions_[p.task.function()];
-  if (r.blocked) fn.blocks = true;
-  if (p.alone_since != time_point{} && now_() - p.alone_since <= short_task) fn.short_seen = true;
+  // alone and came back quickly may.
+  functions_.came_back(p.task.function(), r.blocked,
+                       p.alone_since != time_point{} ? std::optional(now_() - p.alone_since) : std::nullopt);
   if (r.raised && !r.returns.empty()) {
     // Its own code threw: run it again if it may, else say what every attempt came to.
     const std::string why = "it threw: " + r.returns.front().fail.message;
@@ -370,8 +340,8 @@ bool task_submitter::on_result(protocol::task_result& r) {
         r.returns.front().fail.message =
           final_message(p.task.function(), p.task.attempt, p.task.failures(), why);
       }
-      ++failed_;
-      changed(r.task, protocol::task_state::failed, p.task.attempt, r.returns.front().fail.message);
+      stats_.count_failed();
+      events_.record(r.task, protocol::task_state::failed, p.task.attempt, r.returns.front().fail.message);
       running_.erase(it);
       objects_.finish_task(r.task, r.returns);
     }
@@ -390,8 +360,8 @@ bool task_submitter::on_result(protocol::task_result& r) {
                        "or durable=true to keep the output on disk)";
       }
     }
-    ++finished_;
-    changed(r.task, protocol::task_state::finished, p.task.attempt);
+    stats_.count_finished();
+    events_.record(r.task, protocol::task_state::finished, p.task.attempt);
     running_.erase(it);
     objects_.finish_task(r.task, r.returns, std::move(made));
   }
@@ -406,7 +376,7 @@ bool task_submitter::on_result(protocol::task_result& r) {
 
 void task_submitter::rebuild(reference_table::rebuild r) {
   std::lock_guard lock(mutex_);
-  if (stopped_) {
+  if (stop_.stopped()) {
     fail_task(r.spec.id, protocol::failure_info::make(
                                     detail::failure_kind::object_lost, error_code::data_loss,
                                     r.why + "; it is not made again: celer is shutting down",
@@ -424,16 +394,14 @@ void task_submitter::rebuild(reference_table::rebuild r) {
 
 void task_submitter::on_lease_reply(protocol::lease_reply& r) {
   std::lock_guard lock(mutex_);
-  auto req = lease_requests_.find(r.request);
-  if (req == lease_requests_.end()) {
+  const auto answered = requests_.close(r.request);
+  if (!answered) {
     // Asked for before the local node died and granted anyway: not needed any more.
     if (r.ok) (void)net_.send(r.node_addr, protocol::return_lease{r.worker, r.request});
     return;
   }
-  const std::size_t cls = req->second;
-  lease_requests_.erase(req);
+  const std::size_t cls = *answered;
   auto& c = classes_[cls];
-  --c.requests;
   if (!r.ok && r.fail.kind == detail::failure_kind::worker_died) {
     lease_lost(cls, r.fail);
     return;
@@ -446,7 +414,7 @@ void task_submitter::on_lease_reply(protocol::lease_reply& r) {
   }
   CELER_LOG(debug, "core", "leased worker " + r.worker.short_hex() + " on node " +
                              r.node.short_hex() + " for " + c.shape.to_string());
-  if (c.queued.empty() || stopped_) {
+  if (c.queued.empty() || stop_.stopped()) {
     // Its tasks already ran on other leases: not needed.
     (void)net_.send(r.node_addr, protocol::return_lease{r.worker, r.request});
     return;
@@ -495,29 +463,18 @@ void task_submitter::on_node_died(const protocol::node_died& m) {
     if (l.node == m.node) lost.push_back(w);
   }
   for (const auto& w : lost) drop_lease(w, detail::failure_kind::node_died, m.reason);
-  if (m.node == where_.this_node) node_dead_ = true;
+  if (m.node == where_.this_node) requests_.local_node_died();
   // A lease request may have been waiting on that node: ask again (a late grant from
   // elsewhere is returned unused).
-  lease_requests_.clear();
-  for (std::size_t i = 0; i < classes_.size(); ++i) {
-    classes_[i].requests = 0;
-    pump(i);
-  }
+  requests_.forget_all();
+  for (std::size_t i = 0; i < classes_.size(); ++i) pump(i);
 }
 
 void task_submitter::cancel_requests(std::optional<std::size_t> cls) {
   protocol::cancel_lease_requests m;
   m.owner = where_.self;
-  for (auto it = lease_requests_.begin(); it != lease_requests_.end();) {
-    if (cls && it->second != *cls) {
-      ++it;
-      continue;
-    }
-    m.requests.push_back(it->first);
-    --classes_[it->second].requests;
-    it = lease_requests_.erase(it);
-  }
-  if (!m.requests.empty()) (void)net_.send(node_dead_ ? where_.head : where_.node, std::move(m));
+  m.requests = requests_.withdraw(cls);
+  if (!m.requests.empty()) (void)net_.send(lease_target(), std::move(m));
 }
 
 bool task_submitter::idle(const lease& l) const {
@@ -526,7 +483,7 @@ bool task_submitter::idle(const lease& l) const {
 
 void task_submitter::went_idle(lease& l) {
   l.idle_since = now_();
-  if (reaper_wakes_ == time_point::max()) reaper_cv_.notify_one();
+  reaper_.lease_went_idle();
 }
 
 task_submitter::time_point task_submitter::return_idle(time_point now) {
@@ -554,14 +511,8 @@ task_submitter::time_point task_submitter::return_idle_locked(time_point now) {
 
 void task_submitter::run_reaper() {
   std::unique_lock lock(mutex_);
-  while (!stopped_) {
-    const auto next = return_idle_locked(now_());
-    reaper_wakes_ = next;
-    if (next == time_point::max()) {
-      reaper_cv_.wait(lock);
-    } else {
-      reaper_cv_.wait_until(lock, next);
-    }
+  while (!stop_.stopped()) {
+    reaper_.sleep(lock, return_idle_locked(now_()));
   }
 }
 
@@ -584,21 +535,18 @@ void task_submitter::attach_node(address node, node_id id) {
   std::lock_guard lock(mutex_);
   where_.node = std::move(node);
   where_.this_node = id;
-  node_dead_ = false;
+  requests_.local_node_attached();
 }
 
 void task_submitter::stop(const std::string& reason) {
   std::lock_guard lock(mutex_);
-  if (!stopped_) {
-    stopped_ = true;
-    stop_reason_ = reason;
-  }
+  (void)stop_.stop(reason);  // the first stop's reason stands
   for (const auto& [w, l] : leases_) {
     (void)net_.send(l.node_addr, protocol::return_lease{w, l.request});
   }
   leases_.clear();
   cancel_requests(std::nullopt);
-  reaper_cv_.notify_all();
+  reaper_.wake();
 }
 
 std::size_t task_submitter::leases() const {
@@ -620,25 +568,16 @@ std::size_t task_submitter::running() const {
 
 std::size_t task_submitter::retries() const {
   std::lock_guard lock(mutex_);
-  return retries_;
+  return static_cast<std::size_t>(stats_.retries());
 }
 
 protocol::task_counts task_submitter::counts(bool take_changes) {
   std::lock_guard lock(mutex_);
   protocol::task_counts c;
-  c.submitted = submitted_;
-  c.finished = finished_;
-  c.failed = failed_;
-  c.retried = retries_;
+  stats_.report(c);
   for (const auto& cls : classes_) c.waiting += cls.queued.size();
   c.running = running_.size();
-  c.latency.assign(latency_.begin(), latency_.end());
-  c.latency_sum_us = latency_sum_us_;
-  if (take_changes) {
-    c.changes = std::move(changes_);
-    changes_.clear();
-    c.changes_dropped = std::exchange(changes_dropped_, 0);
-  }
+  if (take_changes) events_.take(c);
   return c;
 }
 
@@ -649,7 +588,7 @@ std::size_t task_submitter::descriptors() const {
 
 std::size_t task_submitter::lease_requests() const {
   std::lock_guard lock(mutex_);
-  return lease_requests_.size();
+  return requests_.size();
 }
 
 } // namespace celer

@@ -22,19 +22,24 @@
 //   auto next = tasks.return_idle(clock());  // the reaper thread, or a test with a fake clock
 //
 // Threads: user threads submit; the core's actor hands it replies; the reaper thread
-// returns idle leases. mutex_ guards everything below it. It calls into the reference
-// table (to fail or fill a task's result) with mutex_ held: submitter lock before table
-// lock, never the reverse.
+// returns idle leases. mutex_ guards everything below it, the pieces it keeps included
+// (stats_, events_, functions_, requests_, reaper_, stop_: none has a lock of its own). It
+// calls into the reference table (to fail or fill a task's result) with mutex_ held:
+// submitter lock before table lock, never the reverse.
 
+#include "core/function_profiles.hpp"
+#include "core/pending_lease_requests.hpp"
+#include "core/reaper_alarm.hpp"
 #include "core/reference_table.hpp"
+#include "core/stop_latch.hpp"
 #include "core/task_descriptor.hpp"
+#include "core/task_event_log.hpp"
 #include "core/task_ids.hpp"
+#include "core/task_stats.hpp"
 #include "protocol/messages.hpp"
 #include "transport/transport.hpp"
 
 #include <chrono>
-#include <array>
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
@@ -166,8 +171,6 @@ private:
     protocol::placement where;
     std::int32_t priority = 0;
     std::deque<task_entry> queued;
-    /// Lease requests sent and not answered yet.
-    std::size_t requests = 0;
   };
   /// A worker a node lent this process, and the tasks pushed to it and not finished.
   struct lease {
@@ -228,6 +231,10 @@ private:
                                    const std::string& failures, const std::string& last);
   /// Withdraws the outstanding lease requests of class `cls` (all classes if none).
   void cancel_requests(std::optional<std::size_t> cls);
+  /// Where lease requests go: the local node, or the head once it died.
+  [[nodiscard]] const address& lease_target() const {
+    return requests_.via_head() ? where_.head : where_.node;
+  }
   /// Fails every task waiting in class `cls` with `fail` (its message prefixed per task).
   void fail_queued(task_class& c, const protocol::failure_info& fail, const char* how);
   /// The worker process started for a lease of class `cls` died before it was lent (killed
@@ -235,25 +242,20 @@ private:
   /// another lease, the attempt counted against max_retries; the others fail with `fail`.
   void lease_lost(std::size_t cls, const protocol::failure_info& fail);
   [[nodiscard]] bool idle(const lease& l) const;
-  [[nodiscard]] bool pipelinable(const std::string& function) const;
   /// `l` went idle at now: the reaper times it.
   void went_idle(lease& l);
   time_point return_idle_locked(time_point now);
 
   transport& net_;
   reference_table& objects_;
-  task_ids& ids_;
   endpoints where_;
   const clock now_;
 
   mutable std::mutex mutex_;
-  std::condition_variable reaper_cv_;
-  /// When the reaper wakes next (max: when told). A lease going idle wakes it only when it
-  /// waits untold: its deadline is idle_since + lease_idle_ms, never sooner than one set
-  /// already, so a caller whose lease goes idle after every call wakes no thread for it.
-  time_point reaper_wakes_ = time_point::max();
-  bool stopped_ = false;
-  std::string stop_reason_;
+  /// When the reaper wakes: the next idle lease's deadline, or a lease going idle.
+  reaper_alarm reaper_;
+  /// Set by stop(): later submissions fail, with its reason.
+  stop_latch stop_;
   /// A deque: a class's queue is not copyable (its tasks own their failure records), and a
   /// vector would copy it when it grows (a deque's move may throw).
   std::deque<task_class> classes_;
@@ -263,32 +265,17 @@ private:
   /// Tasks queued again after a failed attempt (a late result of an earlier attempt is
   /// ignored while they wait for a lease).
   std::unordered_set<task_id> retrying_;
-  /// What results said of each function: tasks of a function are queued behind others
-  /// (pipelined) only once one has come back quickly (a task that ran alone on its worker
-  /// within short_task) and none was seen waiting in get. Long tasks so spread over
-  /// workers rather than queue behind one another.
-  struct function_record {
-    bool blocks = false;
-    bool short_seen = false;
-  };
-  std::unordered_map<std::string, function_record> functions_;
-  /// Lease requests not answered yet, and the class each is for.
-  std::unordered_map<task_id, std::size_t> lease_requests_;
-  /// Set once the local node died: lease requests go to the head instead.
-  bool node_dead_ = false;
-  std::size_t retries_ = 0;
-  /// counts()'s totals, and its latency histogram (scheduling_latency_bounds).
-  std::uint64_t submitted_ = 0, finished_ = 0, failed_ = 0;
-  std::array<std::uint64_t, protocol::scheduling_latency_bounds.size() + 1> latency_{};
-  std::uint64_t latency_sum_us_ = 0;
+  /// What results said of each function: whether its tasks may be pipelined.
+  function_profiles functions_;
+  /// Lease requests not answered yet, by class, and where they go (the head once the local
+  /// node died).
+  pending_lease_requests requests_;
+  /// counts()'s totals and its latency histogram.
+  task_stats stats_;
   /// A task failed for good: counted, then told to the reference table.
   void fail_task(const task_id& id, const protocol::failure_info& f);
-  /// Task `id` is now in `state` (counts(true) hands the changes over; past
-  /// max_task_changes they are only counted).
-  void changed(const task_id& id, protocol::task_state state, std::int32_t attempt, std::string detail = {},
-               std::string function = {});
-  std::vector<protocol::task_event> changes_;
-  std::uint64_t changes_dropped_ = 0;
+  /// Each task's changes of state (counts(true) hands them over).
+  task_event_log events_;
 };
 
 } // namespace celer
