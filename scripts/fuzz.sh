@@ -53,7 +53,9 @@ library_flags=("${flags[@]/-fsanitize=fuzzer,/-fsanitize=fuzzer-no-link,}")
 wire_sources=(runtime/src/transport/wire.cpp runtime/src/protocol/messages.cpp
               runtime/src/protocol/resources.cpp runtime/src/common.cpp
               base/src/error.cpp base/src/ids.cpp)
-store_sources=(runtime/src/node/node_store.cpp runtime/src/node/arena_handout.cpp runtime/src/config/knobs.cpp
+store_sources=(runtime/src/node/node_store.cpp runtime/src/node/chunk_server.cpp runtime/src/node/store_clients.cpp
+               runtime/src/node/job_fence.cpp runtime/src/node/dropped_chunk_log.cpp
+               runtime/src/node/arena_handout.cpp runtime/src/config/knobs.cpp
                runtime/src/node/chunk_seal.cpp runtime/src/transport/bulk_lane.cpp
                store/src/checksum.cpp store/src/object_store.cpp store/src/shm_arena.cpp
                store/src/spill_db.cpp store/src/spill_file.cpp store/src/rocksdb_env.cpp)

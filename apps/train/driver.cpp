@@ -25,12 +25,9 @@ int driver::run() {
   if (!options_.resume) {
     std::ofstream(dir_ + "/run.json") << to_json(cfg_);
   }
-  auto tb = trainer::event_file_writer::open({.dir = dir_ + "/tensorboard"});
-  if (!tb) return say_failed(tb.error().message());
-  auto jl = trainer::jsonl_writer::open({.path = dir_ + "/metrics.jsonl", .append = options_.resume});
-  if (!jl) return say_failed(jl.error().message());
-  tb_.emplace(std::move(*tb));
-  jl_.emplace(std::move(*jl));
+  auto metrics = metrics_files::open(dir_, /*append=*/options_.resume);
+  if (!metrics) return say_failed(metrics.error().message());
+  metrics_.emplace(std::move(*metrics));
 
   try {
     return train(began);
@@ -73,14 +70,10 @@ std::optional<std::int64_t> driver::replace_failed(int failure, const std::vecto
     std::vector<object_ref<std::int64_t>> joins;
     for (auto& w : workers_) joins.push_back(w.task(&trainer_worker::rejoin).remote(group));
     const std::int64_t step = get_all(joins).front();
-    const double lost = seconds_since(failure_seen_);
-    // How long the failed call had run when its failure was seen: a bound on the time
-    // from the death to the driver knowing (the death came during that call).
-    const double seen = std::chrono::duration<double>(failure_seen_ - call_began_).count();
-    recoveries_.push_back({{"failure", failure}, {"how", "peers"}, {"replaced", failed}, {"step", step},
-                           {"seconds", lost}, {"seen_after_call_began_s", seen}});
+    const auto took = recoveries_.by_peers(failure, failed, step);
     out_ << "celer-train: the run goes on at step " << step << " with the survivors' weights and optimiser state ("
-         << fixed(lost, 2) << " s from the failure seen to the run going on, the failure seen " << fixed(seen, 2)
+         << fixed(took.seconds, 2) << " s from the failure seen to the run going on, the failure seen "
+         << fixed(took.seen_after_call_began, 2)
          << " s into its call; the failed step is run again)" << std::endl;
     return step;
   } catch (const std::exception& e) {
@@ -203,7 +196,7 @@ std::optional<int> driver::run_sync(progress& p) {
     if (cfg_.checkpoint_every > 0) k = std::min(k, cfg_.checkpoint_every - p.step % cfg_.checkpoint_every);
     if (hybrid && p.step < cfg_.hybrid_sync_steps) k = std::min(k, cfg_.hybrid_sync_steps - p.step);
     const auto call_began = clock_type::now();
-    call_began_ = call_began;
+    recoveries_.call_began(call_began);
     std::vector<object_ref<std::vector<step_figures>>> calls;
     for (auto& w : workers_) calls.push_back(w.task(&trainer_worker::run_steps).remote(k));
     std::vector<std::vector<step_figures>> by_worker;
@@ -213,13 +206,14 @@ std::optional<int> driver::run_sync(progress& p) {
       // A worker failed; its peers' collectives were aborted at once. Replace the failed
       // one alone from the survivors' state; failing that (none survived, or a survivor
       // too failed to rejoin), every worker from the newest checkpoint.
-      if (++failures_ > cfg_.max_failures) throw;
+      const int failure = recoveries_.count_failure();
+      if (failure > cfg_.max_failures) throw;
       std::optional<std::int64_t> from;
-      if (!e.failed.empty() && e.failed.size() < workers_.size()) from = replace_failed(failures_, e.failed, e.what());
+      if (!e.failed.empty() && e.failed.size() < workers_.size()) from = replace_failed(failure, e.failed, e.what());
       if (from) {
         if (auto ok = log_survivors_steps(p, *from, e.failed); !ok) return say_failed(ok.error().message());
       } else {
-        auto all = replace_workers(failures_, e.what());
+        auto all = replace_workers(failure, e.what());
         if (!all) return say_failed(all.error().message());
         from = *all;
       }
@@ -236,14 +230,9 @@ std::optional<int> driver::run_sync(progress& p) {
       p.seen_samples += t.samples;
       if (hybrid) p.losses.push_back(t.loss);
       auto figures = sync_figures(t, step_seconds);
-      if (cfg_.batch_size_policy == "noise_scale") note_batch(t, figures);
+      batch_.note(t, figures, out_);
       if (cfg_.straggler_timeout_ms > 0) figures.push_back({"skipped", static_cast<double>(t.skipped)});
-      if (cfg_.loss_scale == "dynamic") {
-        figures.push_back({"loss_scale", t.loss_scale});
-        figures.push_back({"overflow", t.overflow ? 1.0 : 0.0});
-        overflows_ += t.overflow ? 1 : 0;
-        last_loss_scale_ = t.loss_scale;
-      }
+      loss_scale_.note(t, figures);
       if (auto ok = write(t.step, "sync", figures); !ok) return say_failed(ok.error().message());
     }
     p.trained_seconds += call_seconds;
@@ -279,8 +268,7 @@ int driver::finish(progress& p, clock_type::time_point began) {
   if (!p.evaluated) p.val = celer::get(workers_.front().task(&trainer_worker::evaluate).remote());
   if (servers_) servers_->stop();
 
-  (void)tb_->close();
-  (void)jl_->close();
+  metrics_->close();
   const double rate = p.trained_seconds > 0 ? static_cast<double>(p.trained_samples) / p.trained_seconds : 0;
   nlohmann::ordered_json summary{{"name", cfg_.name},
                                  {"mode", cfg_.mode},
@@ -294,21 +282,15 @@ int driver::finish(progress& p, clock_type::time_point began) {
                                  {"seconds", seconds_since(began)},
                                  {"parameters_digests", digest},
                                  {"replicas_equal", equal}};
-  if (!recoveries_.empty()) summary["recoveries"] = recoveries_;
+  recoveries_.summarise(summary);
   if (cfg_.mode != "sync") {
     summary["staleness"] = cfg_.staleness;
     summary["num_servers"] = cfg_.num_servers;
   }
   if (cfg_.data == "fortunes") summary["final_val_bits_per_char"] = p.val.bits_per_char;
-  if (cfg_.batch_size_policy == "noise_scale") {
-    summary["final_batch_size"] = last_batch_;
-    summary["final_noise_scale"] = last_noise_scale_ >= 0 ? nlohmann::json(last_noise_scale_) : nullptr;
-  }
+  batch_.summarise(summary);
   shares_.summarise(summary);
-  if (cfg_.loss_scale == "dynamic") {
-    summary["loss_scale_overflows"] = overflows_;
-    summary["final_loss_scale"] = last_loss_scale_;
-  }
+  loss_scale_.summarise(summary);
   if (cfg_.mode == "hybrid") summary["switched_at_step"] = p.switched_at >= 0 ? nlohmann::json(p.switched_at) : nullptr;
   if (cfg_.target_accuracy > 0) {
     summary["target_accuracy"] = cfg_.target_accuracy;
@@ -345,19 +327,6 @@ int driver::finish(progress& p, clock_type::time_point began) {
   return 0;
 }
 
-void driver::note_batch(const step_total& t, std::vector<trainer::scalar>& figures) {
-  figures.push_back({"batch_size", static_cast<double>(t.batch_size)});
-  if (t.noise_scale >= 0) figures.push_back({"noise_scale", t.noise_scale});
-  figures.push_back({"lr", t.lr});
-  if (last_batch_ > 0 && t.batch_size != last_batch_) {
-    out_ << "celer-train: step " << t.step << ": the batch grows from " << last_batch_ << " to " << t.batch_size
-         << " samples a step (noise scale " << fixed(last_noise_scale_, 0) << " > " << last_batch_ << ")"
-         << (cfg_.batch_size_lr_scaling != "none" ? ", lr " + fixed(t.lr, 5) : std::string()) << "\n";
-  }
-  last_batch_ = t.batch_size;
-  last_noise_scale_ = t.noise_scale;
-}
-
 expected<std::int64_t> driver::replace_workers(int failure, const std::string& why) {
   out_ << "celer-train: a worker failed (" << why << "); replacing the workers (failure " << failure << " of "
        << cfg_.max_failures << " allowed)\n";
@@ -381,8 +350,7 @@ expected<std::int64_t> driver::replace_workers(int failure, const std::string& w
       return error(back.error().code(), "cannot restore the replacement workers: " + back.error().message());
     }
   }
-  recoveries_.push_back({{"failure", failure}, {"how", "checkpoint"}, {"step", step},
-                         {"seconds", seconds_since(failure_seen_)}});
+  recoveries_.by_checkpoint(failure, step);
   out_ << "celer-train: the workers go on from " << from << " (replaced in " << fixed(seconds_since(began), 2)
        << " s; the steps after it are run and logged again)\n";
   return step;

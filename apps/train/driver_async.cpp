@@ -108,9 +108,9 @@ std::optional<int> driver::run_async(progress& p, const start_info& info, std::o
         figures = celer::get(r);
       } catch (const std::exception& e) {
         const std::string why = "worker " + std::to_string(w) + ": " + e.what();
-        if (!stopping && failed.empty() && failures_ < cfg_.max_failures) {
-          ++failures_;
-          if (auto at = replace_async(static_cast<int>(w), failures_, why)) {
+        if (!stopping && failed.empty() && recoveries_.failures() < cfg_.max_failures) {
+          const int failure = recoveries_.count_failure();
+          if (auto at = replace_async(static_cast<int>(w), failure, why)) {
             done[w] = std::max(done[w], *at);  // steps it pushed but never reported count as done
             continue;
           }
@@ -204,7 +204,7 @@ std::optional<std::int64_t> driver::replace_async(int rank, int failure, const s
           .remote(make_spec(rank, next_group(), /*fail_at_step=*/0));
     const auto step = celer::get(w.task(&trainer_worker::join_async).remote(*servers_, clock));
     const double lost = seconds_since(began);
-    recoveries_.push_back({{"failure", failure}, {"how", "servers"}, {"replaced", {rank}}, {"step", step}, {"seconds", lost}});
+    recoveries_.by_servers(failure, rank, step, lost);
     out_ << "celer-train: worker " << rank << " goes on at step " << step << " with the servers' weights ("
          << fixed(lost, 2) << " s; the steps it had pushed stay applied)" << std::endl;
     return step;

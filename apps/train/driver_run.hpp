@@ -3,10 +3,19 @@
 // it makes, replaces and checkpoints. Its methods are in driver.cpp (start, the synchronous
 // steps, recovery, the summary) and driver_async.cpp (the asynchronous steps against the
 // parameter servers). Internal to apps/train; no LibTorch.
+//
+// What it keeps beside the workers is in classes of its own: metrics_files (metrics.jsonl and
+// the event file), recovery_log (the failures survived and how), batch_growth and
+// loss_scale_record (what noise_scale and dynamic loss scaling add to each step and to the
+// summary), speed_shares (sharding speed's split).
 #include "driver.hpp"
 
 #include "async_state.hpp"
+#include "batch_growth.hpp"
 #include "hybrid_rule.hpp"
+#include "loss_scale_record.hpp"
+#include "metrics_files.hpp"
+#include "recovery_log.hpp"
 #include "speed_shares.hpp"
 #include "step_totals.hpp"
 #include "worker.hpp"
@@ -112,7 +121,7 @@ private:
           if (!collective_only) failed.push_back(static_cast<int>(r));
           if (!aborted) {
             aborted = true;
-            failure_seen_ = clock_type::now();
+            recoveries_.failure_seen();
             const std::string reason = "worker " + std::to_string(r) + " failed";
             for (std::size_t o = 0; o < refs.size(); ++o)
               if (!ended[o]) aborts.push_back(workers_[o].task(&trainer_worker::abort_collective).remote(reason));
@@ -208,11 +217,6 @@ private:
     return write(p.step, mode, figures);
   }
 
-  /// batch_size_policy noise_scale: the step's global batch and noise scale into its
-  /// metrics, and a console line when the batch has grown (at the same step on every
-  /// worker: the figures the workers grow by are allreduced).
-  void note_batch(const step_total& t, std::vector<trainer::scalar>& figures);
-
   void print_async_line(progress& p, bool with_validation) {
     // Samples/s over the wall time since the last line: the workers run at once.
     p.since_line.seconds = seconds_since(p.last_line);
@@ -256,9 +260,7 @@ private:
   expected<void> save(std::int64_t step);
 
   expected<void> write(std::int64_t step, const char* mode, std::span<const trainer::scalar> figures) {
-    if (auto ok = tb_->add_scalars(step, figures); !ok) return ok;
-    const trainer::text_field texts[] = {{"mode", mode}};
-    return jl_->write(step, texts, figures);
+    return metrics_->write(step, mode, figures);
   }
 
   void print_line(std::int64_t step, std::int64_t last, std::int64_t steps_per_epoch, const window& w,
@@ -271,28 +273,21 @@ private:
   std::ostream& out_;
   std::string dir_;
   std::vector<actor_handle<trainer_worker>> workers_;
-  std::optional<trainer::event_file_writer> tb_;
-  std::optional<trainer::jsonl_writer> jl_;
+  /// metrics.jsonl and the event file, once open (run).
+  std::optional<metrics_files> metrics_;
   std::optional<checkpoint::checkpointer> ckpt_;
   /// async and hybrid: the parameter servers, once made.
   std::optional<parameter_server::sharded> servers_;
   /// hybrid: why the switch came (for its console line).
   std::string switch_reason_;
-  /// Groups made so far (each set of members joins a new one), when the last failure was
-  /// seen, and each recovery (summary.json's `recoveries`).
+  /// Groups made so far (each set of members joins a new one).
   int groups_ = 0;
-  /// Worker failures survived so far, synchronous and asynchronous steps together.
-  int failures_ = 0;
-  clock_type::time_point failure_seen_ = clock_type::now();
-  clock_type::time_point call_began_ = clock_type::now();
-  nlohmann::json recoveries_ = nlohmann::json::array();
-  /// noise_scale: the last step's global batch and noise scale (note_batch).
-  std::int64_t last_batch_ = 0;
-  double last_noise_scale_ = -1;
-  /// loss_scale dynamic: steps skipped for overflow so far (this call of the program), and
-  /// the last step's scale.
-  std::int64_t overflows_ = 0;
-  double last_loss_scale_ = 0;
+  /// Worker failures survived so far, and each recovery (summary.json's `recoveries`).
+  recovery_log recoveries_;
+  /// noise_scale: each step's batch and noise scale.
+  batch_growth batch_{cfg_};
+  /// loss_scale dynamic: each step's scale and overflows.
+  loss_scale_record loss_scale_{cfg_};
   /// sharding speed: the batch split and its changes (empty split: equal shards).
   speed_shares shares_{cfg_};
 };

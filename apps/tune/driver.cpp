@@ -6,6 +6,8 @@
 #include "progress.hpp"
 #include "report.hpp"
 #include "trial_actor.hpp"
+#include "trial_source.hpp"
+#include "trial_table.hpp"
 
 #include <celer/celer.hpp>
 
@@ -66,7 +68,7 @@ public:
     : cfg_(std::move(cfg)), options_(std::move(options)), out_(out),
       goal_{cfg_.metric, metric_mode(cfg_)}, dir_(output_dir(cfg_)),
       store_(output_dir(cfg_), checkpoints_kept(cfg_)),
-      fixed_(fixed_params(cfg_)), space_(make_search_space(cfg_)),
+      space_(make_search_space(cfg_)),
       progress_(out, options_.tty, goal_, column_names(space_), cfg_.name, planned_trials(cfg_)) {}
 
   int run() {
@@ -84,7 +86,7 @@ public:
       launch();
       if (live_.empty()) break;
       if (clock_type::now() >= next_draw) {
-        progress_.draw(trials_, elapsed());
+        progress_.draw(trials_.all(), elapsed());
         next_draw = clock_type::now() + std::chrono::milliseconds(static_cast<int>(cfg_.progress_interval * 1000));
       }
       // Wait for the next result, but wake for the next drawing and to notice a stop.
@@ -123,10 +125,10 @@ private:
     return "{" + out + "}";
   }
 
-  trial_summary& summary(tune::trial_id id) { return trials_[index_.at(id)]; }
+  trial_summary& summary(tune::trial_id id) { return trials_.at(id); }
 
   void event(const std::string& what, bool with_status = false) {
-    progress_.event(elapsed(), what, with_status ? &trials_ : nullptr);
+    progress_.event(elapsed(), what, with_status ? &trials_.all() : nullptr);
   }
 
   void warn_if(const expected<void>& ok) {
@@ -138,7 +140,7 @@ private:
   expected<void> set_up() {
     auto searcher = make_searcher(cfg_);
     if (!searcher) return searcher.error();
-    searcher_ = std::move(*searcher);
+    source_.emplace(std::move(*searcher), fixed_params(cfg_));
     auto scheduler = make_scheduler(cfg_);
     if (!scheduler) return scheduler.error();
     scheduler_ = std::move(*scheduler);
@@ -170,56 +172,46 @@ private:
     if (!found) return found.error();
     const bool replay = scheduler_->name() != "pbt";  // PBT's history names checkpoints long gone
     for (auto& t : *found) {
-      (void)searcher_->suggest();  // the searcher counts them among its num_samples, as it drew them
+      source_->drawn_before();
       scheduler_->on_add(t.id, t.params);
-      next_id_ = std::max(next_id_, t.id + 1);
       if (!finished(t.state)) {
-        resume_queue_.push_back(t.id);
+        source_->resume_later(t.id);
       } else {
         if (replay)
           for (const auto& r : t.results) (void)scheduler_->on_result(t.id, r.epoch, goal_.of(r));
         scheduler_->on_complete(t.id);
       }
       if (!finished(t.state)) t.state = trial_state::pending;  // until it runs again
-      index_[t.id] = trials_.size();
-      trials_.push_back(std::move(t));
+      trials_.add(std::move(t));
     }
     std::size_t done = 0;
-    for (const auto& t : trials_) {
+    for (const auto& t : trials_.all()) {
       if (!finished(t.state)) continue;
       ++done;
       const double value = t.state == trial_state::error ? std::nan("") : t.best(goal_).value_or(std::nan(""));
-      warn_if(searcher_->observe(t.params, value));
+      warn_if(source_->observe(t.params, value));
     }
     event("resuming " + dir_.root().string() + ": " + std::to_string(done) + " trial(s) finished, " +
-          std::to_string(resume_queue_.size()) + " to continue from their checkpoints", true);
+          std::to_string(source_->resumes_waiting()) + " to continue from their checkpoints", true);
     return {};
   }
 
   /// Starts trials while there is room: those a resume continues first, then new ones.
   void launch() {
     while (live_.size() < static_cast<std::size_t>(concurrency_)) {
-      if (!resume_queue_.empty()) {
-        const auto id = resume_queue_.front();
-        resume_queue_.pop_front();
-        continue_from_disk(id);
+      if (auto resumed = source_->next_resumed()) {
+        continue_from_disk(*resumed);
         continue;
       }
-      if (searcher_done_) return;
-      auto suggested = searcher_->suggest();
-      if (!suggested) {
-        searcher_done_ = true;
-        return;
-      }
+      auto params = source_->next_new();
+      if (!params) return;
       trial_summary t;
-      t.id = next_id_++;
-      t.params = fixed_;
-      for (const auto& [name, v] : *suggested) t.params.set(name, v);
+      t.id = trials_.next_id();
+      t.params = std::move(*params);
       warn_if(dir_.write_params(t.id, t.params));
       warn_if(dir_.write_status(t));
       scheduler_->on_add(t.id, t.params);
-      index_[t.id] = trials_.size();
-      trials_.push_back(t);
+      trials_.add(t);
       if (!start_actor(t.id)) continue;
       submit_train(t.id);
       event(trial_name(t.id) + " started: " + shown(t.params));
@@ -300,7 +292,7 @@ private:
       t.reason = std::string("its actor could not be created: ") + e.what();
       warn_if(dir_.write_status(t));
       scheduler_->on_complete(id);
-      warn_if(searcher_->observe(t.params, std::nan("")));
+      warn_if(source_->observe(t.params, std::nan("")));
       event(trial_name(id) + " ERROR: " + t.reason, true);
       return false;
     }
@@ -513,7 +505,7 @@ private:
     warn_if(dir_.write_status(t));
     scheduler_->on_complete(id);
     const double value = state == trial_state::error ? std::nan("") : t.best(goal_).value_or(std::nan(""));
-    warn_if(searcher_->observe(t.params, value));
+    warn_if(source_->observe(t.params, value));
     l.ending = true;
     if (state != trial_state::error && cfg_.checkpoint_every > 0 && !t.results.empty() &&
         l.saved_epoch != t.results.back().epoch)
@@ -527,19 +519,19 @@ private:
   // -- The end ------------------------------------------------------------------------------
 
   void write_outputs() {
-    warn_if(dir_.write_results_csv(trials_, goal_));
+    warn_if(dir_.write_results_csv(trials_.all(), goal_));
     std::string checkpoint;
-    if (const auto* best = best_trial(trials_, goal_)) {
+    if (const auto* best = best_trial(trials_.all(), goal_)) {
       if (store_.latest(best->id)) checkpoint = store_.where(best->id).lexically_relative(dir_.root()).string();
       warn_if(dir_.write_best_config(*best, goal_, checkpoint));
     }
     report_input in{.title = cfg_.name, .summary = summary_lines(), .goal = goal_, .space = space_,
-                    .trials = trials_, .best_checkpoint = checkpoint};
+                    .trials = trials_.all(), .best_checkpoint = checkpoint};
     warn_if(write_file_atomically(dir_.root() / "report.html", render_report(in)));
   }
 
   std::vector<std::string> summary_lines() const {
-    return run_summary(cfg_, trials_, concurrency_, options_.where, elapsed());
+    return run_summary(cfg_, trials_.all(), concurrency_, options_.where, elapsed());
   }
 
   int finish(bool interrupted) {
@@ -556,14 +548,14 @@ private:
     live_.clear();
     write_outputs();
     progress_.close();
-    out_ << "\n" << progress_.status_line(trials_, elapsed()) << "\n" << progress_.table(trials_, 0);
+    out_ << "\n" << progress_.status_line(trials_.all(), elapsed()) << "\n" << progress_.table(trials_.all(), 0);
     std::size_t epochs = 0, errors = 0;
-    for (const auto& t : trials_) epochs += t.results.size(), errors += t.state == trial_state::error ? 1 : 0;
+    for (const auto& t : trials_.all()) epochs += t.results.size(), errors += t.state == trial_state::error ? 1 : 0;
     out_ << (interrupted ? "Interrupted" : "Finished") << " after " << format_duration(elapsed()) << ": "
          << trials_.size() << " trials, " << epochs << " epochs";
     if (errors > 0) out_ << ", " << errors << " failed (see their reason in results.csv)";
     out_ << ".\n";
-    if (const auto* best = best_trial(trials_, goal_)) {
+    if (const auto* best = best_trial(trials_.all(), goal_)) {
       const auto i = *best->best_index(goal_);
       char value[32];
       std::snprintf(value, sizeof value, "%.4f", goal_.of(best->results[i]));
@@ -575,7 +567,7 @@ private:
       // From the experiment's start to here: the last trial ended and the files written.
       out_ << "Tuning overhead (CPU-seconds beyond the trials' compute, as bench/peers/ray_tune_synthetic.py "
               "counts Ray Tune's): "
-           << to_string(synthetic_overhead(trials_, elapsed(), concurrency_ * cfg_.cpus_per_trial)) << "\n";
+           << to_string(synthetic_overhead(trials_.all(), elapsed(), concurrency_ * cfg_.cpus_per_trial)) << "\n";
     }
     out_ << "Results in " << dir_.root().string() << "/: report.html, results.csv, best_config.json, experiment.json, trial_NNNN/\n";
     if (interrupted) {
@@ -591,20 +583,16 @@ private:
   objective goal_;
   experiment_dir dir_;
   checkpoint_store store_;
-  tune::params fixed_;
   tune::search_space space_;
   progress progress_;
-  std::unique_ptr<tune::searcher> searcher_;
+  /// Where new trials come from (the searcher) and which a resume continues; made by set_up.
+  std::optional<trial_source> source_;
   std::unique_ptr<tune::scheduler> scheduler_;
   int concurrency_ = 1;
   clock_type::time_point start_;
-  /// Every trial, in the order started; index_ finds one by id.
-  std::vector<trial_summary> trials_;
-  std::map<tune::trial_id, std::size_t> index_;
+  /// Every trial, in the order started.
+  trial_table trials_;
   std::map<tune::trial_id, live_trial> live_;
-  std::deque<tune::trial_id> resume_queue_;
-  tune::trial_id next_id_ = 0;
-  bool searcher_done_ = false;
 };
 
 } // namespace

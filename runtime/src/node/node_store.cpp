@@ -19,33 +19,42 @@ namespace {
 /// A received chunk is checksummed piece by piece as it is copied into the store, each
 /// piece while it is still in the cache (a core's L2 holds a few of them).
 constexpr std::size_t copy_piece_bytes = std::size_t{256} << 10;
-/// Log lines about dropped chunks per second: a peer sending junk cannot flood the log.
-constexpr int drop_log_lines_per_second = 5;
-/// Sealing buffers kept for reuse (one per chunk in flight to other nodes, about).
-constexpr std::size_t max_free_seal_buffers = 32;
 
 protocol::failure_info failure_of(const error& e, detail::failure_kind kind) {
   return protocol::failure_info::make(kind, e.code(), e.message());
 }
 
-} // namespace
-
-node_store::node_store(transport& net, config cfg)
-  : net_(net), cfg_(std::move(cfg)),
-    pull_ids_(cfg_.pull_id_seed != 0 ? cfg_.pull_id_seed
-                                     : (std::uint64_t{std::random_device{}()} << 32) ^
-                                         std::random_device{}()) {
-  auto s = store::object_store::open({cfg_.capacity, cfg_.dir, cfg_.spill});
+/// The store on `cfg`'s capacity and disk tier; throws celer::exception when it cannot be had.
+std::unique_ptr<store::object_store> open_objects(const node_store::config& cfg) {
+  auto s = store::object_store::open({cfg.capacity, cfg.dir, cfg.spill});
   if (!s) throw exception(s.error().code(), "the node's object store: " + s.error().message());
-  store_ = std::move(*s);
-  cfg_.chunk_bytes = std::clamp<std::uint64_t>(cfg_.chunk_bytes, 1, max_chunk_bytes);
-  cfg_.chunks_in_flight = std::max<std::size_t>(cfg_.chunks_in_flight, 1);
-  auto handout = arena_handout::start({.ttl = cfg_.ticket_ttl});
+  return std::move(*s);
+}
+
+/// `cfg` with the pulls' chunk size and chunks in flight within their bounds.
+node_store::config bounded(node_store::config cfg) {
+  cfg.chunk_bytes = std::clamp<std::uint64_t>(cfg.chunk_bytes, 1, node_store::max_chunk_bytes);
+  cfg.chunks_in_flight = std::max<std::size_t>(cfg.chunks_in_flight, 1);
+  return cfg;
+}
+
+std::unique_ptr<arena_handout> start_handout(const node_store::config& cfg) {
+  auto handout = arena_handout::start({.ttl = cfg.ticket_ttl});
   if (!handout) {
     throw exception(handout.error().code(), "the node's object store: " + handout.error().message());
   }
-  handout_ = std::move(*handout);
+  return std::move(*handout);
 }
+
+} // namespace
+
+// store_ is declared before the pieces that hold a reference to it, so it is opened first.
+node_store::node_store(transport& net, config cfg)
+  : net_(net), cfg_(bounded(std::move(cfg))), store_(open_objects(cfg_)), handout_(start_handout(cfg_)),
+    clients_(*store_), server_(net, *store_, cfg_.lane), fence_(*store_),
+    pull_ids_(cfg_.pull_id_seed != 0 ? cfg_.pull_id_seed
+                                     : (std::uint64_t{std::random_device{}()} << 32) ^
+                                         std::random_device{}()) {}
 
 node_store::~node_store() = default;
 
@@ -70,11 +79,9 @@ void node_store::on(protocol::store_create& m) {
     reply_error(m.request_id, m.reply_to, at.error(), detail::failure_kind::object_lost);
     return;
   }
-  ++pins_[m.reply_to.id][m.id];
-  client_endpoint_[m.reply_to.id] = m.reply_to.endpoint;
-  client_job_[m.reply_to.id] = m.job;
-  auto& owners = owners_at_[m.owner.endpoint];
-  if (std::find(owners.begin(), owners.end(), m.owner.id) == owners.end()) owners.push_back(m.owner.id);
+  clients_.pinned(m.reply_to, m.id);
+  clients_.joined(m.reply_to.id, m.job);
+  clients_.owns(m.owner);
   protocol::store_reply r;
   r.request_id = m.request_id;
   r.ok = true;
@@ -90,35 +97,23 @@ void node_store::name_arena(protocol::store_reply& r, std::uint64_t arena,
   r.capacity = segment.capacity();
   if (known == arena) return;  // mapped already: nothing to hand over
   // The arena is the object's job's, and the asker is of that job (or the cluster's own):
-  // owned_by_sender checked it before any reply names the arena.
+  // the job fence checked it before any reply names the arena.
   r.ticket = handout_->issue(store_->job_of_arena(arena).value_or(unique_id{}), arena, segment.fd());
   r.socket = handout_->name();
 }
 
-bool node_store::owned_by_sender(const job_id& sender, const object_id& id, const char* what) {
-  if (sender.nil()) return true;
-  // The job recorded at store_create (or at the store_get that pulled the copy here): the
-  // transport checked that the creator named its own job there.
-  const auto job = store_->job_of(id);
-  if (!job || *job == sender) return true;
-  ++refused_;
-  denials_.warn("permission_denied: job " + sender.short_hex() + " asked to " + what +
-                " object " + id.short_hex() + " of job " + job_id(*job).short_hex() + "; refused");
-  return false;
-}
-
 void node_store::on(protocol::store_seal& m) {
   expire_pulls();
-  if (!owned_by_sender(m.sender_job, m.id, "seal")) return;
+  if (!fence_.allows(m.sender_job, m.id, "seal")) return;
   auto sealed = store_->seal(m.id);
   if (!sealed) {
     // Not on disk as asked (a full disk, say): the object is dropped, and the writer told.
-    unpin_for(m.reply_to, m.id);
+    clients_.unpin(m.reply_to, m.id);
     store_->free(m.id);
     reply_error(m.request_id, m.reply_to, sealed.error(), detail::failure_kind::object_lost);
     return;
   }
-  unpin_for(m.reply_to, m.id);  // the writer's pin
+  clients_.unpin(m.reply_to, m.id);  // the writer's pin
   if (store_->durable(m.id)) {
     (void)net_.send(cfg_.head, protocol::durable_objects{cfg_.node, {m.id}});
   }
@@ -139,8 +134,7 @@ void node_store::answer_get(std::uint64_t request_id, const address& client, con
     reply_error(request_id, client, at.error(), detail::failure_kind::object_lost);
     return;
   }
-  ++pins_[client.id][id];
-  client_endpoint_[client.id] = client.endpoint;
+  clients_.pinned(client, id);
   protocol::store_reply r;
   r.request_id = request_id;
   r.ok = true;
@@ -155,8 +149,8 @@ void node_store::on(protocol::store_get& m) {
   expire_pulls();
   // A copy here (sealed, being written or being pulled) is read only by its own job. One
   // not here is pulled for the reader's job, and the node holding it checks that.
-  if (!owned_by_sender(m.sender_job, m.id, "read")) return;
-  client_job_[m.reply_to.id] = m.job;
+  if (!fence_.allows(m.sender_job, m.id, "read")) return;
+  clients_.joined(m.reply_to.id, m.job);
   if (store_->sealed(m.id)) {
     answer_get(m.request_id, m.reply_to, m.id, false, m.arena_known);
     return;
@@ -239,146 +233,11 @@ void node_store::ask_next_chunks(const object_id& id, pull& p) {
 
 void node_store::on(protocol::store_pull& m) {
   expire_pulls();
-  protocol::store_chunk c;
-  c.request_id = m.request_id;
-  c.id = m.id;
-  c.offset = m.offset;
-  if (!owned_by_sender(m.job, m.id, "pull")) {
-    c.fail = protocol::failure_info::make(detail::failure_kind::object_lost,
-                                          error_code::permission_denied,
-                                          "object " + m.id.hex() + " is another job's");
-    (void)net_.send(m.reply_to, std::move(c));
+  if (!fence_.allows(m.job, m.id, "pull")) {
+    server_.refuse(m);
     return;
   }
-  auto at = store_->pin(m.id);
-  if (!at) {
-    c.fail = failure_of(at.error(), detail::failure_kind::object_lost);
-  } else if (m.offset > at->size || m.length > at->size - m.offset) {  // cannot wrap
-    c.fail = protocol::failure_info::make(
-      detail::failure_kind::object_lost, error_code::invalid_argument,
-      "object " + m.id.hex() + " has " + std::to_string(at->size) + " bytes; asked for " +
-        std::to_string(m.length) + " at " + std::to_string(m.offset));
-  } else if (m.length > max_chunk_bytes) {
-    // A puller asks chunk by chunk; one request for gigabytes would be one message larger
-    // than a connection takes.
-    c.fail = protocol::failure_info::make(
-      detail::failure_kind::object_lost, error_code::invalid_argument,
-      "object " + m.id.hex() + ": asked for " + std::to_string(m.length) +
-        " bytes in one chunk (at most " + std::to_string(max_chunk_bytes) + ")");
-  } else if (!m.key.empty() && m.key.size() != chunk_seal::key_bytes) {
-    c.fail = protocol::failure_info::make(
-      detail::failure_kind::object_lost, error_code::invalid_argument,
-      "object " + m.id.hex() + ": a pull's key has " + std::to_string(chunk_seal::key_bytes) +
-        " bytes, not " + std::to_string(m.key.size()));
-  } else if (!m.key.empty()) {
-    send_sealed(m, at->segment->base() + at->offset + m.offset);
-    store_->unpin(m.id);
-    return;
-  } else {
-    c.data = chunk_bytes_of(m.id, at->arena, at->offset + m.offset, m.length);
-    if (!m.reply_to.endpoint.empty()) pullers_[m.reply_to.id] = m.reply_to.endpoint;
-    c.checksum = store::checksum(c.data.data(), c.data.size());
-    c.ok = true;
-  }
-  // The pin taken above; chunk_bytes_of took one of its own for the bytes it shares.
-  if (at) store_->unpin(m.id);
-  // Sent or not, the chunk's pin is dropped once the transport and `c` let go of its bytes.
-  (void)net_.send(m.reply_to, std::move(c));
-}
-
-protocol::shared_bytes node_store::chunk_bytes_of(const object_id& id, std::uint64_t arena,
-                                                  std::uint64_t at, std::uint32_t length) {
-  // The arena stays mapped for the bytes (a frame still queued when the job's arena, or this
-  // store, is gone keeps it), and the object stays pinned (neither freed, moved nor
-  // spilled) until the last copy of the bytes is gone: ZeroMQ's I/O thread lets go of them
-  // once written, or the send fails and the message is dropped here.
-  struct chunk_pin {
-    std::shared_ptr<sent_chunks> sent;
-    std::shared_ptr<const store::shm_segment> view;
-    object_id id;
-    chunk_pin(std::shared_ptr<sent_chunks> s, std::shared_ptr<const store::shm_segment> v,
-              const object_id& i)
-      : sent(std::move(s)), view(std::move(v)), id(i) {}
-    chunk_pin(const chunk_pin&) = delete;
-    chunk_pin& operator=(const chunk_pin&) = delete;
-    ~chunk_pin() {
-      try {
-        std::lock_guard lock(sent->mutex);
-        sent->released.push_back(id);
-      } catch (...) {
-        // Out of memory: the object stays pinned until its job ends. Nothing is unsafe.
-      }
-    }
-  };
-  (void)store_->pin(id);  // cannot fail: the caller holds a pin
-  ++chunks_pinned_;
-  auto view = store_->arena_segment(arena);  // the caller's pin keeps the arena
-  auto pin = std::make_shared<const chunk_pin>(sent_, view, id);
-  const auto* bytes = reinterpret_cast<const char*>(view->base() + at);
-  return protocol::shared_bytes(bytes, length, std::move(pin));
-}
-
-void node_store::send_sealed(protocol::store_pull& m, const std::byte* from) {
-  std::unique_ptr<char[]> buffer;
-  {
-    std::lock_guard lock(seal_buffers_->mutex);
-    if (!seal_buffers_->free.empty()) {
-      buffer = std::move(seal_buffers_->free.back());
-      seal_buffers_->free.pop_back();
-    }
-  }
-  if (!buffer) buffer.reset(new char[max_chunk_bytes + chunk_seal::tag_bytes]);
-  protocol::store_chunk c;
-  c.request_id = m.request_id;
-  c.id = m.id;
-  c.offset = m.offset;
-  const auto* plain = reinterpret_cast<const char*>(from);
-  if (!chunk_seal::seal(m.key, {m.request_id, m.id, m.offset}, plain, m.length, buffer.get())) {
-    c.fail = protocol::failure_info::make(detail::failure_kind::object_lost, error_code::internal,
-                                          "object " + m.id.hex() + ": its chunk could not be sealed");
-    (void)net_.send(m.reply_to, std::move(c));
-    return;
-  }
-  // The buffer goes back to the pool once the transport (on its I/O thread) and `c` let go.
-  struct lent {
-    std::shared_ptr<seal_buffers> pool;
-    std::unique_ptr<char[]> buffer;
-    lent(std::shared_ptr<seal_buffers> p, std::unique_ptr<char[]> b)
-      : pool(std::move(p)), buffer(std::move(b)) {}
-    lent(const lent&) = delete;
-    lent& operator=(const lent&) = delete;
-    ~lent() {
-      try {
-        std::lock_guard lock(pool->mutex);
-        if (pool->free.size() < max_free_seal_buffers) pool->free.push_back(std::move(buffer));
-      } catch (...) {
-        // Out of memory: the buffer is freed instead.
-      }
-    }
-  };
-  auto owner = std::make_shared<const lent>(seal_buffers_, std::move(buffer));
-  c.data = protocol::shared_bytes(owner->buffer.get(), m.length + chunk_seal::tag_bytes, owner);
-  c.ok = true;
-  if (!m.lane.empty() && cfg_.lane != nullptr && cfg_.lane->send(m.lane, c)) {
-    puller_lanes_[m.reply_to.id] = m.lane;
-    return;
-  }
-  // No lane of ours, none at the puller, or not connected yet: sealed on the connection.
-  if (!m.reply_to.endpoint.empty()) pullers_[m.reply_to.id] = m.reply_to.endpoint;
-  (void)net_.send(m.reply_to, std::move(c));
-}
-
-void node_store::release_sent_chunks() {
-  std::vector<object_id> released;
-  {
-    std::lock_guard lock(sent_->mutex);
-    if (sent_->released.empty()) return;
-    released.swap(sent_->released);
-  }
-  for (const auto& id : released) {
-    store_->unpin(id);
-    --chunks_pinned_;
-  }
+  server_.serve(m);
 }
 
 void node_store::on(protocol::store_chunk& m) {
@@ -386,19 +245,21 @@ void node_store::on(protocol::store_chunk& m) {
   auto it = pulls_.find(m.id);
   if (it == pulls_.end() || it->second.source.nil() || it->second.request_id != m.request_id) {
     // A pull that failed or expired (its late chunks), or one nobody started.
-    drop_chunk(m, "no pull of this object with this request id is in progress");
+    dropped_.drop(m, "no pull of this object with this request id is in progress", now());
     return;
   }
   auto& p = it->second;
   const auto asked = p.in_flight.find(m.offset);
   if (asked == p.in_flight.end()) {
-    drop_chunk(m, "no chunk at offset " + std::to_string(m.offset) + " was asked for");
+    dropped_.drop(m, "no chunk at offset " + std::to_string(m.offset) + " was asked for", now());
     return;
   }
   const std::size_t sealing = p.key.empty() ? 0 : chunk_seal::tag_bytes;
   if (m.ok && m.data.size() != asked->second + sealing) {
-    drop_chunk(m, std::to_string(asked->second + sealing) + " bytes were asked for at offset " +
-                    std::to_string(m.offset) + ", " + std::to_string(m.data.size()) + " came");
+    dropped_.drop(m,
+                  std::to_string(asked->second + sealing) + " bytes were asked for at offset " +
+                    std::to_string(m.offset) + ", " + std::to_string(m.data.size()) + " came",
+                  now());
     return;
   }
   // What was asked lies inside the object (ask_next_chunks), so the writes below do too:
@@ -410,7 +271,7 @@ void node_store::on(protocol::store_chunk& m) {
     // lane, which anyone may connect to) is dropped, and the chunk stays asked for: the real
     // one, when it comes, is written over it.
     if (!chunk_seal::open(p.key, {p.request_id, m.id, m.offset}, m.data.data(), m.data.size(), to)) {
-      drop_chunk(m, "it does not authenticate under the pull's key (forged, or damaged)");
+      dropped_.drop(m, "it does not authenticate under the pull's key (forged, or damaged)", now());
       return;
     }
     p.received += asked->second;
@@ -452,26 +313,8 @@ void node_store::finish_or_ask(const object_id& id, pull& p) {
   }
 }
 
-void node_store::drop_chunk(const protocol::store_chunk& m, const std::string& why) {
-  ++dropped_chunks_;
-  const auto t = now();
-  if (t - drop_log_second_ >= std::chrono::seconds(1)) {
-    if (drop_log_lines_ > drop_log_lines_per_second) {
-      CELER_LOG(warn, "store", std::to_string(drop_log_lines_ - drop_log_lines_per_second) +
-                                 " more chunk(s) dropped in the last second");
-    }
-    drop_log_second_ = t;
-    drop_log_lines_ = 0;
-  }
-  if (++drop_log_lines_ > drop_log_lines_per_second) return;
-  // Ids and numbers only: nothing of the peer's text reaches the log.
-  CELER_LOG(warn, "store", "dropped a chunk of object " + m.id.hex() + " (offset " +
-                             std::to_string(m.offset) + ", " + std::to_string(m.data.size()) +
-                             " bytes): " + why);
-}
-
 void node_store::expire_pulls() {
-  release_sent_chunks();
+  server_.release_sent();
   if (pulls_.empty() || cfg_.pull_timeout.count() <= 0) return;
   const auto t = now();
   std::vector<object_id> stuck;
@@ -524,35 +367,10 @@ void node_store::finish_pull(const object_id& id, const error* failed) {
   for (const auto& w : p.waiters) answer_get(w.request_id, w.reply_to, id, transfer, w.arena_known);
 }
 
-void node_store::unpin_for(const address& client, const object_id& id) {
-  auto c = pins_.find(client.id);
-  if (c == pins_.end()) return;
-  auto o = c->second.find(id);
-  if (o == c->second.end()) return;
-  store_->unpin(id);
-  if (--o->second == 0) c->second.erase(o);
-  if (c->second.empty()) {
-    pins_.erase(c);
-    client_endpoint_.erase(client.id);
-    client_job_.erase(client.id);
-  }
-}
-
-void node_store::drop_client(const unique_id& client) {
-  if (auto c = pins_.find(client); c != pins_.end()) {
-    for (const auto& [id, n] : c->second) {
-      for (int i = 0; i < n; ++i) store_->unpin(id);
-    }
-    pins_.erase(c);
-  }
-  client_endpoint_.erase(client);
-  client_job_.erase(client);
-}
-
 void node_store::on(protocol::store_release& m) {
   expire_pulls();
-  if (!owned_by_sender(m.sender_job, m.id, "release")) return;
-  unpin_for(m.client, m.id);
+  if (!fence_.allows(m.sender_job, m.id, "release")) return;
+  clients_.unpin(m.client, m.id);
   if (!m.abandon) return;
   store_->free(m.id);
   if (auto p = pulls_.find(m.id); p != pulls_.end() && p->second.source.nil()) {
@@ -566,33 +384,14 @@ void node_store::on(protocol::store_free& m) {
   expire_pulls();
   for (const auto& id : m.ids) {
     if (pulls_.contains(id)) continue;  // a copy still arriving stays until its job ends
-    if (owned_by_sender(m.sender_job, id, "free")) store_->free(id);
+    if (fence_.allows(m.sender_job, id, "free")) store_->free(id);
   }
 }
 
-void node_store::process_gone(const std::string& endpoint) {
-  if (endpoint.empty()) return;
-  std::vector<unique_id> gone;
-  for (const auto& [client, where] : client_endpoint_) {
-    if (where == endpoint) gone.push_back(client);
-  }
-  for (const auto& client : gone) drop_client(client);
-  if (auto o = owners_at_.find(endpoint); o != owners_at_.end()) {
-    std::size_t freed = 0;
-    for (const auto& owner : o->second) freed += store_->free_owner(owner);
-    owners_at_.erase(o);
-    if (freed > 0) {
-      CELER_LOG(debug, "store", "freed " + std::to_string(freed) + " object(s) of " + endpoint);
-    }
-  }
-}
+void node_store::process_gone(const std::string& endpoint) { clients_.process_gone(endpoint); }
 
 void node_store::job_finished(const job_id& job) {
-  std::vector<unique_id> clients;
-  for (const auto& [client, j] : client_job_) {
-    if (j == job) clients.push_back(client);
-  }
-  for (const auto& client : clients) drop_client(client);
+  clients_.job_finished(job);
   (void)store_->free_job(job);
 }
 
@@ -608,16 +407,7 @@ void node_store::announce_durable() {
 
 void node_store::node_died(const node_id& node) {
   dead_nodes_.insert(node);
-  if (auto p = pullers_.find(node); p != pullers_.end()) {
-    // Its chunks still queued go with the connection; their pins are dropped on the next
-    // store message or tick.
-    net_.forget(p->second);
-    pullers_.erase(p);
-  }
-  if (auto l = puller_lanes_.find(node); l != puller_lanes_.end()) {
-    if (cfg_.lane != nullptr) cfg_.lane->forget(l->second);
-    puller_lanes_.erase(l);
-  }
+  server_.forget(node);
   std::vector<object_id> failed;
   for (const auto& [id, p] : pulls_) {
     if (!p.source.nil() && node_id(p.source.id) == node) failed.push_back(id);

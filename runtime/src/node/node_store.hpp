@@ -4,10 +4,18 @@
 // count of which process maps what, and pulls objects this node lacks from the node that
 // holds them, chunk by chunk with several chunks in flight and one pull per object however
 // many readers wait. Runs on the node agent's actor (one message at a time).
+//
+// Its pieces, each in a file of its own: store_clients (the pins, jobs and owned objects of
+// the processes here), chunk_server (the holder's side of a transfer: chunks to the nodes
+// that pull them), job_fence (which job may act on which object) and dropped_chunk_log (the
+// chunks no pull asked for). The pulls this node makes are node_store's own.
 
 #include "config/knobs.hpp"
+#include "node/chunk_server.hpp"
+#include "node/dropped_chunk_log.hpp"
+#include "node/job_fence.hpp"
+#include "node/store_clients.hpp"
 #include "protocol/messages.hpp"
-#include "transport/rate_limited_log.hpp"
 #include "transport/transport.hpp"
 
 #include <algorithm>
@@ -16,7 +24,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <string>
 #include <unordered_map>
@@ -63,9 +70,8 @@ public:
     /// How long a ticket for an arena's fd (in a store reply) may be presented.
     std::chrono::milliseconds ticket_ttl{knobs().store_ticket_ttl_ms};
   };
-  /// The largest chunk a node serves: one message, well inside a connection's 16 MiB frame
-  /// limit (zmq_transport::options::max_frame_bytes) with CURVE's overhead.
-  static constexpr std::uint64_t max_chunk_bytes = std::uint64_t{8} << 20;
+  /// The largest chunk a node serves (chunk_server's).
+  static constexpr std::uint64_t max_chunk_bytes = chunk_server::max_chunk_bytes;
   /// Opens the store and starts serving its arenas' fds (arena_handout); throws
   /// celer::exception when the disk tier or the socket cannot be had.
   node_store(transport& net, config cfg);
@@ -103,11 +109,11 @@ public:
   void on(protocol::store_stats_query& m);
   [[nodiscard]] protocol::store_counters stats() const;
   /// Chunks dropped because no pull asked for them (wrong object, offset or size).
-  [[nodiscard]] std::uint64_t dropped_chunks() const noexcept { return dropped_chunks_; }
+  [[nodiscard]] std::uint64_t dropped_chunks() const noexcept { return dropped_.count(); }
   /// Objects of another job that a job asked to seal, get, release, free or pull (refused).
-  [[nodiscard]] std::uint64_t refused() const noexcept { return refused_; }
+  [[nodiscard]] std::uint64_t refused() const noexcept { return fence_.refused(); }
   /// Chunks sent whose pin is not yet dropped (their bytes may still be queued to send).
-  [[nodiscard]] std::size_t chunks_pinned() const noexcept { return chunks_pinned_; }
+  [[nodiscard]] std::size_t chunks_pinned() const noexcept { return server_.chunks_pinned(); }
   /// Where processes fetch their job's arena (the socket, its tickets and refusals).
   [[nodiscard]] const arena_handout& handout() const noexcept { return *handout_; }
   [[nodiscard]] const store::object_store& objects() const noexcept { return *store_; }
@@ -155,70 +161,27 @@ private:
   /// After a chunk: the pull is sealed when every byte came, else asks for more.
   void finish_or_ask(const object_id& id, pull& p);
   void finish_pull(const object_id& id, const error* failed);
-  void unpin_for(const address& client, const object_id& id);
-  /// Drops a chunk no pull asked for, saying why in the log (at most a few lines a second).
-  void drop_chunk(const protocol::store_chunk& m, const std::string& why);
-  /// True when `sender` (a message's sender_job: nil for head, nodes and this process) may
-  /// act on object `id`: it is not here, or it is recorded under that job. Otherwise
-  /// counts and logs the refusal of `what` (rate-limited).
-  bool owned_by_sender(const job_id& sender, const object_id& id, const char* what);
   [[nodiscard]] std::chrono::steady_clock::time_point now() const;
-  /// Unpins the objects whose sent chunks the transport has let go of.
-  void release_sent_chunks();
-  /// The bytes of a chunk to send: shared straight from the object's arena (`at` bytes into
-  /// arena `arena`), the object pinned and the arena mapped until the transport lets go of
-  /// them.
-  protocol::shared_bytes chunk_bytes_of(const object_id& id, std::uint64_t arena, std::uint64_t at,
-                                        std::uint32_t length);
-  /// Seals the `m.length` bytes at `from` (in the store's memory) with the pull's key into a
-  /// buffer of seal_buffers_, and sends them to the puller: on its bulk lane, else on the
-  /// nodes' connection.
-  void send_sealed(protocol::store_pull& m, const std::byte* from);
 
+  // Every member is touched by the node agent's actor only, one message at a time (the
+  // pieces below say so too); chunk_server alone shares state with the transport's I/O
+  // thread, under locks of its own.
   transport& net_;
   config cfg_;
   std::unique_ptr<store::object_store> store_;
   std::unique_ptr<arena_handout> handout_;
-  /// The chunks sent and let go of by the transport (on its own thread: ZeroMQ's I/O
-  /// thread frees a frame once written), waiting for this actor to drop their pins.
-  struct sent_chunks {
-    std::mutex mutex;
-    std::vector<object_id> released;  // guarded by mutex
-  };
-  std::shared_ptr<sent_chunks> sent_ = std::make_shared<sent_chunks>();
-  std::size_t chunks_pinned_ = 0;
-  /// Buffers that sealed chunks are written into, each given back when the transport lets
-  /// go of its chunk (on its I/O thread): a fresh buffer per chunk would be faulted in anew.
-  struct seal_buffers {
-    std::mutex mutex;
-    std::vector<std::unique_ptr<char[]>> free;  // guarded by mutex
-  };
-  std::shared_ptr<seal_buffers> seal_buffers_ = std::make_shared<seal_buffers>();
-  /// The bulk lanes of the nodes this one sent sealed chunks to, by node id (forgotten with
-  /// the node).
-  std::unordered_map<unique_id, std::string> puller_lanes_;
-  /// Nodes this one sent chunks to, by id: their endpoint, forgotten when they die (so
-  /// that chunks queued to a dead node do not keep objects pinned). One entry per node.
-  std::unordered_map<unique_id, std::string> pullers_;
-  /// Pins each process holds, by its address, to drop them if it dies.
-  std::unordered_map<unique_id, std::unordered_map<object_id, int>> pins_;
-  std::unordered_map<unique_id, std::string> client_endpoint_;
-  /// The job of each process holding pins (a job's end drops its pins too: a driver that
-  /// died, or kept a view past shutdown, never sends its releases).
-  std::unordered_map<unique_id, job_id> client_job_;
-  void drop_client(const unique_id& client);
-  /// Owners of objects created here, by the endpoint of their process.
-  std::unordered_map<std::string, std::vector<unique_id>> owners_at_;
+  /// The processes here that use the store: their pins, jobs, and the objects they own.
+  store_clients clients_;
+  /// Chunks of the objects here, to the nodes that pull them.
+  chunk_server server_;
+  /// Which job may act on which object.
+  job_fence fence_;
   std::unordered_map<object_id, pull> pulls_;
   std::unordered_set<node_id> dead_nodes_;
   std::mt19937_64 pull_ids_;
   std::uint64_t pulled_objects_ = 0, pulled_bytes_ = 0;
-  /// Chunks dropped, and the log lines about them in the current second.
-  std::uint64_t dropped_chunks_ = 0;
-  std::chrono::steady_clock::time_point drop_log_second_;
-  int drop_log_lines_ = 0;
-  std::uint64_t refused_ = 0;
-  rate_limited_log denials_{"store"};
+  /// Chunks that no pull asked for.
+  dropped_chunk_log dropped_;
 };
 
 } // namespace celer
