@@ -226,6 +226,9 @@ TEST_CASE("preemption stops only the actors that make room, when ready or at the
   c.total = *protocol::make_request(8, 2, 0, {});
   c.gpus = *gpu::parse_declared("A100-80GB:1,V100-16GB:1");  // index 0: A100, 1: V100
   c.preemption_grace = std::chrono::milliseconds(60'000);
+  // A made-up clock: a grace passes when the test moves it.
+  auto now = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+  c.now = [&now] { return now; };
   node_agent node(net, launcher, c);
   node.start();
 
@@ -293,7 +296,9 @@ TEST_CASE("preemption stops only the actors that make room, when ready or at the
   REQUIRE(told.size() == 1);
   CHECK(told[0].second.actor == v100.actor);
   CHECK(told[0].second.grace_ms == 1);
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  node.handle(tick);
+  CHECK(launcher.terminated.size() == 1);  // within its grace
+  now += std::chrono::milliseconds(2);
   node.handle(tick);
   CHECK(launcher.terminated.size() == 2);
   failed = net.take<protocol::actor_failed>();
