@@ -13,6 +13,8 @@
 #include <celer/store/object_store.hpp>
 #include <celer/store/shm_arena.hpp>
 
+#include "captured_stderr.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -148,15 +150,7 @@ TEST_CASE("a chunk server forgets the connection of a dead node it sent chunks t
 
 namespace {
 
-/// What the log writes to std::cerr while `f` runs.
-template <class F>
-std::string captured_stderr(F f) {
-  std::ostringstream out;
-  auto* old = std::cerr.rdbuf(out.rdbuf());
-  f();
-  std::cerr.rdbuf(old);
-  return out.str();
-}
+using celer_test::captured_stderr;
 
 std::size_t lines_of(const std::string& text) {
   return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));

@@ -2,6 +2,8 @@
 // terminal as control sequences.
 #include "log.hpp"
 
+#include "captured_stderr.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <iostream>
@@ -12,15 +14,7 @@ using celer::escaped_for_log;
 
 namespace {
 
-/// What log_line writes to std::cerr while `f` runs.
-template <class F>
-std::string captured_stderr(F f) {
-  std::ostringstream out;
-  auto* old = std::cerr.rdbuf(out.rdbuf());
-  f();
-  std::cerr.rdbuf(old);
-  return out.str();
-}
+using celer_test::captured_stderr;
 
 } // namespace
 
