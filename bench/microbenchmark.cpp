@@ -21,6 +21,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -136,7 +137,17 @@ struct cpu_gate {
 };
 cpu_gate* make_cpu_gate() { return new cpu_gate(); }
 
-CELER_REMOTE(noop_task, make_cpu_gate, &cpu_gate::ready);
+/// Set by spin_until_cancelled as it starts and as it sees its cancel (embedded: the driver
+/// and the workers share this process).
+std::atomic<bool> spinner_started{false}, spinner_stopped{false};
+std::int32_t spin_until_cancelled() {
+  spinner_started.store(true);
+  while (!celer::is_cancelled()) std::this_thread::yield();
+  spinner_stopped.store(true);
+  return 0;
+}
+
+CELER_REMOTE(noop_task, make_cpu_gate, &cpu_gate::ready, spin_until_cancelled);
 
 CELER_REMOTE(small_value, small_value_batch, do_put_small, create_object_containing_ref,
              make_bench_actor, &bench_actor::small_value, &bench_actor::small_value_arg,
@@ -324,13 +335,9 @@ double peak_rss() {
   return static_cast<double>(u.ru_maxrss) * 1024;
 }
 
-/// `n` no-op tasks submitted at once, held back, then run. The hold: one actor of one CPU
-/// per CPU of the cluster, created and ready before the first submission (checked with
-/// available_resources), so that every lease request waits; the gates are killed once all
-/// are submitted. The memory growth over the submission is the driver's cost of a queued
-/// task: its record in the submitter, its result's entry in the reference table, and the
-/// object_ref the program keeps for it (80 bytes in the vector, plus what it shares).
-std::vector<result> queued_tasks(std::size_t n) {
+/// One actor of one CPU per CPU of the cluster, ready and holding its CPU (checked with
+/// available_resources): a task submitted now waits for a lease.
+std::vector<celer::actor_handle<cpu_gate>> hold_every_cpu() {
   const auto total = celer::cluster_resources();
   const auto cpus = total.contains("CPU") ? static_cast<int>(std::lround(total.at("CPU"))) : 0;
   std::vector<celer::actor_handle<cpu_gate>> gates;
@@ -346,6 +353,85 @@ std::vector<result> queued_tasks(std::size_t n) {
     if (clock_type::now() > deadline) throw std::runtime_error("the gate actors did not take every CPU");
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  return gates;
+}
+
+/// Mean and standard deviation over 4 trials of the mean of `sample` (microseconds), each
+/// trial sampling for `duration`.
+result latency(const options& o, const std::string& name, const std::string& unit,
+               const std::function<double()>& sample) {
+  for (int i = 0; i < 10; ++i) (void)sample();  // warm-up
+  std::vector<double> trials;
+  for (int trial = 0; trial < 4; ++trial) {
+    double sum = 0;
+    std::size_t n = 0;
+    const auto t0 = clock_type::now();
+    do {
+      sum += sample();
+      ++n;
+    } while (seconds_since(t0) < o.duration);
+    trials.push_back(sum / static_cast<double>(n));
+  }
+  result r{name, unit, 0, 0, {}};
+  r.mean = std::accumulate(trials.begin(), trials.end(), 0.0) / 4;
+  for (double t : trials) r.stddev += (t - r.mean) * (t - r.mean);
+  r.stddev = std::sqrt(r.stddev / 4);
+  return r;
+}
+
+/// celer::cancel's latency (celer's own workloads): from cancel() until get() throws
+/// task_cancelled_error for a task waiting for CPUs (every CPU held by a gate), and, embedded,
+/// from cancel() until a running task that polls celer::is_cancelled() has stopped.
+std::vector<result> cancel_latency(const options& o, bool embedded) {
+  std::vector<result> out;
+  {
+    auto gates = hold_every_cpu();
+    out.push_back(latency(o, "cancel_queued_task_latency", "microseconds (cancel until get throws)", [] {
+      auto r = celer::task(noop_task).remote();
+      const auto t0 = clock_type::now();
+      if (!celer::cancel(r)) throw std::runtime_error("a queued task was not cancelled");
+      try {
+        (void)celer::get(r);
+        throw std::runtime_error("a cancelled task returned");
+      } catch (const celer::task_cancelled_error&) {
+      }
+      return seconds_since(t0) * 1e6;
+    }));
+    for (auto& g : gates) celer::kill(g);
+  }
+  if (!embedded) {
+    out.push_back({"cancel_running_task_latency", "", 0, 0,
+                   "times the task's own stop through memory shared with it: embedded only"});
+    return out;
+  }
+  out.push_back(latency(o, "cancel_running_task_latency", "microseconds (cancel until the task stopped)", [] {
+    spinner_started.store(false);
+    spinner_stopped.store(false);
+    auto r = celer::task(spin_until_cancelled).remote();
+    while (!spinner_started.load()) std::this_thread::yield();
+    const auto t0 = clock_type::now();
+    if (!celer::cancel(r)) throw std::runtime_error("a running task was not cancelled");
+    while (!spinner_stopped.load()) std::this_thread::yield();
+    const double us = seconds_since(t0) * 1e6;
+    try {
+      (void)celer::get(r);
+      throw std::runtime_error("a cancelled task returned");
+    } catch (const celer::task_cancelled_error&) {
+    }
+    return us;
+  }));
+  return out;
+}
+
+/// `n` no-op tasks submitted at once, held back, then run. The hold: one actor of one CPU
+/// per CPU of the cluster, created and ready before the first submission (checked with
+/// available_resources), so that every lease request waits; the gates are killed once all
+/// are submitted. The memory growth over the submission is the driver's cost of a queued
+/// task: its record in the submitter, its result's entry in the reference table, and the
+/// object_ref the program keeps for it (80 bytes in the vector, plus what it shares).
+std::vector<result> queued_tasks(std::size_t n) {
+  auto gates = hold_every_cpu();
+  const auto cpus = gates.size();
   malloc_trim(0);  // what earlier workloads freed is not counted as this one's
   const auto before = sample_memory();
   std::vector<celer::object_ref<std::int32_t>> refs;
@@ -361,7 +447,7 @@ std::vector<result> queued_tasks(std::size_t n) {
   const double drain_s = seconds_since(t1);
   if (sum != static_cast<std::int64_t>(n)) throw std::runtime_error("a queued task returned a wrong value");
   const double per = static_cast<double>(n);
-  std::printf("# queued_tasks: %zu tasks behind %d gate(s); submitted in %.3f s, drained in %.3f s; "
+  std::printf("# queued_tasks: %zu tasks behind %zu gate(s); submitted in %.3f s, drained in %.3f s; "
               "rss %.1f -> %.1f MB, heap %.1f -> %.1f MB\n",
               n, cpus, submit_s, drain_s, before.rss / 1e6, queued.rss / 1e6, before.heap / 1e6,
               queued.heap / 1e6);
@@ -617,6 +703,13 @@ int main(int argc, char** argv) {
                                  selected(o, "queued_tasks_driver_peak_megabytes");
     if (queued_selected) {
       for (auto& r : queued_tasks(o.queued_tasks)) record(std::move(r));
+    }
+    if (selected(o, "cancel_queued_task_latency") || selected(o, "cancel_running_task_latency")) {
+      const char* env_address = std::getenv("CELER_ADDRESS");
+      const bool embedded = o.address.empty() && (env_address == nullptr || *env_address == '\0');
+      for (auto& r : cancel_latency(o, embedded)) {
+        if (selected(o, r.name)) record(std::move(r));
+      }
     }
     if (selected(o, "placement_group_create/removal")) {
       // As Ray's: 100 groups of one small bundle created, waited for, then removed.

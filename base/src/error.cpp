@@ -56,6 +56,7 @@ void throw_failure(const failure& f) {
     case failure_kind::worker_died: throw worker_died_error(f.message);
     case failure_kind::node_died: throw node_died_error(f.message);
     case failure_kind::actor_preempted: throw actor_preempted_error(f.message);
+    case failure_kind::cancelled: throw task_cancelled_error(f.message);
   }
   throw exception(f.code, f.message);
 }

@@ -194,6 +194,11 @@ bool was_restarted() {
   return ctx != nullptr && !ctx->actor.nil() && ctx->restarts > 0;
 }
 
+bool is_cancelled() noexcept {
+  const worker_context* ctx = current_worker_context();
+  return ctx != nullptr && ctx->cancelled != nullptr && ctx->cancelled->load(std::memory_order_relaxed);
+}
+
 std::optional<preemption> preemption_notice() {
   const worker_context* ctx = current_worker_context();
   if (ctx == nullptr || ctx->actor.nil()) return std::nullopt;
@@ -270,6 +275,10 @@ actor_id find_named_actor(std::string_view name, std::string_view class_type) {
 }
 
 void kill_actor(const actor_id& actor) { running()->core().kill_actor(actor); }
+
+bool cancel(const object_ref<void>& ref, bool force, bool recursive) {
+  return running()->core().cancel(ref, force, recursive);
+}
 
 } // namespace detail
 } // namespace celer

@@ -167,6 +167,14 @@ public:
     : exception(error_code::deadline_exceeded, message) {}
 };
 
+/// The task or actor call was cancelled (celer::cancel) before it finished; the message says
+/// who cancelled it. A cancelled task is never run again.
+class task_cancelled_error : public exception {
+public:
+  explicit task_cancelled_error(const std::string& message)
+    : exception(error_code::cancelled, message) {}
+};
+
 /// No node of the cluster could ever satisfy the request (e.g. more CPUs than any node has).
 class infeasible_error : public exception {
 public:

@@ -361,6 +361,30 @@ wait_result<T> wait(const std::vector<object_ref<T>>& refs, std::size_t num_retu
   return out;
 }
 
+/// Cancels the task or actor call that makes `ref` (Ray's ray.cancel). Its result fails at
+/// once with task_cancelled_error, which says who cancelled it, and it never runs again
+/// (not even with retries left):
+///   - waiting for a worker, or queued at one: it is taken out and never starts;
+///   - running: its flag is set, which it reads through celer::is_cancelled() to stop early
+///     (what it returns then is dropped); with `force`, a task's worker process is killed
+///     instead (the tasks queued behind it there run elsewhere, unharmed);
+///   - with `recursive` (the default), what it submitted is cancelled too.
+/// Returns false when there was nothing to cancel: it had finished (or `ref` is a put's).
+/// Only the process that submitted the task can cancel it (invalid_argument otherwise), and
+/// `force` is for tasks, not actor calls (invalid_argument: use celer::kill).
+///
+///   auto r = celer::task(long_search).remote(query);
+///   celer::cancel(r);
+///   try { celer::get(r); } catch (const celer::task_cancelled_error& e) { ... }
+template <class T>
+bool cancel(const object_ref<T>& ref, const cancel_options& options = {}) {
+  return detail::cancel(detail::erase(ref), options.force, options.recursive);
+}
+
+/// Inside a task or actor call: whether it was cancelled (celer::cancel) while it runs.
+/// Long work checks it now and then and returns early; false outside a task.
+[[nodiscard]] bool is_cancelled() noexcept;
+
 /// The live actor registered under `name` (actor_options::name). Throws
 /// celer::exception(not_found) when there is none, invalid_argument when it is not a T.
 template <class T>

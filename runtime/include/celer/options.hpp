@@ -148,6 +148,17 @@ struct task_options {
   std::optional<int> priority;
 };
 
+/// Options of `celer::cancel`.
+struct cancel_options {
+  /// Kill the worker process running the task (tasks only, cluster mode), as Ray's
+  /// force=True does: for code that never looks at celer::is_cancelled(). Without it a
+  /// running task is only told, through its flag. A worker of an embedded node is a thread
+  /// of your program and cannot be killed: there force acts as the flag alone.
+  bool force = false;
+  /// Also cancel the tasks and actor calls the cancelled one submitted, and theirs.
+  bool recursive = true;
+};
+
 /// Options of `celer::put`.
 struct put_options {
   /// Write the object through to the node's disk, with a synced write-ahead log, before

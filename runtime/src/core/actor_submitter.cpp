@@ -152,6 +152,59 @@ void actor_submitter::kill(const actor_id& actor) {
   (void)net_.send(where_.head, protocol::kill_actor{actor, "killed by celer::kill"});
 }
 
+bool actor_submitter::cancel(const task_id& id, const protocol::failure_info& fail,
+                             address& worker) {
+  std::lock_guard lock(mutex_);
+  // fail.message says how: "was cancelled by ...".
+  const auto failure_of = [&](const std::string& function, const actor_id& actor) {
+    auto f = fail;
+    f.function = function;
+    f.message = (function.empty() ? "a call" : "call " + function) + " of actor " +
+                actor.short_hex() + " " + fail.message;
+    return f;
+  };
+  if (auto it = call_actor_.find(id); it != call_actor_.end()) {
+    const actor_id aid = it->second;
+    auto& actor = actors_.at(aid);
+    call_actor_.erase(it);
+    calls_in_flight_.store(call_actor_.size(), std::memory_order_release);
+    actor.in_flight.erase(id);
+    actor.resent.erase(id);
+    std::string function;  // known when the call is kept to be sent again
+    auto u = std::find_if(actor.unanswered.begin(), actor.unanswered.end(),
+                          [&](const protocol::task_spec& s) { return s.id == id; });
+    if (u != actor.unanswered.end()) {
+      function = u->function;
+      actor.unanswered.erase(u);
+    }
+    objects_.fail_task(id, failure_of(function, aid));
+    worker = actor.worker;
+    return true;
+  }
+  for (auto& [aid, actor] : actors_) {
+    auto q = std::find_if(actor.queued.begin(), actor.queued.end(),
+                          [&](const protocol::task_spec& s) { return s.id == id; });
+    if (q == actor.queued.end()) continue;
+    const auto f = failure_of(q->function, aid);
+    actor.queued.erase(q);
+    objects_.fail_task(id, f);
+    worker = {};
+    return true;
+  }
+  return false;
+}
+
+bool actor_submitter::knows_call(const task_id& id) const {
+  std::lock_guard lock(mutex_);
+  if (call_actor_.contains(id)) return true;
+  for (const auto& [aid, actor] : actors_) {
+    for (const auto& s : actor.queued) {
+      if (s.id == id) return true;
+    }
+  }
+  return false;
+}
+
 bool actor_submitter::on_result(protocol::task_result& r) {
   // A call's result comes after the call was recorded (the send happened after it), so
   // while none is in flight this is not one: no lock for task results.

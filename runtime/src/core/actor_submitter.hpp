@@ -52,6 +52,13 @@ public:
   void call(protocol::task_spec spec);
   /// celer::kill: the actor is dead from here on; its calls fail.
   void kill(const actor_id& actor);
+  /// celer::cancel of call `id`: its result fails now with `fail`, and it is never sent
+  /// again. Waiting here, it is taken out (nothing is returned); sent, it is forgotten (a
+  /// late result is dropped) and the actor's worker is returned, to be told (cancel_task,
+  /// with no lock held). False when it is not a call of this submitter in flight.
+  bool cancel(const task_id& id, const protocol::failure_info& fail, address& worker);
+  /// Whether `id` is a call of this submitter not answered yet.
+  [[nodiscard]] bool knows_call(const task_id& id) const;
   /// The result of a call made from here: stores it. False when the task is not a call
   /// this submitter waits for (costs no lock while no call is in flight).
   bool on_result(protocol::task_result& r);

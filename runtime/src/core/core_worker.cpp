@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <unistd.h>
+
 namespace celer {
 
 worker_context*& current_worker_context() noexcept {
@@ -114,8 +116,78 @@ object_ref<void> core_worker::submit_task(const detail::remote_entry& fn,
   // Held until the table has counted the task's use of them.
   const auto stored = store_large_args(args);
   auto ref = objects_.submit(spec, std::move(args));
+  note_child(ref.id());
   tasks_.submit(std::move(spec), {options.max_retries, options.retry_exceptions});
   return ref;
+}
+
+void core_worker::note_child(const object_id& child) {
+  if (const auto* ctx = current_worker_context(); ctx != nullptr && !ctx->task.nil()) {
+    children_.add(ctx->task, child);
+  }
+}
+
+namespace {
+
+/// The task whose (first) return is `result`: a task id leaves the low 16 bits for the
+/// return index (task_ids).
+task_id task_of(const object_id& result) {
+  return task_id(unique_id{result.hi, result.lo & ~std::uint64_t{0xFFFF}});
+}
+
+/// Who cancels, as the cancelled call's error says it.
+std::string canceller() {
+  if (const auto* ctx = current_worker_context(); ctx != nullptr && !ctx->task.nil()) {
+    return "task " + ctx->task.short_hex() + " on worker " + ctx->worker.short_hex() +
+           " (celer::cancel)";
+  }
+  return "celer::cancel in process " + std::to_string(::getpid()) + " (its owner)";
+}
+
+} // namespace
+
+bool core_worker::cancel(const object_ref<void>& ref, bool force, bool recursive) {
+  objects_.check_running();
+  if (ref.owner().id != where_.self.id) {
+    throw exception(error_code::invalid_argument,
+                    "celer::cancel: object " + ref.id().short_hex() +
+                      " was not made by a task this process submitted; only the process that "
+                      "submitted a task (its owner) can cancel it");
+  }
+  const task_id task = task_of(ref.id());
+  if (force && actors_.knows_call(task)) {
+    throw exception(error_code::invalid_argument,
+                    "celer::cancel: force is for tasks; an actor call cannot be cancelled with "
+                    "force (stop the actor with celer::kill instead)");
+  }
+  return cancel_task(task, force, recursive, canceller());
+}
+
+bool core_worker::cancel_task(const task_id& task, bool force, bool recursive,
+                              const std::string& who) {
+  const auto fail = protocol::failure_info::make(detail::failure_kind::cancelled,
+                                                 error_code::cancelled, "was cancelled by " + who);
+  protocol::cancel_task tell{task, where_.self, recursive, force, who, {}};
+  address worker;
+  if (actors_.cancel(task, fail, worker)) {
+    tell.force = false;
+    if (!worker.id.nil()) (void)net_.send(worker, std::move(tell));
+    return true;
+  }
+  auto found = tasks_.cancel(task, force, fail);
+  if (found.found == task_submitter::cancelled::state::unknown) return false;
+  if (found.found == task_submitter::cancelled::state::pushed) {
+    // No lock held: an embedded worker handles it on this thread (and may cancel children).
+    if (!found.worker.id.nil()) (void)net_.send(found.worker, std::move(tell));
+    if (found.kill) (void)net_.send(found.node, std::move(*found.kill));
+  }
+  return true;
+}
+
+void core_worker::cancel_children(const task_id& parent, bool force, const std::string& who) {
+  const std::string why = "the cancel of its parent task " + parent.short_hex() + " (" + who + ")";
+  // Force is for tasks: an actor call among the children gets the flag only.
+  for (const auto& child : children_.take(parent)) (void)cancel_task(task_of(child), force, true, why);
 }
 
 std::int32_t core_worker::default_priority() const {
@@ -232,6 +304,7 @@ object_ref<void> core_worker::submit_actor_call(const actor_id& actor,
   spec.actor = actor;
   const auto stored = store_large_args(args);  // released once the table counted them
   auto ref = objects_.submit(spec, std::move(args));
+  note_child(ref.id());
   actors_.call(std::move(spec));
   return ref;
 }

@@ -23,6 +23,7 @@
 #include "core/reference_table.hpp"
 #include "core/request_table.hpp"
 #include "core/store_client.hpp"
+#include "core/task_children.hpp"
 #include "core/task_ids.hpp"
 #include "core/task_submitter.hpp"
 #include "core/worker_context.hpp"
@@ -102,6 +103,19 @@ public:
   object_ref<void> submit_actor_call(const actor_id& actor, const detail::remote_entry& method,
                                      std::vector<detail::arg_spec> args);
   actor_id find_named_actor(std::string_view name, std::string_view class_type);
+  /// celer::cancel of the task or actor call that makes `ref` (owned here): its result fails
+  /// now with task_cancelled_error saying who cancelled it, and it never runs again. Waiting
+  /// here it is taken out; sent to a worker, the worker takes it out of its inbox or sets
+  /// the running call's flag (celer::is_cancelled) and, with `recursive`, cancels what the
+  /// call submitted; with `force` a worker process running the task is killed (tasks
+  /// only). False when there was nothing to cancel (it finished, or `ref` is a put's).
+  /// Throws invalid_argument for a ref another process owns, or force on an actor call.
+  bool cancel(const object_ref<void>& ref, bool force, bool recursive);
+  /// A cancel with `recursive` reached call `parent` running here: cancels what it
+  /// submitted (`who`: who cancelled the parent).
+  void cancel_children(const task_id& parent, bool force, const std::string& who);
+  /// The call `parent` running here is over: what it submitted is no longer its children.
+  void forget_children(const task_id& parent) { children_.forget(parent); }
   void kill_actor(const actor_id& actor);
   protocol::resource_reply query_resources();
   /// The cluster's state, from the head.
@@ -153,6 +167,9 @@ private:
   /// Moves by-value arguments above the inline limit into the object store (as refs to
   /// objects this process owns, returned: hold them until the table has counted them).
   std::vector<object_ref<void>> store_large_args(std::vector<detail::arg_spec>& args);
+  /// Records `child` as submitted by the call running on this thread, if any.
+  void note_child(const object_id& child);
+  bool cancel_task(const task_id& task, bool force, bool recursive, const std::string& who);
 
   transport& net_;
   endpoints where_;
@@ -164,6 +181,8 @@ private:
   reference_table objects_;
   task_submitter tasks_;
   actor_submitter actors_;
+  /// What each call running here submitted (celer::cancel's recursive).
+  task_children children_;
   peer_link peers_;
   std::thread lease_reaper_;
   /// The node attached now, and who to tell when it dies (local_mutex_ guards both).

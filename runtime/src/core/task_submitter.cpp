@@ -148,6 +148,63 @@ void task_submitter::fail_queued(task_class& c, const protocol::failure_info& fa
   }
 }
 
+task_submitter::cancelled task_submitter::cancel(const task_id& id, bool force,
+                                                 const protocol::failure_info& fail) {
+  std::lock_guard lock(mutex_);
+  const auto failure_of = [&](const std::string& function) {
+    auto f = fail;
+    f.function = function;
+    f.message = "task " + function + " " + fail.message;
+    return f;
+  };
+  for (std::size_t cls = 0; cls < classes_.size(); ++cls) {
+    auto& q = classes_[cls].queued;
+    auto it = std::find_if(q.begin(), q.end(), [&](const task_entry& t) { return t.id == id; });
+    if (it == q.end()) continue;
+    const auto f = failure_of(it->function());
+    q.erase(it);
+    retrying_.erase(id);
+    fail_task(id, f);
+    pump(cls);  // when nothing else waits, its lease requests are withdrawn
+    return {cancelled::state::queued, {}, std::nullopt, {}};
+  }
+  auto r = running_.find(id);
+  if (r == running_.end() || r->second.cancelled) return {};
+  auto& p = r->second;
+  p.cancelled = true;
+  fail_task(id, failure_of(p.task.function()));
+  const worker_id w = p.worker;
+  auto l = leases_.find(w);
+  if (l == leases_.end()) return {cancelled::state::pushed, {}, std::nullopt, {}};
+  cancelled out{cancelled::state::pushed, l->second.worker, std::nullopt, {}};
+  auto& lease = l->second;
+  // A worker runs its tasks in order: only the first may have started. A task queued
+  // behind it is taken out of the worker's inbox by the cancel_task instead.
+  if (!force || !where_.workers_may_die || lease.running.front() != id) return out;
+  lease.kill_for = id;
+  if (lease.running.size() == 1) {
+    out.kill = kill_lease(w, out.node);
+    return out;
+  }
+  // The tasks queued behind it come back first, to run elsewhere; then it is killed.
+  protocol::withdraw_tasks m;
+  m.owner = where_.self;
+  m.tasks.assign(lease.running.begin() + 1, lease.running.end());
+  lease.withdrawing = true;
+  if (!net_.send(lease.worker, std::move(m))) drop_lease(w, detail::failure_kind::worker_died, "unreachable");
+  return out;
+}
+
+protocol::return_lease task_submitter::kill_lease(const worker_id& w, address& node) {
+  auto it = leases_.find(w);
+  protocol::return_lease m{w, it->second.request, {}, true};
+  node = it->second.node_addr;
+  for (const auto& t : it->second.running) running_.erase(t);
+  CELER_LOG(info, "core", "kills worker " + w.short_hex() + ": a task it runs was cancelled with force");
+  leases_.erase(it);
+  return m;
+}
+
 void task_submitter::rebalance(std::size_t cls) {
   bool idle_lease = false;
   lease* most = nullptr;
@@ -198,6 +255,13 @@ void task_submitter::on_returned(protocol::tasks_returned& m) {
       continue;
     }
     auto& p = it->second;
+    if (p.cancelled) {
+      // Cancelled while it waited there: its result failed already.
+      if (p.may_block && l.may_block > 0) --l.may_block;
+      std::erase(l.running, t->id);
+      running_.erase(it);
+      continue;
+    }
     task_entry task = std::move(p.task);
     task.submitted = {};  // its scheduling latency was counted when it was first pushed
     if (!p.whole) task.args = std::move(t->args);  // they went to the worker, and came back
@@ -210,6 +274,17 @@ void task_submitter::on_returned(protocol::tasks_returned& m) {
     const std::size_t cls = class_of(shape.resources, shape.where, shape.priority);
     classes_[cls].queued.push_front(std::move(task));
     if (std::find(classes.begin(), classes.end(), cls) == classes.end()) classes.push_back(cls);
+  }
+  if (!l.kill_for.nil()) {
+    // A task it runs was cancelled with force: killed now, unless that task finished and
+    // another started meanwhile (then nothing is killed).
+    if (l.running.size() == 1 && l.running.front() == l.kill_for) {
+      address node;
+      auto kill = kill_lease(m.worker, node);
+      (void)net_.send(node, std::move(kill));
+    } else {
+      l.kill_for = {};
+    }
   }
   for (auto cls : classes) pump(cls);
   if (auto again = leases_.find(m.worker); again != leases_.end() && idle(again->second)) {
@@ -291,6 +366,10 @@ void task_submitter::drop_lease(const worker_id& w, detail::failure_kind kind,
     auto r = running_.find(*t);
     if (r == running_.end()) continue;
     auto& p = r->second;
+    if (p.cancelled) {
+      running_.erase(r);  // failed already; never runs again
+      continue;
+    }
     if (p.whole && p.task.may_retry()) {
       auto task = std::move(p.task);
       running_.erase(r);
@@ -321,6 +400,19 @@ bool task_submitter::on_result(protocol::task_result& r) {
   if (p.task.attempt != r.attempt) return true;
   const worker_id w = p.worker;
   const bool counted = p.may_block;
+  if (p.cancelled) {
+    // Its result failed when it was cancelled: what it came to is dropped (a value it
+    // stored is not referenced here, and goes when the job ends).
+    running_.erase(it);
+    if (auto l = leases_.find(w); l != leases_.end()) {
+      if (counted && l->second.may_block > 0) --l->second.may_block;
+      std::erase(l->second.running, r.task);
+      if (l->second.kill_for == r.task) l->second.kill_for = {};
+      pump(l->second.cls);
+      if (idle(l->second)) went_idle(l->second);
+    }
+    return true;
+  }
   // Learn: a function whose task waited never runs pipelined again; one whose task ran
   // alone and came back quickly may.
   functions_.came_back(p.task.function(), r.blocked,

@@ -106,6 +106,33 @@ public:
   void on_worker_died(const protocol::worker_died& m);
   void on_node_died(const protocol::node_died& m);
 
+  /// What cancel() found of a task.
+  struct cancelled {
+    enum class state : std::uint8_t {
+      /// Not a task of this submitter in flight (finished, failed, or never one).
+      unknown,
+      /// It waited here for a worker: taken out.
+      queued,
+      /// It was pushed to a worker (queued there, or running): tell it (cancel_task).
+      pushed,
+    };
+    state found = state::unknown;
+    /// The worker it was pushed to.
+    address worker;
+    /// With force, when its worker is to be killed now: what to send its node (after the
+    /// cancel_task, so that the worker may cancel the task's children first).
+    std::optional<protocol::return_lease> kill;
+    address node;
+  };
+  /// celer::cancel: the task's result fails now with `fail` (kind cancelled) and the task
+  /// never runs again. Queued here, it is taken out; pushed to a worker, its late result is
+  /// ignored, and the caller tells the worker (cancel_task, sent with no lock held: an
+  /// embedded worker handles it on the sending thread). With `force`, where workers are
+  /// processes and the task is the first on its lease (running, or about to), the worker
+  /// is killed once the tasks queued behind it there came back (withdraw_tasks), so that
+  /// they run elsewhere, unharmed.
+  cancelled cancel(const task_id& id, bool force, const protocol::failure_info& fail);
+
   /// Returns the leases idle for lease_idle_ms at `now` to their nodes; returns when the
   /// next idle lease is due (time_point::max() when none is idle).
   time_point return_idle(time_point now);
@@ -191,6 +218,9 @@ private:
     /// When it last became idle (nothing running, nothing of its class waiting); an idle
     /// lease goes back to its node after lease_idle_ms.
     time_point idle_since;
+    /// A task running there was cancelled with force: the worker is killed once the tasks
+    /// queued behind it came back (unless the cancelled one finished first).
+    task_id kill_for;
   };
   /// A task pushed to a leased worker. A task that may run again is kept whole here (its
   /// arguments too: a copy of them went to the worker); one that cannot keeps only what its
@@ -204,6 +234,9 @@ private:
     bool may_block = false;
     /// Kept with its arguments: it may run again.
     bool whole = false;
+    /// Cancelled (its result failed already): whatever comes back is dropped, and it never
+    /// runs again.
+    bool cancelled = false;
     task_entry task;
   };
   /// Splits a whole spec into a task entry (its descriptor found or made).
@@ -242,6 +275,9 @@ private:
   /// another lease, the attempt counted against max_retries; the others fail with `fail`.
   void lease_lost(std::size_t cls, const protocol::failure_info& fail);
   [[nodiscard]] bool idle(const lease& l) const;
+  /// The worker of lease `w` is to be killed for the force-cancelled task it runs (the
+  /// others came back): the lease is dropped here; returns what tells its node to kill it.
+  protocol::return_lease kill_lease(const worker_id& w, address& node);
   /// `l` went idle at now: the reaper times it.
   void went_idle(lease& l);
   time_point return_idle_locked(time_point now);

@@ -5,6 +5,7 @@
 
 #include <celer/ids.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -31,6 +32,11 @@ struct worker_context {
   std::int32_t priority = 0;
   /// How many times the actor it hosts was started again after dying (celer::was_restarted).
   std::uint32_t restarts = 0;
+  /// The task or actor call running on this thread (nil between calls): what it submits is
+  /// recorded as its children (celer::cancel with recursive), and `cancelled` is its flag
+  /// (celer::is_cancelled), set by a cancel while it runs.
+  task_id task;
+  const std::atomic<bool>* cancelled = nullptr;
 };
 worker_context*& current_worker_context() noexcept;
 /// Calls the current worker context's before_wait, if any.

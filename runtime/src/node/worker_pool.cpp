@@ -197,6 +197,15 @@ void worker_pool::on(protocol::return_lease& m) {
   if (!guard_.owned_by_sender(m.sender_job, it->second.job, "the lease of worker " + m.worker.short_hex())) {
     return;
   }
+  if (m.kill) {
+    // celer::cancel with force: the process is killed; its death frees the lease (its
+    // owner dropped it already and ignores the worker_died).
+    CELER_LOG(info, "node", "kills worker " + m.worker.short_hex() +
+                              ": its owner cancelled the task it runs, with force");
+    it->second.kill_reason = "was killed: its owner cancelled the task it ran, with force";
+    terminate(m.worker, it->second);
+    return;
+  }
   reclaim(m.worker, it->second);
 }
 

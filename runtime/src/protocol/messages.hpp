@@ -185,7 +185,10 @@ struct return_lease {
   /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
   /// this process).
   job_id sender_job;
-  CELER_MSGPACK_DEFINE(worker, request, sender_job)
+  /// Stop the worker instead of keeping it (celer::cancel with force: a task it runs was
+  /// cancelled; a worker process is killed, a thread of an embedded node cannot be).
+  bool kill = false;
+  CELER_MSGPACK_DEFINE(worker, request, sender_job, kill)
 };
 // ---- worker (or node, head) -> owner core: results of one task
 struct task_result {
@@ -722,6 +725,24 @@ struct job_ended {
   job_id job;
   std::string reason;
   CELER_MSGPACK_DEFINE(job, reason)
+};
+
+// ---- owner core -> the worker running (or holding) one of its tasks or actor calls:
+// celer::cancel. Queued there: taken out and answered with a cancelled result; running: its
+// cooperative flag is set (celer::is_cancelled()), and with `recursive` the tasks and calls
+// it submitted are cancelled too. A worker of another job ignores it.
+struct cancel_task {
+  task_id task;
+  /// The owner (where the cancelled result goes).
+  address owner;
+  /// Also cancel what the task submitted (and what those submitted, and so on), with
+  /// `force` as given to celer::cancel.
+  bool recursive = true;
+  bool force = false;
+  /// Who cancelled it, for the error ("process 12 (its owner)", ...).
+  std::string who;
+  job_id sender_job;
+  CELER_MSGPACK_DEFINE(task, owner, recursive, force, who, sender_job)
 };
 
 /// Who may send a message over the wire (messages.def says it for each).

@@ -49,6 +49,20 @@ void task_inbox::unblock() {
   if (blocked_ > 0) --blocked_;
 }
 
+std::optional<protocol::task_spec> task_inbox::take(const task_id& id) {
+  std::lock_guard lock(mutex_);
+  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+    auto* exec = std::get_if<protocol::execute_task>(&*it);
+    if (exec == nullptr || exec->spec.id != id || exec->spec.kind == protocol::task_kind::actor_creation) {
+      continue;
+    }
+    auto spec = std::move(exec->spec);
+    queue_.erase(it);
+    return spec;
+  }
+  return std::nullopt;
+}
+
 std::vector<protocol::task_spec> task_inbox::withdraw(const std::vector<task_id>& ids) {
   std::lock_guard lock(mutex_);
   std::vector<protocol::task_spec> out;

@@ -50,6 +50,9 @@ public:
   /// Takes out the queued plain tasks among `ids`: they will not run here. Those not taken
   /// have started (or were never here).
   std::vector<protocol::task_spec> withdraw(const std::vector<task_id>& ids);
+  /// Takes out the queued task or actor call `id` (celer::cancel): it will not run here.
+  /// None when it is not queued (it started, or was never here).
+  std::optional<protocol::task_spec> take(const task_id& id);
   /// Messages queued now (tests).
   [[nodiscard]] std::size_t queued() const;
 

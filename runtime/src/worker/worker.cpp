@@ -71,6 +71,10 @@ protocol::failure_info worker::failure(detail::failure_kind kind, error_code cod
 }
 
 bool worker::front_door(protocol::message& m) {
+  if (auto* c = std::get_if<protocol::cancel_task>(&m)) {
+    cancel(*c);
+    return true;
+  }
   if (auto* w = std::get_if<protocol::withdraw_tasks>(&m)) {
     // Each task goes back to its own owner, whoever asked; an empty answer tells the asker
     // that the others have started.
@@ -98,6 +102,31 @@ bool worker::front_door(protocol::message& m) {
   }
   m = protocol::worker_wake{};
   return false;
+}
+
+void worker::cancel(const protocol::cancel_task& c) {
+  if (!c.sender_job.nil() && c.sender_job != core_.where().job) {
+    CELER_LOG(warn, "worker", "ignored a cancel from job " + c.sender_job.short_hex() +
+                                ", which this worker does not serve");
+    return;
+  }
+  if (auto spec = inbox_.take(c.task)) {
+    send_cancelled(*spec, c.who);
+    return;
+  }
+  if (calls_.cancel(c.task) && c.recursive) core_.cancel_children(c.task, c.force, c.who);
+}
+
+void worker::send_cancelled(const protocol::task_spec& spec, const std::string& who) {
+  protocol::task_result r;
+  r.task = spec.id;
+  r.attempt = spec.attempt;
+  protocol::object_payload v;
+  v.id = spec.return_id();
+  v.fail = failure(detail::failure_kind::cancelled, error_code::cancelled, spec.function,
+                   spec.function + " was cancelled by " + who + " before it started");
+  r.returns.push_back(std::move(v));
+  (void)net_.send(spec.owner, std::move(r));
 }
 
 void worker::give_back(std::vector<protocol::task_spec> tasks, bool blocked,
@@ -223,6 +252,31 @@ void worker::send_result(const protocol::task_spec& spec, protocol::object_paylo
 }
 
 void worker::run_call(const protocol::task_spec& spec, const detail::remote_entry* entry) {
+  // Its cancel flag (celer::is_cancelled), and what it submits recorded as its children,
+  // while it runs.
+  auto* ctx = current_worker_context();
+  auto* slot = calls_.start(spec.id);
+  struct call_scope {
+    worker& self;
+    worker_context* ctx;
+    running_calls::slot* slot;
+    ~call_scope() {
+      if (ctx != nullptr) {
+        ctx->task = {};
+        ctx->cancelled = nullptr;
+      }
+      self.core_.forget_children(slot->task);
+      self.calls_.finish(slot);
+    }
+  } scope{*this, ctx, slot};
+  if (slot->cancelled.load(std::memory_order_relaxed)) {
+    send_cancelled(spec, "its owner");  // cancelled on its way here, or while it waited
+    return;
+  }
+  if (ctx != nullptr) {
+    ctx->task = spec.id;
+    ctx->cancelled = &slot->cancelled;
+  }
   protocol::object_payload v;
   std::vector<detail::fetched> fetched;
   std::vector<detail::arg_bytes> args;
@@ -239,13 +293,23 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
     return;
   }
   if (plain) resolving_ = false;
+  if (slot->cancelled.load(std::memory_order_relaxed)) {
+    send_cancelled(spec, "its owner");  // cancelled while its arguments were fetched
+    return;
+  }
   bool raised = false;
   // Waiting for arguments is not the call blocking: only waits in user code count.
   if (auto* ctx = current_worker_context(); ctx != nullptr) ctx->blocked = false;
   try {
     v.payload = entry->call(*entry, instance_.get(), args);
     v.ok = true;
-    if (v.payload.size() > static_cast<std::size_t>(knobs().inline_object_bytes) || spec.durable) {
+    if (slot->cancelled.load(std::memory_order_relaxed)) {
+      // Cancelled while it ran: its owner failed the result already and drops this one,
+      // so nothing is stored for it.
+      v = {};
+      v.fail = failure(detail::failure_kind::cancelled, error_code::cancelled, spec.function,
+                       spec.function + " was cancelled while it ran");
+    } else if (v.payload.size() > static_cast<std::size_t>(knobs().inline_object_bytes) || spec.durable) {
       // Too large to travel in the reply (or to be kept on disk): into this node's store,
       // owned by the caller, which reads it from there.
       const std::string packed = std::move(v.payload);

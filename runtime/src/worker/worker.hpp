@@ -8,6 +8,7 @@
 #include "core/core_worker.hpp"
 #include "protocol/messages.hpp"
 #include "transport/transport.hpp"
+#include "worker/running_calls.hpp"
 #include "worker/task_inbox.hpp"
 
 #include <celer/remote.hpp>
@@ -47,6 +48,10 @@ public:
   bool front_door(protocol::message& m);
   /// True once the worker should exit (killed, failed to construct, or told to stop).
   [[nodiscard]] bool finished() const noexcept { return finished_; }
+  /// celer::cancel of a task or call here (on the thread that receives it): taken out of
+  /// the inbox and answered as cancelled, or its flag set while it runs (and, with
+  /// `recursive`, what it submitted cancelled). From another job: ignored.
+  void cancel(const protocol::cancel_task& c);
   /// A preemption notice for the hosted actor, handled on the thread that receives it
   /// (beside a running call) rather than after the calls queued before it.
   void preempted(const protocol::preempt_actor& notice);
@@ -75,6 +80,8 @@ private:
   bool resolve_args(const protocol::task_spec& spec, std::vector<detail::fetched>& fetched,
                     std::vector<detail::arg_bytes>& out,
                     protocol::failure_info& fail);
+  /// Answers `spec` as cancelled by `who` without running it.
+  void send_cancelled(const protocol::task_spec& spec, const std::string& who);
   /// `raised`: the task's own code threw (see task_result::raised).
   void send_result(const protocol::task_spec& spec, protocol::object_payload v, bool raised = false);
   protocol::failure_info failure(detail::failure_kind kind, error_code code,
@@ -87,6 +94,8 @@ private:
   worker_context ctx_;
   bool finished_ = false;
   task_inbox inbox_;
+  /// The calls running now, with their cancel flags.
+  running_calls calls_;
   /// The function of the call running on the worker's thread, and whether it is still
   /// fetching its arguments (a wait then says nothing about the function).
   std::string running_function_;

@@ -27,6 +27,7 @@ enum class failure_kind : unsigned char {
   worker_died,      ///< the worker process running the task died
   node_died,        ///< the node running the task died
   actor_preempted,  ///< the actor was preempted for higher-priority work
+  cancelled,        ///< celer::cancel stopped the task or call before it finished
 };
 
 /// A failure as it is reported: its kind, its code, and where it happened (for task errors).

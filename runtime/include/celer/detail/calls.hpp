@@ -77,6 +77,7 @@ object_ref<void> submit_actor_call(const actor_id& actor, const remote_entry& me
 /// of `class_type`.
 actor_id find_named_actor(std::string_view name, std::string_view class_type);
 void kill_actor(const actor_id& actor);
+bool cancel(const object_ref<void>& ref, bool force, bool recursive);
 
 template <class T>
 object_ref<void> erase(const object_ref<T>& r) {

@@ -1,0 +1,57 @@
+#include "worker/running_calls.hpp"
+
+#include <algorithm>
+
+namespace celer {
+
+running_calls::slot* running_calls::start(const task_id& task) {
+  std::lock_guard lock(mutex_);
+  slot* free = nullptr;
+  for (auto& s : slots_) {
+    if (!s->in_use) {
+      free = s.get();
+      break;
+    }
+  }
+  if (free == nullptr) free = slots_.emplace_back(std::make_unique<slot>()).get();
+  free->in_use = true;
+  free->task = task;
+  bool early = false;
+  if (!early_.empty()) {
+    if (auto it = std::find(early_.begin(), early_.end(), task); it != early_.end()) {
+      early_.erase(it);
+      early = true;
+    }
+  }
+  free->cancelled.store(early, std::memory_order_relaxed);
+  return free;
+}
+
+void running_calls::finish(slot* s) {
+  std::lock_guard lock(mutex_);
+  s->in_use = false;
+  s->task = {};
+}
+
+bool running_calls::cancel(const task_id& task) {
+  std::lock_guard lock(mutex_);
+  for (auto& s : slots_) {
+    if (s->in_use && s->task == task) {
+      s->cancelled.store(true, std::memory_order_relaxed);
+      return true;
+    }
+  }
+  if (std::find(early_.begin(), early_.end(), task) == early_.end()) {
+    if (early_.size() >= remembered) early_.pop_front();
+    early_.push_back(task);
+  }
+  return false;
+}
+
+std::size_t running_calls::running() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<std::size_t>(
+    std::count_if(slots_.begin(), slots_.end(), [](const auto& s) { return s->in_use; }));
+}
+
+} // namespace celer
