@@ -1,4 +1,6 @@
 // A counter actor: state that lives between calls, found again by name.
+#include "report_errors.hpp"
+
 #include <celer/celer.hpp>
 
 #include <iostream>
@@ -22,20 +24,22 @@ int bump_named(std::string name, int by) {
 CELER_REMOTE(make_counter, &counter::incr, &counter::read, bump_named);
 
 int main(int argc, char** argv) {
-  celer::init(argc, argv);
-  auto c = celer::actor(make_counter).options({.name = "hits"}).remote(10);
+  return report_errors([&] {
+    celer::init(argc, argv);
+    auto c = celer::actor(make_counter).options({.name = "hits"}).remote(10);
 
-  // Calls from one caller run in order, one at a time.
-  std::vector<celer::object_ref<int>> steps;
-  for (int i = 1; i <= 5; ++i) steps.push_back(c.task(&counter::incr).remote(i));
-  for (int v : celer::get(steps)) std::cout << v << " ";
-  std::cout << "\n";
+    // Calls from one caller run in order, one at a time.
+    std::vector<celer::object_ref<int>> steps;
+    for (int i = 1; i <= 5; ++i) steps.push_back(c.task(&counter::incr).remote(i));
+    for (int v : celer::get(steps)) std::cout << v << " ";
+    std::cout << "\n";
 
-  int after_task = celer::get(celer::task(bump_named).remote(std::string("hits"), 100));
-  std::cout << "after a task bumped it by name: " << after_task << "\n";
-  std::cout << "read: " << celer::get(c.task(&counter::read).remote()) << "\n";
+    int after_task = celer::get(celer::task(bump_named).remote(std::string("hits"), 100));
+    std::cout << "after a task bumped it by name: " << after_task << "\n";
+    std::cout << "read: " << celer::get(c.task(&counter::read).remote()) << "\n";
 
-  celer::kill(c);
-  celer::shutdown();
-  return after_task == 125 ? 0 : 1;
+    celer::kill(c);
+    celer::shutdown();
+    return after_task == 125 ? 0 : 1;
+  });
 }

@@ -1,5 +1,7 @@
 // What goes wrong, and what celer tells you: every error is typed and the runtime keeps
 // working after each.
+#include "report_errors.hpp"
+
 #include <celer/celer.hpp>
 
 #include <chrono>
@@ -44,19 +46,23 @@ void show(const char* what, F&& f) {
 }
 
 int main(int argc, char** argv) {
-  celer::init(argc, argv);
-  show("remote exception", [] { celer::get(celer::task(divide).remote(1, 0)); });
-  show("unregistered function", [] { celer::task(not_registered).remote(1); });
-  show("get timeout", [] { celer::get(celer::task(slow).remote(500), std::chrono::milliseconds(50)); });
-  show("infeasible request", [] {
-    celer::get(celer::task(slow).options({.num_cpus = 10000}).remote(1));
+  // Errors this program does not expect (no cluster at the address given, say) end it with
+  // a message and a hint (report_errors.hpp).
+  return report_errors([&] {
+    celer::init(argc, argv);
+    show("remote exception", [] { celer::get(celer::task(divide).remote(1, 0)); });
+    show("unregistered function", [] { celer::task(not_registered).remote(1); });
+    show("get timeout", [] { celer::get(celer::task(slow).remote(500), std::chrono::milliseconds(50)); });
+    show("infeasible request", [] {
+      celer::get(celer::task(slow).options({.num_cpus = 10000}).remote(1));
+    });
+    auto acct = celer::actor(open_account).remote();
+    celer::get(acct.task(&account::deposit).remote(5));
+    celer::kill(acct);
+    show("call to a killed actor", [&] { celer::get(acct.task(&account::deposit).remote(5)); });
+    // Still working after all of that:
+    std::cout << "10 / 2 = " << celer::get(celer::task(divide).remote(10, 2)) << "\n";
+    celer::shutdown();
+    return 0;
   });
-  auto acct = celer::actor(open_account).remote();
-  celer::get(acct.task(&account::deposit).remote(5));
-  celer::kill(acct);
-  show("call to a killed actor", [&] { celer::get(acct.task(&account::deposit).remote(5)); });
-  // Still working after all of that:
-  std::cout << "10 / 2 = " << celer::get(celer::task(divide).remote(10, 2)) << "\n";
-  celer::shutdown();
-  return 0;
 }

@@ -2,6 +2,8 @@
 // Estimates pi by Monte Carlo: each task throws darts, a final task sums the hits.
 //
 //   celer-example-fan_out [--tasks N] [--darts-per-task N] [--celer-num-cpus N]
+#include "report_errors.hpp"
+
 #include <celer/celer.hpp>
 
 #include <cstdint>
@@ -39,18 +41,20 @@ int main(int argc, char** argv) {
     if (a == "--tasks") tasks = std::atoll(argv[i + 1]);
     if (a == "--darts-per-task") darts = std::atoll(argv[i + 1]);
   }
-  celer::init(argc, argv);
+  return report_errors([&] {
+    celer::init(argc, argv);
 
-  std::vector<celer::object_ref<std::int64_t>> parts;
-  for (std::int64_t t = 0; t < tasks; ++t) {
-    parts.push_back(celer::task(count_hits).remote(darts, static_cast<std::uint64_t>(t + 1)));
-  }
-  // Fan in remotely: a task that takes the list of partial results.
-  std::vector<std::int64_t> values = celer::get(parts);
-  auto total = celer::get(celer::task(sum).remote(values));
+    std::vector<celer::object_ref<std::int64_t>> parts;
+    for (std::int64_t t = 0; t < tasks; ++t) {
+      parts.push_back(celer::task(count_hits).remote(darts, static_cast<std::uint64_t>(t + 1)));
+    }
+    // Fan in remotely: a task that takes the list of partial results.
+    std::vector<std::int64_t> values = celer::get(parts);
+    auto total = celer::get(celer::task(sum).remote(values));
 
-  const double pi = 4.0 * static_cast<double>(total) / static_cast<double>(tasks * darts);
-  std::cout << "tasks: " << tasks << ", darts: " << tasks * darts << ", pi ~ " << pi << "\n";
-  celer::shutdown();
-  return (pi > 3.1 && pi < 3.2) ? 0 : 1;
+    const double pi = 4.0 * static_cast<double>(total) / static_cast<double>(tasks * darts);
+    std::cout << "tasks: " << tasks << ", darts: " << tasks * darts << ", pi ~ " << pi << "\n";
+    celer::shutdown();
+    return (pi > 3.1 && pi < 3.2) ? 0 : 1;
+  });
 }

@@ -1,6 +1,7 @@
 // The head's HTTP server as the `celer` commands reach it (head_http.hpp).
 #include "cli/head_http.hpp"
 
+#include "cli/no_cluster.hpp"
 #include "cli/terminal_text.hpp"
 
 #include "cluster/session.hpp"
@@ -49,6 +50,13 @@ head_link find_head(std::string address) {
     auto found = cluster::find_session(address);
     if (!found) fail(found.error().message());
     session = *found;
+  }
+  // A head killed or crashed leaves its session (and its URL) here: say so, not "cannot reach".
+  if (job_credential == nullptr) {
+    if (auto why = dead_head_message(address)) {
+      why->pop_back();  // fail() ends the line
+      fail(*why);
+    }
   }
   if (link.url.empty()) {
     if (!session)

@@ -1,5 +1,6 @@
 // The `celer` command line: start / stop / status of a cluster, and the knobs.
 #include "cli/jobs_cli.hpp"
+#include "cli/no_cluster.hpp"
 #include "cli/terminal_text.hpp"
 #include "cluster/daemon.hpp"
 #include "cluster/driver.hpp"
@@ -383,11 +384,33 @@ std::string cluster_address(std::string address, const knob_values& k, const cha
   return address;
 }
 
+/// Says why `command` could not ask the cluster at `address`, and what to do. A token that
+/// is missing matters less than a head that is not there: without a token there was no
+/// hello to say, so a plain connection tells whether anything listens at the address.
+void report_failure(const char* command, const std::string& address, const celer::exception& e) {
+  if (e.code() == error_code::unauthenticated) {
+    if (auto parts = cluster::parse_address(address)) {
+      auto up = cluster::accepts_connections(*parts, std::chrono::milliseconds(2000));
+      if (!up && up.error().code() == error_code::unavailable) {
+        std::cerr << "celer " << command << ": " << to_string(up.error().code()) << ": " << up.error().message() << "\n"
+                  << cli::unreachable_hint(error_code::unavailable);
+        return;
+      }
+    }
+  }
+  std::cerr << "celer " << command << ": " << to_string(e.code()) << ": " << cli::printable(e.what()) << "\n"
+            << cli::unreachable_hint(e.code());
+}
+
 int list_placement_groups(std::string address) {
   knob_values k = load_knobs(0, nullptr);
   set_knobs(k);
   address = cluster_address(std::move(address), k, "list placement-groups");
   if (address.empty()) return 1;
+  if (auto why = cli::dead_head_message(address)) {
+    std::cerr << "celer list placement-groups: " << *why;
+    return 1;
+  }
   try {
     cluster::cluster_driver client(k, address, cluster::cluster_driver::role::observer);
     auto groups = client.core().query_placement_groups({});
@@ -407,7 +430,7 @@ int list_placement_groups(std::string address) {
     }
     return 0;
   } catch (const celer::exception& e) {
-    std::cerr << "celer list placement-groups: " << to_string(e.code()) << ": " << cli::printable(e.what()) << "\n";
+    report_failure("list placement-groups", address, e);
     return 1;
   }
 }
@@ -417,6 +440,12 @@ int status(std::string address) {
   set_knobs(k);
   address = cluster_address(std::move(address), k, "status");
   if (address.empty()) return 1;
+  // A head killed or crashed leaves its session here: say so now, not after the hello's
+  // timeout (connect_timeout_ms).
+  if (auto why = cli::dead_head_message(address)) {
+    std::cerr << "celer status: " << *why;
+    return 1;
+  }
   try {
     cluster::cluster_driver client(k, address, cluster::cluster_driver::role::observer);
     auto st = client.status();
@@ -494,7 +523,7 @@ int status(std::string address) {
     }
     return 0;
   } catch (const celer::exception& e) {
-    std::cerr << "celer status: " << to_string(e.code()) << ": " << cli::printable(e.what()) << "\n";
+    report_failure("status", address, e);
     return 1;
   }
 }

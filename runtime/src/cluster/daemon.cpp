@@ -250,6 +250,20 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     } else {
       auto t = find_token(o.head_address);
       if (!t) {
+        // Without a token there is no hello to say; but when nothing listens at the address
+        // that matters first (a head not started yet, or a wrong port), and a plain
+        // connection tells.
+        if (t.error().code() == error_code::unauthenticated) {
+          if (auto up = accepts_connections(*parse_address(o.head_address), std::chrono::milliseconds(2000));
+              !up && up.error().code() == error_code::unavailable) {
+            ready(error(error_code::unavailable,
+                        up.error().message() + ", so there is no head to join there (and this machine " +
+                          "has no token for it either). Start the head first (celer start --head " +
+                          "--port " + cluster_address.substr(cluster_address.rfind(':') + 1) +
+                          " on its machine), or check the address"));
+            return 1;
+          }
+        }
         ready(t.error());
         return 2;
       }
@@ -314,8 +328,13 @@ int run_daemon(const knob_values& k, const daemon_options& o,
       [] { return std::chrono::steady_clock::now(); },
       [](const std::string& line) { CELER_LOG(warn, "node", line); });
     if (!ok) {
+      const bool silent = ok.error().code() == error_code::unavailable;
       ready(error(ok.error().code(), "cannot join the cluster at " + cluster_address + ": " +
-                                       ok.error().message()));
+                                       ok.error().message() +
+                                       (silent ? ". Is its head running? Start it first (celer start --head --port " +
+                                                   cluster_address.substr(cluster_address.rfind(':') + 1) +
+                                                   " on its machine), or check the address"
+                                               : std::string())));
       return 1;
     }
   }

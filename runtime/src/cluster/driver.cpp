@@ -128,7 +128,11 @@ cluster_driver::cluster_driver(const knob_values& k, const std::string& address,
   zo.lend_seat = k.driver_receives_replies != 0;
   s.net = std::make_unique<zmq_transport>(s.host.local(), std::move(zo));
   s.head_addr = celer::address{head_component, tcp_endpoint(*parts)};
-  if (auto ok = s.net->probe(s.head_addr.endpoint, std::chrono::milliseconds(k.connect_timeout_ms));
+  // An observer (celer status) says at once that nothing listens there; a driver waits
+  // connect_timeout_ms for a head that may be starting.
+  const auto refused = r == role::observer ? zmq_transport::when_refused::fail
+                                           : zmq_transport::when_refused::keep_trying;
+  if (auto ok = s.net->probe(s.head_addr.endpoint, std::chrono::milliseconds(k.connect_timeout_ms), refused);
       !ok) {
     const auto code = ok.error().code();
     s.net->stop();

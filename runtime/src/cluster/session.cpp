@@ -14,6 +14,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -452,6 +453,65 @@ expected<std::vector<std::pair<int, fs::path>>> recorded_daemons() {
     }
   }
   return out;
+}
+
+std::optional<int> dead_head(const fs::path& session_dir) {
+  std::optional<int> gone;
+  std::error_code ec;
+  for (const auto& p : fs::directory_iterator(session_dir / "pids", ec)) {
+    if (p.path().filename().string().rfind("head-", 0) != 0) continue;
+    const std::string text = read_small_file(p.path());
+    int pid = 0;
+    auto [ptr, perr] = std::from_chars(text.data(), text.data() + text.size(), pid);
+    if (perr != std::errc() || pid <= 0) continue;
+    if (::kill(pid, 0) == 0 || errno == EPERM) {
+      // Alive; a pid reused by another program does not count as the head.
+      const std::string cmd = read_small_file("/proc/" + std::to_string(pid) + "/cmdline");
+      if (cmd.find("celer") != std::string::npos) return std::nullopt;
+    }
+    gone = pid;
+  }
+  return gone;
+}
+
+expected<void> accepts_connections(const endpoint_parts& p, std::chrono::milliseconds timeout) {
+  const std::string where = p.host + ":" + std::to_string(p.port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (const int rc = ::getaddrinfo(p.host.c_str(), std::to_string(p.port).c_str(), &hints, &res);
+      rc != 0 || res == nullptr) {
+    return error(error_code::invalid_argument,
+                 "cannot resolve the host of " + where + ": " + ::gai_strerror(rc));
+  }
+  std::string why = "the connection was refused";
+  bool ok = false;
+  for (const addrinfo* a = res; a != nullptr && !ok; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+    if (fd < 0) continue;
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+      ok = true;
+    } else if (errno == EINPROGRESS) {
+      pollfd pfd{fd, POLLOUT, 0};
+      const int n = ::poll(&pfd, 1, static_cast<int>(timeout.count()));
+      int err = 0;
+      socklen_t len = sizeof err;
+      if (n == 1 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
+        ok = true;
+      } else if (n == 0) {
+        why = "no connection was made within " + std::to_string(timeout.count()) + " ms";
+      } else if (err != 0 && err != ECONNREFUSED) {
+        why = std::strerror(err);
+      }
+    } else if (errno != ECONNREFUSED) {
+      why = std::strerror(errno);
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(res);
+  if (ok) return {};
+  return error(error_code::unavailable, "nothing answers at " + where + ": " + why);
 }
 
 std::string self_executable() {

@@ -18,6 +18,7 @@
 #include <celer/error.hpp>
 #include <celer/ids.hpp>
 
+#include <chrono>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -99,6 +100,19 @@ std::filesystem::path session_for_joining(const std::string& address);
 /// Records this process as a daemon of the session (for `celer stop`).
 std::filesystem::path write_pid_file(const std::filesystem::path& session_dir,
                                      const std::string& role);
+/// The pid of the head recorded in `session_dir` when that head is gone: every head pid file
+/// there names a process that no longer runs (killed with SIGKILL, or crashed: a clean stop
+/// removes its file) or that is not celer. nullopt when a recorded head runs, or none is
+/// recorded (`celer stop` ran; the address then says whether anything answers).
+std::optional<int> dead_head(const std::filesystem::path& session_dir);
+
+/// Whether anything accepts a TCP connection at `p` within `timeout`: a plain connect,
+/// closed at once without a word, for a process that has no token to say hello with.
+/// unavailable ("nothing answers at HOST:PORT: ...") when the connection is refused or not
+/// made in time; invalid_argument when the host cannot be resolved.
+[[nodiscard]] expected<void> accepts_connections(const endpoint_parts& p,
+                                                 std::chrono::milliseconds timeout);
+
 /// Every recorded daemon under temp_root(): pid and its pid file. An error when the temp
 /// root is not safe to use (its pid files could name anyone's processes).
 [[nodiscard]] expected<std::vector<std::pair<int, std::filesystem::path>>> recorded_daemons();

@@ -287,15 +287,19 @@ void zmq_transport::forget(const std::string& endpoint) {
   gone->socket.close();
 }
 
-expected<void> zmq_transport::probe(const std::string& endpoint, std::chrono::milliseconds timeout) {
+expected<void> zmq_transport::probe(const std::string& endpoint, std::chrono::milliseconds timeout,
+                                    when_refused refused) {
   try {
     zmq::socket_t s(*ctx_, zmq::socket_type::dealer);
     s.set(zmq::sockopt::linger, 0);
-    // A refused handshake is silent on the socket itself; its monitor says why.
+    // A refused handshake is silent on the socket itself; its monitor says why. It also says
+    // when the TCP connection itself was refused (ZeroMQ then retries it quietly): nothing
+    // listens there, which a caller may want to hear at once rather than after `timeout`.
     const std::string monitor = "inproc://probe-" + unique_id::random().hex();
     if (zmq_socket_monitor(s.handle(), monitor.c_str(),
                            ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                             ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) != 0) {
+                             ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_CONNECTED |
+                             ZMQ_EVENT_CONNECT_RETRIED) != 0) {
       return error(error_code::internal, "cannot monitor a probe socket");
     }
     zmq::socket_t events(*ctx_, zmq::socket_type::pair);
@@ -313,10 +317,19 @@ expected<void> zmq_transport::probe(const std::string& endpoint, std::chrono::mi
     std::array<zmq::pollitem_t, 2> items{
       {{s.handle(), 0, ZMQ_POLLIN, 0}, {events.handle(), 0, ZMQ_POLLIN, 0}}};
     const auto deadline = std::chrono::steady_clock::now() + timeout;
+    // Whether a TCP connection was ever made, and whether one was refused before that.
+    bool connected = false;
+    bool was_refused = false;
     for (;;) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0 || zmq::poll(items.data(), items.size(), left) == 0) {
+        zmq_socket_monitor(s.handle(), nullptr, 0);
+        if (was_refused && !connected) {
+          return error(error_code::unavailable, "nothing answers at " + endpoint +
+                                                  ": every connection was refused for " +
+                                                  std::to_string(timeout.count()) + " ms");
+        }
         return error(error_code::unavailable,
                      "no celer process answered at " + endpoint + " within " +
                        std::to_string(timeout.count()) + " ms");
@@ -324,6 +337,22 @@ expected<void> zmq_transport::probe(const std::string& endpoint, std::chrono::mi
       if (items[1].revents & ZMQ_POLLIN) {
         std::vector<zmq::message_t> ev;
         (void)zmq::recv_multipart(events, std::back_inserter(ev));
+        std::uint16_t event = 0;
+        if (!ev.empty() && ev[0].size() >= 2) std::memcpy(&event, ev[0].data(), 2);
+        if (event == ZMQ_EVENT_CONNECTED) {
+          connected = true;
+          continue;
+        }
+        if (event == ZMQ_EVENT_CONNECT_RETRIED) {
+          if (connected) continue;  // a connection that was made and lost: keep waiting
+          was_refused = true;
+          if (refused == when_refused::fail) {
+            zmq_socket_monitor(s.handle(), nullptr, 0);
+            return error(error_code::unavailable,
+                         "nothing answers at " + endpoint + ": the connection was refused");
+          }
+          continue;
+        }
         zmq_socket_monitor(s.handle(), nullptr, 0);
         return error(error_code::unauthenticated,
                      endpoint + " refused this process in the handshake: the cluster token is "

@@ -153,11 +153,18 @@ public:
   [[nodiscard]] std::size_t peer_count() const;
   void forget(const std::string& endpoint) override;
 
+  /// What `probe` does when the TCP connection is refused (nothing listens there): go on
+  /// retrying it until the timeout (a node started before its head joins once the head
+  /// binds), or fail at once (`celer status`: say at once that no head runs there).
+  enum class when_refused : bool { keep_trying, fail };
   /// Says hello to `endpoint` on a fresh connection and waits for the answer: unauthenticated
   /// when the handshake is refused (wrong token, or encryption on one side only),
   /// failed_precondition for another protocol version, unavailable when nothing answers
-  /// within `timeout`. A driver's probe of the head also registers its job there.
-  expected<void> probe(const std::string& endpoint, std::chrono::milliseconds timeout);
+  /// within `timeout` ("nothing answers at ENDPOINT" when every connection was refused), or
+  /// at the first refused connection with when_refused::fail. A driver's probe of the head
+  /// also registers its job there.
+  expected<void> probe(const std::string& endpoint, std::chrono::milliseconds timeout,
+                       when_refused refused = when_refused::keep_trying);
   /// The head's transport: job `job`'s key is accepted from now on (its driver registered
   /// it, or the head started the job itself).
   void register_job(const job_id& job);
