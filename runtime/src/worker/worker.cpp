@@ -2,6 +2,7 @@
 
 #include "config/knobs.hpp"
 #include "log.hpp"
+#include "type_names.hpp"
 #include "worker/preemption.hpp"
 
 #include <cstring>
@@ -260,11 +261,14 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
     v.fail = failure(detail::failure_kind::invalid_call, error_code::invalid_argument,
                      spec.function, e.what());
   } catch (const std::exception& e) {
+    // As Ray does, the error names the exception's type ("std::invalid_argument: ...").
     v.fail = failure(detail::failure_kind::task_error, error_code::internal, spec.function, e.what());
+    v.fail.exception_type = type_name(typeid(e));
     raised = true;
   } catch (...) {
     v.fail = failure(detail::failure_kind::task_error, error_code::internal, spec.function,
-                     "an exception that is not a std::exception was thrown");
+                     "not a std::exception, so it carries no message");
+    v.fail.exception_type = current_exception_type();  // "int" for throw 42
     raised = true;
   }
   send_result(spec, std::move(v), raised);
@@ -343,10 +347,14 @@ void worker::create_actor(protocol::task_spec& spec) {
       }
     } catch (const std::exception& e) {
       fail = failure(detail::failure_kind::actor_died, error_code::internal, spec.function,
-                     "the actor's constructor (" + spec.function + ") threw: " + e.what());
+                     "the actor's constructor (" + spec.function + ") threw " +
+                       type_name(typeid(e)) + ": " + e.what());
+      fail.exception_type = type_name(typeid(e));
     } catch (...) {
       fail = failure(detail::failure_kind::actor_died, error_code::internal, spec.function,
-                     "the actor's constructor (" + spec.function + ") threw");
+                     "the actor's constructor (" + spec.function + ") threw " +
+                       current_exception_type() + " (not a std::exception)");
+      fail.exception_type = current_exception_type();
     }
   } else {
     fail.kind = detail::failure_kind::actor_died;
