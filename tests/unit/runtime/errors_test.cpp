@@ -300,3 +300,30 @@ TEST_CASE("a task error from a nested task names both failures and their types",
                                      Contains("std::invalid_argument: x must be even, got 7"));
   }
 }
+
+TEST_CASE("custom resource amounts of zero or less are refused, naming the resource",
+          "[errors][resources]") {
+  scoped_runtime rt;
+  auto refused = [](auto&& submit, const std::string& what) {
+    try {
+      submit();
+      FAIL(what + " was accepted");
+    } catch (const celer::exception& e) {
+      CHECK(e.code() == celer::error_code::invalid_argument);
+      CHECK_THAT(e.what(), Contains("custom resource 'ssd' must be positive"));
+    }
+  };
+  refused([] { (void)celer::task(add).options({.resources = {{"ssd", 0}}}).remote(1, 2); },
+          "a task asking for 0 ssd");
+  refused([] { (void)celer::task(add).options({.resources = {{"ssd", -1}}}).remote(1, 2); },
+          "a task asking for -1 ssd");
+  refused([] { (void)celer::actor(make_counter).options({.resources = {{"ssd", 0}}}).remote(0); },
+          "an actor asking for 0 ssd");
+  refused(
+    [] {
+      (void)celer::create_placement_group({.bundles = {{.num_cpus = 1, .resources = {{"ssd", 0}}}}});
+    },
+    "a bundle reserving 0 ssd");
+  // Zero CPUs and GPUs stay what they always were: asking for none.
+  CHECK(celer::get(celer::task(add).options({.num_cpus = 0.5, .num_gpus = 0}).remote(1, 2)) == 3);
+}
