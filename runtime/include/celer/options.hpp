@@ -77,7 +77,8 @@ struct bundle {
 struct placement_group_options {
   std::vector<bundle> bundles;
   bundle_strategy strategy = bundle_strategy::pack;
-  /// Shown in `celer list placement-groups`.
+  /// Shown in `celer list placement-groups`. Unique among the job's live groups: a second
+  /// group with the name of one not yet removed is refused (already_exists).
   std::string name;
 };
 

@@ -327,3 +327,31 @@ TEST_CASE("custom resource amounts of zero or less are refused, naming the resou
   // Zero CPUs and GPUs stay what they always were: asking for none.
   CHECK(celer::get(celer::task(add).options({.num_cpus = 0.5, .num_gpus = 0}).remote(1, 2)) == 3);
 }
+
+TEST_CASE("a second live placement group with a taken name is refused", "[errors][groups]") {
+  scoped_runtime rt;
+  auto first = celer::create_placement_group({.bundles = {{.num_cpus = 1}}, .name = "trainers"});
+  try {
+    (void)celer::create_placement_group({.bundles = {{.num_cpus = 1}}, .name = "trainers"});
+    FAIL("two groups named trainers");
+  } catch (const celer::exception& e) {
+    CHECK(e.code() == celer::error_code::already_exists);
+    CHECK_THAT(e.what(), Contains("placement group named 'trainers' already exists") &&
+                           Contains(first.id().short_hex()));
+  }
+  // Other names, and groups without one, are fine; a removed group's name is free again.
+  auto other = celer::create_placement_group({.bundles = {{.num_cpus = 1}}, .name = "readers"});
+  auto unnamed1 = celer::create_placement_group({.bundles = {{.num_cpus = 1}}});
+  auto unnamed2 = celer::create_placement_group({.bundles = {{.num_cpus = 1}}});
+  celer::remove_placement_group(first);
+  auto again = celer::create_placement_group({.bundles = {{.num_cpus = 1}}, .name = "trainers"});
+  int named_trainers = 0;
+  for (const auto& g : celer::list_placement_groups()) {
+    if (g.name == "trainers" && g.state != "removed") {
+      ++named_trainers;
+      CHECK(g.id == again.id());
+    }
+  }
+  CHECK(named_trainers == 1);
+  for (const auto& g : {other, unnamed1, unnamed2, again}) celer::remove_placement_group(g);
+}
