@@ -52,6 +52,7 @@ flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recov
 library_flags=("${flags[@]/-fsanitize=fuzzer,/-fsanitize=fuzzer-no-link,}")
 wire_sources=(runtime/src/transport/wire.cpp runtime/src/protocol/messages.cpp
               runtime/src/protocol/resources.cpp runtime/src/common.cpp
+              runtime/src/remote_registry.cpp runtime/src/type_names.cpp
               base/src/error.cpp base/src/ids.cpp)
 store_sources=(runtime/src/node/node_store.cpp runtime/src/node/chunk_server.cpp runtime/src/node/store_clients.cpp
                runtime/src/node/job_fence.cpp runtime/src/node/dropped_chunk_log.cpp

@@ -28,12 +28,22 @@ std::string_view to_string(error_code code) noexcept {
 
 std::string error::to_string() const { return std::string(celer::to_string(code_)) + ": " + message_; }
 
+namespace {
+
+/// "TYPE: MESSAGE", or either alone when the other is empty.
+std::string typed_message(const std::string& type, const std::string& message) {
+  if (type.empty()) return message;
+  return message.empty() ? type : type + ": " + message;
+}
+
+} // namespace
+
 task_error::task_error(std::string function, std::string node, std::string worker,
-                       std::string message)
-  : exception(error_code::internal,
-              "task " + function + " failed on node " + node + ", worker " + worker + ": " + message),
+                       std::string message, std::string exception_type)
+  : exception(error_code::internal, "task " + function + " failed on node " + node + ", worker " +
+                                      worker + ": " + typed_message(exception_type, message)),
     function_(std::move(function)), node_(std::move(node)), worker_(std::move(worker)),
-    remote_message_(std::move(message)) {}
+    remote_message_(std::move(message)), exception_type_(std::move(exception_type)) {}
 
 void throw_error(const error& err) {
   switch (err.code()) {
@@ -47,7 +57,8 @@ namespace detail {
 
 void throw_failure(const failure& f) {
   switch (f.kind) {
-    case failure_kind::task_error: throw task_error(f.function, f.node, f.worker, f.message);
+    case failure_kind::task_error:
+      throw task_error(f.function, f.node, f.worker, f.message, f.exception_type);
     case failure_kind::actor_died: throw actor_died_error(f.message);
     case failure_kind::object_lost: throw object_lost_error(f.message, f.function, f.node);
     case failure_kind::infeasible: throw infeasible_error(f.message);
@@ -63,8 +74,8 @@ void throw_failure(const failure& f) {
 
 error to_error(const failure& f) {
   if (f.kind == failure_kind::task_error) {
-    return error(error_code::internal,
-                 "task " + f.function + " failed on node " + f.node + ": " + f.message);
+    return error(error_code::internal, "task " + f.function + " failed on node " + f.node + ": " +
+                                         typed_message(f.exception_type, f.message));
   }
   return error(f.code, f.message);
 }

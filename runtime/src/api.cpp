@@ -4,6 +4,7 @@
 #include "config/knobs.hpp"
 #include "core/core_worker.hpp"
 #include "log.hpp"
+#include "remote_registry.hpp"
 #include "runtime.hpp"
 #include "worker/preemption.hpp"
 
@@ -50,10 +51,19 @@ std::shared_ptr<runtime_base> running() {
   return the_runtime;
 }
 
+/// Throws invalid_argument when CELER_REMOTE gave a name to two different functions: no
+/// process of this binary may run a task by a name that could mean either.
+void check_registrations() {
+  if (auto ok = global_remote_registry().check(); !ok) {
+    throw exception(ok.error().code(), ok.error().message());
+  }
+}
+
 /// Serves as a worker process until the node agent stops it, then ends the process.
 [[noreturn]] void serve_as_worker(const knob_values& k) {
   int code = 0;
   try {
+    check_registrations();
     set_knobs(k);
     auto rt = std::make_shared<cluster::worker_process>(k);
     {
@@ -79,6 +89,7 @@ std::shared_ptr<runtime_base> running() {
 
 void start(const knob_values& knobs_in, const init_options& options) {
   if (cluster::worker_mode_requested()) serve_as_worker(knobs_in);
+  check_registrations();
   knob_values k = knobs_in;
   if (options.priority) k.job_priority = *options.priority;
   std::string address = options.address.empty() ? k.address : options.address;

@@ -1,5 +1,5 @@
-// Small definitions of the public headers: the remote registry and logging (ids and errors
-// are celer::base, base/).
+// Small definitions of the public headers: splitting CELER_REMOTE's names and logging (the
+// registry is remote_registry.cpp; ids and errors are celer::base, base/).
 #include "log.hpp"
 
 #include <celer/api.hpp>
@@ -9,58 +9,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
-#include <map>
 #include <mutex>
-#include <shared_mutex>
 #include <string>
-#include <unordered_map>
 
 namespace celer {
 
 namespace detail {
-
-namespace {
-struct registry {
-  std::shared_mutex mutex;
-  std::unordered_map<std::string, remote_entry> by_name;
-  std::map<target_bytes, std::string> by_target;
-};
-registry& the_registry() {
-  static registry r;  // constructed on first use: CELER_REMOTE runs at static init
-  return r;
-}
-} // namespace
-
-void register_remote(remote_entry entry) {
-  auto& r = the_registry();
-  std::unique_lock lock(r.mutex);
-  auto it = r.by_name.find(entry.name);
-  if (it != r.by_name.end() && it->second.target != entry.target) {
-    // Two different functions under one name would run the wrong code remotely.
-    std::fprintf(stderr, "celer: CELER_REMOTE registers two different functions as '%s'\n",
-                 entry.name.c_str());
-    std::abort();
-  }
-  r.by_target[entry.target] = entry.name;
-  std::string name = entry.name;
-  r.by_name.insert_or_assign(std::move(name), std::move(entry));
-}
-
-const remote_entry* find_remote(std::string_view name) {
-  auto& r = the_registry();
-  std::shared_lock lock(r.mutex);
-  auto it = r.by_name.find(std::string(name));
-  return it == r.by_name.end() ? nullptr : &it->second;
-}
-
-const remote_entry* find_remote(const target_bytes& target) {
-  auto& r = the_registry();
-  std::shared_lock lock(r.mutex);
-  auto it = r.by_target.find(target);
-  if (it == r.by_target.end()) return nullptr;
-  auto e = r.by_name.find(it->second);
-  return e == r.by_name.end() ? nullptr : &e->second;
-}
 
 std::vector<std::string> split_remote_names(std::string_view spelled) {
   std::vector<std::string> out;

@@ -5,6 +5,7 @@
 ///   try {
 ///     int v = celer::get(ref);
 ///   } catch (const celer::task_error& e) {        // remote code threw
+///     if (e.exception_type() == "std::invalid_argument") { ... }   // by the remote type
 ///     std::cerr << e.function() << " failed on " << e.node() << ": " << e.what();
 ///   } catch (const celer::exception& e) {         // any other celer error
 ///     std::cerr << celer::to_string(e.code()) << ": " << e.what();
@@ -100,18 +101,23 @@ private:
   error_code code_;
 };
 
-/// Remote code threw: names the function, where it ran, and carries the message.
+/// Remote code threw: names the function, where it ran, the exception's type and its
+/// message. what(): "task F failed on node N, worker W: std::invalid_argument: bad input".
 class task_error : public exception {
 public:
-  task_error(std::string function, std::string node, std::string worker, std::string message);
+  task_error(std::string function, std::string node, std::string worker, std::string message,
+             std::string exception_type = {});
   [[nodiscard]] const std::string& function() const noexcept { return function_; }
   [[nodiscard]] const std::string& node() const noexcept { return node_; }
   [[nodiscard]] const std::string& worker() const noexcept { return worker_; }
   /// The message of the exception thrown remotely, without the location prefix.
   [[nodiscard]] const std::string& remote_message() const noexcept { return remote_message_; }
+  /// The dynamic type of the exception thrown remotely, demangled: "std::invalid_argument",
+  /// "app::parse_error", "int" for `throw 42`. Compare it to catch by the remote category.
+  [[nodiscard]] const std::string& exception_type() const noexcept { return exception_type_; }
 
 private:
-  std::string function_, node_, worker_, remote_message_;
+  std::string function_, node_, worker_, remote_message_, exception_type_;
 };
 
 /// The actor that should run the call is dead (killed, or its worker or node died).

@@ -88,7 +88,8 @@ private:
 
 /// Asks the cluster to reserve the bundles. Returns at once (see placement_group::ready);
 /// throws celer::exception (resource_exhausted, saying why) when no layout of the cluster's
-/// nodes could ever hold them, invalid_argument for a bad bundle.
+/// nodes could ever hold them, invalid_argument for a bad bundle, already_exists when a
+/// live group of this job has its name.
 placement_group create_placement_group(const placement_group_options& options);
 /// Gives the bundles back; tasks and actors running in them are stopped.
 void remove_placement_group(const placement_group& group);

@@ -58,8 +58,8 @@ public:
   [[nodiscard]] const actor_id& id() const noexcept { return id_; }
   [[nodiscard]] bool valid() const noexcept { return !id_.nil(); }
 
-  /// Starts a call of `method` (a registered member function of T):
-  /// `handle.task(&T::method).remote(args...)`.
+  /// Starts a call of `method` (a registered member function of T or of a public base of
+  /// T; a virtual one runs T's override): `handle.task(&T::method).remote(args...)`.
   template <class Method>
   [[nodiscard]] actor_call_builder<Method> task(Method method) const;
 

@@ -66,6 +66,7 @@ struct bundle {
   double num_cpus = 0;
   double num_gpus = 0;
   double memory = 0;
+  /// Custom resources, each above 0.
   std::map<std::string, double> resources;
   /// What each GPU of the bundle must be (see task_options).
   std::string accelerator_type;
@@ -76,7 +77,8 @@ struct bundle {
 struct placement_group_options {
   std::vector<bundle> bundles;
   bundle_strategy strategy = bundle_strategy::pack;
-  /// Shown in `celer list placement-groups`.
+  /// Shown in `celer list placement-groups`. Unique among the job's live groups: a second
+  /// group with the name of one not yet removed is refused (already_exists).
   std::string name;
 };
 
@@ -120,7 +122,8 @@ struct task_options {
   double num_gpus = 0;
   /// Bytes of memory reserved while the task runs.
   double memory = 0;
-  /// Custom resources, e.g. {{"disk_ssd", 1}}.
+  /// Custom resources, e.g. {{"disk_ssd", 1}}; each amount above 0 (0 or less is
+  /// invalid_argument: leave the name out to ask for none).
   std::map<std::string, double> resources;
   /// A GPU model the devices must be ("A100", "V100", "H200"), matched against the model
   /// name; empty takes any.
@@ -174,6 +177,7 @@ struct actor_options {
   double num_cpus = 0;
   double num_gpus = 0;
   double memory = 0;
+  /// Custom resources, each above 0 (as task_options::resources).
   std::map<std::string, double> resources;
   /// A GPU model the devices must be ("A100", "V100", "H200"), matched against the model
   /// name; empty takes any.

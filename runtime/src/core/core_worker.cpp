@@ -28,6 +28,15 @@ std::string shared_namespace() {
 
 protocol::resource_set checked_request(const std::string& what, double cpus, double gpus,
                                        double memory, const std::map<std::string, double>& custom) {
+  for (const auto& [name, amount] : custom) {
+    // A custom resource named is a resource wanted: zero would ask for nothing and hide a
+    // mistake (a computed amount that came out 0); leave the name out instead.
+    if (!(amount > 0)) {
+      throw exception(error_code::invalid_argument,
+                      what + ": custom resource '" + name + "' must be positive, got " +
+                        protocol::format_amount(amount) + " (leave it out to ask for none)");
+    }
+  }
   auto req = protocol::make_request(cpus, gpus, memory, custom);
   if (!req) throw exception(req.error().code(), what + ": " + req.error().message());
   return std::move(*req);

@@ -419,7 +419,9 @@ bool task_submitter::on_result(protocol::task_result& r) {
                        p.alone_since != time_point{} ? std::optional(now_() - p.alone_since) : std::nullopt);
   if (r.raised && !r.returns.empty()) {
     // Its own code threw: run it again if it may, else say what every attempt came to.
-    const std::string why = "it threw: " + r.returns.front().fail.message;
+    const auto& thrown = r.returns.front().fail;
+    const std::string why =
+      "it threw" + (thrown.exception_type.empty() ? "" : " " + thrown.exception_type) + ": " + thrown.message;
     if (p.whole && p.task.shape->retry_exceptions && p.task.may_retry()) {
       auto task = std::move(p.task);
       running_.erase(it);

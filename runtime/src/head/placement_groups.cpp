@@ -40,6 +40,16 @@ void placement_groups::on(protocol::create_placement_group& m) {
     (void)net_.send(m.reply_to, std::move(reply));
     return;
   }
+  if (const auto* taken = live_named(m.job, m.name); taken != nullptr) {
+    // A name names one group: a second live one would make the name ambiguous.
+    reply.fail = protocol::failure_info::make(
+      detail::failure_kind::invalid_call, error_code::already_exists,
+      "a placement group named '" + m.name + "' already exists (" + taken->info.id.short_hex() + ", " +
+        (taken->info.state == protocol::group_state::created ? "created" : "pending") +
+        "); remove it first, or give this one another name");
+    (void)net_.send(m.reply_to, std::move(reply));
+    return;
+  }
   for (std::size_t i = 0; i < m.bundles.size(); ++i) {
     auto ok = guard_.check_amounts(m.bundles[i].need,
                                    "bundle " + std::to_string(i) + " of placement group " + m.id.short_hex(), m.job);
@@ -280,6 +290,15 @@ std::string placement_groups::explain(const protocol::resource_set& need, const 
   return "waits for room in bundle " + std::to_string(b) + " of " + group + " on node " + g.info.nodes[b].short_hex() +
          ": it needs " + need.to_string() + " of the " + g.info.bundles[b].need.to_string() +
          " the bundle reserves, and work already in the bundle holds the rest";
+}
+
+const placement_groups::group* placement_groups::live_named(const job_id& job, const std::string& name) const {
+  if (name.empty()) return nullptr;
+  // Linear: groups are made rarely and few live at once; no index to keep in step.
+  for (const auto& [id, g] : groups_) {
+    if (g.info.job == job && g.info.name == name && g.info.state != protocol::group_state::removed) return &g;
+  }
+  return nullptr;
 }
 
 const protocol::placement_group_info* placement_groups::find(const placement_group_id& id) const {

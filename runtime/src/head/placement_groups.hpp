@@ -96,6 +96,9 @@ private:
     std::size_t next_bundle = 0;
   };
 
+  /// The live (pending or created) group of `job` named `name`, or null; null for "".
+  /// Names are unique among a job's live groups.
+  [[nodiscard]] const group* live_named(const job_id& job, const std::string& name) const;
   /// Asks the nodes to reserve a pending group's bundles, when the view has room.
   void try_reserve(group& g);
   /// Gives back what reserved bundles of `g` hold (`indices`).

@@ -24,20 +24,22 @@ struct failure_info {
   std::string function;
   std::string node;
   std::string worker;
-  CELER_MSGPACK_DEFINE(kind, code, message, function, node, worker)
+  /// The type of the exception remote code threw, demangled (protocol 20); empty otherwise.
+  std::string exception_type;
+  CELER_MSGPACK_DEFINE(kind, code, message, function, node, worker, exception_type)
 
   [[nodiscard]] detail::failure to_failure() const {
-    return {kind, code, message, function, node, worker};
+    return {kind, code, message, function, node, worker, exception_type};
   }
   static failure_info from(const detail::failure& f) {
-    return {f.kind, f.code, f.message, f.function, f.node, f.worker};
+    return {f.kind, f.code, f.message, f.function, f.node, f.worker, f.exception_type};
   }
   /// A failure, with where it happened as far as known (empty when not).
   static failure_info make(detail::failure_kind kind, error_code code, std::string message,
                            std::string function = {}, std::string node = {},
                            std::string worker = {}) {
     return {kind, code, std::move(message), std::move(function), std::move(node),
-            std::move(worker)};
+            std::move(worker), {}};
   }
 };
 

@@ -2,6 +2,7 @@
 
 #include "config/knobs.hpp"
 #include "log.hpp"
+#include "type_names.hpp"
 #include "worker/preemption.hpp"
 
 #include <cstring>
@@ -251,13 +252,14 @@ void worker::send_result(const protocol::task_spec& spec, protocol::object_paylo
   }
 }
 
-void worker::run_call(const protocol::task_spec& spec, const detail::remote_entry* entry) {
+void worker::run_call(const protocol::task_spec& spec, const detail::remote_entry* entry,
+                      void* self) {
   // Its cancel flag (celer::is_cancelled), and what it submits recorded as its children,
   // while it runs.
   auto* ctx = current_worker_context();
   auto* slot = calls_.start(spec.id);
   struct call_scope {
-    worker& self;
+    worker& host;
     worker_context* ctx;
     running_calls::slot* slot;
     ~call_scope() {
@@ -265,8 +267,8 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
         ctx->task = {};
         ctx->cancelled = nullptr;
       }
-      self.core_.forget_children(slot->task);
-      self.calls_.finish(slot);
+      host.core_.forget_children(slot->task);
+      host.calls_.finish(slot);
     }
   } scope{*this, ctx, slot};
   if (slot->cancelled.load(std::memory_order_relaxed)) {
@@ -301,7 +303,7 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
   // Waiting for arguments is not the call blocking: only waits in user code count.
   if (auto* ctx = current_worker_context(); ctx != nullptr) ctx->blocked = false;
   try {
-    v.payload = entry->call(*entry, instance_.get(), args);
+    v.payload = entry->call(*entry, self, args);
     v.ok = true;
     if (slot->cancelled.load(std::memory_order_relaxed)) {
       // Cancelled while it ran: its owner failed the result already and drops this one,
@@ -324,11 +326,14 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
     v.fail = failure(detail::failure_kind::invalid_call, error_code::invalid_argument,
                      spec.function, e.what());
   } catch (const std::exception& e) {
+    // As Ray does, the error names the exception's type ("std::invalid_argument: ...").
     v.fail = failure(detail::failure_kind::task_error, error_code::internal, spec.function, e.what());
+    v.fail.exception_type = type_name(typeid(e));
     raised = true;
   } catch (...) {
     v.fail = failure(detail::failure_kind::task_error, error_code::internal, spec.function,
-                     "an exception that is not a std::exception was thrown");
+                     "not a std::exception, so it carries no message");
+    v.fail.exception_type = current_exception_type();  // "int" for throw 42
     raised = true;
   }
   send_result(spec, std::move(v), raised);
@@ -350,7 +355,7 @@ void worker::execute(protocol::task_spec& spec) {
                            "' is not registered in this worker's binary (CELER_REMOTE)");
         send_result(spec, std::move(v));
       } else {
-        run_call(spec, entry);
+        run_call(spec, entry, nullptr);
       }
       return;
     }
@@ -359,21 +364,22 @@ void worker::execute(protocol::task_spec& spec) {
       return;
     case protocol::task_kind::actor_call: {
       const auto* entry = detail::find_remote(spec.function);
+      void* self = nullptr;
       if (instance_ == nullptr || spec.actor != actor_) {
         protocol::object_payload v;
         v.fail = failure(detail::failure_kind::actor_died, error_code::unavailable, spec.function,
                          "actor " + spec.actor.hex() + " is not running on this worker");
         send_result(spec, std::move(v));
       } else if (entry == nullptr || entry->kind != detail::remote_kind::method ||
-                 entry->class_type != actor_class_) {
+                 (self = instance_for(*entry)) == nullptr) {
         protocol::object_payload v;
         v.fail = failure(detail::failure_kind::invalid_call, error_code::not_found, spec.function,
-                         "method '" + spec.function + "' is not a registered method of this actor");
+                         not_a_method(spec.function, entry));
         send_result(spec, std::move(v));
       } else if (pool_) {
-        pool_->post([this, spec = std::move(spec), entry] { run_call(spec, entry); });
+        pool_->post([this, spec = std::move(spec), entry, self] { run_call(spec, entry, self); });
       } else {
-        run_call(spec, entry);
+        run_call(spec, entry, self);
       }
       return;
     }
@@ -397,7 +403,8 @@ void worker::create_actor(protocol::task_spec& spec) {
   } else if (resolve_args(spec, fetched, args, fail)) {
     try {
       instance_ = entry->make(*entry, args);
-      actor_class_ = entry->class_type;
+      factory_ = entry;
+      bases_.clear();
       ok = instance_ != nullptr;
       if (!ok) {
         fail = failure(detail::failure_kind::actor_died, error_code::internal, spec.function,
@@ -407,10 +414,14 @@ void worker::create_actor(protocol::task_spec& spec) {
       }
     } catch (const std::exception& e) {
       fail = failure(detail::failure_kind::actor_died, error_code::internal, spec.function,
-                     "the actor's constructor (" + spec.function + ") threw: " + e.what());
+                     "the actor's constructor (" + spec.function + ") threw " +
+                       type_name(typeid(e)) + ": " + e.what());
+      fail.exception_type = type_name(typeid(e));
     } catch (...) {
       fail = failure(detail::failure_kind::actor_died, error_code::internal, spec.function,
-                     "the actor's constructor (" + spec.function + ") threw");
+                     "the actor's constructor (" + spec.function + ") threw " +
+                       current_exception_type() + " (not a std::exception)");
+      fail.exception_type = current_exception_type();
     }
   } else {
     fail.kind = detail::failure_kind::actor_died;
@@ -436,24 +447,54 @@ void worker::create_actor(protocol::task_spec& spec) {
 
 bool worker::restore(const protocol::task_spec& spec, protocol::failure_info& fail) {
   const auto* hook = detail::find_remote(spec.restore_method);
-  if (hook == nullptr || hook->kind != detail::remote_kind::method ||
-      hook->class_type != actor_class_ || hook->arity != 0) {
+  void* self = nullptr;
+  if (hook == nullptr || hook->kind != detail::remote_kind::method || hook->arity != 0 ||
+      (self = instance_for(*hook)) == nullptr) {
     fail = failure(detail::failure_kind::actor_died, error_code::not_found, spec.function,
                    "the restore hook '" + spec.restore_method +
                      "' is not a registered method of this actor taking no arguments");
     return false;
   }
   try {
-    (void)hook->call(*hook, instance_.get(), {});
+    (void)hook->call(*hook, self, {});
     return true;
   } catch (const std::exception& e) {
     fail = failure(detail::failure_kind::actor_died, error_code::internal, spec.function,
-                   "the actor's restore hook (" + spec.restore_method + ") threw: " + e.what());
+                   "the actor's restore hook (" + spec.restore_method + ") threw " +
+                     type_name(typeid(e)) + ": " + e.what());
+    fail.exception_type = type_name(typeid(e));
   } catch (...) {
     fail = failure(detail::failure_kind::actor_died, error_code::internal, spec.function,
-                   "the actor's restore hook (" + spec.restore_method + ") threw");
+                   "the actor's restore hook (" + spec.restore_method + ") threw " +
+                     current_exception_type() + " (not a std::exception)");
+    fail.exception_type = current_exception_type();
   }
   return false;
+}
+
+void* worker::instance_for(const detail::remote_entry& method) {
+  if (factory_ == nullptr || instance_ == nullptr || method.actor_type == nullptr) return nullptr;
+  if (method.actor_type == factory_->actor_type || *method.actor_type == *factory_->actor_type) {
+    return instance_.get();
+  }
+  // A method of a base class: the instance is an object of the factory's class, and the
+  // base may sit at an offset in it (multiple inheritance) or be virtual. Found once.
+  auto [it, added] = bases_.try_emplace(&method, nullptr);
+  if (added && method.as_class != nullptr) it->second = method.as_class(*factory_, instance_.get());
+  return it->second;
+}
+
+std::string worker::not_a_method(const std::string& name, const detail::remote_entry* entry) const {
+  const std::string actor_class =
+    factory_ != nullptr && factory_->actor_type != nullptr ? type_name(*factory_->actor_type) : "unknown";
+  if (entry == nullptr) {
+    return "method '" + name + "' is not registered in this worker's binary (CELER_REMOTE)";
+  }
+  if (entry->kind != detail::remote_kind::method || entry->actor_type == nullptr) {
+    return "'" + name + "' is not a method (of this actor's class " + actor_class + ")";
+  }
+  return "method '" + name + "' is a method of " + type_name(*entry->actor_type) +
+         ", which is not a public base of this actor's class " + actor_class;
 }
 
 void worker::preempted(const protocol::preempt_actor& notice) {

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 namespace celer {
@@ -72,8 +73,15 @@ private:
   /// Runs the restarted actor's restore hook (spec.restore_method); false, with `fail`, when
   /// it is not a method of the actor taking nothing, or it threw.
   bool restore(const protocol::task_spec& spec, protocol::failure_info& fail);
-  /// Runs one call (task or actor method) and sends its result to the owner.
-  void run_call(const protocol::task_spec& spec, const detail::remote_entry* entry);
+  /// Runs one call (task or actor method; `self` its actor instance, as the method's class)
+  /// and sends its result to the owner.
+  void run_call(const protocol::task_spec& spec, const detail::remote_entry* entry, void* self);
+  /// The hosted instance as an object of `method`'s class: itself for the factory's class,
+  /// the base subobject for a method of a base class (found once per method, then kept);
+  /// null when the method's class is not an unambiguous public base of the actor's.
+  void* instance_for(const detail::remote_entry& method);
+  /// Why `entry` (found under `name`, or null) cannot be called on the hosted actor.
+  std::string not_a_method(const std::string& name, const detail::remote_entry* entry) const;
   /// Resolves the arguments (fetching references); false and `fail` set when one failed.
   /// The call's arguments: views of the spec's inline values, of fetched values (kept in
   /// `fetched`), or of the object store (kept mapped by each arg's keep).
@@ -102,8 +110,12 @@ private:
   bool resolving_ = false;
   // The hosted actor, if any.
   actor_id actor_;
-  std::string actor_class_;
+  /// The factory that made the instance (an object of its class).
+  const detail::remote_entry* factory_ = nullptr;
   std::shared_ptr<void> instance_;
+  /// instance_for's answers for methods of other classes than the factory's. Touched by
+  /// the worker's thread only (execute and restore run there; the pool gets the pointer).
+  std::unordered_map<const detail::remote_entry*, void*> bases_;
   std::unique_ptr<call_pool> pool_;
   /// What it told the head once its actor started (said again to a head that restarted
   /// before it heard).

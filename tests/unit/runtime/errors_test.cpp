@@ -23,7 +23,8 @@ TEST_CASE("an exception in remote code reaches get as task_error", "[errors]") {
   } catch (const celer::task_error& e) {
     REQUIRE(e.function() == "fail_with");
     REQUIRE(e.remote_message() == "disk on fire");
-    REQUIRE_THAT(e.what(), Contains("fail_with") && Contains("disk on fire"));
+    REQUIRE(e.exception_type() == "std::runtime_error");
+    REQUIRE_THAT(e.what(), Contains("fail_with") && Contains("std::runtime_error: disk on fire"));
     REQUIRE_FALSE(e.node().empty());
     REQUIRE_FALSE(e.worker().empty());
   }
@@ -33,6 +34,20 @@ TEST_CASE("an exception in remote code reaches get as task_error", "[errors]") {
 namespace {
 
 using celer_test::temp_dir;
+
+namespace app {
+/// An application's own exception type, in a namespace, as users write them.
+struct parse_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+} // namespace app
+
+int reject_argument(int x) { throw std::invalid_argument("x must be even, got " + std::to_string(x)); }
+int fail_to_parse(std::string text) { throw app::parse_error("cannot parse '" + text + "'"); }
+int throw_an_int() { throw 42; }
+int fail_nested(int x) { return celer::get(celer::task(reject_argument).remote(x)); }
+
+CELER_REMOTE(reject_argument, fail_to_parse, throw_an_int, fail_nested);
 
 int runs_in(const std::filesystem::path& dir) {
   int n = 0;
@@ -69,8 +84,8 @@ TEST_CASE("without retry_exceptions an exception is not retried; with it, the la
     celer::get(r, 60s);
     FAIL("the task returned");
   } catch (const celer::task_error& e) {
-    REQUIRE_THAT(e.what(), Contains("throw_first failed after 2 attempts: attempt 1: it threw: run "
-                                    "1 failed; attempt 2: it threw: run 2 failed"));
+    REQUIRE_THAT(e.what(), Contains("throw_first failed after 2 attempts: attempt 1: it threw std::runtime_error: run "
+                                    "1 failed; attempt 2: it threw std::runtime_error: run 2 failed"));
   }
   REQUIRE(runs_in(twice.path) == 2);
 }
@@ -235,4 +250,108 @@ TEST_CASE("get of a ref this process never made is object_lost", "[errors]") {
   auto made = celer::put(1);
   celer::object_ref<int> forged(celer::object_id::random(), made.owner());
   REQUIRE_THROWS_AS(celer::get(forged), celer::object_lost_error);
+}
+
+TEST_CASE("a task error names the exception's type, demangled, as Ray does", "[errors]") {
+  scoped_runtime rt;
+  try {
+    celer::get(celer::task(reject_argument).remote(3));
+    FAIL("get did not throw");
+  } catch (const celer::task_error& e) {
+    CHECK(e.exception_type() == "std::invalid_argument");
+    CHECK(e.remote_message() == "x must be even, got 3");
+    CHECK(e.code() == celer::error_code::internal);
+    CHECK_THAT(e.what(), Contains("task reject_argument failed on node ") &&
+                           Contains(": std::invalid_argument: x must be even, got 3"));
+  }
+  try {
+    celer::get(celer::task(fail_to_parse).remote(std::string("{oops")));
+    FAIL("get did not throw");
+  } catch (const celer::task_error& e) {
+    CHECK_THAT(e.exception_type(), Contains("app::parse_error"));
+    CHECK_THAT(e.what(), Contains("app::parse_error: cannot parse '{oops'"));
+  }
+  // try_get's error says the same.
+  auto failed = celer::try_get(celer::task(reject_argument).remote(5));
+  REQUIRE_FALSE(failed.has_value());
+  CHECK_THAT(failed.error().message(), Contains("std::invalid_argument: x must be even, got 5"));
+}
+
+TEST_CASE("a thrown value that is not a std::exception is named by its type", "[errors]") {
+  scoped_runtime rt;
+  try {
+    celer::get(celer::task(throw_an_int).remote());
+    FAIL("get did not throw");
+  } catch (const celer::task_error& e) {
+    CHECK(e.exception_type() == "int");
+    CHECK_THAT(e.what(), Contains("throw_an_int") && Contains("int: not a std::exception"));
+  }
+}
+
+TEST_CASE("a task error from a nested task names both failures and their types", "[errors]") {
+  scoped_runtime rt;
+  try {
+    celer::get(celer::task(fail_nested).remote(7));
+    FAIL("get did not throw");
+  } catch (const celer::task_error& e) {
+    CHECK(e.function() == "fail_nested");
+    CHECK(e.exception_type() == "celer::task_error");
+    CHECK_THAT(e.remote_message(), Contains("task reject_argument failed") &&
+                                     Contains("std::invalid_argument: x must be even, got 7"));
+  }
+}
+
+TEST_CASE("custom resource amounts of zero or less are refused, naming the resource",
+          "[errors][resources]") {
+  scoped_runtime rt;
+  auto refused = [](auto&& submit, const std::string& what) {
+    try {
+      submit();
+      FAIL(what + " was accepted");
+    } catch (const celer::exception& e) {
+      CHECK(e.code() == celer::error_code::invalid_argument);
+      CHECK_THAT(e.what(), Contains("custom resource 'ssd' must be positive"));
+    }
+  };
+  refused([] { (void)celer::task(add).options({.resources = {{"ssd", 0}}}).remote(1, 2); },
+          "a task asking for 0 ssd");
+  refused([] { (void)celer::task(add).options({.resources = {{"ssd", -1}}}).remote(1, 2); },
+          "a task asking for -1 ssd");
+  refused([] { (void)celer::actor(make_counter).options({.resources = {{"ssd", 0}}}).remote(0); },
+          "an actor asking for 0 ssd");
+  refused(
+    [] {
+      (void)celer::create_placement_group({.bundles = {{.num_cpus = 1, .resources = {{"ssd", 0}}}}});
+    },
+    "a bundle reserving 0 ssd");
+  // Zero CPUs and GPUs stay what they always were: asking for none.
+  CHECK(celer::get(celer::task(add).options({.num_cpus = 0.5, .num_gpus = 0}).remote(1, 2)) == 3);
+}
+
+TEST_CASE("a second live placement group with a taken name is refused", "[errors][groups]") {
+  scoped_runtime rt;
+  auto first = celer::create_placement_group({.bundles = {{.num_cpus = 1}}, .name = "trainers"});
+  try {
+    (void)celer::create_placement_group({.bundles = {{.num_cpus = 1}}, .name = "trainers"});
+    FAIL("two groups named trainers");
+  } catch (const celer::exception& e) {
+    CHECK(e.code() == celer::error_code::already_exists);
+    CHECK_THAT(e.what(), Contains("placement group named 'trainers' already exists") &&
+                           Contains(first.id().short_hex()));
+  }
+  // Other names, and groups without one, are fine; a removed group's name is free again.
+  auto other = celer::create_placement_group({.bundles = {{.num_cpus = 1}}, .name = "readers"});
+  auto unnamed1 = celer::create_placement_group({.bundles = {{.num_cpus = 1}}});
+  auto unnamed2 = celer::create_placement_group({.bundles = {{.num_cpus = 1}}});
+  celer::remove_placement_group(first);
+  auto again = celer::create_placement_group({.bundles = {{.num_cpus = 1}}, .name = "trainers"});
+  int named_trainers = 0;
+  for (const auto& g : celer::list_placement_groups()) {
+    if (g.name == "trainers" && g.state != "removed") {
+      ++named_trainers;
+      CHECK(g.id == again.id());
+    }
+  }
+  CHECK(named_trainers == 1);
+  for (const auto& g : {other, unnamed1, unnamed2, again}) celer::remove_placement_group(g);
 }

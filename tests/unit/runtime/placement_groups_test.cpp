@@ -7,6 +7,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <optional>
+
 using namespace celer;
 using namespace celer_test;
 
@@ -32,16 +34,25 @@ struct groups_fixture : head_parts {
   const address driver{unique_id::random(), "tcp://10.0.0.9:1"};
   const job_id job = job_id::random();
 
-  placement_group_id ask(std::size_t bundles, bundle_strategy strategy = bundle_strategy::strict_spread) {
+  placement_group_id ask(std::size_t bundles, bundle_strategy strategy = bundle_strategy::strict_spread,
+                         std::string name = {}, placement_group_id id = placement_group_id::random(),
+                         std::optional<job_id> of_job = std::nullopt) {
     protocol::create_placement_group m;
     m.request_id = 3;
     m.reply_to = driver;
-    m.id = placement_group_id::random();
+    m.id = id;
+    m.name = std::move(name);
     m.strategy = strategy;
-    m.job = job;
+    m.job = of_job.value_or(job);
     for (std::size_t i = 0; i < bundles; ++i) m.bundles.push_back({*protocol::make_request(1, 0, 0, {})});
     groups.on(m);
     return m.id;
+  }
+  /// The one reply sent since the last call.
+  protocol::placement_group_reply reply() {
+    auto replies = net.take<protocol::placement_group_reply>();
+    REQUIRE(replies.size() == 1);
+    return replies[0].second;
   }
   /// The nodes asked to reserve, and each answers `ok`.
   std::size_t answer(bool ok_all, int refuse_index = -1) {
@@ -169,4 +180,33 @@ TEST_CASE("a job is shown and may use its own groups only", "[head][groups][secu
   CHECK_FALSE(g.groups.may_use(spec));
   spec.job = g.job;
   CHECK(g.groups.may_use(spec));
+}
+
+TEST_CASE("a name names one live group of a job: a second is refused until the first is removed",
+          "[head][groups]") {
+  groups_fixture g;
+  (void)g.join(node_id::random());
+  const auto first = g.ask(1, bundle_strategy::pack, "trainers");
+  CHECK(g.reply().ok);
+  // Its request retried (a lost reply) is the same group, not a second one.
+  (void)g.ask(1, bundle_strategy::pack, "trainers", first);
+  CHECK(g.reply().ok);
+
+  const auto second = g.ask(1, bundle_strategy::pack, "trainers");
+  auto refused = g.reply();
+  CHECK_FALSE(refused.ok);
+  CHECK(refused.fail.code == error_code::already_exists);
+  CHECK(refused.fail.message.find("'trainers' already exists (" + first.short_hex()) != std::string::npos);
+  CHECK(g.groups.find(second) == nullptr);
+
+  // Another job's group may have the name (names are the job's, as its groups are).
+  (void)g.ask(1, bundle_strategy::pack, "trainers", placement_group_id::random(), job_id::random());
+  CHECK(g.reply().ok);
+
+  protocol::remove_placement_group remove{first, g.job};
+  g.groups.on(remove);
+  const auto third = g.ask(1, bundle_strategy::pack, "trainers");
+  CHECK(g.reply().ok);
+  REQUIRE(g.groups.find(third) != nullptr);
+  CHECK(g.groups.find(third)->name == "trainers");
 }

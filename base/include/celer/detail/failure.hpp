@@ -36,6 +36,8 @@ struct failure {
   error_code code = error_code::internal;
   std::string message;
   std::string function, node, worker;
+  /// For task errors: the type of the exception remote code threw, demangled.
+  std::string exception_type;
 };
 
 /// Throws the exception user code catches for `f` (task_error, actor_died_error, ...).

@@ -91,7 +91,7 @@ object_ref<T> restore(const object_ref<void>& r) {
 /// The registered entry of `f`; throws not_found when `f` is not in any CELER_REMOTE.
 template <class F>
 const remote_entry& entry_of(F f, std::string_view what) {
-  const remote_entry* e = find_remote(target_of(f));
+  const remote_entry* e = find_remote(key_of(f));
   if (e == nullptr) {
     throw exception(error_code::not_found,
                     std::string("the ") + std::string(what) +

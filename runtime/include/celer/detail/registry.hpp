@@ -22,7 +22,7 @@ namespace celer::detail {
 
 enum class remote_kind : unsigned char { function, factory, method };
 
-/// Raw bytes of a function or member-function pointer: the registry's lookup key.
+/// Raw bytes of a function or member-function pointer (with its type, the registry's key).
 using target_bytes = std::array<char, 2 * sizeof(void*)>;
 
 template <class F>
@@ -37,6 +37,22 @@ F target_as(const target_bytes& t) {
   F f;
   std::memcpy(&f, t.data(), sizeof(F));
   return f;
+}
+
+/// What the registry finds an entry by: the pointer's type and its bytes. The bytes alone
+/// are ambiguous: a virtual `A::foo` and a virtual `B::foo` in the same vtable slot have the
+/// same bytes, but `int (A::*)()` and `int (B::*)()` are different types.
+struct remote_key {
+  const std::type_info* type = nullptr;
+  target_bytes bytes{};
+  friend bool operator==(const remote_key& a, const remote_key& b) noexcept {
+    return a.bytes == b.bytes &&
+           (a.type == b.type || (a.type != nullptr && b.type != nullptr && *a.type == *b.type));
+  }
+};
+template <class F>
+remote_key key_of(F f) {
+  return {&typeid(F), target_of(f)};
 }
 
 struct remote_entry;
@@ -55,15 +71,25 @@ using call_fn = std::string (*)(const remote_entry&, void* instance,
 /// Runs a factory: decodes `args` and returns the new actor instance.
 using make_fn = std::shared_ptr<void> (*)(const remote_entry&, const std::vector<arg_bytes>& args);
 
+/// For methods: the instance that `factory` made, as a pointer to the method's class.
+using as_class_fn = void* (*)(const remote_entry& factory, void* instance);
+
 struct remote_entry {
   std::string name;
   remote_kind kind = remote_kind::function;
   std::size_t arity = 0;
-  target_bytes target{};
+  remote_key key;
   call_fn call = nullptr;
   make_fn make = nullptr;
   /// For factories and methods: the actor class (typeid name), to check handles.
   std::string class_type;
+  /// For factories and methods: the actor class itself.
+  const std::type_info* actor_type = nullptr;
+  /// For factories: throws an instance it made as a pointer to its class (see as_class).
+  void (*throw_instance)(void* instance) = nullptr;
+  /// For methods: an instance of a derived class as a pointer to the method's class, null
+  /// when that class is not an unambiguous public base of the factory's.
+  as_class_fn as_class = nullptr;
 };
 
 /// Thrown by an invoker when the arguments on the wire do not match the signature.
@@ -73,11 +99,14 @@ public:
     : exception(error_code::invalid_argument, message) {}
 };
 
+/// Records an entry (CELER_REMOTE, at static initialisation). The same function again
+/// under the same name changes nothing; another function under a taken name is kept aside,
+/// and celer::init reports it (invalid_argument) instead of anything running the wrong code.
 void register_remote(remote_entry entry);
 /// The entry registered under `name`, or nullptr.
 const remote_entry* find_remote(std::string_view name);
-/// The entry registered for this function pointer, or nullptr.
-const remote_entry* find_remote(const target_bytes& target);
+/// The entry registered for this function or member-function pointer, or nullptr.
+const remote_entry* find_remote(const remote_key& key);
 /// Splits the stringified argument list of CELER_REMOTE into names.
 std::vector<std::string> split_remote_names(std::string_view spelled);
 
@@ -103,6 +132,8 @@ struct remote_traits;
 template <class R, class... A>
 struct remote_traits<R (*)(A...)> {
   using result = R;
+  /// The parameters as declared, and as values (what the wire carries).
+  using params = std::tuple<A...>;
   using args = std::tuple<std::decay_t<A>...>;
   using actor_class = typename factory_result<R>::type;
   static constexpr remote_kind kind =
@@ -113,6 +144,7 @@ struct remote_traits<R (*)(A...) noexcept> : remote_traits<R (*)(A...)> {};
 template <class R, class C, class... A>
 struct remote_traits<R (C::*)(A...)> {
   using result = R;
+  using params = std::tuple<A...>;
   using args = std::tuple<std::decay_t<A>...>;
   using actor_class = C;
   static constexpr remote_kind kind = remote_kind::method;
@@ -155,39 +187,82 @@ std::string pack_result(auto&& call) {
   }
 }
 
+/// A decoded argument as parameter P takes it: moved, except into a non-const lvalue
+/// reference, which binds to the decoded copy (what the function changes in it stays in the
+/// worker and is not sent back, as in Ray).
+template <class P, class T>
+constexpr decltype(auto) pass_arg(T& arg) noexcept {
+  if constexpr (std::is_lvalue_reference_v<P> && !std::is_const_v<std::remove_reference_t<P>>) {
+    return (arg);
+  } else {
+    return std::move(arg);
+  }
+}
+
 template <class F>
 std::string call_remote(const remote_entry& e, void* instance,
                         const std::vector<arg_bytes>& raw) {
   using traits = remote_traits<F>;
   using args_t = typename traits::args;
-  auto args = decode_args<args_t>(e, raw, std::make_index_sequence<std::tuple_size_v<args_t>>{});
-  F f = target_as<F>(e.target);
-  if constexpr (traits::kind == remote_kind::method) {
-    auto* self = static_cast<typename traits::actor_class*>(instance);
-    return pack_result<typename traits::result>([&]() -> decltype(auto) {
-      return std::apply([&](auto&... a) -> decltype(auto) { return (self->*f)(std::move(a)...); },
-                        args);
-    });
-  } else {
-    return pack_result<typename traits::result>([&]() -> decltype(auto) {
-      return std::apply([&](auto&... a) -> decltype(auto) { return f(std::move(a)...); }, args);
-    });
-  }
+  using params_t = typename traits::params;
+  constexpr std::size_t n = std::tuple_size_v<args_t>;
+  [[maybe_unused]] auto args = decode_args<args_t>(e, raw, std::make_index_sequence<n>{});
+  F f = target_as<F>(e.key.bytes);
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    if constexpr (traits::kind == remote_kind::method) {
+      // `instance` is an object of the method's class (the worker adjusted a derived
+      // actor's pointer to this base); a virtual method calls the most derived override.
+      auto* self = static_cast<typename traits::actor_class*>(instance);
+      return pack_result<typename traits::result>([&]() -> decltype(auto) {
+        return (self->*f)(pass_arg<std::tuple_element_t<I, params_t>>(std::get<I>(args))...);
+      });
+    } else {
+      return pack_result<typename traits::result>([&]() -> decltype(auto) {
+        return f(pass_arg<std::tuple_element_t<I, params_t>>(std::get<I>(args))...);
+      });
+    }
+  }(std::make_index_sequence<n>{});
 }
 
 template <class F>
 std::shared_ptr<void> make_remote(const remote_entry& e, const std::vector<arg_bytes>& raw) {
   using traits = remote_traits<F>;
   using args_t = typename traits::args;
+  using params_t = typename traits::params;
   using T = typename traits::actor_class;
-  auto args = decode_args<args_t>(e, raw, std::make_index_sequence<std::tuple_size_v<args_t>>{});
-  F f = target_as<F>(e.target);
-  auto made = std::apply([&](auto&... a) { return f(std::move(a)...); }, args);
+  constexpr std::size_t n = std::tuple_size_v<args_t>;
+  [[maybe_unused]] auto args = decode_args<args_t>(e, raw, std::make_index_sequence<n>{});
+  F f = target_as<F>(e.key.bytes);
+  auto made = [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return f(pass_arg<std::tuple_element_t<I, params_t>>(std::get<I>(args))...);
+  }(std::make_index_sequence<n>{});
+  // The instance is kept as a T* (the factory's class); as_class finds its bases.
   if constexpr (std::is_pointer_v<decltype(made)>) {
     return std::shared_ptr<void>(std::shared_ptr<T>(made));
   } else {
     return std::shared_ptr<void>(std::shared_ptr<T>(std::move(made)));
   }
+}
+
+template <class T>
+[[noreturn]] void throw_instance(void* instance) {
+  throw static_cast<T*>(instance);
+}
+
+/// `instance`, made by `factory` (a T*), as a C*, or null when C is not an unambiguous
+/// public base of T. Catching the thrown T* as a C* applies the language's own
+/// derived-to-base conversion, offsets of multiple inheritance and virtual bases included,
+/// without knowing T here. It costs a throw: the worker does it once per actor and class.
+template <class C>
+void* instance_as(const remote_entry& factory, void* instance) {
+  if (factory.throw_instance == nullptr) return nullptr;
+  try {
+    factory.throw_instance(instance);
+  } catch (C* self) {
+    return self;
+  } catch (...) {
+  }
+  return nullptr;
 }
 
 template <class F>
@@ -197,14 +272,20 @@ remote_entry make_entry(std::string name, F f) {
   e.name = std::move(name);
   e.kind = traits::kind;
   e.arity = std::tuple_size_v<typename traits::args>;
-  e.target = target_of(f);
+  e.key = key_of(f);
   if constexpr (traits::kind == remote_kind::factory) {
+    using T = typename traits::actor_class;
     e.make = &make_remote<F>;
-    e.class_type = typeid(typename traits::actor_class).name();
+    e.class_type = typeid(T).name();
+    e.actor_type = &typeid(T);
+    e.throw_instance = &throw_instance<T>;
   } else {
     e.call = &call_remote<F>;
     if constexpr (traits::kind == remote_kind::method) {
-      e.class_type = typeid(typename traits::actor_class).name();
+      using C = typename traits::actor_class;
+      e.class_type = typeid(C).name();
+      e.actor_type = &typeid(C);
+      e.as_class = &instance_as<C>;
     }
   }
   return e;
