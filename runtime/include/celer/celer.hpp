@@ -21,4 +21,5 @@
 #include <celer/options.hpp>
 #include <celer/peer.hpp>
 #include <celer/remote.hpp>
+#include <celer/runtime_context.hpp>
 #include <celer/version.hpp>

@@ -102,7 +102,7 @@ public:
   object_ref<void> submit_actor_call(const actor_id& actor, const detail::remote_entry& method,
                                      std::vector<detail::arg_spec> args);
   actor_id find_named_actor(std::string_view name, std::string_view class_type);
-  void kill_actor(const actor_id& actor);
+  void kill_actor(const actor_id& actor, bool no_restart = true);
   protocol::resource_reply query_resources();
   /// The cluster's state, from the head.
   protocol::status_reply query_status();
