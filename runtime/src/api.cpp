@@ -10,10 +10,12 @@
 
 #include <celer/api.hpp>
 #include <celer/peer.hpp>
+#include <celer/runtime_context.hpp>
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 
@@ -216,6 +218,53 @@ std::optional<preemption> preemption_notice() {
   return preemption_board::instance().notice(ctx->actor);
 }
 
+runtime_context get_runtime_context() {
+  auto rt = running();
+  runtime_context out;
+  out.job = rt->core().where().job;
+  // Embedded, no job is registered: the runtime's own id stands for it (its core, shared
+  // by the driver and every worker thread).
+  if (out.job.nil()) out.job = job_id(rt->core().self().id);
+  out.node = rt->node();
+  const char* ns = std::getenv("CELER_NAMESPACE");
+  out.name_space = ns != nullptr && std::strlen(ns) > 0 ? std::string(ns) : out.job.hex();
+  const worker_context* ctx = current_worker_context();
+  if (ctx == nullptr) return out;  // the driver
+  out.task = ctx->task;
+  out.actor = ctx->actor;
+  out.worker = ctx->worker;
+  if (ctx->resources != nullptr) out.resources = ctx->resources->to_map();
+  out.gpu_ids = ctx->gpu_ids;
+  out.attempt = ctx->attempt;
+  out.was_restarted = !ctx->actor.nil() && ctx->restarts > 0;
+  return out;
+}
+
+std::vector<node_info> nodes() {
+  std::vector<node_info> out;
+  for (auto& n : running()->core().query_status().nodes) {
+    node_info i;
+    i.id = n.node;
+    i.address = n.addr.endpoint.empty() ? std::string("embedded") : n.addr.endpoint;
+    i.resources = n.total.to_map();
+    i.labels = std::move(n.labels);
+    i.alive = n.alive;
+    i.dead_reason = std::move(n.dead_reason);
+    out.push_back(std::move(i));
+  }
+  return out;
+}
+
+void exit_actor() {
+  worker_context* ctx = current_worker_context();
+  if (ctx == nullptr || ctx->actor.nil() || ctx->task.nil() || ctx->constructing) {
+    throw exception(error_code::invalid_argument,
+                    "celer::exit_actor is called from inside an actor's method (not from a task, "
+                    "the driver, or an actor's factory)");
+  }
+  ctx->exit_requested = true;
+}
+
 std::map<std::string, double> cluster_resources() {
   return running()->core().query_resources().total.to_map();
 }
@@ -285,7 +334,7 @@ actor_id find_named_actor(std::string_view name, std::string_view class_type) {
   return running()->core().find_named_actor(name, class_type);
 }
 
-void kill_actor(const actor_id& actor) { running()->core().kill_actor(actor); }
+void kill_actor(const actor_id& actor, bool no_restart) { running()->core().kill_actor(actor, no_restart); }
 
 bool cancel(const object_ref<void>& ref, bool force, bool recursive) {
   return running()->core().cancel(ref, force, recursive);

@@ -816,6 +816,19 @@ class Suite:
         ok, said = v.check()
         check("C1 kill_actor of job K's actor, from job J, is refused", line and ok,
               f"head log: {line!r}; K's actor still answers: '{said}'")
+        # kill_actor with no_restart = false (protocol 20: a kill the actor restarts from),
+        # to the head and to each node agent (the one hosting K's actor would stop its worker).
+        line = denied("kill_actor", head, HEAD_COMPONENT, [idv(v.actor), "attack", NIL, False], c.head_log,
+                      rf"permission_denied: job {jshort} asked about killing actor")
+        vshort = f"{v.actor:032x}"[:8]
+        node_lines = [denied("kill_actor", ep, dest, [idv(v.actor), "attack", NIL, False], log,
+                             rf"permission_denied: job {jshort} asked about actor {vshort}", timeout=1.5)
+                      for ep, dest, log in ((head, c.head_node_id, c.head_log), (node, c.node_id, c.node_log))]
+        time.sleep(0.5)
+        ok, said = v.check()
+        check("C1b kill_actor with no_restart = false of job K's actor, from job J, is refused by "
+              "the head and by the node hosting it", line and any(node_lines) and ok,
+              f"head log: {line!r}; node logs: {node_lines!r}; K's actor still answers: '{said}'")
         # job_finished{K}
         line = denied("job_finished", head, HEAD_COMPONENT, [idv(k)], c.head_log,
                       rf"job_finished from job {jshort} refused: it names job {kshort}")

@@ -394,9 +394,11 @@ actor_handle<T> get_actor(std::string_view name) {
 }
 
 /// Stops the actor now. Calls not yet run, and later calls, fail with actor_died_error.
+/// With `{.no_restart = false}` an actor with restarts left (actor_options::max_restarts)
+/// is stopped as if its process died and starts again, counted against its restarts.
 template <class T>
-void kill(const actor_handle<T>& handle) {
-  detail::kill_actor(handle.id());
+void kill(const actor_handle<T>& handle, const kill_options& options = {}) {
+  detail::kill_actor(handle.id(), options.no_restart);
 }
 
 } // namespace celer

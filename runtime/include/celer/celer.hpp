@@ -11,7 +11,9 @@
 ///     celer::shutdown();
 ///   }
 
+#include <celer/actor_pool.hpp>
 #include <celer/api.hpp>
+#include <celer/as_completed.hpp>
 #include <celer/bytes.hpp>
 #include <celer/codec.hpp>
 #include <celer/error.hpp>
@@ -20,5 +22,7 @@
 #include <celer/ids.hpp>
 #include <celer/options.hpp>
 #include <celer/peer.hpp>
+#include <celer/queue.hpp>
 #include <celer/remote.hpp>
+#include <celer/runtime_context.hpp>
 #include <celer/version.hpp>

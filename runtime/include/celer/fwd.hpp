@@ -42,6 +42,7 @@ struct resource_request;
 struct task_options;
 struct put_options;
 struct actor_options;
+struct kill_options;
 
 // <celer/api.hpp>
 template <class F>

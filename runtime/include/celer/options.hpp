@@ -170,6 +170,16 @@ struct put_options {
   bool durable = false;
 };
 
+/// Options of `celer::kill`.
+struct kill_options {
+  /// True (the default, as Ray's): the actor is dead for good. False: an actor with
+  /// restarts left (actor_options::max_restarts) is stopped as if its process died and is
+  /// started again, counted against its restarts; calls it was running fare as after a
+  /// death (actor_options::max_task_retries). An actor not running yet (starting, or
+  /// restarting) is left to start; one with no restarts left dies.
+  bool no_restart = true;
+};
+
 /// Options of one actor creation.
 struct actor_options {
   /// CPUs the actor holds for its lifetime. Like Ray, 0 by default so that many idle actors

@@ -137,7 +137,14 @@ void actor_submitter::requeue_actor_calls(actor_entry& actor, const actor_id& id
   actor.queued = std::move(again);
 }
 
-void actor_submitter::kill(const actor_id& actor) {
+void actor_submitter::kill(const actor_id& actor, bool no_restart) {
+  if (!no_restart) {
+    // The head decides: a restart (the update says restarting), or dead when none is left.
+    protocol::kill_actor m{actor, "killed by celer::kill"};
+    m.no_restart = false;
+    (void)net_.send(where_.head, std::move(m));
+    return;
+  }
   {
     std::lock_guard lock(mutex_);
     auto& a = actors_[actor];

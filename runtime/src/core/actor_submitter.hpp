@@ -50,8 +50,10 @@ public:
   /// Sends a call (its arguments on the wire, its result owned by the reference table), or
   /// queues it until the actor is alive, or fails it if the actor is dead.
   void call(protocol::task_spec spec);
-  /// celer::kill: the actor is dead from here on; its calls fail.
-  void kill(const actor_id& actor);
+  /// celer::kill: the actor is dead from here on; its calls fail. With `no_restart` false
+  /// the head restarts it if it has restarts left (its calls then fare as after a death:
+  /// max_task_retries), and nothing is failed here.
+  void kill(const actor_id& actor, bool no_restart = true);
   /// celer::cancel of call `id`: its result fails now with `fail`, and it is never sent
   /// again. Waiting here, it is taken out (nothing is returned); sent, it is forgotten (a
   /// late result is dropped) and the actor's worker is returned, to be told (cancel_task,

@@ -322,9 +322,9 @@ actor_id core_worker::find_named_actor(std::string_view name, std::string_view c
   return head_.find_named_actor(name, class_type, where_.job, shared_namespace());
 }
 
-void core_worker::kill_actor(const actor_id& actor) {
+void core_worker::kill_actor(const actor_id& actor, bool no_restart) {
   objects_.check_running();
-  actors_.kill(actor);
+  actors_.kill(actor, no_restart);
 }
 
 protocol::resource_reply core_worker::query_resources() {

@@ -116,7 +116,7 @@ public:
   void cancel_children(const task_id& parent, bool force, const std::string& who);
   /// The call `parent` running here is over: what it submitted is no longer its children.
   void forget_children(const task_id& parent) { children_.forget(parent); }
-  void kill_actor(const actor_id& actor);
+  void kill_actor(const actor_id& actor, bool no_restart = true);
   protocol::resource_reply query_resources();
   /// The cluster's state, from the head.
   protocol::status_reply query_status();

@@ -11,6 +11,9 @@
 #include <vector>
 
 namespace celer {
+namespace protocol {
+struct resource_set;
+} // namespace protocol
 
 /// Per-thread facts about the worker running user code on this thread (null on the driver).
 struct worker_context {
@@ -32,11 +35,20 @@ struct worker_context {
   std::int32_t priority = 0;
   /// How many times the actor it hosts was started again after dying (celer::was_restarted).
   std::uint32_t restarts = 0;
-  /// The task or actor call running on this thread (nil between calls): what it submits is
-  /// recorded as its children (celer::cancel with recursive), and `cancelled` is its flag
-  /// (celer::is_cancelled), set by a cancel while it runs.
+  /// The call running on this thread now (celer::get_runtime_context): its task, which
+  /// run of it this is, and what it was given (a task's request; an actor's, for its
+  /// methods). Set by the worker around each call; `resources` points into the running
+  /// task's spec or the worker's copy of its actor's, and is null between calls.
   task_id task;
+  /// The running call's flag (celer::is_cancelled), set by a cancel while it runs; what
+  /// the call submits is recorded as its children (celer::cancel with recursive).
   const std::atomic<bool>* cancelled = nullptr;
+  std::int32_t attempt = 0;
+  const protocol::resource_set* resources = nullptr;
+  /// Set by celer::exit_actor in an actor's method: the worker ends the actor once the
+  /// call returns. `constructing` while its factory or restore hook runs (no call to end).
+  bool exit_requested = false;
+  bool constructing = false;
 };
 worker_context*& current_worker_context() noexcept;
 /// Calls the current worker context's before_wait, if any.

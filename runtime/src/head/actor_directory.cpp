@@ -390,9 +390,27 @@ void actor_directory::on(protocol::kill_actor& m) {
   if (it == actors_.end() || it->second.state == protocol::actor_state::dead) return;
   auto& a = it->second;
   if (!guard_.owned_by_sender(m.sender_job, a.spec.job, "killing actor " + m.actor.short_hex())) return;
+  std::string reason = "actor " + m.actor.hex() + " was " + m.reason;
+  if (!m.no_restart) {
+    const auto max = a.spec.max_restarts;
+    const bool restarts_left = max < 0 || a.restarts < static_cast<std::uint32_t>(std::max(max, 0));
+    if (restarts_left && a.state == protocol::actor_state::alive) {
+      // Killed as its process would die: its node stops the worker and reports the death,
+      // and restart() starts it again (counted against max_restarts).
+      (void)nodes_.send_to(a.node, m);
+      return;
+    }
+    if (restarts_left) {
+      CELER_LOG(info, "head", "actor " + m.actor.short_hex() + " is not running (starting or restarting): " +
+                                "celer::kill with no_restart = false leaves it to start");
+      return;
+    }
+    reason += " (no_restart = false, but it has no restarts left: max_restarts " + std::to_string(max) + ")";
+    m.no_restart = true;  // its node stops it for good
+  }
   mark_dead(m.actor, a,
             protocol::failure_info::make(detail::failure_kind::actor_died, error_code::unavailable,
-                                         "actor " + m.actor.hex() + " was " + m.reason));
+                                         std::move(reason)));
   (void)nodes_.send_to(a.node, m);
 }
 

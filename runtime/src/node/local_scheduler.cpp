@@ -252,6 +252,23 @@ void local_scheduler::on(protocol::cancel_lease_requests& m) {
 }
 
 void local_scheduler::on(protocol::kill_actor& m) {
+  if (!m.no_restart) {
+    // Killed so that it restarts (celer::kill with no_restart = false): its running worker
+    // is stopped, and the head hears of it as of a death (the actor's restarts decide). One
+    // not started yet is left to start.
+    auto* host = pool_.host_of(m.actor);
+    if (host == nullptr || !guard_.owned_by_sender(m.sender_job, host->second.job, "actor " + m.actor.short_hex())) {
+      return;
+    }
+    auto& w = host->second;
+    w.kill_reason = "was killed by celer::kill (no_restart = false)";
+    w.report_on_exit = protocol::failure_info::make(
+      detail::failure_kind::actor_died, error_code::unavailable,
+      "actor " + m.actor.hex() + " died: its worker " + w.kill_reason, w.function, cfg_.id.short_hex(),
+      host->first.short_hex());
+    pool_.terminate(host->first, w);
+    return;
+  }
   // Not started yet: drop it from the queue.
   const auto* queued = queues_.find_if([&](const protocol::task_spec& s) {
     return s.kind == protocol::task_kind::actor_creation && s.actor == m.actor;

@@ -33,6 +33,7 @@ worker_id worker_pool::lend(protocol::task_spec spec, std::vector<protocol::gpu_
   w.grace = grace;
   w.preempt_deadline.reset();
   w.preempt_stopped = false;
+  w.report_on_exit.reset();
   send_work(id, w, std::move(spec));
   return id;
 }
@@ -269,6 +270,23 @@ void worker_pool::on(protocol::worker_unblocked& m) {
 void worker_pool::on(protocol::actor_exited& m) {
   auto* w = of_sender(m.worker, m.sender_job, "actor_exited");
   if (w == nullptr) return;
+  if (w->actor_worker && !m.why.empty() && !w->report_on_exit) {
+    // The actor ended itself: dead for good (failed_precondition never restarts it). The
+    // worker's words are capped; the actor is the slot's, never the message's.
+    constexpr std::size_t max_why = 512;
+    w->report_on_exit = protocol::failure_info::make(
+      detail::failure_kind::actor_died, error_code::failed_precondition,
+      "actor " + w->actor.hex() + " exited: " + m.why.substr(0, max_why), w->function,
+      cfg_.node.short_hex(), m.worker.short_hex());
+  }
+  if (w->actor_worker && w->report_on_exit) {
+    if (cfg_.spill_to_head && !w->addr.endpoint.empty()) {
+      exit_reports_[m.worker] = {w->actor, std::move(*w->report_on_exit)};  // once its process is gone
+    } else {
+      // A thread of this process: what it sent before is ahead of this in every queue.
+      (void)net_.send(cfg_.head, protocol::actor_failed{w->actor, std::move(*w->report_on_exit)});
+    }
+  }
   release(*w);
   forget_endpoint(m.worker, w->addr, false);
   workers_.erase(m.worker);
@@ -347,6 +365,10 @@ void worker_pool::fail_package_wait(const worker_id& id, const std::string& why)
 
 void worker_pool::on(protocol::worker_died& m) {
   starting_forgotten_.erase(m.worker);
+  if (auto report = exit_reports_.find(m.worker); report != exit_reports_.end()) {
+    (void)net_.send(cfg_.head, protocol::actor_failed{report->second.first, std::move(report->second.second)});
+    exit_reports_.erase(report);
+  }
   if (auto gone = exiting_.find(m.worker); gone != exiting_.end()) {
     net_.forget(gone->second);
     exiting_.erase(gone);
@@ -355,7 +377,9 @@ void worker_pool::on(protocol::worker_died& m) {
   if (it == workers_.end()) return;
   auto& w = it->second;
   if (!w.kill_reason.empty()) m.reason = w.kill_reason;
-  if (w.actor_worker) {
+  if (w.actor_worker && w.report_on_exit) {
+    (void)net_.send(cfg_.head, protocol::actor_failed{w.actor, std::move(*w.report_on_exit)});
+  } else if (w.actor_worker) {
     auto f = protocol::failure_info::make(
       detail::failure_kind::actor_died, error_code::unavailable,
       "actor " + w.actor.hex() + " died: its worker process " + m.reason, w.function,

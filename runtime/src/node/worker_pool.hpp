@@ -110,6 +110,10 @@ struct worker_slot {
   std::chrono::milliseconds grace{0};
   std::optional<std::chrono::steady_clock::time_point> preempt_deadline;
   bool preempt_stopped = false;
+  /// What the head hears once its actor's worker is gone, instead of a bare death: set
+  /// when celer::kill with no_restart = false stopped it (a death, so the actor restarts)
+  /// or when the actor ended itself (celer::exit_actor: for good).
+  std::optional<protocol::failure_info> report_on_exit;
 };
 
 class worker_pool {
@@ -241,6 +245,10 @@ private:
   std::vector<worker_id> idle_;
   /// Workers told to stop whose process has not exited yet: their endpoints.
   std::unordered_map<worker_id, std::string> exiting_;
+  /// Actors whose worker process said actor_exited with a report (worker_slot::
+  /// report_on_exit): the head hears it once the process is gone (worker_died), when
+  /// everything the worker sent before has left it (its last results first).
+  std::unordered_map<worker_id, std::pair<actor_id, protocol::failure_info>> exit_reports_;
   /// Workers forgotten before their process said worker_ready, and their jobs: told to stop
   /// when it does (on their job's word only), dropped when it exits.
   std::unordered_map<worker_id, job_id> starting_forgotten_;

@@ -327,7 +327,11 @@ struct kill_actor {
   /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
   /// this process).
   job_id sender_job;
-  CELER_MSGPACK_DEFINE(actor, reason, sender_job)
+  /// Protocol 20: false lets an actor with restarts left restart (celer::kill's
+  /// kill_options::no_restart): the head does not mark it dead, its node stops its worker
+  /// and reports it as a death of its process.
+  bool no_restart = true;
+  CELER_MSGPACK_DEFINE(actor, reason, sender_job, no_restart)
 };
 // ---- worker -> node: the actor's worker exited; its resources return
 struct actor_exited {
@@ -336,7 +340,11 @@ struct actor_exited {
   /// The job that sent it (the transport sets it for a job's connection; nil: head, node or
   /// this process).
   job_id sender_job;
-  CELER_MSGPACK_DEFINE(actor, worker, sender_job)
+  /// Protocol 20: non-empty when the actor ended itself (celer::exit_actor): what it said,
+  /// e.g. "celer::exit_actor() was called in counter::stop". The node reports the actor
+  /// dead to the head with it, for good (no restart), once the worker is gone.
+  std::string why;
+  CELER_MSGPACK_DEFINE(actor, worker, sender_job, why)
 };
 // ---- core -> node: what does the node hold and have free
 struct resource_query {

@@ -63,7 +63,18 @@ worker::worker(transport& net, core_worker& core, config cfg)
   ctx_.before_wait = cfg_.before_wait;
 }
 
-worker::~worker() { pool_.reset(); }
+worker::~worker() {
+  if (exit_thread_.joinable()) {
+    // The exit thread's last message may hold the last reference to this worker (an
+    // embedded worker's front door): then it is that thread, done but for returning.
+    if (exit_thread_.get_id() == std::this_thread::get_id()) {
+      exit_thread_.detach();
+    } else {
+      exit_thread_.join();
+    }
+  }
+  pool_.reset();
+}
 
 protocol::failure_info worker::failure(detail::failure_kind kind, error_code code,
                                        const std::string& function, std::string message) const {
@@ -181,14 +192,17 @@ void worker::handle_one(protocol::message& m) {
   if (auto* exec = std::get_if<protocol::execute_task>(&m)) {
     execute(exec->spec);
   } else if (auto* kill = std::get_if<protocol::kill_actor>(&m)) {
-    if (!actor_.nil() && kill->actor == actor_) exit_actor();
+    // An actor ending itself is stopped by its exit thread.
+    if (!actor_.nil() && kill->actor == actor_ && !exiting_.load(std::memory_order_acquire)) exit_actor();
   } else if (auto* notice = std::get_if<protocol::preempt_actor>(&m)) {
     if (!actor_.nil() && notice->actor == actor_) preempted(*notice);
   } else if (std::holds_alternative<protocol::head_restarted>(m)) {
     // From its node: the head restarted and may not have heard that the actor started.
     if (started_) (void)net_.send(cfg_.head, protocol::message(*started_));
   } else if (std::holds_alternative<protocol::shutdown_component>(m)) {
-    if (!actor_.nil()) {
+    if (!actor_.nil() && exiting_.load(std::memory_order_acquire)) {
+      // its exit thread ends it
+    } else if (!actor_.nil()) {
       exit_actor();
     } else {
       finished_ = true;
@@ -256,6 +270,8 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
                       void* self) {
   // Its cancel flag (celer::is_cancelled), and what it submits recorded as its children,
   // while it runs.
+  // A call queued on the pool behind one that ended the actor.
+  if (spec.kind == protocol::task_kind::actor_call && refuse_after_exit(spec)) return;
   auto* ctx = current_worker_context();
   auto* slot = calls_.start(spec.id);
   struct call_scope {
@@ -301,7 +317,13 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
   }
   bool raised = false;
   // Waiting for arguments is not the call blocking: only waits in user code count.
-  if (auto* ctx = current_worker_context(); ctx != nullptr) ctx->blocked = false;
+  if (ctx != nullptr) {
+    ctx->blocked = false;
+    ctx->task = spec.id;
+    ctx->attempt = spec.attempt;
+    ctx->exit_requested = false;
+    if (plain) ctx->resources = &spec.resources;
+  }
   try {
     v.payload = entry->call(*entry, self, args);
     v.ok = true;
@@ -336,7 +358,46 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
     v.fail.exception_type = current_exception_type();  // "int" for throw 42
     raised = true;
   }
+  bool exit = false;
+  if (ctx != nullptr) {
+    ctx->task = {};
+    ctx->attempt = 0;
+    if (plain) ctx->resources = nullptr;
+    exit = ctx->exit_requested;
+    ctx->exit_requested = false;
+  }
   send_result(spec, std::move(v), raised);
+  // After its result: the caller has it before anyone hears that the actor ended.
+  if (exit && !plain) request_exit(spec.function);
+}
+
+void worker::request_exit(const std::string& function) {
+  std::string why = "celer::exit_actor() was called in " + function;
+  {
+    std::lock_guard lock(exit_mutex_);
+    if (exiting_.load(std::memory_order_relaxed)) return;
+    exit_why_ = why;
+    exiting_.store(true, std::memory_order_release);
+    exit_thread_ = std::thread([this, why = std::move(why)]() mutable {
+      exit_actor(std::move(why));
+      // Its thread (or component) sees that it finished on the next message: this one.
+      (void)net_.send(cfg_.self, protocol::worker_wake{});
+    });
+  }
+}
+
+bool worker::refuse_after_exit(const protocol::task_spec& spec) {
+  if (!exiting_.load(std::memory_order_acquire)) return false;
+  std::string why;
+  {
+    std::lock_guard lock(exit_mutex_);
+    why = exit_why_;
+  }
+  protocol::object_payload v;
+  v.fail = failure(detail::failure_kind::actor_died, error_code::failed_precondition, spec.function,
+                   "actor " + actor_.hex() + " exited: " + why);
+  send_result(spec, std::move(v));
+  return true;
 }
 
 void worker::execute(protocol::task_spec& spec) {
@@ -365,7 +426,8 @@ void worker::execute(protocol::task_spec& spec) {
     case protocol::task_kind::actor_call: {
       const auto* entry = detail::find_remote(spec.function);
       void* self = nullptr;
-      if (instance_ == nullptr || spec.actor != actor_) {
+      if (spec.actor == actor_ && refuse_after_exit(spec)) return;
+      if (spec.actor != actor_ || instance_ == nullptr) {
         protocol::object_payload v;
         v.fail = failure(detail::failure_kind::actor_died, error_code::unavailable, spec.function,
                          "actor " + spec.actor.hex() + " is not running on this worker");
@@ -376,8 +438,15 @@ void worker::execute(protocol::task_spec& spec) {
         v.fail = failure(detail::failure_kind::invalid_call, error_code::not_found, spec.function,
                          not_a_method(spec.function, entry));
         send_result(spec, std::move(v));
-      } else if (pool_) {
-        pool_->post([this, spec = std::move(spec), entry, self] { run_call(spec, entry, self); });
+      } else if (pooled_) {
+        // Under exit_mutex_: an exit thread takes the pool away under it.
+        std::unique_lock lock(exit_mutex_);
+        if (!exiting_.load(std::memory_order_relaxed)) {
+          pool_->post([this, spec = std::move(spec), entry, self] { run_call(spec, entry, self); });
+          return;
+        }
+        lock.unlock();
+        (void)refuse_after_exit(spec);
       } else {
         run_call(spec, entry, self);
       }
@@ -388,9 +457,14 @@ void worker::execute(protocol::task_spec& spec) {
 
 void worker::create_actor(protocol::task_spec& spec) {
   actor_ = spec.actor;
+  actor_resources_ = spec.resources;
   ctx_.actor = spec.actor;
   ctx_.priority = spec.priority;
   ctx_.restarts = spec.restarts;
+  ctx_.resources = &actor_resources_;
+  ctx_.task = spec.id;  // its factory and restore hook run as the creation task
+  ctx_.attempt = spec.attempt;
+  ctx_.constructing = true;
   const auto* entry = detail::find_remote(spec.function);
   protocol::failure_info fail;
   bool ok = false;
@@ -427,6 +501,9 @@ void worker::create_actor(protocol::task_spec& spec) {
     fail.kind = detail::failure_kind::actor_died;
     fail.message = "an argument of the actor's constructor failed: " + fail.message;
   }
+  ctx_.task = {};
+  ctx_.attempt = 0;
+  ctx_.constructing = false;
   if (!ok) {
     instance_.reset();
     (void)net_.send(cfg_.head, protocol::actor_failed{actor_, fail});
@@ -434,7 +511,10 @@ void worker::create_actor(protocol::task_spec& spec) {
     finished_ = true;
     return;
   }
-  if (spec.max_concurrency > 1) pool_ = std::make_unique<call_pool>(spec.max_concurrency, ctx_);
+  if (spec.max_concurrency > 1) {
+    pool_ = std::make_unique<call_pool>(spec.max_concurrency, ctx_);
+    pooled_ = true;
+  }
   // Its devices: a share of one (a request up to one GPU), else whole ones.
   std::vector<protocol::gpu_share> shares;
   const std::int64_t units = spec.resources.units(protocol::gpu);
@@ -501,11 +581,19 @@ void worker::preempted(const protocol::preempt_actor& notice) {
   preemption_board::instance().notify(notice, net_, cfg_.node, cfg_.id);
 }
 
-void worker::exit_actor() {
-  pool_.reset();  // running calls finish; queued ones still run before the pool drains
+void worker::exit_actor(std::string why) {
+  if (exited_.exchange(true)) return;
+  // Running calls finish; queued ones still run before the pool drains (refused with why
+  // when the actor ended itself).
+  std::unique_ptr<call_pool> pool;
+  {
+    std::lock_guard lock(exit_mutex_);
+    pool = std::move(pool_);
+  }
+  pool.reset();
   preemption_board::instance().forget(actor_);  // its callback returns first
   instance_.reset();
-  (void)net_.send(cfg_.node, protocol::actor_exited{actor_, cfg_.id});
+  (void)net_.send(cfg_.node, protocol::actor_exited{actor_, cfg_.id, {}, std::move(why)});
   finished_ = true;
 }
 

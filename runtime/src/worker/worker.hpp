@@ -13,6 +13,7 @@
 
 #include <celer/remote.hpp>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -94,13 +95,23 @@ private:
   void send_result(const protocol::task_spec& spec, protocol::object_payload v, bool raised = false);
   protocol::failure_info failure(detail::failure_kind kind, error_code code,
                                  const std::string& function, std::string message) const;
-  void exit_actor();
+  /// Ends the hosted actor: running calls finish, its instance goes, its node is told (with
+  /// `why` when the actor ended itself, celer::exit_actor).
+  void exit_actor(std::string why = {});
+  /// A call asked for the actor to end itself (after its result was sent): later calls
+  /// fail with why, and a thread of its own ends the actor once the running calls return
+  /// (not the calling thread: a pool thread cannot join its pool), then wakes the worker,
+  /// which then finishes. Any thread running a call.
+  void request_exit(const std::string& function);
+  /// Fails an actor call that comes after the actor ended itself; false when it has not.
+  bool refuse_after_exit(const protocol::task_spec& spec);
 
   transport& net_;
   core_worker& core_;
   config cfg_;
   worker_context ctx_;
-  bool finished_ = false;
+  /// Read by the threads that deliver its messages; set by its own or its exit thread.
+  std::atomic<bool> finished_{false};
   task_inbox inbox_;
   /// The calls running now, with their cancel flags.
   running_calls calls_;
@@ -116,7 +127,20 @@ private:
   /// instance_for's answers for methods of other classes than the factory's. Touched by
   /// the worker's thread only (execute and restore run there; the pool gets the pointer).
   std::unordered_map<const detail::remote_entry*, void*> bases_;
+  /// Calls run on a pool (max_concurrency > 1); exit_mutex_ guards pool_ once the actor
+  /// runs (an exit thread takes it away).
+  bool pooled_ = false;
   std::unique_ptr<call_pool> pool_;
+  /// What the actor was given (worker_context::resources points here for its calls).
+  protocol::resource_set actor_resources_;
+  /// Set once a call asked the actor to end itself (celer::exit_actor): why, and whether
+  /// (exit_mutex_ guards exit_why_; exiting_ is read without it by calls that start).
+  std::mutex exit_mutex_;
+  std::string exit_why_;
+  std::atomic<bool> exiting_{false};
+  /// Ends the actor after an exit request (joined by the destructor); exit_actor runs once.
+  std::thread exit_thread_;
+  std::atomic<bool> exited_{false};
   /// What it told the head once its actor started (said again to a head that restarted
   /// before it heard).
   std::optional<protocol::actor_started> started_;

@@ -386,3 +386,55 @@ TEST_CASE("what a job reports in its heartbeat is capped as it arrives", "[head]
     CHECK_THAT(row.error, Contains("[truncated]"));
   }
 }
+
+TEST_CASE("a job cannot kill another job's actor, with or without a restart; its own kill that "
+          "lets it restart goes to its node and marks nothing",
+          "[head][actor][security]") {
+  isolation_fixture f;
+  auto c = f.actor(f.k, f.k_driver);
+  c.spec.max_restarts = 1;
+  f.handle(c);
+  REQUIRE(f.net.take<protocol::create_actor_reply>().at(0).second.ok);
+  REQUIRE(f.net.take<protocol::start_actor>().size() == 1);
+  const address worker{unique_id::random(), "tcp://10.0.0.1:9#job=" + f.k.hex()};
+  f.handle(protocol::actor_started{c.spec.actor, worker, {}, {}});
+  REQUIRE(f.net.take<protocol::actor_update>().size() == 1);
+
+  for (const bool no_restart : {false, true}) {
+    protocol::kill_actor forged{c.spec.actor, "mine now", f.j};
+    forged.no_restart = no_restart;
+    f.handle(forged);
+  }
+  CHECK(f.net.take<protocol::kill_actor>().empty());
+  CHECK(f.net.take<protocol::actor_update>().empty());
+
+  protocol::kill_actor own{c.spec.actor, "killed by celer::kill", f.k};
+  own.no_restart = false;
+  f.handle(own);
+  auto sent = f.net.take<protocol::kill_actor>();
+  REQUIRE(sent.size() == 1);
+  CHECK(sent[0].first == f.node_addr);
+  CHECK_FALSE(sent[0].second.no_restart);
+  CHECK(f.net.take<protocol::actor_update>().empty());  // alive until its node says it died
+
+  // The node's word that it died: it restarts (its one restart).
+  f.handle(protocol::actor_failed{c.spec.actor,
+                                  protocol::failure_info::make(detail::failure_kind::actor_died,
+                                                               error_code::unavailable, "killed, restarting")});
+  auto told = f.net.take<protocol::actor_update>();
+  REQUIRE(told.size() == 1);
+  CHECK(told[0].second.state == protocol::actor_state::restarting);
+  REQUIRE(f.net.take<protocol::start_actor>().size() == 1);
+  f.handle(protocol::actor_started{c.spec.actor, worker, {}, {}});
+  (void)f.net.take<protocol::actor_update>();
+
+  // No restart left: the same kill is final, and says why.
+  f.handle(own);
+  told = f.net.take<protocol::actor_update>();
+  REQUIRE(told.size() == 1);
+  CHECK(told[0].second.state == protocol::actor_state::dead);
+  CHECK_THAT(told[0].second.fail.message, Contains("no restarts left"));
+  sent = f.net.take<protocol::kill_actor>();
+  REQUIRE(sent.size() == 1);
+  CHECK(sent[0].second.no_restart);
+}

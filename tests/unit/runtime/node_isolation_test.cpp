@@ -302,3 +302,68 @@ TEST_CASE("a node runs a job's work only in its own job's bundles, and refuses i
   CHECK(f.node.available().get(protocol::cpu) == 2);
   CHECK(f.node.queued() == 0);
 }
+
+TEST_CASE("a job cannot restart another job's actor with a kill that lets it restart, nor end it",
+          "[node][actor][security]") {
+  node_fixture f(2);
+  auto spec = f.task(1);
+  spec.kind = protocol::task_kind::actor_creation;
+  spec.actor = actor_id::random();
+  spec.job = job_id::random();
+  spec.max_restarts = 1;
+  protocol::message start = protocol::start_actor{spec};
+  f.node.handle(start);
+  const auto s = f.started();
+  REQUIRE(s.size() == 1);
+  const worker_id w(s[0].first.id);
+  const job_id other = job_id::random();
+
+  protocol::kill_actor forged{spec.actor, "mine now", other};
+  forged.no_restart = false;
+  protocol::message m = forged;
+  f.node.handle(m);
+  m = protocol::actor_exited{spec.actor, w, other, "celer::exit_actor() was called in x"};
+  f.node.handle(m);
+  CHECK(f.launcher.terminated.empty());
+  CHECK(f.node.workers() == 1);
+  CHECK(f.net.take<protocol::actor_failed>().empty());
+
+  // Its own job: the worker is stopped, and once it is gone the head hears of a death (so
+  // that the actor restarts), not of an end.
+  protocol::kill_actor own{spec.actor, "killed by celer::kill", spec.job};
+  own.no_restart = false;
+  m = own;
+  f.node.handle(m);
+  CHECK(f.launcher.terminated.size() == 1);
+  m = protocol::actor_exited{spec.actor, w, spec.job};
+  f.node.handle(m);
+  auto told = f.net.take<protocol::actor_failed>();
+  REQUIRE(told.size() == 1);
+  CHECK(told[0].second.actor == spec.actor);
+  CHECK(told[0].second.fail.code == error_code::unavailable);
+  CHECK(told[0].second.fail.message.find("no_restart = false") != std::string::npos);
+  CHECK(f.node.workers() == 0);
+}
+
+TEST_CASE("an actor that ended itself is reported dead for good, with why, by its node", "[node][actor]") {
+  node_fixture f(2);
+  auto spec = f.task(1);
+  spec.kind = protocol::task_kind::actor_creation;
+  spec.actor = actor_id::random();
+  spec.job = job_id::random();
+  protocol::message start = protocol::start_actor{spec};
+  f.node.handle(start);
+  const auto s = f.started();
+  REQUIRE(s.size() == 1);
+  const worker_id w(s[0].first.id);
+  protocol::message m = protocol::actor_exited{spec.actor, w, spec.job, std::string(5000, 'x')};
+  f.node.handle(m);
+  auto told = f.net.take<protocol::actor_failed>();
+  REQUIRE(told.size() == 1);
+  CHECK(told[0].second.fail.kind == detail::failure_kind::actor_died);
+  CHECK(told[0].second.fail.code == error_code::failed_precondition);  // never restarted
+  CHECK(told[0].second.fail.message.find("exited: xxx") != std::string::npos);
+  CHECK(told[0].second.fail.message.size() < 700);  // the worker's words are capped
+  CHECK(f.node.workers() == 0);
+  CHECK(f.node.available().get(protocol::cpu) == 2);
+}
