@@ -362,6 +362,7 @@ TEST_CASE("an actor that ended itself is reported dead for good, with why, by it
   REQUIRE(told.size() == 1);
   CHECK(told[0].second.fail.kind == detail::failure_kind::actor_died);
   CHECK(told[0].second.fail.code == error_code::failed_precondition);  // never restarted
+  // The worker's 5,000 'x's are quoted after "exited: ", cut short below.
   CHECK(told[0].second.fail.message.find("exited: xxx") != std::string::npos);
   CHECK(told[0].second.fail.message.size() < 700);  // the worker's words are capped
   CHECK(f.node.workers() == 0);
