@@ -41,7 +41,7 @@ void local_scheduler::on(protocol::request_lease& m) {
   if (stopped_) return;
   if (!admissible(m.spec)) return;
   if (m.from_head) {
-    spilled_.placed(m.spec.id);  // back here: the head placed it
+    spilled_.placed(m.spec.id);  // back here: the head placed it (again, if respilled)
     // A request resent after a head restart that this node already holds (queued, or a
     // worker started or lent for it): the copy is dropped, so that it is granted once.
     if (holds_request(m.spec.id)) return;
@@ -377,9 +377,32 @@ void local_scheduler::on(protocol::preempt_ready& m) {
 
 void local_scheduler::tick(time_point now) {
   spilled_.expire(now);
+  respill(now);
   pool_.for_each([&](const worker_id& id, worker_slot& w) {
     if (w.preempt_deadline && *w.preempt_deadline <= now) stop_preempted(id, w);
   });
+}
+
+void local_scheduler::respill(time_point now) {
+  if (!cfg_.spill_to_head || cfg_.respill_after.count() <= 0) return;
+  std::erase_if(respilled_, [&](const task_id& id) {
+    return !spilled_.holds(id) &&
+           queues_.find_if([&](const protocol::task_spec& s) { return s.id == id; }) == nullptr;
+  });
+  if (queues_.size() == 0) return;
+  using kind = scheduling_strategy::kind;
+  auto back = queues_.take_if([&](const scheduling::shape_queues::waiting& w) {
+    const auto& s = w.spec;
+    return s.kind == protocol::task_kind::normal && now - w.since >= cfg_.respill_after &&
+           s.where.how != kind::placement_group && s.where.how != kind::node_affinity &&
+           !respilled_.contains(s.id) && !room_.available().covers(s.resources);
+  });
+  for (auto& spec : back) {
+    CELER_LOG(debug, "node", "sends a lease request for " + spec.function +
+                               " back to the head: no room here since it came");
+    respilled_.insert(spec.id);
+    spill(protocol::request_lease{std::move(spec), false, {}});
+  }
 }
 
 void local_scheduler::resend_spilled() {

@@ -34,6 +34,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <unordered_set>
 
 namespace celer {
 
@@ -52,6 +53,9 @@ public:
     std::chrono::milliseconds preemption_grace{30000};
     /// When work was queued and when a preempted actor's grace ends are timed by it.
     std::function<time_point()> now = [] { return std::chrono::steady_clock::now(); };
+    /// Cluster mode: a lease request the head placed here that has found no room for this
+    /// long goes back to the head once (lease_respill_ms; 0: never).
+    std::chrono::milliseconds respill_after{1000};
   };
   /// The pool, the room and the guard are the agent's and outlive the scheduler; it
   /// listens to the pool's when_room_frees.
@@ -70,7 +74,12 @@ public:
   /// those spilled to the head, and takes back the workers started or lent for such
   /// requests; returns how many it found here.
   std::size_t withdraw_leases(const worker_pool::lease_match& match);
-  /// Each tick: spilled requests expire; preempted actors whose grace ended are stopped.
+  /// Each tick: spilled requests expire; preempted actors whose grace ended are stopped;
+  /// lease requests the head placed here that found no room within respill_after go back
+  /// to the head once. The head chose this node by its view of the cluster, which lags
+  /// the nodes' heartbeats: a node it thought free may be busy for as long as its work
+  /// runs, while another has room. Sent again, the head places the request by what it knows
+  /// then; one that comes back stays here.
   void tick(time_point now);
   /// The head restarted: what was spilled to it is sent again.
   void resend_spilled();
@@ -104,6 +113,8 @@ private:
   /// resource_exhausted, or permission_denied and invalid_argument for a refused request).
   void refuse(const protocol::task_spec& spec, const std::string& why,
               error_code code = error_code::resource_exhausted);
+  /// Sends back to the head the lease requests waiting here past respill_after (tick).
+  void respill(time_point now);
   /// Starts the waiting work that fits, shape by shape, highest priority first.
   void dispatch();
   /// The head of `q` does not fit. `room` (and `room_devices`) is what will be free once
@@ -127,6 +138,9 @@ private:
   scheduling::shape_queues queues_;
   /// Lease requests this node spilled to the head lately (resent if the head restarts).
   spilled_requests spilled_;
+  /// Requests sent back to the head once (by tick): one the head places here again stays.
+  /// Forgotten once neither on its way to the head nor queued here (checked each tick).
+  std::unordered_set<task_id> respilled_;
   /// Set by stop(): the node is leaving, no work is taken.
   bool stopped_ = false;
 };

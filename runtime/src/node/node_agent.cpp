@@ -6,6 +6,7 @@
 // (local_scheduler.cpp).
 #include "node/node_agent.hpp"
 
+#include "config/knobs.hpp"
 #include "log.hpp"
 #include "scheduler/cluster_view.hpp"
 
@@ -37,7 +38,7 @@ node_agent::node_agent(transport& net, worker_launcher& launcher, config cfg)
            cfg_.worker_start_timeout, cfg_.now}),
     scheduler_(net_, pool_, room_, guard_,
                {cfg_.id, cfg_.head, cfg_.total, cfg_.labels, cfg_.spill_to_head, cfg_.preemption_grace,
-                cfg_.now}) {
+                cfg_.now, std::chrono::milliseconds(knobs().lease_respill_ms)}) {
   if (cfg_.store_capacity > 0) {
     node_store::config sc{cfg_.id, cfg_.self, cfg_.head, cfg_.store_capacity, cfg_.store_dir,
                           cfg_.store_spill};

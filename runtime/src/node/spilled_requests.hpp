@@ -29,6 +29,7 @@ public:
 
   void remember(const protocol::request_lease& m, time_point now) { spilled_[m.spec.id] = {m, now}; }
   void placed(const task_id& request) { spilled_.erase(request); }
+  [[nodiscard]] bool holds(const task_id& request) const { return spilled_.contains(request); }
   /// Forgets those whose (owner, request id, job) `match` picks.
   void forget_if(const std::function<bool(const address&, const task_id&, const job_id&)>& match) {
     std::erase_if(spilled_, [&](const auto& e) {

@@ -58,6 +58,24 @@ public:
     prune();
     return n;
   }
+  /// Takes out the requests `pick(waiting)` picks, in queue order.
+  template <class F>
+  std::vector<protocol::task_spec> take_if(F pick) {
+    std::vector<protocol::task_spec> out;
+    for (auto& q : shapes_) {
+      for (auto it = q.tasks.begin(); it != q.tasks.end();) {
+        if (pick(static_cast<const waiting&>(*it))) {
+          out.push_back(std::move(it->spec));
+          it = q.tasks.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    size_ -= out.size();
+    prune();
+    return out;
+  }
   /// The first waiting request `pick(spec)` picks, or null.
   template <class F>
   [[nodiscard]] const protocol::task_spec* find_if(F pick) const {

@@ -114,7 +114,12 @@ TEST_CASE("cancel takes out a task that waits for CPUs: it never runs, and get s
   for (int i = 0; i < cpus; ++i) {
     blockers.push_back(celer::task(ignores_cancel).remote(d, "blocker-" + std::to_string(i)));
   }
-  for (int i = 0; i < cpus; ++i) REQUIRE(await_mark(d, "blocker-" + std::to_string(i) + "-started"));
+  for (int i = 0; i < cpus; ++i) {
+    const bool started = await_mark(d, "blocker-" + std::to_string(i) + "-started");
+    INFO("blocker " << i << " of " << cpus << " waits: " << celer::pending_reason(blockers[static_cast<std::size_t>(i)])
+                    << "; CPUs free: " << celer::available_resources()["CPU"]);
+    REQUIRE(started);
+  }
   auto target = celer::task(marks_run).options({.num_cpus = 0.5}).remote(d, std::string("target"));
   CHECK(celer::cancel(target));
   try {

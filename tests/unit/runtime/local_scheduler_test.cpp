@@ -136,6 +136,42 @@ TEST_CASE("a request the node can never run goes to the head, resent when the he
   CHECK(p.scheduler.spilled() == 0);
 }
 
+TEST_CASE("a request the head placed on a node with no room goes back to the head once, after "
+          "respill_after by the node's clock", "[node][scheduler]") {
+  scheduler_parts p(1, /*cluster=*/true);
+  const auto running = p.task();
+  p.request(running, /*from_head=*/true);
+  REQUIRE(p.net.take<protocol::lease_reply>().size() == 1);
+  // The head's view was stale: it placed a second one here, where the first holds the CPU.
+  const auto second = p.task();
+  p.request(second, /*from_head=*/true);
+  CHECK(p.scheduler.queued() == 1);
+  p.scheduler.tick(p.now + 500ms);
+  CHECK(p.net.take<protocol::request_lease>().empty());  // not yet
+  p.scheduler.tick(p.now + 1001ms);
+  auto back = p.net.take<protocol::request_lease>();
+  REQUIRE(back.size() == 1);
+  CHECK(back[0].first == p.head);
+  CHECK(back[0].second.spec.id == second.id);
+  CHECK_FALSE(back[0].second.from_head);
+  CHECK(p.scheduler.queued() == 0);
+  CHECK(p.scheduler.spilled() == 1);
+  p.scheduler.tick(p.now + 1500ms);  // on its way: not forgotten
+  // The head, knowing no better node, places it here again: it stays, and is granted when
+  // room comes back.
+  p.request(second, /*from_head=*/true);
+  CHECK(p.scheduler.queued() == 1);
+  p.now += 10s;
+  p.scheduler.tick(p.now + 10s);
+  CHECK(p.net.take<protocol::request_lease>().empty());
+  CHECK(p.scheduler.queued() == 1);
+  // A request that fits is never sent back, however long the tick is late.
+  scheduler_parts q(2, /*cluster=*/true);
+  q.request(q.task(), /*from_head=*/true);
+  q.scheduler.tick(q.now + 1h);
+  CHECK(q.net.take<protocol::request_lease>().empty());
+}
+
 TEST_CASE("a request the head resends while the node holds it is granted once", "[node][scheduler][idempotent]") {
   scheduler_parts p(2, /*cluster=*/true);
   const auto s = p.task();
