@@ -6,6 +6,7 @@
 #include "log.hpp"
 #include "remote_registry.hpp"
 #include "runtime.hpp"
+#include "type_names.hpp"
 #include "worker/preemption.hpp"
 
 #include <celer/api.hpp>
@@ -289,11 +290,21 @@ object_store_stats local_object_store_stats() {
   return s;
 }
 
+std::string type_name_of(const std::type_info& type) { return type_name(type); }
+
 namespace detail {
 
 object_ref<void> submit_task(const remote_entry& fn, std::vector<arg_spec> args,
                              const task_options& options) {
   return running()->core().submit_task(fn, std::move(args), options);
+}
+
+std::vector<object_ref<void>> submit_task(const remote_entry& fn, std::vector<arg_spec> args,
+                                          const task_options& options, std::uint32_t num_returns) {
+  std::vector<object_ref<void>> refs;
+  refs.reserve(num_returns);
+  (void)running()->core().submit_task(fn, std::move(args), options, num_returns, &refs);
+  return refs;
 }
 
 object_ref<void> put_payload(std::string payload) {
@@ -328,6 +339,15 @@ actor_id create_actor(const remote_entry& factory, std::vector<arg_spec> args,
 object_ref<void> submit_actor_call(const actor_id& actor, const remote_entry& method,
                                    std::vector<arg_spec> args) {
   return running()->core().submit_actor_call(actor, method, std::move(args));
+}
+
+std::vector<object_ref<void>> submit_actor_call(const actor_id& actor, const remote_entry& method,
+                                                std::vector<arg_spec> args,
+                                                std::uint32_t num_returns) {
+  std::vector<object_ref<void>> refs;
+  refs.reserve(num_returns);
+  (void)running()->core().submit_actor_call(actor, method, std::move(args), num_returns, &refs);
+  return refs;
 }
 
 actor_id find_named_actor(std::string_view name, std::string_view class_type) {

@@ -28,6 +28,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -167,6 +168,19 @@ struct object_store_stats {
 };
 [[nodiscard]] object_store_stats local_object_store_stats();
 
+/// Several return values, each its own object with its own ref (Ray's num_returns): a
+/// remote function or method returning `celer::returns<A, B, ...>` (which is
+/// `std::tuple<A, B, ...>`) gives a std::tuple of refs from `.remote(...)`:
+///
+///   celer::returns<std::vector<float>, std::vector<float>> split(std::vector<float> data, double at);
+///   auto [train, test] = celer::task(split).remote(data, 0.8);   // two object_refs
+///   auto rows = celer::get(train);                                 // test's ref may be dropped
+///
+/// Each object is freed when its own refs are gone. If the call fails, every ref holds the
+/// failure. A stored one is not made again when its node dies (a task with one return is).
+template <class... T>
+using returns = std::tuple<T...>;
+
 /// What `celer::task(f)` returns: `.options(o)` sets the task's options, `.remote(args...)`
 /// submits it and returns the ref to its result.
 template <class F>
@@ -181,10 +195,19 @@ public:
     options_ = std::move(o);
     return *this;
   }
+  /// One ref to the result; a std::tuple of refs, one per value, when `f` returns a
+  /// std::tuple (multiple returns).
+  using refs_type = typename detail::returns_t<detail::remote_result_t<F>>::refs;
   template <class... A>
-  object_ref<result_type> remote(A&&... args) const {
-    return detail::restore<result_type>(
-      detail::submit_task(*entry_, detail::encode_call<F>(std::forward<A>(args)...), options_));
+  refs_type remote(A&&... args) const {
+    using returns = detail::returns_t<detail::remote_result_t<F>>;
+    if constexpr (returns::split) {
+      return detail::restore_all<refs_type>(detail::submit_task(
+        *entry_, detail::encode_call<F>(std::forward<A>(args)...), options_, returns::count));
+    } else {
+      return detail::restore<result_type>(
+        detail::submit_task(*entry_, detail::encode_call<F>(std::forward<A>(args)...), options_));
+    }
   }
 
 private:
@@ -240,10 +263,17 @@ public:
   using result_type = detail::ref_value_t<detail::remote_result_t<Method>>;
   actor_call_builder(actor_id actor, Method m)
     : actor_(actor), entry_(&detail::entry_of(m, "actor method")) {}
+  using refs_type = typename detail::returns_t<detail::remote_result_t<Method>>::refs;
   template <class... A>
-  object_ref<result_type> remote(A&&... args) const {
-    return detail::restore<result_type>(
-      detail::submit_actor_call(actor_, *entry_, detail::encode_call<Method>(std::forward<A>(args)...)));
+  refs_type remote(A&&... args) const {
+    using returns = detail::returns_t<detail::remote_result_t<Method>>;
+    if constexpr (returns::split) {
+      return detail::restore_all<refs_type>(detail::submit_actor_call(
+        actor_, *entry_, detail::encode_call<Method>(std::forward<A>(args)...), returns::count));
+    } else {
+      return detail::restore<result_type>(detail::submit_actor_call(
+        actor_, *entry_, detail::encode_call<Method>(std::forward<A>(args)...)));
+    }
   }
 
 private:

@@ -12,9 +12,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <typeinfo>
+#include <utility>
 #include <vector>
 
 namespace celer {
@@ -114,6 +118,46 @@ struct resource_request {
   std::map<std::string, double> custom;
 };
 
+/// Which exceptions thrown by a task's own code run it again (task_options::
+/// retry_exceptions), as Ray's `retry_exceptions=True` or `=[ValueError, ...]`: none
+/// (`false`, the default), all (`true`), or those whose type is listed:
+///
+///   .retry_exceptions = true
+///   .retry_exceptions = {"std::runtime_error", "app::flaky_io"}
+///   .retry_exceptions = celer::retry_on<std::runtime_error, app::flaky_io>()
+///
+/// A type matches by the name celer::task_error::exception_type() gives the thrown
+/// exception: its exact (most derived) type, demangled; its base classes do not match.
+/// System failures (a worker or node that died) are retried whatever this says.
+struct exceptions_to_retry {
+  exceptions_to_retry(bool every = false) : all(every) {}  // NOLINT: implicit, `= true`
+  exceptions_to_retry(std::initializer_list<std::string> names) : types(names) {}  // NOLINT
+  exceptions_to_retry(std::vector<std::string> names) : types(std::move(names)) {}  // NOLINT
+  bool all = false;
+  std::vector<std::string> types;
+  /// Whether any exception is retried.
+  [[nodiscard]] bool any() const noexcept { return all || !types.empty(); }
+  /// Whether an exception of (demangled) type `type` is.
+  [[nodiscard]] bool covers(std::string_view type) const {
+    if (all) return true;
+    for (const auto& t : types) {
+      if (t == type) return true;
+    }
+    return false;
+  }
+  friend bool operator==(const exceptions_to_retry&, const exceptions_to_retry&) = default;
+};
+
+/// The demangled name of a type, as task_error::exception_type() spells a thrown one
+/// ("std::runtime_error").
+std::string type_name_of(const std::type_info& type);
+
+/// retry_exceptions for the exception types E...: `celer::retry_on<std::runtime_error>()`.
+template <class... E>
+exceptions_to_retry retry_on() {
+  return exceptions_to_retry(std::vector<std::string>{type_name_of(typeid(E))...});
+}
+
 /// Options of one task submission.
 struct task_options {
   /// CPUs held while the task runs (fractions allowed).
@@ -139,8 +183,9 @@ struct task_options {
   /// retries without limit, 0 never. A retry goes to a new worker before newer tasks.
   int max_retries = 3;
   /// Also retry when the task's own code throws (application errors), counted against the
-  /// same max_retries. Off by default: an exception reaches the caller at once.
-  bool retry_exceptions = false;
+  /// same max_retries: every exception (`true`) or those of the listed types
+  /// (exceptions_to_retry). Off by default: an exception reaches the caller at once.
+  exceptions_to_retry retry_exceptions = false;
   /// A name shown in errors and listings; defaults to the function's name.
   std::string name;
   /// Write the result through to the node's disk (synced) before it is handed out, so that
@@ -213,6 +258,12 @@ struct actor_options {
   /// actor_died_error; above 0 (-1: without limit) a cut-short call is sent again to the
   /// restarted actor, in order, so calls are delivered at least once.
   int max_task_retries = 0;
+  /// Calls one process may have pending on the actor (made and not answered) before the
+  /// next fails at once with celer::exception(resource_exhausted), as Ray's
+  /// PendingCallsLimitExceeded: back-pressure for a caller that makes calls faster than
+  /// the actor runs them. -1 (the default): no limit. Applies to every handle of the
+  /// actor, each process counting its own calls.
+  int max_pending_calls = -1;
   /// The registered method (taking nothing) a restarted actor runs before any call, e.g.
   /// to reload its last checkpoint. Set it with `celer::actor(f).on_restart(&T::restore)`.
   std::string restore_method;

@@ -16,6 +16,7 @@ actor_id actor_submitter::create(protocol::create_actor msg) {
     auto& a = actors_[id];
     a.subscribed = true;  // the head tells the creator about its actor
     a.max_task_retries = msg.spec.max_task_retries;
+    a.max_pending_calls = msg.spec.max_pending_calls;
   }
   msg.reply_to = where_.self;
   msg.request_id = requests_.next_id();
@@ -29,6 +30,20 @@ actor_id actor_submitter::create(protocol::create_actor msg) {
     detail::throw_failure(r.fail.to_failure());
   }
   return id;
+}
+
+void actor_submitter::admit(const actor_id& actor, const std::string& method) const {
+  std::lock_guard lock(mutex_);
+  auto it = actors_.find(actor);
+  if (it == actors_.end() || it->second.max_pending_calls < 0) return;
+  const auto& a = it->second;
+  const std::size_t pending = a.queued.size() + a.in_flight.size();
+  if (pending >= static_cast<std::size_t>(a.max_pending_calls)) {
+    throw exception(error_code::resource_exhausted,
+                    method + ": actor " + actor.short_hex() + " has " + std::to_string(pending) +
+                      " calls from this process pending, its max_pending_calls; wait for some "
+                      "to finish (celer::get or celer::wait on their refs) and call again");
+  }
 }
 
 actor_submitter::actor_entry& actor_submitter::actor_slot(const actor_id& id) {
@@ -234,7 +249,7 @@ bool actor_submitter::on_result(protocol::task_result& r) {
   call_actor_.erase(it);
   calls_in_flight_.store(call_actor_.size(), std::memory_order_release);
   reference_table::made_by made;
-  if (!r.returns.empty() && r.returns.front().stored) {
+  if (std::any_of(r.returns.begin(), r.returns.end(), [](const auto& v) { return v.stored; })) {
     made.function = "actor " + actor.short_hex();
     made.actor_method = true;
     made.why_not = "an actor method's result is not made again (return it from a task, or put "
@@ -250,6 +265,7 @@ void actor_submitter::on_update(const protocol::actor_update& m) {
   a.subscribed = true;
   if (a.state == protocol::actor_state::dead) return;
   a.max_task_retries = m.max_task_retries;
+  a.max_pending_calls = m.max_pending_calls;
   // Alive where a send found no one: the head has not heard yet, and its word will follow.
   if (m.state == protocol::actor_state::alive && !a.gone.nil() && m.worker == a.gone) return;
   a.gone = {};

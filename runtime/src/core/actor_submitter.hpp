@@ -50,6 +50,11 @@ public:
   /// Sends a call (its arguments on the wire, its result owned by the reference table), or
   /// queues it until the actor is alive, or fails it if the actor is dead.
   void call(protocol::task_spec spec);
+  /// Throws resource_exhausted when this process has the actor's max_pending_calls calls
+  /// on it pending (waiting here or sent, not answered): a new one (of `method`) may not
+  /// be made. Known for an actor created here at once, for others from the head's first
+  /// word on it.
+  void admit(const actor_id& actor, const std::string& method) const;
   /// celer::kill: the actor is dead from here on; its calls fail. With `no_restart` false
   /// the head restarts it if it has restarts left (its calls then fare as after a death:
   /// max_task_retries), and nothing is failed here.
@@ -86,6 +91,8 @@ private:
     /// first, once the actor has restarted), and how often each was sent again.
     std::int32_t max_task_retries = 0;
     std::deque<protocol::task_spec> unanswered;
+    /// actor_options::max_pending_calls (-1: no limit).
+    std::int32_t max_pending_calls = -1;
     std::unordered_map<task_id, std::int32_t> resent;
     /// The worker a send failed to reach: it is gone, and the head's word on what became
     /// of the actor (restarting, or dead and why) is on its way. Calls wait in `queued`

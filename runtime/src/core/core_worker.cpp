@@ -102,7 +102,9 @@ core_worker::~core_worker() {
 
 object_ref<void> core_worker::submit_task(const detail::remote_entry& fn,
                                           std::vector<detail::arg_spec> args,
-                                          const task_options& options) {
+                                          const task_options& options,
+                                          std::uint32_t num_returns,
+                                          std::vector<object_ref<void>>* all) {
   if (options.max_retries < -1) {
     throw exception(error_code::invalid_argument,
                     fn.name + ": max_retries must be -1 (without limit) or more, got " +
@@ -122,9 +124,10 @@ object_ref<void> core_worker::submit_task(const detail::remote_entry& fn,
   spec.where = checked_placement(fn.name, options.accelerator_type, options.gpu_memory_gb,
                                  options.label_selector, options.scheduling);
   spec.priority = options.priority.value_or(default_priority());
+  spec.num_returns = num_returns;
   // Held until the table has counted the task's use of them.
   const auto stored = store_large_args(args);
-  auto ref = objects_.submit(spec, std::move(args));
+  auto ref = objects_.submit(spec, std::move(args), all);
   note_child(ref.id());
   tasks_.submit(std::move(spec), {options.max_retries, options.retry_exceptions});
   return ref;
@@ -269,6 +272,11 @@ actor_id core_worker::create_actor(const detail::remote_entry& factory,
                       std::to_string(options.max_restarts) + " and " +
                       std::to_string(options.max_task_retries));
   }
+  if (options.max_pending_calls == 0 || options.max_pending_calls < -1) {
+    throw exception(error_code::invalid_argument,
+                    factory.name + ": max_pending_calls takes -1 (no limit) or 1 or more, got " +
+                      std::to_string(options.max_pending_calls));
+  }
   protocol::create_actor msg;
   auto& spec = msg.spec;
   spec.resources = checked_request(factory.name, options.num_cpus, options.num_gpus,
@@ -289,6 +297,7 @@ actor_id core_worker::create_actor(const detail::remote_entry& factory,
   spec.preemption_grace_ms = options.preemption_grace.count();
   spec.max_restarts = options.max_restarts;
   spec.max_task_retries = options.max_task_retries;
+  spec.max_pending_calls = options.max_pending_calls;
   spec.restore_method = options.restore_method;
   spec.job = where_.job;
   spec.binary = where_.binary;
@@ -300,19 +309,23 @@ actor_id core_worker::create_actor(const detail::remote_entry& factory,
 
 object_ref<void> core_worker::submit_actor_call(const actor_id& actor,
                                                 const detail::remote_entry& method,
-                                                std::vector<detail::arg_spec> args) {
+                                                std::vector<detail::arg_spec> args,
+                                                std::uint32_t num_returns,
+                                                std::vector<object_ref<void>>* all) {
   if (actor.nil()) {
     throw exception(error_code::invalid_argument,
                     method.name + ": called through an empty actor handle");
   }
+  actors_.admit(actor, method.name);
   protocol::task_spec spec;
   spec.id = ids_.next();
   spec.kind = protocol::task_kind::actor_call;
   spec.function = method.name;
   spec.owner = where_.self;
   spec.actor = actor;
+  spec.num_returns = num_returns;
   const auto stored = store_large_args(args);  // released once the table counted them
-  auto ref = objects_.submit(spec, std::move(args));
+  auto ref = objects_.submit(spec, std::move(args), all);
   note_child(ref.id());
   actors_.call(std::move(spec));
   return ref;

@@ -72,8 +72,11 @@ public:
   [[nodiscard]] const address& self() const noexcept { return where_.self; }
   [[nodiscard]] const endpoints& where() const noexcept { return where_; }
 
+  /// Submits a task; returns the ref to its (first) result. A function returning
+  /// `num_returns` values (a std::tuple) has that many objects, whose refs go into `all`.
   object_ref<void> submit_task(const detail::remote_entry& fn, std::vector<detail::arg_spec> args,
-                               const task_options& options);
+                               const task_options& options, std::uint32_t num_returns = 1,
+                               std::vector<object_ref<void>>* all = nullptr);
   object_ref<void> put(std::string payload);
   /// Puts a value of `size` packed bytes (starting with byte `first`) into this node's
   /// object store; `write` packs it into the store's memory. Throws celer::exception
@@ -100,8 +103,11 @@ public:
                                       std::size_t num_returns, timeout_t timeout);
   actor_id create_actor(const detail::remote_entry& factory, std::vector<detail::arg_spec> args,
                         const actor_options& options);
+  /// An actor call, as submit_task for its returns.
   object_ref<void> submit_actor_call(const actor_id& actor, const detail::remote_entry& method,
-                                     std::vector<detail::arg_spec> args);
+                                     std::vector<detail::arg_spec> args,
+                                     std::uint32_t num_returns = 1,
+                                     std::vector<object_ref<void>>* all = nullptr);
   actor_id find_named_actor(std::string_view name, std::string_view class_type);
   /// celer::cancel of the task or actor call that makes `ref` (owned here): its result fails
   /// now with task_cancelled_error saying who cancelled it, and it never runs again. Waiting

@@ -27,7 +27,7 @@ namespace celer {
 struct lineage_rebuild {
   protocol::task_spec spec;
   std::int32_t retries_left = 0;
-  bool retry_exceptions = false;
+  exceptions_to_retry retry_exceptions;
   std::string why;
 };
 

@@ -69,14 +69,25 @@ std::vector<protocol::task_arg> reference_table::to_wire(std::vector<detail::arg
 }
 
 object_ref<void> reference_table::submit(protocol::task_spec& spec,
-                                         std::vector<detail::arg_spec> args) {
+                                         std::vector<detail::arg_spec> args,
+                                         std::vector<object_ref<void>>* all) {
+  if (spec.num_returns == 0 || spec.num_returns > protocol::task_spec::max_returns) {
+    throw exception(error_code::invalid_argument,
+                    spec.function + ": a call returns 1 to " +
+                      std::to_string(protocol::task_spec::max_returns) + " objects, not " +
+                      std::to_string(spec.num_returns));
+  }
   const object_id ret = spec.return_id();
   std::lock_guard lock(mutex_);
   check_running_locked();
   spec.args = to_wire(std::move(args), spec.id);
-  auto& e = objects_[ret];
-  e.owned = true;
-  e.durable = spec.durable;
+  for (std::uint32_t i = 0; i < spec.num_returns; ++i) {
+    auto& e = objects_[spec.return_id(i)];
+    e.owned = true;
+    e.durable = spec.durable;
+    if (all != nullptr) all->push_back(owned_ref(spec.return_id(i)));
+  }
+  if (spec.num_returns > 1) several_returns_[spec.id] = spec.num_returns;
   return owned_ref(ret);
 }
 

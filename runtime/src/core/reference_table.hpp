@@ -61,7 +61,7 @@ public:
     std::optional<protocol::task_spec> spec;
     /// Retries it has left (-1: without limit), and whether exceptions are retried.
     std::int32_t retries_left = 0;
-    bool retry_exceptions = false;
+    exceptions_to_retry retry_exceptions;
     std::string why_not;
   };
   /// A lost output to make again: the task (attempt already counted) and why.
@@ -84,8 +84,11 @@ public:
   /// A task's arguments on the wire, and a handle to its result (owned here): fills
   /// `spec.args` from `args`, counting each owned object taken by ref as used by the task
   /// until finish_task or fail_task (an actor creation, spec.id nil: until the job ends).
-  /// Throws the stop's error once stopped.
-  object_ref<void> submit(protocol::task_spec& spec, std::vector<detail::arg_spec> args);
+  /// A task with spec.num_returns > 1 owns that many objects: handles to all of them go
+  /// into `all` (each freed on its own); the first is returned. Throws the stop's error
+  /// once stopped, invalid_argument for num_returns 0 or above task_spec::max_returns.
+  object_ref<void> submit(protocol::task_spec& spec, std::vector<detail::arg_spec> args,
+                          std::vector<object_ref<void>>* all = nullptr);
   /// An actor creation's arguments on the wire (its refs are kept until the job ends).
   std::vector<protocol::task_arg> creation_args(std::vector<detail::arg_spec> args);
   /// A ready object owned here (a put), and a handle to it; a durable one is found through
@@ -113,6 +116,8 @@ public:
   /// ignored) and ends its use of its arguments, unless its output is stored and `made`
   /// can run it again: then the task's spec and arguments are kept as the output's lineage
   /// while the output is referenced (within lineage_max_depth and lineage_max_bytes).
+  /// Only a task with one return keeps a lineage. A task with several whose answer failed
+  /// (one failure, for its first return) fills all of them with it.
   void finish_task(const task_id& task, std::vector<protocol::object_payload>& returns,
                    made_by made);
   /// finish_task for an output that is never made again (a late result).
@@ -258,7 +263,7 @@ private:
     /// Set while the task can run again (its arguments are kept meanwhile).
     std::optional<protocol::task_spec> spec;
     std::int32_t retries_left = 0;
-    bool retry_exceptions = false;
+    exceptions_to_retry retry_exceptions;
     /// Tasks between this output and data that cannot be rebuilt (1: its arguments are
     /// puts or inline values).
     std::uint32_t depth = 1;
@@ -316,6 +321,10 @@ private:
   object_ref<void> owned_ref(const object_id& id);
   void fill_locked(protocol::object_payload value);
   void release_args(const task_id& task);
+  /// Adds a failure for each of a task's `count` returns that `returns` lacks: the call's
+  /// own failure when it failed, else a complaint that it answered too few.
+  static void fill_missing_returns(const task_id& task, std::uint32_t count,
+                                   std::vector<protocol::object_payload>& returns);
   /// Frees `id` if nothing keeps it.
   void maybe_free(const object_id& id);
   /// Registers interest in `refs` (asks their owners for the ones borrowed) and `w` on
@@ -374,6 +383,8 @@ private:
   std::unordered_map<object_id, object_entry> objects_;
   /// Owned objects passed by ref to a task still pending, by task.
   std::unordered_map<task_id, std::vector<object_id>> task_args_;
+  /// Pending tasks with more than one return, and how many (a failure fills them all).
+  std::unordered_map<task_id, std::uint32_t> several_returns_;
   receiver_seat seat_;
   /// The lineages kept, within their bounds, and the rebuilds decided under mutex_ (handed
   /// over once it is released).

@@ -18,13 +18,51 @@ void reference_table::finish_task(const task_id& task,
                                   std::vector<protocol::object_payload>& returns, made_by made) {
   std::lock_guard lock(mutex_);
   bool args_kept = false;
-  if (!returns.empty() && returns.front().ok && returns.front().stored) {
-    // Only a stored output can be lost (an inline one lives and dies with this process).
-    auto it = objects_.find(returns.front().id);
-    if (it != objects_.end() && !it->second.ready) args_kept = keep_lineage(it->second, std::move(made));
+  const auto several = several_returns_.find(task);
+  if (several == several_returns_.end()) {
+    if (!returns.empty() && returns.front().ok && returns.front().stored) {
+      // Only a stored output can be lost (an inline one lives and dies with this process).
+      auto it = objects_.find(returns.front().id);
+      if (it != objects_.end() && !it->second.ready) args_kept = keep_lineage(it->second, std::move(made));
+    }
+  } else {
+    fill_missing_returns(task, several->second, returns);
+    several_returns_.erase(several);
+    for (auto& v : returns) {
+      // Several outputs share one run: none is made again on its own (no lineage).
+      if (!v.ok || !v.stored) continue;
+      auto it = objects_.find(v.id);
+      if (it == objects_.end() || it->second.ready) continue;
+      made.spec.reset();
+      if (!made.actor_method) made.why_not = "its task " + made.function +
+                     " has several returns, and those are not made again (return one value, "
+                     "or durable=true to keep the outputs on disk)";
+      (void)keep_lineage(it->second, made);
+    }
   }
   if (!args_kept) release_args(task);
   for (auto& v : returns) fill_locked(std::move(v));
+}
+
+void reference_table::fill_missing_returns(const task_id& task, std::uint32_t count,
+                                           std::vector<protocol::object_payload>& returns) {
+  if (returns.size() >= count) return;
+  protocol::failure_info why;
+  if (!returns.empty() && !returns.front().ok) {
+    why = returns.front().fail;  // the call failed: every return says so
+  } else {
+    why = protocol::failure_info::make(detail::failure_kind::invalid_call, error_code::internal,
+                                       "the call answered " + std::to_string(returns.size()) +
+                                         " of its " + std::to_string(count) + " returns");
+  }
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const object_id id = protocol::task_spec::return_id_of(task, i);
+    if (std::any_of(returns.begin(), returns.end(), [&](const auto& v) { return v.id == id; })) continue;
+    protocol::object_payload v;
+    v.id = id;
+    v.fail = why;
+    returns.push_back(std::move(v));
+  }
 }
 
 void reference_table::finish_task(const task_id& task,
@@ -188,6 +226,14 @@ void reference_table::fail_task(const task_id& task, const protocol::failure_inf
   v.fail = fail;
   std::lock_guard lock(mutex_);
   release_args(task);
+  if (auto several = several_returns_.find(task); several != several_returns_.end()) {
+    std::vector<protocol::object_payload> all;
+    all.push_back(std::move(v));
+    fill_missing_returns(task, several->second, all);
+    several_returns_.erase(several);
+    for (auto& r : all) fill_locked(std::move(r));
+    return;
+  }
   fill_locked(std::move(v));
 }
 

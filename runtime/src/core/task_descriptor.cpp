@@ -15,7 +15,7 @@ protocol::task_spec task_descriptor::spec_for(const task_id& id, std::vector<pro
 }
 
 std::shared_ptr<const task_descriptor> task_descriptors::intern(protocol::task_spec spec,
-                                                                bool retry_exceptions) {
+                                                                const exceptions_to_retry& retry_exceptions) {
   spec.id = {};
   spec.args.clear();
   spec.args.shrink_to_fit();

@@ -29,7 +29,7 @@ struct task_descriptor {
   /// The spec of its tasks with a nil id, no arguments and attempt 1.
   protocol::task_spec prototype;
   /// Whether its tasks run again after their own code threw (task_options::retry_exceptions).
-  bool retry_exceptions = false;
+  exceptions_to_retry retry_exceptions;
 
   /// One of its tasks, whole, as a worker receives it.
   [[nodiscard]] protocol::task_spec spec_for(const task_id& id, std::vector<protocol::task_arg> args,
@@ -42,7 +42,8 @@ class task_descriptors {
 public:
   /// The descriptor of `spec` (its id, arguments and attempt are ignored): an existing
   /// equal one, else a new one made of `spec`.
-  std::shared_ptr<const task_descriptor> intern(protocol::task_spec spec, bool retry_exceptions);
+  std::shared_ptr<const task_descriptor> intern(protocol::task_spec spec,
+                                                const exceptions_to_retry& retry_exceptions);
   /// Descriptors known now, some perhaps no longer used (tests).
   [[nodiscard]] std::size_t size() const noexcept { return count_; }
 

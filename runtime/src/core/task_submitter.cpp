@@ -19,7 +19,7 @@ const std::string& task_submitter::task_entry::failures() const {
 }
 
 task_submitter::task_entry task_submitter::entry_of(protocol::task_spec spec, std::int32_t retries_left,
-                                                    bool retry_exceptions) {
+                                                    const exceptions_to_retry& retry_exceptions) {
   task_entry task;
   task.id = spec.id;
   task.args = std::move(spec.args);
@@ -307,7 +307,7 @@ void task_submitter::push(const worker_id& w, lease& l, task_entry task) {
   p.alone_since = l.running.size() == 1 ? now_() : time_point{};
   p.may_block = may_block;
   bool sent = false;
-  p.whole = task.may_retry() && (where_.workers_may_die || task.shape->retry_exceptions);
+  p.whole = task.may_retry() && (where_.workers_may_die || task.shape->retry_exceptions.any());
   if (p.whole) {
     // It may run again: kept here with its arguments, and sent as it is (over the wire,
     // its encoding: the arguments are not copied).
@@ -422,7 +422,7 @@ bool task_submitter::on_result(protocol::task_result& r) {
     const auto& thrown = r.returns.front().fail;
     const std::string why =
       "it threw" + (thrown.exception_type.empty() ? "" : " " + thrown.exception_type) + ": " + thrown.message;
-    if (p.whole && p.task.shape->retry_exceptions && p.task.may_retry()) {
+    if (p.whole && p.task.shape->retry_exceptions.covers(thrown.exception_type) && p.task.may_retry()) {
       auto task = std::move(p.task);
       running_.erase(it);
       const auto& shape = task.shape->prototype;
@@ -441,7 +441,7 @@ bool task_submitter::on_result(protocol::task_result& r) {
     }
   } else {
     reference_table::made_by made;
-    if (!r.returns.empty() && r.returns.front().stored) {
+    if (std::any_of(r.returns.begin(), r.returns.end(), [](const auto& v) { return v.stored; })) {
       // A stored output can be lost with its node: the table keeps how to make it again.
       made.function = p.task.function();
       if (p.whole) {

@@ -75,8 +75,9 @@ public:
   struct retry_policy {
     /// Runs after a system failure (its worker or node died); -1: without limit.
     std::int32_t max_retries = 0;
-    /// Also after the task's own code threw, counted against max_retries.
-    bool retry_exceptions = false;
+    /// Also after the task's own code threw (all exceptions, or those of listed types),
+    /// counted against max_retries.
+    exceptions_to_retry retry_exceptions;
   };
 
   task_submitter(transport& net, reference_table& objects, task_ids& ids, endpoints where,
@@ -240,7 +241,8 @@ private:
     task_entry task;
   };
   /// Splits a whole spec into a task entry (its descriptor found or made).
-  task_entry entry_of(protocol::task_spec spec, std::int32_t retries_left, bool retry_exceptions);
+  task_entry entry_of(protocol::task_spec spec, std::int32_t retries_left,
+                      const exceptions_to_retry& retry_exceptions);
 
   // The following require mutex_.
   std::size_t class_of(const protocol::resource_set& shape, const protocol::placement& where,

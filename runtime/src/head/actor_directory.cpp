@@ -178,6 +178,7 @@ protocol::actor_update actor_directory::update_of(const actor_id& id, const acto
   u.fail = a.fail;
   u.restarts = a.restarts;
   u.max_task_retries = a.spec.max_task_retries;
+  u.max_pending_calls = a.spec.max_pending_calls;
   return u;
 }
 

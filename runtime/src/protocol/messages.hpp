@@ -102,16 +102,29 @@ struct task_spec {
   /// own (no other job sees or takes its names); else a shared namespace that every job
   /// naming it shares (CELER_NAMESPACE; docs/scheduling.md, "Named actors and namespaces").
   std::string name_space;
+  /// Tasks and actor calls: how many objects the call returns (protocol 20): 1, or N for a
+  /// function returning std::tuple of N values, each stored as its own object
+  /// (return_id_of(id, i)); at most max_returns.
+  std::uint32_t num_returns = 1;
+  /// Actor creation (protocol 20): the calls one process may have pending on the actor
+  /// (sent or waiting, not answered) before another fails at once with resource_exhausted;
+  /// -1: no limit (actor_options::max_pending_calls).
+  std::int32_t max_pending_calls = -1;
   CELER_MSGPACK_DEFINE(id, kind, function, args, resources, owner, actor, actor_name, class_type,
                  max_concurrency, job, binary, durable, where, priority, preemptible,
                  preemption_grace_ms, max_restarts, restarts, restore_method, max_task_retries,
-                 attempt, package, name_space)
+                 attempt, package, name_space, num_returns, max_pending_calls)
   /// Every field equal (the task submitter finds tasks of one function and options by it).
   bool operator==(const task_spec&) const = default;
 
-  /// The object holding the task's (single) return value.
-  [[nodiscard]] object_id return_id() const { return return_id_of(id); }
-  static object_id return_id_of(const task_id& t) { return object_id(unique_id{t.hi, t.lo | 1}); }
+  /// The most objects one call may return: a task id leaves its low 16 bits for the
+  /// return index (core/task_ids.hpp), and a call's returns travel in one message.
+  static constexpr std::uint32_t max_returns = 1024;
+  /// The object holding the task's (first) return value.
+  [[nodiscard]] object_id return_id(std::uint32_t index = 0) const { return return_id_of(id, index); }
+  static object_id return_id_of(const task_id& t, std::uint32_t index = 0) {
+    return object_id(unique_id{t.hi, t.lo | (std::uint64_t{index} + 1)});
+  }
 };
 
 /// Bytes to leave before a stored value that starts with msgpack byte `first`, so that
@@ -300,7 +313,10 @@ struct actor_update {
   /// actor_options, for handles that did not create it).
   std::uint32_t restarts = 0;
   std::int32_t max_task_retries = 0;
-  CELER_MSGPACK_DEFINE(actor, state, worker, fail, restarts, max_task_retries)
+  /// The actor's max_pending_calls (protocol 20; -1: no limit), for handles that did not
+  /// create it.
+  std::int32_t max_pending_calls = -1;
+  CELER_MSGPACK_DEFINE(actor, state, worker, fail, restarts, max_task_retries, max_pending_calls)
 };
 // ---- core -> head: find a named actor
 struct lookup_actor {

@@ -4,7 +4,9 @@
 #include "log.hpp"
 #include "type_names.hpp"
 #include "worker/preemption.hpp"
+#include "worker/split_returns.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace celer {
@@ -249,8 +251,27 @@ bool worker::resolve_args(const protocol::task_spec& spec, std::vector<detail::f
   return true;
 }
 
+protocol::object_payload worker::keep_value(const protocol::task_spec& spec, std::uint32_t index,
+                                           std::string packed) {
+  protocol::object_payload v;
+  if (packed.size() > static_cast<std::size_t>(knobs().inline_object_bytes) || spec.durable) {
+    // Too large to travel in the reply (or to be kept on disk): into this node's store,
+    // owned by the caller, which reads it from there.
+    v = core_.store_value(spec.return_id(index), packed.size(),
+                          packed.empty() ? 0 : static_cast<unsigned char>(packed[0]), spec.durable,
+                          spec.owner, spec.job,
+                          [&](char* out) { std::memcpy(out, packed.data(), packed.size()); });
+    if (!v.ok) v.fail.function = spec.function;
+    return v;
+  }
+  v.id = spec.return_id(index);
+  v.ok = true;
+  v.payload = std::move(packed);
+  return v;
+}
+
 void worker::send_result(const protocol::task_spec& spec, protocol::object_payload v,
-                         bool raised) {
+                         bool raised, std::vector<protocol::object_payload> rest) {
   v.id = spec.return_id();
   protocol::task_result r;
   r.task = spec.id;
@@ -261,6 +282,8 @@ void worker::send_result(const protocol::task_spec& spec, protocol::object_paylo
     ctx->blocked = false;
   }
   r.returns.push_back(std::move(v));
+  // (A failed call with several returns sends one failure: its owner fills them all.)
+  for (auto& more : rest) r.returns.push_back(std::move(more));
   if (!net_.send(spec.owner, std::move(r))) {
     CELER_LOG(info, "worker", "owner of task " + spec.function + " is gone; result dropped");
   }
@@ -324,7 +347,15 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
     ctx->exit_requested = false;
     if (plain) ctx->resources = &spec.resources;
   }
+  // A call with several returns: those after the first.
+  std::vector<protocol::object_payload> rest;
   try {
+    if (spec.num_returns != std::max<std::uint32_t>(1, entry->split_returns)) {
+      throw detail::argument_error(
+        spec.function + " returns " + std::to_string(std::max<std::uint32_t>(1, entry->split_returns)) +
+        " object(s) in this worker's binary, but its caller expects " +
+        std::to_string(spec.num_returns) + " (the two binaries differ)");
+    }
     v.payload = entry->call(*entry, self, args);
     v.ok = true;
     if (slot->cancelled.load(std::memory_order_relaxed)) {
@@ -333,16 +364,14 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
       v = {};
       v.fail = failure(detail::failure_kind::cancelled, error_code::cancelled, spec.function,
                        spec.function + " was cancelled while it ran");
+    } else if (entry->split_returns > 0) {
+      // Several returns: each value of the tuple is its own object.
+      auto values = split_returns(v.payload, entry->split_returns);
+      v = keep_value(spec, 0, std::move(values[0]));
+      rest.reserve(values.size() - 1);
+      for (std::uint32_t i = 1; i < values.size(); ++i) rest.push_back(keep_value(spec, i, std::move(values[i])));
     } else if (v.payload.size() > static_cast<std::size_t>(knobs().inline_object_bytes) || spec.durable) {
-      // Too large to travel in the reply (or to be kept on disk): into this node's store,
-      // owned by the caller, which reads it from there.
-      const std::string packed = std::move(v.payload);
-      v = core_.store_value(spec.return_id(), packed.size(),
-                            packed.empty() ? 0 : static_cast<unsigned char>(packed[0]),
-                            spec.durable, spec.owner, spec.job, [&](char* out) {
-                              std::memcpy(out, packed.data(), packed.size());
-                            });
-      if (!v.ok) v.fail.function = spec.function;
+      v = keep_value(spec, 0, std::move(v.payload));
     }
   } catch (const detail::argument_error& e) {
     v.fail = failure(detail::failure_kind::invalid_call, error_code::invalid_argument,
@@ -366,7 +395,7 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
     exit = ctx->exit_requested;
     ctx->exit_requested = false;
   }
-  send_result(spec, std::move(v), raised);
+  send_result(spec, std::move(v), raised, std::move(rest));
   // After its result: the caller has it before anyone hears that the actor ended.
   if (exit && !plain) request_exit(spec.function);
 }

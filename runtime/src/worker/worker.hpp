@@ -91,8 +91,14 @@ private:
                     protocol::failure_info& fail);
   /// Answers `spec` as cancelled by `who` without running it.
   void send_cancelled(const protocol::task_spec& spec, const std::string& who);
-  /// `raised`: the task's own code threw (see task_result::raised).
-  void send_result(const protocol::task_spec& spec, protocol::object_payload v, bool raised = false);
+  /// `raised`: the task's own code threw (see task_result::raised). `v` is its first return;
+  /// `rest` the others of a call with several.
+  void send_result(const protocol::task_spec& spec, protocol::object_payload v, bool raised = false,
+                   std::vector<protocol::object_payload> rest = {});
+  /// Return `index` of `spec`, `packed`: carried in the reply, or, when large (or durable),
+  /// written to this node's store for the caller.
+  protocol::object_payload keep_value(const protocol::task_spec& spec, std::uint32_t index,
+                                      std::string packed);
   protocol::failure_info failure(detail::failure_kind kind, error_code code,
                                  const std::string& function, std::string message) const;
   /// Ends the hosted actor: running calls finish, its instance goes, its node is told (with

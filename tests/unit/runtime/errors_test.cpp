@@ -6,7 +6,9 @@
 
 #include <chrono>
 #include <filesystem>
+#include <stdexcept>
 #include <system_error>
+#include <typeinfo>
 
 #include <stdlib.h>
 
@@ -88,6 +90,25 @@ TEST_CASE("without retry_exceptions an exception is not retried; with it, the la
                                     "1 failed; attempt 2: it threw std::runtime_error: run 2 failed"));
   }
   REQUIRE(runs_in(twice.path) == 2);
+}
+
+TEST_CASE("retry_exceptions with a list of types retries those types only, by their exact name",
+          "[errors][retry]") {
+  scoped_runtime rt;
+  CHECK(celer::type_name_of(typeid(std::runtime_error)) == "std::runtime_error");
+  temp_dir other;
+  auto not_listed = celer::task(throw_first)
+                      .options({.max_retries = 3, .retry_exceptions = {"std::logic_error"}})
+                      .remote(other.path.string(), 2);
+  REQUIRE_THROWS_AS(celer::get(not_listed, 60s), celer::task_error);
+  CHECK(runs_in(other.path) == 1);
+  temp_dir listed;
+  auto r = celer::task(throw_first)
+             .options({.max_retries = 3,
+                       .retry_exceptions = celer::retry_on<std::logic_error, std::runtime_error>()})
+             .remote(listed.path.string(), 2);
+  CHECK(celer::get(r, 60s) == 3);
+  CHECK(runs_in(listed.path) == 3);
 }
 
 TEST_CASE("max_retries below -1 is refused", "[errors][retry]") {

@@ -347,6 +347,29 @@ TEST_CASE("an exception is retried only with retry_exceptions, against the same 
     CHECK(v.fail.message ==
           "task f failed after 2 attempts: attempt 1: it threw: boom 1; attempt 2: it threw: boom 2");
   }
+  SECTION("with a list of types, only an exception of a listed type runs it again") {
+    submitter_fixture f;
+    f.retry = {.max_retries = 3, .retry_exceptions = {"app::flaky"}};
+    auto [id, ref] = f.submit("f");
+    f.grant();
+    f.pushed();
+    auto flaky = of_attempt(
+      testing::core_pieces::failed(id, detail::failure_kind::task_error, "flaked"), 1, true);
+    flaky.returns.front().fail.exception_type = "app::flaky";
+    REQUIRE(f.tasks.on_result(flaky));
+    CHECK(f.tasks.retries() == 1);
+    CHECK_FALSE(f.objects.ready(ref.id()));
+    f.pushed();
+    auto broken = of_attempt(
+      testing::core_pieces::failed(id, detail::failure_kind::task_error, "broke"), 2, true);
+    broken.returns.front().fail.exception_type = "std::logic_error";
+    REQUIRE(f.tasks.on_result(broken));
+    const auto v = f.value_of(ref);
+    CHECK_FALSE(v.ok);
+    CHECK(f.tasks.retries() == 1);  // not again: std::logic_error is not listed
+    CHECK(v.fail.message == "task f failed after 2 attempts: attempt 1: it threw app::flaky: flaked; "
+                            "attempt 2: it threw std::logic_error: broke");
+  }
   SECTION("a failed argument is not the task's exception: never retried") {
     submitter_fixture f;
     f.retry = {.max_retries = -1, .retry_exceptions = true};

@@ -13,10 +13,12 @@
 #include <celer/options.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -57,6 +59,9 @@ struct fetched {
 
 object_ref<void> submit_task(const remote_entry& fn, std::vector<arg_spec> args,
                              const task_options& options);
+/// A task whose function returns `num_returns` values (a std::tuple): one ref to each.
+std::vector<object_ref<void>> submit_task(const remote_entry& fn, std::vector<arg_spec> args,
+                                          const task_options& options, std::uint32_t num_returns);
 object_ref<void> put_payload(std::string payload);
 /// Values larger than this (inline_object_bytes) go to the node's object store.
 std::size_t inline_object_limit();
@@ -73,6 +78,10 @@ actor_id create_actor(const remote_entry& factory, std::vector<arg_spec> args,
                       const actor_options& options);
 object_ref<void> submit_actor_call(const actor_id& actor, const remote_entry& method,
                                    std::vector<arg_spec> args);
+/// An actor call whose method returns `num_returns` values (a std::tuple): one ref to each.
+std::vector<object_ref<void>> submit_actor_call(const actor_id& actor, const remote_entry& method,
+                                                std::vector<arg_spec> args,
+                                                std::uint32_t num_returns);
 /// The actor registered under `name`; throws not_found, or invalid_argument when it is not
 /// of `class_type`.
 actor_id find_named_actor(std::string_view name, std::string_view class_type);
@@ -149,5 +158,33 @@ T decode_result(const fetched& f) {
 
 template <class R>
 using ref_value_t = std::conditional_t<std::is_void_v<R>, void, std::decay_t<R>>;
+
+/// What `.remote(...)` gives for a function returning R: one ref to the value, or, for a
+/// std::tuple of N values, a std::tuple of N refs, each its own object (multiple returns).
+/// (The worker splits the same tuples: remote_entry::split_returns.)
+template <class R>
+struct returns_of {
+  static constexpr bool split = false;
+  static constexpr std::uint32_t count = 1;
+  using refs = object_ref<ref_value_t<R>>;
+};
+template <class... T>
+struct returns_of<std::tuple<T...>> {
+  static_assert(sizeof...(T) > 0, "a remote function returning std::tuple<> returns nothing: return void");
+  static_assert(sizeof...(T) <= 1024, "a call returns at most 1,024 objects");
+  static constexpr bool split = true;
+  static constexpr std::uint32_t count = split_returns_of<std::tuple<T...>>;
+  using refs = std::tuple<object_ref<std::decay_t<T>>...>;
+};
+template <class R>
+using returns_t = returns_of<std::remove_cvref_t<R>>;
+
+/// The refs of a call with several returns, typed.
+template <class Refs>
+Refs restore_all(const std::vector<object_ref<void>>& refs) {
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return Refs{restore<typename std::tuple_element_t<I, Refs>::value_type>(refs.at(I))...};
+  }(std::make_index_sequence<std::tuple_size_v<Refs>>{});
+}
 
 } // namespace celer::detail

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -90,7 +91,16 @@ struct remote_entry {
   /// For methods: an instance of a derived class as a pointer to the method's class, null
   /// when that class is not an unambiguous public base of the factory's.
   as_class_fn as_class = nullptr;
+  /// For functions and methods returning a std::tuple of N values: N (each value is its own
+  /// object: the worker splits the packed tuple). 0: the result is one object.
+  std::uint32_t split_returns = 0;
 };
+
+/// split_returns of a function returning R.
+template <class R>
+inline constexpr std::uint32_t split_returns_of = 0;
+template <class... T>
+inline constexpr std::uint32_t split_returns_of<std::tuple<T...>> = sizeof...(T);
 
 /// Thrown by an invoker when the arguments on the wire do not match the signature.
 class argument_error : public exception {
@@ -281,6 +291,7 @@ remote_entry make_entry(std::string name, F f) {
     e.throw_instance = &throw_instance<T>;
   } else {
     e.call = &call_remote<F>;
+    e.split_returns = split_returns_of<std::remove_cvref_t<typename traits::result>>;
     if constexpr (traits::kind == remote_kind::method) {
       using C = typename traits::actor_class;
       e.class_type = typeid(C).name();
