@@ -89,6 +89,13 @@ TEST_CASE("a spilled request is forgotten once the head placed it here, or after
   f.handle(placed_here);
   f.now += 31s;  // past spill_memory for `old`
   f.handle(protocol::tick{});
+  // `placed_here` found no room for lease_respill_ms: it went back to the head once, and
+  // the head placed it here again.
+  auto back = f.net.take<protocol::request_lease>();
+  REQUIRE(back.size() == 1);
+  CHECK(back[0].second.spec.id == placed_here.spec.id);
+  f.handle(placed_here);
+  f.handle(protocol::tick{});
   f.handle(protocol::head_restarted{"test"});
   CHECK(f.net.take<protocol::request_lease>().empty());
 }
