@@ -149,6 +149,26 @@ std::int32_t spin_until_cancelled() {
 
 CELER_REMOTE(noop_task, make_cpu_gate, &cpu_gate::ready, spin_until_cancelled);
 
+/// A streaming generator of `n` small values (celer's own workload: values streamed from
+/// one running task to its caller).
+celer::generator<std::int64_t> stream_values(std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) co_yield i;
+}
+CELER_REMOTE(stream_values);
+
+/// Streams `n` values and reads each as it comes; throws if one is missing or wrong.
+void read_stream(std::int64_t n, int backpressure) {
+  celer::task_options opts;
+  opts.generator_backpressure = backpressure;
+  auto s = celer::task(stream_values).options(opts).remote(n);
+  std::int64_t i = 0;
+  for (const auto& ref : s) {
+    if (celer::get(ref) != i) throw std::runtime_error("a stream's value came back wrong");
+    ++i;
+  }
+  if (i != n) throw std::runtime_error("a stream ended early");
+}
+
 CELER_REMOTE(small_value, small_value_batch, do_put_small, create_object_containing_ref,
              make_bench_actor, &bench_actor::small_value, &bench_actor::small_value_arg,
              &bench_actor::small_value_batch, make_client, &client::small_value_batch,
@@ -710,6 +730,14 @@ int main(int argc, char** argv) {
       for (auto& r : cancel_latency(o, embedded)) {
         if (selected(o, r.name)) record(std::move(r));
       }
+    }
+    // Streaming generators (celer's own): one task yields 1,000 small values, the driver
+    // reads each as it comes; with a window of 16 the generator waits for the reader.
+    if (selected(o, "generator_values_per_second")) {
+      record(timeit(o, "generator_values_per_second", [] { read_stream(1000, -1); }, 1000));
+    }
+    if (selected(o, "generator_values_backpressure_per_second")) {
+      record(timeit(o, "generator_values_backpressure_per_second", [] { read_stream(1000, 16); }, 1000));
     }
     if (selected(o, "placement_group_create/removal")) {
       // As Ray's: 100 groups of one small bundle created, waited for, then removed.

@@ -337,16 +337,16 @@ actor_id create_actor(const remote_entry& factory, std::vector<arg_spec> args,
 }
 
 object_ref<void> submit_actor_call(const actor_id& actor, const remote_entry& method,
-                                   std::vector<arg_spec> args) {
-  return running()->core().submit_actor_call(actor, method, std::move(args));
+                                   std::vector<arg_spec> args, const call_options& options) {
+  return running()->core().submit_actor_call(actor, method, std::move(args), options);
 }
 
 std::vector<object_ref<void>> submit_actor_call(const actor_id& actor, const remote_entry& method,
-                                                std::vector<arg_spec> args,
+                                                std::vector<arg_spec> args, const call_options& options,
                                                 std::uint32_t num_returns) {
   std::vector<object_ref<void>> refs;
   refs.reserve(num_returns);
-  (void)running()->core().submit_actor_call(actor, method, std::move(args), num_returns, &refs);
+  (void)running()->core().submit_actor_call(actor, method, std::move(args), options, num_returns, &refs);
   return refs;
 }
 
@@ -355,6 +355,37 @@ actor_id find_named_actor(std::string_view name, std::string_view class_type) {
 }
 
 void kill_actor(const actor_id& actor, bool no_restart) { running()->core().kill_actor(actor, no_restart); }
+
+stream_state::~stream_state() {
+  // The stream's runtime may be gone (shut down): then there is nothing to close.
+  if (auto rt = owning_runtime(end.owner())) {
+    try {
+      rt->core().close_stream(end);
+    } catch (const std::exception&) {
+    }
+  }
+}
+
+std::shared_ptr<stream_state> submit_stream(const remote_entry& fn, std::vector<arg_spec> args,
+                                            const task_options& options) {
+  return std::make_shared<stream_state>(running()->core().submit_stream(fn, std::move(args), options));
+}
+
+std::shared_ptr<stream_state> submit_actor_stream(const actor_id& actor, const remote_entry& method,
+                                                  std::vector<arg_spec> args, const call_options& options) {
+  return std::make_shared<stream_state>(
+    running()->core().submit_actor_stream(actor, method, std::move(args), options));
+}
+
+std::optional<object_ref<void>> stream_next(const stream_state& s, timeout_t timeout) {
+  auto rt = owning_runtime(s.end.owner());
+  if (!rt) {
+    throw exception(error_code::invalid_argument,
+                    "celer::ref_stream: only the process that made the call reads its stream, while "
+                    "its runtime runs");
+  }
+  return rt->core().next_value(s.end, timeout);
+}
 
 bool cancel(const object_ref<void>& ref, bool force, bool recursive) {
   return running()->core().cancel(ref, force, recursive);

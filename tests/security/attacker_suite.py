@@ -998,6 +998,28 @@ class Suite:
         check("C13 return_lease{kill} of job K's actor's worker, from job J, kills nothing",
               ok and alive_pid,
               f"K: '{said}'; worker pid {self.victim_actor_pid} alive: {alive_pid}")
+        # Streaming generators (protocol 21) send values worker -> owner (generator_item) and
+        # acks owner -> worker (generator_ack), process to process. J's credential reaches no
+        # process of K's: a forged value for K's driver, or an ack that would let a generator
+        # of K's run past its window, never arrives (K's processes take only K's key and the
+        # cluster's; each also ignores either message from another job's sender_job).
+        oid = random.getrandbits(128)
+        value = [idv(oid), True, b"\x01", [0, 0, "", "", "", "", ""], False, NIL, NO_ADDR, 0, 0]
+        for what, ep, name, fields in (
+                ("job K's driver", self.victim_endpoint, "generator_item",
+                 [idv(random.getrandbits(128)), 1, 0, value, jp.address, NIL]),
+                ("job K's actor's worker", f"tcp://127.0.0.1:{ports[0]}" if ports else "", "generator_ack", [idv(random.getrandbits(128)), U64, NIL])):
+            if not ep:
+                check(f"C14 {name} from job J to {what}", False, "no endpoint of K's process was found")
+                continue
+            plain = ep.split("#", 1)[0]
+            answered = jp.hello(plain, timeout=2.0)
+            jp.send(plain, random.getrandbits(128), name, fields)
+            check(f"C14 job J cannot connect to {what}: its {name} never arrives", answered is None,
+                  f"hello to {plain} answered: {answered!r}")
+        time.sleep(0.5)
+        ok, said = v.check()
+        check("C14b job K is unharmed after J's generator messages", ok, f"K: '{said}'")
         self.serving("C")
         self.victim_intact("C")
 

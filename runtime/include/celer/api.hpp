@@ -17,6 +17,7 @@
 #include <celer/handles.hpp>
 #include <celer/ids.hpp>
 #include <celer/options.hpp>
+#include <celer/ref_stream.hpp>
 #include <celer/remote.hpp>
 
 #include <chrono>
@@ -196,12 +197,16 @@ public:
     return *this;
   }
   /// One ref to the result; a std::tuple of refs, one per value, when `f` returns a
-  /// std::tuple (multiple returns).
+  /// std::tuple (multiple returns); a ref_stream of its values when `f` is a streaming
+  /// generator (returns celer::generator<T>).
   using refs_type = typename detail::returns_t<detail::remote_result_t<F>>::refs;
   template <class... A>
   refs_type remote(A&&... args) const {
     using returns = detail::returns_t<detail::remote_result_t<F>>;
-    if constexpr (returns::split) {
+    if constexpr (returns::stream) {
+      return refs_type(
+        detail::submit_stream(*entry_, detail::encode_call<F>(std::forward<A>(args)...), options_));
+    } else if constexpr (returns::split) {
       return detail::restore_all<refs_type>(detail::submit_task(
         *entry_, detail::encode_call<F>(std::forward<A>(args)...), options_, returns::count));
     } else {
@@ -227,8 +232,23 @@ public:
   }
   actor_builder& options(actor_options o) {
     auto hook = std::move(options_.restore_method);
+    auto groups = std::move(options_.method_groups);
     options_ = std::move(o);
     if (options_.restore_method.empty()) options_.restore_method = std::move(hook);
+    for (auto& [method, group] : groups) options_.method_groups.try_emplace(method, std::move(group));
+    return *this;
+  }
+  /// Runs `methods` (registered members of the actor's class or its bases) in concurrency
+  /// group `name` (one of actor_options::concurrency_groups):
+  /// `celer::actor(make_server).options({.concurrency_groups = {{"io", 4}}}).group("io", &server::load)`.
+  template <class... Methods>
+  actor_builder& group(const std::string& name, Methods... methods) {
+    static_assert(sizeof...(Methods) > 0, "group takes the methods to run in it");
+    static_assert(((detail::remote_traits<Methods>::kind == detail::remote_kind::method) && ...),
+                  "group takes member function pointers, e.g. &server::load");
+    static_assert((std::is_base_of_v<typename detail::remote_traits<Methods>::actor_class, actor_type> && ...),
+                  "a method given to group does not belong to this actor's class");
+    (options_.method_groups.insert_or_assign(detail::entry_of(methods, "actor method").name, name), ...);
     return *this;
   }
   /// The method a restarted actor runs after its factory and before any call (to reload
@@ -263,22 +283,31 @@ public:
   using result_type = detail::ref_value_t<detail::remote_result_t<Method>>;
   actor_call_builder(actor_id actor, Method m)
     : actor_(actor), entry_(&detail::entry_of(m, "actor method")) {}
+  /// Options of this call (a generator method's back-pressure).
+  actor_call_builder& options(call_options o) {
+    options_ = o;
+    return *this;
+  }
   using refs_type = typename detail::returns_t<detail::remote_result_t<Method>>::refs;
   template <class... A>
   refs_type remote(A&&... args) const {
     using returns = detail::returns_t<detail::remote_result_t<Method>>;
-    if constexpr (returns::split) {
+    if constexpr (returns::stream) {
+      return refs_type(detail::submit_actor_stream(
+        actor_, *entry_, detail::encode_call<Method>(std::forward<A>(args)...), options_));
+    } else if constexpr (returns::split) {
       return detail::restore_all<refs_type>(detail::submit_actor_call(
-        actor_, *entry_, detail::encode_call<Method>(std::forward<A>(args)...), returns::count));
+        actor_, *entry_, detail::encode_call<Method>(std::forward<A>(args)...), options_, returns::count));
     } else {
       return detail::restore<result_type>(detail::submit_actor_call(
-        actor_, *entry_, detail::encode_call<Method>(std::forward<A>(args)...)));
+        actor_, *entry_, detail::encode_call<Method>(std::forward<A>(args)...), options_));
     }
   }
 
 private:
   actor_id actor_;
   const detail::remote_entry* entry_;
+  call_options options_;
 };
 
 template <class T>
@@ -410,6 +439,13 @@ wait_result<T> wait(const std::vector<object_ref<T>>& refs, std::size_t num_retu
 template <class T>
 bool cancel(const object_ref<T>& ref, const cancel_options& options = {}) {
   return detail::cancel(detail::erase(ref), options.force, options.recursive);
+}
+
+/// celer::cancel of a streaming generator (the values it made stay readable; the ref after
+/// them fails with task_cancelled_error).
+template <class T>
+bool cancel(const ref_stream<T>& stream, const cancel_options& options = {}) {
+  return detail::cancel(detail::erase(stream.completed()), options.force, options.recursive);
 }
 
 /// Inside a task or actor call: whether it was cancelled (celer::cancel) while it runs.

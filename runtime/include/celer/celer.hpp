@@ -18,11 +18,13 @@
 #include <celer/codec.hpp>
 #include <celer/error.hpp>
 #include <celer/fwd.hpp>
+#include <celer/generator.hpp>
 #include <celer/handles.hpp>
 #include <celer/ids.hpp>
 #include <celer/options.hpp>
 #include <celer/peer.hpp>
 #include <celer/queue.hpp>
+#include <celer/ref_stream.hpp>
 #include <celer/remote.hpp>
 #include <celer/runtime_context.hpp>
 #include <celer/version.hpp>

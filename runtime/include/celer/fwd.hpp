@@ -43,6 +43,13 @@ struct task_options;
 struct put_options;
 struct actor_options;
 struct kill_options;
+struct call_options;
+
+// <celer/generator.hpp>, <celer/ref_stream.hpp>
+template <class T>
+class generator;
+template <class T>
+class ref_stream;
 
 // <celer/api.hpp>
 template <class F>

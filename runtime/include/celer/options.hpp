@@ -194,6 +194,21 @@ struct task_options {
   /// Higher goes first, and a task that cannot be placed preempts preemptible actors of
   /// lower priority. Unset: the priority of the task or actor submitting it, else the job's.
   std::optional<int> priority;
+  /// Streaming generators (a function returning celer::generator<T>): how many values it
+  /// may make that its consumer has not taken (ref_stream::next) before it waits, as Ray's
+  /// _generator_backpressure_num_objects; -1 (the default): it never waits. While it
+  /// waits its CPUs are lent to its node, as in a get.
+  int generator_backpressure = -1;
+};
+
+/// Options of one actor method call: `handle.task(&T::m).options({...}).remote(...)`.
+struct call_options {
+  /// For a method that is a streaming generator: as task_options::generator_backpressure.
+  int generator_backpressure = -1;
+  /// The concurrency group (actor_options::concurrency_groups) this call runs in, whatever
+  /// its method's; empty: its method's. A group the actor lacks fails the call
+  /// (invalid_argument).
+  std::string concurrency_group;
 };
 
 /// Options of `celer::cancel`.
@@ -246,8 +261,22 @@ struct actor_options {
   scheduling_strategy scheduling;
   /// A cluster-wide name; `celer::get_actor<T>(name)` finds the actor by it.
   std::string name;
+  /// With a name: when a live actor already has it, `remote()` returns that actor's handle
+  /// instead of failing with already_exists (Ray's get_if_exists): many processes can each
+  /// ask for "the" actor of a name and share one. The factory does not run again and these
+  /// options are not applied to it; invalid_argument when it is of another class.
+  bool get_if_exists = false;
   /// Calls the actor runs at once. 1 (the default) runs calls one at a time, in order.
   int max_concurrency = 1;
+  /// Named groups of threads (Ray's concurrency groups): `{{"io", 4}, {"compute", 1}}`.
+  /// The calls of a method in a group run on that group's threads, at most its size at
+  /// once, beside the other groups' and the rest (which run as max_concurrency says): a
+  /// slow "io" call never holds up a "compute" one. Put methods in groups with
+  /// `celer::actor(f).group("io", &T::load, &T::save)`, or one call with
+  /// call_options::concurrency_group. Sizes 1 to 1,024; at most 64 groups.
+  std::map<std::string, int> concurrency_groups;
+  /// Which method (by registered name) runs in which group; actor_builder::group fills it.
+  std::map<std::string, std::string> method_groups;
   /// Restarts after the actor's process or node dies, or it is preempted (cluster mode):
   /// 0 never, -1 without limit. A restart runs the factory again with the same arguments
   /// on any node that fits, then the restore hook (actor_builder::on_restart) if any;

@@ -18,6 +18,12 @@ worker_context*& current_worker_context() noexcept {
 
 namespace {
 
+/// The task whose (first) return is `result`: a task id leaves the low 16 bits for the
+/// return index (task_ids).
+task_id task_of(const object_id& result) {
+  return task_id(unique_id{result.hi, result.lo & ~std::uint64_t{0xFFFF}});
+}
+
 /// The shared namespace this process names its actors in and looks names up in
 /// (CELER_NAMESPACE; empty: its job's own). The head remembers a job's shared namespace
 /// from the first process that names it, for the job's other processes.
@@ -82,6 +88,7 @@ core_worker::core_worker(transport& net, endpoints where)
     store_(net_, requests_, {where_.self, where_.node, where_.this_node, where_.job},
            [this](const protocol::object_copied& c) { objects_.on_copied(c); }),
     objects_(net_, where_.self, store_, where_.cluster ? &head_ : nullptr),
+    streams_(net_, objects_, where_.job),
     tasks_(net_, objects_, ids_,
            {where_.self, where_.node, where_.head, where_.this_node, where_.cluster}, where_.now),
     actors_(net_, objects_, requests_, {where_.self, where_.head}),
@@ -100,11 +107,7 @@ core_worker::~core_worker() {
   lease_reaper_.join();
 }
 
-object_ref<void> core_worker::submit_task(const detail::remote_entry& fn,
-                                          std::vector<detail::arg_spec> args,
-                                          const task_options& options,
-                                          std::uint32_t num_returns,
-                                          std::vector<object_ref<void>>* all) {
+protocol::task_spec core_worker::task_spec_of(const detail::remote_entry& fn, const task_options& options) {
   if (options.max_retries < -1) {
     throw exception(error_code::invalid_argument,
                     fn.name + ": max_retries must be -1 (without limit) or more, got " +
@@ -124,11 +127,46 @@ object_ref<void> core_worker::submit_task(const detail::remote_entry& fn,
   spec.where = checked_placement(fn.name, options.accelerator_type, options.gpu_memory_gb,
                                  options.label_selector, options.scheduling);
   spec.priority = options.priority.value_or(default_priority());
+  return spec;
+}
+
+object_ref<void> core_worker::submit_task(const detail::remote_entry& fn,
+                                          std::vector<detail::arg_spec> args,
+                                          const task_options& options,
+                                          std::uint32_t num_returns,
+                                          std::vector<object_ref<void>>* all) {
+  auto spec = task_spec_of(fn, options);
   spec.num_returns = num_returns;
   // Held until the table has counted the task's use of them.
   const auto stored = store_large_args(args);
   auto ref = objects_.submit(spec, std::move(args), all);
   note_child(ref.id());
+  tasks_.submit(std::move(spec), {options.max_retries, options.retry_exceptions});
+  return ref;
+}
+
+namespace {
+
+/// A generator's window as task_spec::generator carries it, checked.
+std::int32_t window_of(const std::string& function, std::int32_t backpressure) {
+  if (backpressure == 0 || backpressure < -1) {
+    throw exception(error_code::invalid_argument,
+                    function + ": generator_backpressure takes -1 (no limit) or 1 or more values, got " +
+                      std::to_string(backpressure));
+  }
+  return backpressure;
+}
+
+} // namespace
+
+object_ref<void> core_worker::submit_stream(const detail::remote_entry& fn, std::vector<detail::arg_spec> args,
+                                            const task_options& options) {
+  auto spec = task_spec_of(fn, options);
+  spec.generator = window_of(fn.name, options.generator_backpressure);
+  const auto stored = store_large_args(args);
+  auto ref = objects_.submit(spec, std::move(args));
+  note_child(ref.id());
+  streams_.open(spec);  // before its first value can arrive
   tasks_.submit(std::move(spec), {options.max_retries, options.retry_exceptions});
   return ref;
 }
@@ -140,12 +178,6 @@ void core_worker::note_child(const object_id& child) {
 }
 
 namespace {
-
-/// The task whose (first) return is `result`: a task id leaves the low 16 bits for the
-/// return index (task_ids).
-task_id task_of(const object_id& result) {
-  return task_id(unique_id{result.hi, result.lo & ~std::uint64_t{0xFFFF}});
-}
 
 /// Who cancels, as the cancelled call's error says it.
 std::string canceller() {
@@ -277,6 +309,25 @@ actor_id core_worker::create_actor(const detail::remote_entry& factory,
                     factory.name + ": max_pending_calls takes -1 (no limit) or 1 or more, got " +
                       std::to_string(options.max_pending_calls));
   }
+  if (options.concurrency_groups.size() > 64) {
+    throw exception(error_code::invalid_argument,
+                    factory.name + ": at most 64 concurrency groups, got " +
+                      std::to_string(options.concurrency_groups.size()));
+  }
+  for (const auto& [group, threads] : options.concurrency_groups) {
+    if (group.empty() || group.size() > 64 || threads < 1 || threads > 1024) {
+      throw exception(error_code::invalid_argument,
+                      factory.name + ": a concurrency group needs a name of 1 to 64 characters and 1 to 1024 "
+                                     "threads, got '" + group + "' with " + std::to_string(threads));
+    }
+  }
+  for (const auto& [method, group] : options.method_groups) {
+    if (!options.concurrency_groups.contains(group)) {
+      throw exception(error_code::invalid_argument,
+                      factory.name + ": method " + method + " is put in concurrency group '" + group +
+                        "', which concurrency_groups does not name");
+    }
+  }
   protocol::create_actor msg;
   auto& spec = msg.spec;
   spec.resources = checked_request(factory.name, options.num_cpus, options.num_gpus,
@@ -292,6 +343,8 @@ actor_id core_worker::create_actor(const detail::remote_entry& factory,
   if (!spec.actor_name.empty()) spec.name_space = shared_namespace();
   spec.class_type = factory.class_type;
   spec.max_concurrency = options.max_concurrency;
+  spec.concurrency_groups.insert(options.concurrency_groups.begin(), options.concurrency_groups.end());
+  spec.method_groups = options.method_groups;
   spec.priority = options.priority.value_or(default_priority());
   spec.preemptible = options.preemptible;
   spec.preemption_grace_ms = options.preemption_grace.count();
@@ -302,16 +355,30 @@ actor_id core_worker::create_actor(const detail::remote_entry& factory,
   spec.job = where_.job;
   spec.binary = where_.binary;
   spec.package = where_.package;
+  if (options.get_if_exists && spec.actor_name.empty()) {
+    throw exception(error_code::invalid_argument, factory.name + ": get_if_exists needs a name");
+  }
   const auto stored = store_large_args(args);
   spec.args = objects_.creation_args(std::move(args));
-  return actors_.create(std::move(msg));
+  if (!options.get_if_exists) return actors_.create(std::move(msg));
+  // The name may be taken: then the actor that has it is the answer. Between the two
+  // questions the other actor may die (its name is free again): ask once more.
+  for (int attempt = 0;; ++attempt) {
+    try {
+      return actors_.create(msg);
+    } catch (const exception& e) {
+      if (e.code() != error_code::already_exists) throw;
+    }
+    try {
+      return find_named_actor(spec.actor_name, spec.class_type);
+    } catch (const exception& e) {
+      if (e.code() != error_code::not_found || attempt > 0) throw;
+    }
+  }
 }
 
-object_ref<void> core_worker::submit_actor_call(const actor_id& actor,
-                                                const detail::remote_entry& method,
-                                                std::vector<detail::arg_spec> args,
-                                                std::uint32_t num_returns,
-                                                std::vector<object_ref<void>>* all) {
+protocol::task_spec core_worker::call_spec_of(const actor_id& actor, const detail::remote_entry& method,
+                                              const call_options& options) {
   if (actor.nil()) {
     throw exception(error_code::invalid_argument,
                     method.name + ": called through an empty actor handle");
@@ -323,6 +390,17 @@ object_ref<void> core_worker::submit_actor_call(const actor_id& actor,
   spec.function = method.name;
   spec.owner = where_.self;
   spec.actor = actor;
+  spec.concurrency_group = options.concurrency_group;
+  return spec;
+}
+
+object_ref<void> core_worker::submit_actor_call(const actor_id& actor,
+                                                const detail::remote_entry& method,
+                                                std::vector<detail::arg_spec> args,
+                                                const call_options& options,
+                                                std::uint32_t num_returns,
+                                                std::vector<object_ref<void>>* all) {
+  auto spec = call_spec_of(actor, method, options);
   spec.num_returns = num_returns;
   const auto stored = store_large_args(args);  // released once the table counted them
   auto ref = objects_.submit(spec, std::move(args), all);
@@ -330,6 +408,26 @@ object_ref<void> core_worker::submit_actor_call(const actor_id& actor,
   actors_.call(std::move(spec));
   return ref;
 }
+
+object_ref<void> core_worker::submit_actor_stream(const actor_id& actor, const detail::remote_entry& method,
+                                                  std::vector<detail::arg_spec> args,
+                                                  const call_options& options) {
+  const auto window = window_of(method.name, options.generator_backpressure);
+  auto spec = call_spec_of(actor, method, options);
+  spec.generator = window;
+  const auto stored = store_large_args(args);
+  auto ref = objects_.submit(spec, std::move(args));
+  note_child(ref.id());
+  streams_.open(spec);
+  actors_.call(std::move(spec));
+  return ref;
+}
+
+std::optional<object_ref<void>> core_worker::next_value(const object_ref<void>& end, timeout_t timeout) {
+  return streams_.next(task_of(end.id()), end, timeout);
+}
+
+void core_worker::close_stream(const object_ref<void>& end) { streams_.close(task_of(end.id())); }
 
 actor_id core_worker::find_named_actor(std::string_view name, std::string_view class_type) {
   return head_.find_named_actor(name, class_type, where_.job, shared_namespace());
@@ -471,6 +569,8 @@ void core_worker::handle(protocol::message& m) {
         actors_.on_update(msg);
       } else if constexpr (std::is_same_v<T, protocol::peer_data>) {
         peers_.on_data(msg);
+      } else if constexpr (std::is_same_v<T, protocol::generator_item>) {
+        streams_.on_item(msg);
       }
     },
     m);

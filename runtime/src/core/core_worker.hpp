@@ -6,6 +6,7 @@
 //     shape, the local node grants a worker or spills the request to the head, tasks are
 //     pushed straight to leased workers);
 //   - actor_submitter: calls sent straight to actors' workers, in order;
+//   - generator_streams: the values of the streaming generators it submitted;
 //   - store_client: the node's object store; head_client: queries to the head;
 //   - request_table: requests awaiting replies, for all of them.
 // It validates options, builds task specs, and routes each message to the piece that owns
@@ -18,6 +19,7 @@
 // table's, never the reverse.
 
 #include "core/actor_submitter.hpp"
+#include "core/generator_streams.hpp"
 #include "core/peer_link.hpp"
 #include "core/head_client.hpp"
 #include "core/reference_table.hpp"
@@ -77,6 +79,21 @@ public:
   object_ref<void> submit_task(const detail::remote_entry& fn, std::vector<detail::arg_spec> args,
                                const task_options& options, std::uint32_t num_returns = 1,
                                std::vector<object_ref<void>>* all = nullptr);
+  /// Submits a streaming generator (`fn` returns celer::generator<T>): returns the ref to
+  /// its end (its count of values, or the error that ended it); its values come from
+  /// next_value. Throws invalid_argument for a generator_backpressure of 0 or below -1.
+  object_ref<void> submit_stream(const detail::remote_entry& fn, std::vector<detail::arg_spec> args,
+                                 const task_options& options);
+  /// The same for an actor method that is a generator, with its window (-1: none).
+  object_ref<void> submit_actor_stream(const actor_id& actor, const detail::remote_entry& method,
+                                       std::vector<detail::arg_spec> args, const call_options& options);
+  /// The next value of the stream whose end is `end`, nullopt after its last, `end` when it
+  /// failed there (generator_streams::next).
+  std::optional<object_ref<void>> next_value(const object_ref<void>& end, timeout_t timeout);
+  /// The stream whose end is `end` is dropped by its consumer.
+  void close_stream(const object_ref<void>& end);
+  /// Streams open here (tests).
+  [[nodiscard]] std::size_t open_streams() const { return streams_.open_streams(); }
   object_ref<void> put(std::string payload);
   /// Puts a value of `size` packed bytes (starting with byte `first`) into this node's
   /// object store; `write` packs it into the store's memory. Throws celer::exception
@@ -105,7 +122,7 @@ public:
                         const actor_options& options);
   /// An actor call, as submit_task for its returns.
   object_ref<void> submit_actor_call(const actor_id& actor, const detail::remote_entry& method,
-                                     std::vector<detail::arg_spec> args,
+                                     std::vector<detail::arg_spec> args, const call_options& options = {},
                                      std::uint32_t num_returns = 1,
                                      std::vector<object_ref<void>>* all = nullptr);
   actor_id find_named_actor(std::string_view name, std::string_view class_type);
@@ -173,6 +190,12 @@ private:
   /// Moves by-value arguments above the inline limit into the object store (as refs to
   /// objects this process owns, returned: hold them until the table has counted them).
   std::vector<object_ref<void>> store_large_args(std::vector<detail::arg_spec>& args);
+  /// The spec of a task of `fn` with `options` (checked), ready to submit.
+  protocol::task_spec task_spec_of(const detail::remote_entry& fn, const task_options& options);
+  /// The spec of a call of `method` on `actor` with `options` (checked against its
+  /// pending-call limit).
+  protocol::task_spec call_spec_of(const actor_id& actor, const detail::remote_entry& method,
+                                   const call_options& options);
   /// Records `child` as submitted by the call running on this thread, if any.
   void note_child(const object_id& child);
   bool cancel_task(const task_id& task, bool force, bool recursive, const std::string& who);
@@ -185,6 +208,7 @@ private:
   head_client head_;
   store_client store_;
   reference_table objects_;
+  generator_streams streams_;
   task_submitter tasks_;
   actor_submitter actors_;
   /// What each call running here submitted (celer::cancel's recursive).

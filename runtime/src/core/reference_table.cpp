@@ -124,6 +124,13 @@ object_ref<void> reference_table::put(const object_id& id, std::string payload) 
   return owned_ref(id);
 }
 
+object_ref<void> reference_table::expect(const object_id& id) {
+  std::lock_guard lock(mutex_);
+  check_running_locked();
+  objects_[id].owned = true;
+  return owned_ref(id);
+}
+
 object_ref<void> reference_table::owned_ref(const object_id& id) {
   auto& e = objects_[id];
   ++e.holders;
@@ -576,9 +583,18 @@ void reference_table::fill_locked(protocol::object_payload value) {
   auto it = objects_.find(id);
   if (it == objects_.end() || it->second.ready) {
     // Unknown (no one held it any more, so it was freed) or already filled: stale. A
-    // stored copy made for it is freed.
-    if (value.stored && it == objects_.end()) {
-      (void)net_.send(value.node_addr, protocol::store_free{{id}});
+    // stored copy made for it is freed, unless it is the copy kept (a duplicate made on
+    // the same node is the same object there) or one another reader pulled.
+    if (value.stored) {
+      bool kept = false;
+      if (it != objects_.end()) {
+        const auto& e = it->second;
+        kept = e.value->stored && e.value->node == value.node;
+        if (e.others) {
+          for (const auto& c : e.others->copies) kept = kept || c.first == value.node;
+        }
+      }
+      if (!kept) (void)net_.send(value.node_addr, protocol::store_free{{id}});
     }
     return;
   }

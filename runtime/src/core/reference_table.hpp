@@ -97,6 +97,11 @@ public:
   /// The same for a small value kept in this process (built in place: puts are a hot path).
   object_ref<void> put(const object_id& id, std::string payload);
 
+  /// A handle to object `id`, owned here, made waiting for its value (fill) when unknown:
+  /// a streaming generator's value (generator_streams). Throws the stop's error once
+  /// stopped.
+  object_ref<void> expect(const object_id& id);
+
   /// Installs the rebuilder (once, before any task finishes).
   void set_rebuilder(rebuilder r);
 

@@ -110,10 +110,24 @@ struct task_spec {
   /// (sent or waiting, not answered) before another fails at once with resource_exhausted;
   /// -1: no limit (actor_options::max_pending_calls).
   std::int32_t max_pending_calls = -1;
+  /// Tasks and actor calls (protocol 21): 0, a call with returns; else a streaming
+  /// generator, whose values reach the owner one by one (generator_item) and whose return
+  /// holds their count: -1 produces without waiting for its consumer, N > 0 stops while N
+  /// values are unconsumed (generator_ack says how many are).
+  std::int32_t generator = 0;
+  /// Actor creation (protocol 21): named groups of threads and their sizes (Ray's
+  /// concurrency groups), and which method runs in which (by registered name); a method
+  /// in none runs as max_concurrency says.
+  std::map<std::string, std::int32_t> concurrency_groups;
+  std::map<std::string, std::string> method_groups;
+  /// Actor calls (protocol 21): the group this call runs in, whatever its method's; empty:
+  /// its method's.
+  std::string concurrency_group;
   CELER_MSGPACK_DEFINE(id, kind, function, args, resources, owner, actor, actor_name, class_type,
                  max_concurrency, job, binary, durable, where, priority, preemptible,
                  preemption_grace_ms, max_restarts, restarts, restore_method, max_task_retries,
-                 attempt, package, name_space, num_returns, max_pending_calls)
+                 attempt, package, name_space, num_returns, max_pending_calls, generator,
+                 concurrency_groups, method_groups, concurrency_group)
   /// Every field equal (the task submitter finds tasks of one function and options by it).
   bool operator==(const task_spec&) const = default;
 
@@ -124,6 +138,22 @@ struct task_spec {
   [[nodiscard]] object_id return_id(std::uint32_t index = 0) const { return return_id_of(id, index); }
   static object_id return_id_of(const task_id& t, std::uint32_t index = 0) {
     return object_id(unique_id{t.hi, t.lo | (std::uint64_t{index} + 1)});
+  }
+  /// The object holding value `index` (from 0) of generator `t`: the low 16 bits count
+  /// on from its return (2 for the first value); past them, the high word is mixed with
+  /// the rest of the index, so a stream has no length limit.
+  static object_id generator_item_id(const task_id& t, std::uint64_t index) {
+    const std::uint64_t n = index + 2;
+    const std::uint64_t block = n / 0xffff;
+    // splitmix64's finaliser: distinct blocks give unrelated high words.
+    std::uint64_t mix = block;
+    if (block != 0) {
+      mix += 0x9e3779b97f4a7c15ULL;
+      mix = (mix ^ (mix >> 30)) * 0xbf58476d1ce4e5b9ULL;
+      mix = (mix ^ (mix >> 27)) * 0x94d049bb133111ebULL;
+      mix ^= mix >> 31;
+    }
+    return object_id(unique_id{t.hi ^ mix, t.lo | (n % 0xffff + (block != 0 ? 1 : 0))});
   }
 };
 
@@ -767,6 +797,28 @@ struct cancel_task {
   std::string who;
   job_id sender_job;
   CELER_MSGPACK_DEFINE(task, owner, recursive, force, who, sender_job)
+};
+// ---- worker -> owner core: value `index` (from 0) of a streaming generator (task_spec::
+// generator), in order, inline or in the worker's node's store (`value`). `worker` is where
+// the owner's generator_ack goes. The owner keeps the first copy of each index (a retry's
+// values it has already are dropped) and ignores one from another job (`sender_job`).
+struct generator_item {
+  task_id task;
+  std::int32_t attempt = 1;
+  std::uint64_t index = 0;
+  object_payload value;
+  address worker;
+  job_id sender_job;
+  CELER_MSGPACK_DEFINE(task, attempt, index, value, worker, sender_job)
+};
+// ---- owner core -> the worker running a generator: its consumer has taken `consumed`
+// values (or, at UINT64_MAX, dropped the stream: produce without waiting). A generator
+// with a window (task_spec::generator > 0) waits while it is that far ahead.
+struct generator_ack {
+  task_id task;
+  std::uint64_t consumed = 0;
+  job_id sender_job;
+  CELER_MSGPACK_DEFINE(task, consumed, sender_job)
 };
 
 /// Who may send a message over the wire (messages.def says it for each).

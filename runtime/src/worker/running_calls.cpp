@@ -24,6 +24,7 @@ running_calls::slot* running_calls::start(const task_id& task) {
     }
   }
   free->cancelled.store(early, std::memory_order_relaxed);
+  free->consumed = 0;
   return free;
 }
 
@@ -38,6 +39,7 @@ bool running_calls::cancel(const task_id& task) {
   for (auto& s : slots_) {
     if (s->in_use && s->task == task) {
       s->cancelled.store(true, std::memory_order_relaxed);
+      room_.notify_all();
       return true;
     }
   }
@@ -46,6 +48,36 @@ bool running_calls::cancel(const task_id& task) {
     early_.push_back(task);
   }
   return false;
+}
+
+namespace {
+bool room_for(const running_calls::slot& s, std::uint64_t produced, std::uint64_t window) {
+  return s.cancelled.load(std::memory_order_relaxed) || s.consumed >= produced || produced - s.consumed < window;
+}
+} // namespace
+
+bool running_calls::has_room(slot* s, std::uint64_t produced, std::uint64_t window) {
+  std::lock_guard lock(mutex_);
+  return room_for(*s, produced, window);
+}
+
+bool running_calls::wait_room(slot* s, std::uint64_t produced, std::uint64_t window) {
+  std::unique_lock lock(mutex_);
+  room_.wait(lock, [&] { return room_for(*s, produced, window); });
+  return !s->cancelled.load(std::memory_order_relaxed);
+}
+
+void running_calls::acked(const task_id& task, std::uint64_t consumed) {
+  std::lock_guard lock(mutex_);
+  for (auto& s : slots_) {
+    if (s->in_use && s->task == task) {
+      if (consumed > s->consumed) {
+        s->consumed = consumed;
+        room_.notify_all();
+      }
+      return;
+    }
+  }
 }
 
 std::size_t running_calls::running() const {

@@ -9,14 +9,20 @@
 //   if (slot->cancelled) ...                    // cancelled before it started
 //   calls.finish(slot);
 //   calls.cancel(id);                           // the thread a cancel_task arrived on
+//   calls.wait_room(slot, produced, window);    // a generator ahead of its consumer
+//   calls.acked(id, consumed);                  // the thread a generator_ack arrived on
 //
-// Thread-safe: mutex_ guards the table; a slot's flag is atomic, read without it. A slot
-// stays where it is until finish (the running call holds its address), and is reused after.
+// Thread-safe: mutex_ guards the table and each slot's `consumed`; a slot's flag is
+// atomic, read without it. A slot stays where it is until finish (the running call holds
+// its address), and is reused after. room_ wakes the generators waiting for their
+// consumers (on an ack or a cancel).
 
 #include <celer/ids.hpp>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -30,6 +36,8 @@ public:
     task_id task;
     std::atomic<bool> cancelled{false};
     bool in_use = false;
+    /// A generator's values its consumer has taken (generator_ack); mutex_ guards it.
+    std::uint64_t consumed = 0;
   };
   /// How many cancels of calls not started are remembered (the oldest are forgotten: a
   /// cancel that crossed its call's result on the way never finds it).
@@ -42,6 +50,14 @@ public:
   /// celer::cancel for `task`: true when it is running (its flag is set now); false when it
   /// is not, and then it is remembered, so that it is cancelled if it starts later.
   bool cancel(const task_id& task);
+  /// A generator that has produced `produced` values and may be `window` ahead of its
+  /// consumer waits until it is less, or its call is cancelled; false when cancelled.
+  bool wait_room(slot* s, std::uint64_t produced, std::uint64_t window);
+  /// Whether it may go on at once (wait_room would not wait).
+  bool has_room(slot* s, std::uint64_t produced, std::uint64_t window);
+  /// Generator `task`'s consumer has taken `consumed` values (a running call's only; an
+  /// older count than one heard is ignored).
+  void acked(const task_id& task, std::uint64_t consumed);
   /// Calls running now (tests).
   [[nodiscard]] std::size_t running() const;
 
@@ -49,6 +65,7 @@ private:
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<slot>> slots_;
   std::deque<task_id> early_;
+  std::condition_variable room_;
 };
 
 } // namespace celer

@@ -76,6 +76,13 @@ worker::~worker() {
     }
   }
   pool_.reset();
+  groups_.clear();
+}
+
+std::string worker::group_of(const protocol::task_spec& spec) const {
+  if (!spec.concurrency_group.empty()) return spec.concurrency_group;
+  auto it = method_groups_.find(spec.function);
+  return it == method_groups_.end() ? std::string() : it->second;
 }
 
 protocol::failure_info worker::failure(detail::failure_kind kind, error_code code,
@@ -87,6 +94,10 @@ protocol::failure_info worker::failure(detail::failure_kind kind, error_code cod
 bool worker::front_door(protocol::message& m) {
   if (auto* c = std::get_if<protocol::cancel_task>(&m)) {
     cancel(*c);
+    return true;
+  }
+  if (auto* a = std::get_if<protocol::generator_ack>(&m)) {
+    acked(*a);
     return true;
   }
   if (auto* w = std::get_if<protocol::withdraw_tasks>(&m)) {
@@ -253,21 +264,90 @@ bool worker::resolve_args(const protocol::task_spec& spec, std::vector<detail::f
 
 protocol::object_payload worker::keep_value(const protocol::task_spec& spec, std::uint32_t index,
                                            std::string packed) {
+  return keep_value(spec, spec.return_id(index), std::move(packed));
+}
+
+protocol::object_payload worker::keep_value(const protocol::task_spec& spec, const object_id& id,
+                                           std::string packed) {
   protocol::object_payload v;
   if (packed.size() > static_cast<std::size_t>(knobs().inline_object_bytes) || spec.durable) {
     // Too large to travel in the reply (or to be kept on disk): into this node's store,
     // owned by the caller, which reads it from there.
-    v = core_.store_value(spec.return_id(index), packed.size(),
+    v = core_.store_value(id, packed.size(),
                           packed.empty() ? 0 : static_cast<unsigned char>(packed[0]), spec.durable,
                           spec.owner, spec.job,
                           [&](char* out) { std::memcpy(out, packed.data(), packed.size()); });
     if (!v.ok) v.fail.function = spec.function;
     return v;
   }
-  v.id = spec.return_id(index);
+  v.id = id;
   v.ok = true;
   v.payload = std::move(packed);
   return v;
+}
+
+class worker::stream_out final : public detail::item_sink {
+public:
+  stream_out(worker& host, const protocol::task_spec& spec, running_calls::slot* slot)
+    : host_(host), spec_(spec), slot_(slot) {}
+
+  bool item(std::string packed) override {
+    if (slot_->cancelled.load(std::memory_order_relaxed)) return false;
+    protocol::generator_item out;
+    out.task = spec_.id;
+    out.attempt = spec_.attempt;
+    out.index = produced_;
+    out.value = host_.keep_value(spec_, protocol::task_spec::generator_item_id(spec_.id, produced_),
+                                 std::move(packed));
+    out.worker = host_.cfg_.self;
+    ++produced_;
+    if (!out.value.ok) {
+      // A retry finds a value its last attempt kept in this node's store: its owner has it
+      // (or learns at the end that it was lost), so it is not sent again.
+      const bool kept_before = spec_.attempt > 1 && out.value.fail.code == error_code::already_exists;
+      // Else the store refused it (full): the stream ends here, with that error.
+      if (!kept_before) {
+        throw exception(out.value.fail.code, "value " + std::to_string(produced_ - 1) + " of " + spec_.function +
+                                               " could not be kept: " + out.value.fail.message);
+      }
+    } else if (!host_.net_.send(spec_.owner, std::move(out))) {
+      CELER_LOG(info, "worker", "the owner of generator " + spec_.function + " is gone; it stops");
+      return false;
+    }
+    if (spec_.generator <= 0) return true;
+    const auto window = static_cast<std::uint64_t>(spec_.generator);
+    if (host_.calls_.has_room(slot_, produced_, window)) return true;
+    // Ahead of its consumer by its window: it waits as a get does (its CPUs lent to the
+    // node, the tasks queued behind it given back, another thread receiving for it).
+    auto* ctx = current_worker_context();
+    if (ctx != nullptr) {
+      ctx->blocked = true;
+      (void)host_.net_.send(ctx->node, protocol::worker_blocked{ctx->worker});
+      if (ctx->on_block) ctx->on_block(true);
+    }
+    before_wait();
+    const bool go_on = host_.calls_.wait_room(slot_, produced_, window);
+    if (ctx != nullptr) {
+      if (ctx->on_block) ctx->on_block(false);
+      (void)host_.net_.send(ctx->node, protocol::worker_unblocked{ctx->worker});
+    }
+    return go_on;
+  }
+
+private:
+  worker& host_;
+  const protocol::task_spec& spec_;
+  running_calls::slot* slot_;
+  std::uint64_t produced_ = 0;
+};
+
+void worker::acked(const protocol::generator_ack& a) {
+  if (!a.sender_job.nil() && a.sender_job != core_.where().job) {
+    CELER_LOG(warn, "worker", "ignored a generator_ack from job " + a.sender_job.short_hex() +
+                                ", which this worker does not serve");
+    return;
+  }
+  calls_.acked(a.task, a.consumed);
 }
 
 void worker::send_result(const protocol::task_spec& spec, protocol::object_payload v,
@@ -356,7 +436,18 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
         " object(s) in this worker's binary, but its caller expects " +
         std::to_string(spec.num_returns) + " (the two binaries differ)");
     }
-    v.payload = entry->call(*entry, self, args);
+    if (spec.generator != 0) {
+      // A streaming generator: its values go to the owner one by one; its return is their
+      // count (the end of the stream).
+      if (entry->stream == nullptr) {
+        throw detail::argument_error(spec.function + " is not a generator in this worker's binary, but its "
+                                                     "caller streams it (the two binaries differ)");
+      }
+      stream_out out(*this, spec, slot);
+      v.payload = detail::pack(entry->stream(*entry, self, args, out));
+    } else {
+      v.payload = entry->call(*entry, self, args);
+    }
     v.ok = true;
     if (slot->cancelled.load(std::memory_order_relaxed)) {
       // Cancelled while it ran: its owner failed the result already and drops this one,
@@ -467,6 +558,27 @@ void worker::execute(protocol::task_spec& spec) {
         v.fail = failure(detail::failure_kind::invalid_call, error_code::not_found, spec.function,
                          not_a_method(spec.function, entry));
         send_result(spec, std::move(v));
+      } else if (auto group = group_of(spec); !group.empty()) {
+        // A concurrency group's call runs on that group's threads, beside the others.
+        std::unique_lock lock(exit_mutex_);
+        if (exiting_.load(std::memory_order_relaxed)) {
+          lock.unlock();
+          (void)refuse_after_exit(spec);
+        } else if (auto it = groups_.find(group); it != groups_.end()) {
+          it->second->post([this, spec = std::move(spec), entry, self] { run_call(spec, entry, self); });
+        } else {
+          lock.unlock();
+          std::vector<std::string> known;
+          for (const auto& [name, pool] : groups_) known.push_back(name);
+          std::sort(known.begin(), known.end());
+          std::string names;
+          for (const auto& name : known) names += (names.empty() ? "" : ", ") + name;
+          protocol::object_payload v;
+          v.fail = failure(detail::failure_kind::invalid_call, error_code::invalid_argument, spec.function,
+                           "actor " + actor_.short_hex() + " has no concurrency group '" + group + "' (" +
+                             (names.empty() ? std::string("it has none") : "its groups: " + names) + ")");
+          send_result(spec, std::move(v));
+        }
       } else if (pooled_) {
         // Under exit_mutex_: an exit thread takes the pool away under it.
         std::unique_lock lock(exit_mutex_);
@@ -540,10 +652,19 @@ void worker::create_actor(protocol::task_spec& spec) {
     finished_ = true;
     return;
   }
-  if (spec.max_concurrency > 1) {
-    pool_ = std::make_unique<call_pool>(spec.max_concurrency, ctx_);
+  // With concurrency groups the calls in none run on a pool too (of max_concurrency
+  // threads, one by default), so that a long one never holds up the groups' calls behind it.
+  if (spec.max_concurrency > 1 || !spec.concurrency_groups.empty()) {
+    pool_ = std::make_unique<call_pool>(std::max(1, spec.max_concurrency), ctx_);
     pooled_ = true;
   }
+  // Its concurrency groups (the caller's core checked them; a spec from the wire is held
+  // to the same bounds).
+  for (const auto& [name, threads] : spec.concurrency_groups) {
+    if (groups_.size() >= 64) break;
+    groups_.emplace(name, std::make_unique<call_pool>(std::clamp(threads, 1, 1024), ctx_));
+  }
+  method_groups_ = spec.method_groups;
   // Its devices: a share of one (a request up to one GPU), else whole ones.
   std::vector<protocol::gpu_share> shares;
   const std::int64_t units = spec.resources.units(protocol::gpu);
@@ -615,11 +736,14 @@ void worker::exit_actor(std::string why) {
   // Running calls finish; queued ones still run before the pool drains (refused with why
   // when the actor ended itself).
   std::unique_ptr<call_pool> pool;
+  std::unordered_map<std::string, std::unique_ptr<call_pool>> groups;
   {
     std::lock_guard lock(exit_mutex_);
     pool = std::move(pool_);
+    groups = std::move(groups_);
   }
   pool.reset();
+  groups.clear();
   preemption_board::instance().forget(actor_);  // its callback returns first
   instance_.reset();
   (void)net_.send(cfg_.node, protocol::actor_exited{actor_, cfg_.id, {}, std::move(why)});

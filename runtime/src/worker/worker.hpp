@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -60,6 +61,9 @@ public:
 
 private:
   class call_pool;
+  /// Where a streaming generator's values go: each to the owner (generator_item), then a
+  /// wait while the consumer is a window behind (worker.cpp).
+  class stream_out;
 
   /// One message, on the worker's thread.
   void handle_one(protocol::message& m);
@@ -74,6 +78,9 @@ private:
   /// Runs the restarted actor's restore hook (spec.restore_method); false, with `fail`, when
   /// it is not a method of the actor taking nothing, or it threw.
   bool restore(const protocol::task_spec& spec, protocol::failure_info& fail);
+  /// The concurrency group call `spec` runs in: its own (call_options), else its method's;
+  /// empty for none.
+  [[nodiscard]] std::string group_of(const protocol::task_spec& spec) const;
   /// Runs one call (task or actor method; `self` its actor instance, as the method's class)
   /// and sends its result to the owner.
   void run_call(const protocol::task_spec& spec, const detail::remote_entry* entry, void* self);
@@ -99,6 +106,11 @@ private:
   /// written to this node's store for the caller.
   protocol::object_payload keep_value(const protocol::task_spec& spec, std::uint32_t index,
                                       std::string packed);
+  /// The same for object `id` (a generator's value).
+  protocol::object_payload keep_value(const protocol::task_spec& spec, const object_id& id,
+                                      std::string packed);
+  /// A generator's consumer took values (generator_ack, on the thread that received it).
+  void acked(const protocol::generator_ack& a);
   protocol::failure_info failure(detail::failure_kind kind, error_code code,
                                  const std::string& function, std::string message) const;
   /// Ends the hosted actor: running calls finish, its instance goes, its node is told (with
@@ -137,6 +149,10 @@ private:
   /// runs (an exit thread takes it away).
   bool pooled_ = false;
   std::unique_ptr<call_pool> pool_;
+  /// Its concurrency groups (task_spec::concurrency_groups): a pool each, guarded as pool_,
+  /// and which method runs in which (set once, at creation).
+  std::unordered_map<std::string, std::unique_ptr<call_pool>> groups_;
+  std::map<std::string, std::string> method_groups_;
   /// What the actor was given (worker_context::resources points here for its calls).
   protocol::resource_set actor_resources_;
   /// Set once a call asked the actor to end itself (celer::exit_actor): why, and whether

@@ -133,7 +133,7 @@ TEST_CASE("a method of a class the actor does not derive from fails clearly", "[
   // The typed API refuses this at compile time; a name on the wire can still ask for it.
   const auto* method = celer::detail::find_remote("dog_actor::name");
   REQUIRE(method != nullptr);
-  auto r = celer::detail::restore<std::string>(celer::detail::submit_actor_call(cat.id(), *method, {}));
+  auto r = celer::detail::restore<std::string>(celer::detail::submit_actor_call(cat.id(), *method, {}, {}));
   try {
     (void)celer::get(r);
     FAIL("a dog's method ran on a cat");

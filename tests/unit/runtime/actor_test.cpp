@@ -63,6 +63,32 @@ TEST_CASE("a named actor is found again with get_actor", "[actor]") {
   REQUIRE(celer::get(c.task(&counter::read).remote()) == 2);
 }
 
+TEST_CASE("get_if_exists returns the live actor of a name instead of failing", "[actor]") {
+  scoped_runtime rt;
+  auto first = celer::actor(make_counter).options({.name = "only-one", .get_if_exists = true}).remote(10);
+  auto second = celer::actor(make_counter).options({.name = "only-one", .get_if_exists = true}).remote(99);
+  CHECK(second == first);
+  CHECK(celer::get(second.task(&counter::read).remote()) == 10);  // its factory ran once
+  // Without it, the name is taken.
+  try {
+    (void)celer::actor(make_counter).options({.name = "only-one"}).remote(1);
+    FAIL("a taken name should be refused");
+  } catch (const celer::exception& e) {
+    CHECK(e.code() == celer::error_code::already_exists);
+  }
+  // Of another class: not this actor.
+  CHECK_THROWS_WITH(
+    celer::actor(make_rendezvous).options({.name = "only-one", .get_if_exists = true}).remote(),
+    Catch::Contains("not of the requested type"));
+  CHECK_THROWS_WITH(celer::actor(make_counter).options({.get_if_exists = true}).remote(1),
+                    Catch::Contains("get_if_exists needs a name"));
+  // Once it is gone, the next asks make a new one.
+  celer::kill(first);
+  auto third = celer::actor(make_counter).options({.name = "only-one", .get_if_exists = true}).remote(3);
+  CHECK_FALSE(third == first);
+  CHECK(celer::get(third.task(&counter::read).remote()) == 3);
+}
+
 TEST_CASE("an actor handle passed to a task calls the same actor", "[actor][nested]") {
   scoped_runtime rt;
   auto c = celer::actor(make_counter).remote(100);

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -77,16 +78,32 @@ std::vector<std::size_t> wait_ready(const std::vector<object_ref<void>>& refs,
 actor_id create_actor(const remote_entry& factory, std::vector<arg_spec> args,
                       const actor_options& options);
 object_ref<void> submit_actor_call(const actor_id& actor, const remote_entry& method,
-                                   std::vector<arg_spec> args);
+                                   std::vector<arg_spec> args, const call_options& options);
 /// An actor call whose method returns `num_returns` values (a std::tuple): one ref to each.
 std::vector<object_ref<void>> submit_actor_call(const actor_id& actor, const remote_entry& method,
-                                                std::vector<arg_spec> args,
+                                                std::vector<arg_spec> args, const call_options& options,
                                                 std::uint32_t num_returns);
 /// The actor registered under `name`; throws not_found, or invalid_argument when it is not
 /// of `class_type`.
 actor_id find_named_actor(std::string_view name, std::string_view class_type);
 void kill_actor(const actor_id& actor, bool no_restart);
 bool cancel(const object_ref<void>& ref, bool force, bool recursive);
+
+/// A streaming generator's stream as its consumer's ref_stream holds it: the generator's
+/// own return (its end). The last copy gone closes the stream (api.cpp).
+struct stream_state {
+  object_ref<void> end;
+  explicit stream_state(object_ref<void> e) : end(std::move(e)) {}
+  stream_state(const stream_state&) = delete;
+  stream_state& operator=(const stream_state&) = delete;
+  ~stream_state();
+};
+std::shared_ptr<stream_state> submit_stream(const remote_entry& fn, std::vector<arg_spec> args,
+                                            const task_options& options);
+std::shared_ptr<stream_state> submit_actor_stream(const actor_id& actor, const remote_entry& method,
+                                                  std::vector<arg_spec> args, const call_options& options);
+/// The next value's ref, nullopt after the last (ref_stream::next).
+std::optional<object_ref<void>> stream_next(const stream_state& s, timeout_t timeout);
 
 template <class T>
 object_ref<void> erase(const object_ref<T>& r) {
@@ -165,14 +182,24 @@ using ref_value_t = std::conditional_t<std::is_void_v<R>, void, std::decay_t<R>>
 template <class R>
 struct returns_of {
   static constexpr bool split = false;
+  static constexpr bool stream = false;
   static constexpr std::uint32_t count = 1;
   using refs = object_ref<ref_value_t<R>>;
+};
+/// A streaming generator's: a ref_stream of its values (<celer/ref_stream.hpp>).
+template <class T>
+struct returns_of<generator<T>> {
+  static constexpr bool split = false;
+  static constexpr bool stream = true;
+  static constexpr std::uint32_t count = 1;
+  using refs = ref_stream<T>;
 };
 template <class... T>
 struct returns_of<std::tuple<T...>> {
   static_assert(sizeof...(T) > 0, "a remote function returning std::tuple<> returns nothing: return void");
   static_assert(sizeof...(T) <= 1024, "a call returns at most 1,024 objects");
   static constexpr bool split = true;
+  static constexpr bool stream = false;
   static constexpr std::uint32_t count = split_returns_of<std::tuple<T...>>;
   using refs = std::tuple<object_ref<std::decay_t<T>>...>;
 };

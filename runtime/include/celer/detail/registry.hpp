@@ -5,6 +5,7 @@
 
 #include <celer/codec.hpp>
 #include <celer/error.hpp>
+#include <celer/generator.hpp>
 
 #include <array>
 #include <cstddef>
@@ -69,6 +70,19 @@ struct arg_bytes {
 /// Runs a function or method: decodes `args`, calls, and returns the msgpack-encoded result.
 using call_fn = std::string (*)(const remote_entry&, void* instance,
                                 const std::vector<arg_bytes>& args);
+/// Where a generator's values go as the worker runs it (the worker's, per call).
+class item_sink {
+public:
+  /// One value, packed; false when the stream is to stop here (its call was cancelled).
+  virtual bool item(std::string packed) = 0;
+
+protected:
+  ~item_sink() = default;
+};
+/// Runs a generator (a function or method returning celer::generator<T>): decodes `args`,
+/// calls, and hands each value to `sink` in order; returns how many it handed over.
+using stream_fn = std::uint64_t (*)(const remote_entry&, void* instance,
+                                    const std::vector<arg_bytes>& args, item_sink& sink);
 /// Runs a factory: decodes `args` and returns the new actor instance.
 using make_fn = std::shared_ptr<void> (*)(const remote_entry&, const std::vector<arg_bytes>& args);
 
@@ -94,7 +108,15 @@ struct remote_entry {
   /// For functions and methods returning a std::tuple of N values: N (each value is its own
   /// object: the worker splits the packed tuple). 0: the result is one object.
   std::uint32_t split_returns = 0;
+  /// For generators (returning celer::generator<T>): runs them value by value; `call` then
+  /// refuses (a generator's values are objects of their own, never one result).
+  stream_fn stream = nullptr;
 };
+
+template <class R>
+inline constexpr bool is_generator_v = false;
+template <class T>
+inline constexpr bool is_generator_v<generator<T>> = true;
 
 /// split_returns of a function returning R.
 template <class R>
@@ -234,6 +256,37 @@ std::string call_remote(const remote_entry& e, void* instance,
   }(std::make_index_sequence<n>{});
 }
 
+/// `call` of a generator: refused (the worker streams generators through `stream`).
+inline std::string call_generator(const remote_entry& e, void*, const std::vector<arg_bytes>&) {
+  throw argument_error(e.name + " is a generator (it returns celer::generator<T>): it is run as a "
+                                "stream, not as a call with one result");
+}
+
+template <class F>
+std::uint64_t stream_remote(const remote_entry& e, void* instance, const std::vector<arg_bytes>& raw,
+                            item_sink& sink) {
+  using traits = remote_traits<F>;
+  using args_t = typename traits::args;
+  using params_t = typename traits::params;
+  constexpr std::size_t n = std::tuple_size_v<args_t>;
+  [[maybe_unused]] auto args = decode_args<args_t>(e, raw, std::make_index_sequence<n>{});
+  F f = target_as<F>(e.key.bytes);
+  auto gen = [&]<std::size_t... I>(std::index_sequence<I...>) {
+    if constexpr (traits::kind == remote_kind::method) {
+      auto* self = static_cast<typename traits::actor_class*>(instance);
+      return (self->*f)(pass_arg<std::tuple_element_t<I, params_t>>(std::get<I>(args))...);
+    } else {
+      return f(pass_arg<std::tuple_element_t<I, params_t>>(std::get<I>(args))...);
+    }
+  }(std::make_index_sequence<n>{});
+  std::uint64_t count = 0;
+  while (gen.next()) {
+    ++count;
+    if (!sink.item(pack(gen.value()))) break;
+  }
+  return count;
+}
+
 template <class F>
 std::shared_ptr<void> make_remote(const remote_entry& e, const std::vector<arg_bytes>& raw) {
   using traits = remote_traits<F>;
@@ -290,8 +343,14 @@ remote_entry make_entry(std::string name, F f) {
     e.actor_type = &typeid(T);
     e.throw_instance = &throw_instance<T>;
   } else {
-    e.call = &call_remote<F>;
-    e.split_returns = split_returns_of<std::remove_cvref_t<typename traits::result>>;
+    using R = std::remove_cvref_t<typename traits::result>;
+    if constexpr (is_generator_v<R>) {
+      e.call = &call_generator;
+      e.stream = &stream_remote<F>;
+    } else {
+      e.call = &call_remote<F>;
+      e.split_returns = split_returns_of<R>;
+    }
     if constexpr (traits::kind == remote_kind::method) {
       using C = typename traits::actor_class;
       e.class_type = typeid(C).name();
