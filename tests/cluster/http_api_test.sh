@@ -88,6 +88,14 @@ CELER_TEMP_DIR=$work/a "$celer" list actors | contains '^0 actor(s)' || fail "ce
 CELER_TEMP_DIR=$work/a "$celer" list nodes | contains 'ALIVE' || fail "celer list nodes"
 CELER_TEMP_DIR=$work/a "$celer" list objects | contains 'object stores:' || fail "celer list objects"
 CELER_TEMP_DIR=$work/a "$celer" list tasks | contains 'queued on nodes: 0' || fail "celer list tasks"
+CELER_TEMP_DIR=$work/a "$celer" list actors | contains 'NAMESPACE' || fail "celer list actors has no NAMESPACE column"
+# Killing an actor: one the head does not know is 404, by the API and by the CLI.
+[[ $(code "${auth[@]}" -X POST "$url/api/actors/0123456789abcdef0123456789abcdef/kill") == 404 ]] \
+  || fail "POST /api/actors/<unknown>/kill was not 404"
+[[ $(code -X POST "$url/api/actors/0123456789abcdef0123456789abcdef/kill") == 401 ]] \
+  || fail "POST /api/actors/<id>/kill without a credential was not 401"
+if out=$(CELER_TEMP_DIR=$work/a "$celer" actor kill no-such-actor 2>&1); then fail "celer actor kill of nothing succeeded: $out"; fi
+contains "no live actor has the id or name 'no-such-actor'" <<<"$out" || fail "celer actor kill of nothing said: $out"
 
 # The dashboard: the page and its script with a credential; a browser without one gets the
 # login form (with the 401); logging in sets a session cookie that then opens the API.

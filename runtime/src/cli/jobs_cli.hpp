@@ -27,4 +27,8 @@ struct task_filter {
 /// `celer list nodes|actors|tasks|objects` (state_cli.cpp).
 int list_state(const std::string& what, const std::string& address, const task_filter& tasks = {});
 
+/// `celer actor kill ID|NAME [--no-restart false]` (state_cli.cpp): the live actor of that
+/// id (or its first 8 digits or more) or name, stopped through the head's HTTP API.
+int kill_actor(const std::string& which, bool no_restart, const std::string& address);
+
 } // namespace celer::cli

@@ -661,6 +661,18 @@ int main(int argc, char** argv) {
     list_http_cmds.emplace_back(name, c);
   }
   list_cmd->require_subcommand(1);
+  auto* actor_cmd = app.add_subcommand("actor", "act on one actor: celer actor kill");
+  auto* actor_kill_cmd = actor_cmd->add_subcommand(
+    "kill", "stop a live actor, by its id (or its first 8 digits) or its name, as celer::kill does "
+            "from a program (the cluster's token: any actor; a job's credential: its own)");
+  std::string actor_which, actor_address;
+  bool actor_no_restart = true;
+  actor_kill_cmd->add_option("actor", actor_which, "its id, or its name (celer list actors shows both)")->required();
+  actor_kill_cmd->add_option("--no-restart", actor_no_restart,
+                             "true (the default): dead for good; false: an actor with restarts left restarts")
+    ->capture_default_str();
+  actor_kill_cmd->add_option("--address", actor_address, "the head's HOST:PORT or its HTTP URL");
+  actor_cmd->require_subcommand(1);
   auto run_job_command = celer::cli::add_job_commands(app);
 
   app.add_subcommand("microbenchmark",
@@ -678,6 +690,7 @@ int main(int argc, char** argv) {
     if (*list_jobs_cmd) return celer::cli::list_jobs(list_http_address);
     for (const auto& [name, c] : list_http_cmds)
       if (*c) return celer::cli::list_state(name, list_http_address, task_filter);
+    if (*actor_kill_cmd) return celer::cli::kill_actor(actor_which, actor_no_restart, actor_address);
     if (const int rc = run_job_command(); rc >= 0) return rc;
   } catch (const CLI::Error& e) {
     return app.exit(e);

@@ -59,12 +59,14 @@ int list_state(const std::string& what, const std::string& address, const task_f
     auto j = get(address, "/api/actors");
     std::cout << j.value("total", 0) << " actor(s)" << (j.value("truncated", false) ? " (the first 1000 shown)" : "") << "\n"
               << std::left << std::setw(34) << "ACTOR ID" << std::setw(20) << "CLASS" << std::setw(16) << "NAME"
-              << std::setw(11) << "STATE" << std::setw(10) << "JOB" << std::setw(10) << "NODE" << "RESTARTS\n";
+              << std::setw(16) << "NAMESPACE" << std::setw(11) << "STATE" << std::setw(10) << "JOB" << std::setw(10)
+              << "NODE" << "RESTARTS\n";
     for (const auto& a : j["actors"]) {
       const std::string node = a["node_id"].is_string() ? a["node_id"].get<std::string>().substr(0, 8) : "-";
       std::cout << std::left << std::setw(34) << printable(a.value("actor_id", "")) << std::setw(20)
                 << printable(a.value("class_name", "")) << std::setw(16)
-                << (a.value("name", "").empty() ? "-" : printable(a.value("name", ""))) << std::setw(11)
+                << (a.value("name", "").empty() ? "-" : printable(a.value("name", ""))) << std::setw(16)
+                << (a["namespace"].is_string() ? printable(a["namespace"].get<std::string>()) : "-") << std::setw(11)
                 << printable(a.value("state", "")) << std::setw(10) << printable(a.value("job_id", "").substr(0, 8))
                 << std::setw(10) << printable(node) << a.value("num_restarts", 0) << "\n";
       if (a["death_cause"].is_string()) std::cout << "    " << printable(a["death_cause"].get<std::string>()) << "\n";
@@ -137,6 +139,34 @@ int list_state(const std::string& what, const std::string& address, const task_f
     return 0;
   }
   fail("celer list knows nodes, actors, tasks, objects, jobs and placement-groups, not " + what);
+}
+
+int kill_actor(const std::string& which, bool no_restart, const std::string& address) {
+  // By its id (32 digits, or the first 8 or more), or its name; only a live one.
+  auto j = get(address, "/api/actors?limit=10000");
+  std::vector<nlohmann::json> found;
+  for (const auto& a : j["actors"]) {
+    if (a.value("state", "") == "DEAD") continue;
+    const std::string id = a.value("actor_id", "");
+    const bool by_id = which.size() >= 8 && id.starts_with(which);
+    if (by_id || a.value("name", "") == which) found.push_back(a);
+  }
+  if (found.empty()) fail("no live actor has the id or name '" + which + "' (celer list actors shows them)");
+  if (found.size() > 1) {
+    std::string ids;
+    for (const auto& a : found) ids += " " + a.value("actor_id", "");
+    fail("'" + which + "' names " + std::to_string(found.size()) + " live actors (in different namespaces or jobs):" + ids +
+         "; give the id");
+  }
+  const std::string id = found[0].value("actor_id", "");
+  const auto link = find_head(address);
+  const std::string path = "/api/actors/" + id + "/kill" + (no_restart ? "" : "?no_restart=false");
+  (void)expect_json(client_for(link, std::chrono::seconds(30))->Post(path, "", "application/json"), link,
+                    "killing actor " + id);
+  std::cout << "actor " << id << " (" << printable(found[0].value("class_name", ""))
+            << (found[0].value("name", "").empty() ? "" : ", named " + printable(found[0].value("name", ""))) << ") "
+            << (no_restart ? "killed" : "killed; it restarts if it has restarts left") << "\n";
+  return 0;
 }
 
 } // namespace celer::cli

@@ -490,6 +490,9 @@ int run_daemon(const knob_values& k, const daemon_options& o,
                                         std::map<std::string, std::size_t> out;
                                         for (const auto& [state, n] : jm->counts()) out[jobs::job_state_name(state)] = n;
                                         return out;
+                                      },
+                                      .kill_actor = [gateway](const actor_id& a, bool no_restart, const std::string& why) {
+                                        return gateway->kill_actor(a, no_restart, why);
                                       }});
     auto more = http::job_routes(*jm, [board](const job_id& job) -> std::optional<protocol::task_counts> {
       auto s = board->latest();

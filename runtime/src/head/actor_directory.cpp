@@ -488,6 +488,7 @@ void actor_directory::fill(head_snapshot& s) const {
     actor_summary x;
     x.id = id;
     x.name = a.spec.actor_name;
+    x.name_space = a.spec.name_space;
     x.class_name = a.spec.class_type.empty() ? a.spec.function : a.spec.class_type;
     x.job = a.spec.job;
     x.state = a.state;

@@ -25,6 +25,8 @@ namespace celer {
 struct actor_summary {
   actor_id id;
   std::string name;
+  /// The shared namespace its name lives in ("" for its job's own; task_spec::name_space).
+  std::string name_space;
   /// The class (the constructor's registered name when it has none).
   std::string class_name;
   job_id job;

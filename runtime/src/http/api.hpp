@@ -34,6 +34,9 @@ struct api_sources {
   std::function<std::shared_ptr<const head_snapshot>()> snapshot;
   /// Submitted jobs by state ("RUNNING": 2, ...), for /metrics; may be empty.
   std::function<std::map<std::string, std::size_t>()> job_states;
+  /// Stops an actor (head_gateway::kill_actor): its id, no_restart, why; false when the
+  /// head cannot be reached. May be empty (POST /api/actors/<id>/kill then answers 503).
+  std::function<bool(const actor_id&, bool, const std::string&)> kill_actor;
 };
 
 /// GET /api/version (anyone with a credential), GET /api/nodes and GET /metrics (the
@@ -43,7 +46,8 @@ struct api_sources {
 [[nodiscard]] std::vector<route> state_routes(api_sources sources);
 
 /// GET /api/actors, /api/placement_groups (a job's credential: its own), /api/objects and
-/// /api/tasks (the admin): state_api.cpp.
+/// /api/tasks (the admin), and POST /api/actors/<id>/kill (the admin, or the actor's own
+/// job): state_api.cpp.
 [[nodiscard]] std::vector<route> state_list_routes(std::shared_ptr<api_sources> sources);
 
 /// The dashboard page (GET /) and its script (GET /dashboard.js): dashboard.cpp.

@@ -52,6 +52,10 @@ expected<protocol::status_reply> head_gateway::status(std::chrono::milliseconds 
   return std::move(*got);
 }
 
+bool head_gateway::kill_actor(const actor_id& actor, bool no_restart, const std::string& why) {
+  return net_.send(head_, protocol::kill_actor{actor, why, {}, no_restart});
+}
+
 expected<void> head_gateway::create_group(protocol::create_placement_group g, std::chrono::milliseconds timeout) {
   std::unique_lock lock(m_);
   const std::uint64_t id = next_++;

@@ -38,6 +38,11 @@ public:
   /// unavailable. Any thread.
   [[nodiscard]] expected<void> create_group(protocol::create_placement_group g, std::chrono::milliseconds timeout);
 
+  /// Asks the head to stop actor `actor` (as the cluster: the caller checked who may), for
+  /// `why`; with `no_restart` false one with restarts left restarts. False when the head
+  /// cannot be reached. Any thread.
+  bool kill_actor(const actor_id& actor, bool no_restart, const std::string& why);
+
 private:
   transport& net_;
   address self_;

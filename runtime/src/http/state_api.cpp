@@ -61,6 +61,9 @@ nlohmann::json actor_json(const actor_summary& a) {
   return {{"actor_id", a.id.hex()},
           {"class_name", demangled(a.class_name)},
           {"name", a.name},
+          {"namespace", a.name.empty() ? nlohmann::json(nullptr)
+                        : a.name_space.empty() ? nlohmann::json("job:" + a.job.hex().substr(0, 8))
+                                               : nlohmann::json(a.name_space)},
           {"job_id", a.job.hex()},
           {"state", actor_state_name(a.state)},
           {"node_id", a.node.nil() ? nlohmann::json(nullptr) : nlohmann::json(a.node.hex())},
@@ -90,6 +93,31 @@ std::vector<route> state_list_routes(std::shared_ptr<api_sources> src) {
                       }
                       return json_response({{"actors", list}, {"total", total}, {"by_state", by_state},
                                             {"truncated", total > list.size()}});
+                    }});
+  // Stops an actor, as celer::kill does (?no_restart=false lets one with restarts left
+  // restart): the admin any, a job's credential its own job's. `celer actor kill` asks here.
+  routes.push_back({"POST", "/api/actors/([0-9a-f]{32})/kill/?", [src](const request& r) {
+                      auto snap = src->snapshot ? src->snapshot() : nullptr;
+                      if (!snap) return snapshot_missing();
+                      const auto id = actor_id::parse(r.captures.at(0));
+                      const auto it = std::find_if(snap->actors.begin(), snap->actors.end(),
+                                                   [&](const actor_summary& a) { return id && a.id == *id; });
+                      // Another job's actor is not there, as far as this credential knows.
+                      if (it == snap->actors.end() || (!r.who.admin && it->job != r.who.job)) {
+                        return json_response({{"error", "no actor " + r.captures.at(0) + " (celer list actors)"}}, 404);
+                      }
+                      if (it->state == protocol::actor_state::dead) {
+                        return json_response({{"error", "actor " + r.captures.at(0) + " is dead already"},
+                                              {"death_cause", it->death_reason}}, 409);
+                      }
+                      auto nr = r.query.find("no_restart");
+                      const bool no_restart = nr == r.query.end() || (nr->second != "false" && nr->second != "0");
+                      const std::string why = std::string("killed through the HTTP API (") +
+                                              (r.who.admin ? "the cluster's token" : "its job's credential") + ")";
+                      if (!src->kill_actor || !src->kill_actor(*id, no_restart, why)) {
+                        return json_response({{"error", "the head cannot be reached: try again"}}, 503);
+                      }
+                      return json_response({{"actor_id", r.captures.at(0)}, {"killed", true}, {"no_restart", no_restart}});
                     }});
   routes.push_back({"GET", "/api/placement_groups/?", [src](const request& r) {
                       auto snap = src->snapshot ? src->snapshot() : nullptr;

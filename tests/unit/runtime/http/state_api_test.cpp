@@ -69,7 +69,31 @@ struct state_fixture {
     auto src = std::make_shared<api_sources>();
     src->status = [this]() -> expected<protocol::status_reply> { return status; };
     src->snapshot = [this] { return std::shared_ptr<const head_snapshot>(snap); };
+    src->kill_actor = [this](const actor_id& a, bool no_restart, const std::string& why) {
+      kills.push_back({a, no_restart, why});
+      return true;
+    };
     routes = state_list_routes(src);
+  }
+  struct kill {
+    actor_id actor;
+    bool no_restart = true;
+    std::string why;
+  };
+  std::vector<kill> kills;
+  std::pair<int, nlohmann::json> post(const std::string& path, principal who, std::map<std::string, std::string> query = {}) {
+    for (const auto& r : routes) {
+      if (r.method != "POST") continue;
+      std::smatch m;
+      if (!std::regex_match(path, m, std::regex(r.pattern))) continue;
+      std::vector<std::string> captures;
+      for (std::size_t i = 1; i < m.size(); ++i) captures.push_back(m[i]);
+      request req{.method = "POST", .path = path, .captures = captures, .query = std::move(query), .body = {}, .who = who};
+      auto res = r.run(req);
+      return {res.status, nlohmann::json::parse(res.body)};
+    }
+    FAIL("no route for " << path);
+    return {};
   }
   std::pair<int, nlohmann::json> get(const std::string& path, principal who, std::map<std::string, std::string> query = {}) {
     for (const auto& r : routes) {
@@ -241,4 +265,45 @@ TEST_CASE("a job's string that is not UTF-8 is served with U+FFFD in its place, 
   CHECK(r.status == 200);
   CHECK(r.body == "{\"name\":\"t\xEF\xBF\xBD\xEF\xBF\xBD(ask\",\"ok\":\"Grüße\"}");
   CHECK(nlohmann::json::parse(r.body)["ok"] == "Grüße");
+}
+
+TEST_CASE("POST /api/actors/<id>/kill stops a live actor: the admin's any, a job's only its own", "[http]") {
+  state_fixture f;
+  const auto& mine_alive = f.snap->actors[0];
+  const auto& mine_dead = f.snap->actors[1];
+  const auto& others = f.snap->actors[2];
+  const principal job{.admin = false, .job = f.mine};
+  auto [status, j] = f.post("/api/actors/" + mine_alive.id.hex() + "/kill", job);
+  CHECK(status == 200);
+  CHECK(j["killed"] == true);
+  REQUIRE(f.kills.size() == 1);
+  CHECK(f.kills[0].actor == mine_alive.id);
+  CHECK(f.kills[0].no_restart);
+  CHECK(f.kills[0].why.find("its job's credential") != std::string::npos);
+  // Another job's actor is not there for this credential; the admin reaches it.
+  auto [s2, j2] = f.post("/api/actors/" + others.id.hex() + "/kill", job);
+  CHECK(s2 == 404);
+  CHECK(f.kills.size() == 1);
+  auto [s3, j3] = f.post("/api/actors/" + others.id.hex() + "/kill", admin, {{"no_restart", "false"}});
+  CHECK(s3 == 200);
+  REQUIRE(f.kills.size() == 2);
+  CHECK_FALSE(f.kills[1].no_restart);
+  // A dead one, or one never known.
+  auto [s4, j4] = f.post("/api/actors/" + mine_dead.id.hex() + "/kill", admin);
+  CHECK(s4 == 409);
+  CHECK(j4["death_cause"] == "its process exited with status 3");
+  auto [s5, j5] = f.post("/api/actors/" + actor_id::random().hex() + "/kill", admin);
+  CHECK(s5 == 404);
+  CHECK(f.kills.size() == 2);
+}
+
+TEST_CASE("a named actor's namespace is listed: its job's own, or the shared one", "[http]") {
+  state_fixture f;
+  f.snap->actors[0].name_space = "team";
+  auto [status, j] = f.get("/api/actors", admin);
+  REQUIRE(status == 200);
+  for (const auto& a : j["actors"]) {
+    if (a["name"] == "a") CHECK(a["namespace"] == "team");
+    if (a["name"] == "c") CHECK(a["namespace"] == "job:" + f.other.hex().substr(0, 8));
+  }
 }
