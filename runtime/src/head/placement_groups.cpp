@@ -8,6 +8,11 @@
 
 namespace celer {
 
+namespace {
+/// Why a pending group waits while its nodes are asked to reserve its bundles.
+constexpr const char* reserving = "its bundles are being reserved on the nodes the head chose";
+} // namespace
+
 placement_groups::placement_groups(transport& net, head_tables* tables, node_table& nodes,
                                    scheduling::cluster_view& view, head_guard& guard, head_events& events, hooks h)
   : net_(net), tables_(tables), nodes_(nodes), view_(view), guard_(guard), hooks_(std::move(h)) {
@@ -75,7 +80,7 @@ void placement_groups::on(protocol::create_placement_group& m) {
   g.info.strategy = m.strategy;
   g.info.job = m.job;
   g.info.bundles = std::move(m.bundles);
-  g.info.why = plan.why;
+  g.info.why = plan.why.empty() ? std::string(reserving) : plan.why;
   persist(g);
   reply.ok = true;
   (void)net_.send(m.reply_to, std::move(reply));
@@ -97,8 +102,13 @@ void placement_groups::try_reserve(group& g) {
   if (g.info.state != protocol::group_state::pending || g.replies_due > 0) return;
   if (g.info.nodes.empty()) {
     auto plan = view_.plan_group(g.info.bundles, g.info.strategy);
-    g.info.why = plan.why;
-    if (plan.nodes.empty()) return;
+    if (plan.nodes.empty()) {
+      g.info.why = plan.why;
+      return;
+    }
+    // The view is only an estimate: until the nodes say yes, the group still waits for the
+    // reason it last heard (a node's refusal), not for nothing.
+    if (g.info.why.empty()) g.info.why = reserving;
     g.info.nodes = std::move(plan.nodes);
   }
   // Phase one: every chosen node reserves its bundle (the view is only an estimate); the
