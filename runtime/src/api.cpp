@@ -350,8 +350,8 @@ std::vector<object_ref<void>> submit_actor_call(const actor_id& actor, const rem
   return refs;
 }
 
-actor_id find_named_actor(std::string_view name, std::string_view class_type) {
-  return running()->core().find_named_actor(name, class_type);
+actor_id find_named_actor(std::string_view name, std::string_view class_type, std::string_view name_space) {
+  return running()->core().find_named_actor(name, class_type, name_space);
 }
 
 void kill_actor(const actor_id& actor, bool no_restart) { running()->core().kill_actor(actor, no_restart); }

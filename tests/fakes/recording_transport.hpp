@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -75,7 +77,14 @@ public:
   void terminate(const worker_id& id, const address&, const actor_id&) override {
     terminated.push_back(id);
   }
+  [[nodiscard]] std::optional<int> pid_of(const worker_id& id) const override {
+    auto it = pids.find(id);
+    if (it == pids.end()) return std::nullopt;
+    return it->second;
+  }
   bool as_processes = false;
+  /// The process each worker is said to be (pid_of; none: a thread).
+  std::map<worker_id, int> pids;
   std::vector<worker_id> launched_ids;
   /// The GPUs each launched worker was given to see.
   std::vector<std::vector<int>> launched_gpus;

@@ -459,6 +459,15 @@ actor_handle<T> get_actor(std::string_view name) {
   return actor_handle<T>(detail::find_named_actor(name, typeid(T).name()));
 }
 
+/// The live actor registered under `name` in namespace `name_space` (Ray's
+/// `get_actor(name, namespace=...)`): a shared namespace, whichever job made the actor
+/// there (a detached actor of a driver that has exited, say). An empty `name_space` is
+/// get_actor(name). Throws as get_actor(name).
+template <class T>
+actor_handle<T> get_actor(std::string_view name, std::string_view name_space) {
+  return actor_handle<T>(detail::find_named_actor(name, typeid(T).name(), name_space));
+}
+
 /// Stops the actor now. Calls not yet run, and later calls, fail with actor_died_error.
 /// With `{.no_restart = false}` an actor with restarts left (actor_options::max_restarts)
 /// is stopped as if its process died and starts again, counted against its restarts.

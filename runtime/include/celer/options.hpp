@@ -261,6 +261,11 @@ struct actor_options {
   scheduling_strategy scheduling;
   /// A cluster-wide name; `celer::get_actor<T>(name)` finds the actor by it.
   std::string name;
+  /// The namespace the name lives in (Ray's `namespace=`): a shared one that every job naming
+  /// it shares. Empty: CELER_NAMESPACE when the process has it, else the job's own (no
+  /// other job sees or takes the name). Named here, it is used for this actor only; the
+  /// job's default stays as it was.
+  std::string name_space;
   /// With a name: when a live actor already has it, `remote()` returns that actor's handle
   /// instead of failing with already_exists (Ray's get_if_exists): many processes can each
   /// ask for "the" actor of a name and share one. The factory does not run again and these

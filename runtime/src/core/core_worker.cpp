@@ -127,6 +127,7 @@ protocol::task_spec core_worker::task_spec_of(const detail::remote_entry& fn, co
   spec.where = checked_placement(fn.name, options.accelerator_type, options.gpu_memory_gb,
                                  options.label_selector, options.scheduling);
   spec.priority = options.priority.value_or(default_priority());
+  spec.max_retries = options.max_retries;  // the node's memory monitor kills retriable work first
   return spec;
 }
 
@@ -340,7 +341,16 @@ actor_id core_worker::create_actor(const detail::remote_entry& factory,
   spec.owner = where_.self;
   spec.actor = actor_id::random();
   spec.actor_name = options.name;
-  if (!spec.actor_name.empty()) spec.name_space = shared_namespace();
+  if (!options.name_space.empty()) {
+    if (spec.actor_name.empty()) {
+      throw exception(error_code::invalid_argument,
+                      factory.name + ": name_space '" + options.name_space + "' is given, but no name to put in it");
+    }
+    spec.name_space = options.name_space;
+    spec.namespace_named = true;
+  } else if (!spec.actor_name.empty()) {
+    spec.name_space = shared_namespace();
+  }
   spec.class_type = factory.class_type;
   spec.max_concurrency = options.max_concurrency;
   spec.concurrency_groups.insert(options.concurrency_groups.begin(), options.concurrency_groups.end());
@@ -370,7 +380,8 @@ actor_id core_worker::create_actor(const detail::remote_entry& factory,
       if (e.code() != error_code::already_exists) throw;
     }
     try {
-      return find_named_actor(spec.actor_name, spec.class_type);
+      return spec.namespace_named ? find_named_actor(spec.actor_name, spec.class_type, spec.name_space)
+                                  : find_named_actor(spec.actor_name, spec.class_type);
     } catch (const exception& e) {
       if (e.code() != error_code::not_found || attempt > 0) throw;
     }
@@ -429,7 +440,9 @@ std::optional<object_ref<void>> core_worker::next_value(const object_ref<void>& 
 
 void core_worker::close_stream(const object_ref<void>& end) { streams_.close(task_of(end.id())); }
 
-actor_id core_worker::find_named_actor(std::string_view name, std::string_view class_type) {
+actor_id core_worker::find_named_actor(std::string_view name, std::string_view class_type,
+                                       std::string_view name_space) {
+  if (!name_space.empty()) return head_.find_named_actor(name, class_type, where_.job, name_space, /*named=*/true);
   return head_.find_named_actor(name, class_type, where_.job, shared_namespace());
 }
 

@@ -125,7 +125,9 @@ public:
                                      std::vector<detail::arg_spec> args, const call_options& options = {},
                                      std::uint32_t num_returns = 1,
                                      std::vector<object_ref<void>>* all = nullptr);
-  actor_id find_named_actor(std::string_view name, std::string_view class_type);
+  /// The live actor named `name` (head_client::find_named_actor): in `name_space` when one
+  /// is named, else in CELER_NAMESPACE's or the job's own.
+  actor_id find_named_actor(std::string_view name, std::string_view class_type, std::string_view name_space = {});
   /// celer::cancel of the task or actor call that makes `ref` (owned here): its result fails
   /// now with task_cancelled_error saying who cancelled it, and it never runs again. Waiting
   /// here it is taken out; sent to a worker, the worker takes it out of its inbox or sets

@@ -53,14 +53,17 @@ std::vector<protocol::placement_group_info> head_client::query_placement_groups(
 }
 
 actor_id head_client::find_named_actor(std::string_view name, std::string_view class_type,
-                                       const job_id& job, std::string_view name_space) {
+                                       const job_id& job, std::string_view name_space, bool named) {
   protocol::lookup_actor msg;
   msg.name = std::string(name);
   msg.job = job;
   msg.name_space = std::string(name_space);
+  msg.namespace_named = named && !name_space.empty();
   auto r = requests_.ask_again<protocol::lookup_actor_reply>(head_, std::move(msg));
   if (!r.found) {
-    throw exception(error_code::not_found, "no live actor is named '" + std::string(name) + "'");
+    throw exception(error_code::not_found,
+                    "no live actor is named '" + std::string(name) + "'" +
+                      (name_space.empty() ? std::string() : " in namespace '" + std::string(name_space) + "'"));
   }
   if (r.class_type != class_type) {
     throw exception(error_code::invalid_argument,

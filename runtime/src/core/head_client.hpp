@@ -39,11 +39,12 @@ public:
   void remove_placement_group(const placement_group_id& id);
   /// The placement groups named by `id` (all of them when nil).
   std::vector<protocol::placement_group_info> query_placement_groups(const placement_group_id& id);
-  /// The live actor named `name` in namespace `name_space` (empty: job `job`'s own);
-  /// throws not_found when there is none, and invalid_argument when it is not of
-  /// `class_type`.
+  /// The live actor named `name` in namespace `name_space` (empty: job `job`'s own, or the
+  /// shared one the job named first); `named`: the namespace was named in the call, and the
+  /// head does not remember it as the job's. Throws not_found when there is none, and
+  /// invalid_argument when it is not of `class_type`.
   actor_id find_named_actor(std::string_view name, std::string_view class_type,
-                            const job_id& job = {}, std::string_view name_space = {});
+                            const job_id& job = {}, std::string_view name_space = {}, bool named = false);
   /// Why the work `q` describes cannot start ("" when some node could start it now).
   std::string explain_placement(protocol::explain_placement q);
   /// Where the head's directory says object `id` lives (found false when it knows none).

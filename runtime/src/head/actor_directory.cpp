@@ -283,8 +283,10 @@ void actor_directory::on(protocol::create_actor& m) {
     (void)net_.send(m.reply_to, std::move(reply));
     return;
   }
+  if (spec.name_space.empty()) spec.namespace_named = false;  // the job's own: nothing was named
   if (!spec.actor_name.empty()) {
-    spec.name_space = namespace_of(spec.job, spec.name_space);
+    // A namespace named in the call is this actor's only; CELER_NAMESPACE's is the job's.
+    if (!spec.namespace_named) spec.name_space = namespace_of(spec.job, spec.name_space);
     if (names_.contains(name_key(spec.job, spec.name_space, spec.actor_name))) {
       reply.fail = protocol::failure_info::make(
         detail::failure_kind::invalid_call, error_code::already_exists,
@@ -377,7 +379,8 @@ void actor_directory::on(protocol::subscribe_actor& m) {
 void actor_directory::on(protocol::lookup_actor& m) {
   protocol::lookup_actor_reply reply;
   reply.request_id = m.request_id;
-  auto it = names_.find(name_key(m.job, namespace_of(m.job, m.name_space), m.name));
+  const bool named = m.namespace_named && !m.name_space.empty();
+  auto it = names_.find(name_key(m.job, named ? m.name_space : namespace_of(m.job, m.name_space), m.name));
   if (!m.name.empty() && it != names_.end()) {
     reply.found = true;
     reply.actor = it->second;

@@ -32,6 +32,7 @@ node_agent::node_agent(transport& net, worker_launcher& launcher, config cfg)
     cfg_(with_every_gpu(std::move(cfg))),
     room_(cfg_.total, cfg_.gpus),
     gpu_monitor_(cfg_.gpus),
+    memory_({.threshold = cfg_.memory_threshold, .limit_bytes = cfg_.memory_limit_bytes}),
     packages_(net_, cfg_.head, cfg_.id, cfg_.packages_dir),
     pool_(net_, launcher_, room_, packages_, guard_,
           {cfg_.id, cfg_.self, cfg_.head, cfg_.max_idle_workers, cfg_.spill_to_head,
@@ -164,6 +165,7 @@ void node_agent::on(protocol::tick&) {
   const auto now = cfg_.now();
   scheduler_.tick(now);
   pool_.kill_slow_starts(now);
+  memory_.tick(pool_, launcher_);
   if (log_enabled(log_level::debug)) {
     CELER_LOG(debug, "node", "available " + room_.available().to_string() + ", queued " +
                                std::to_string(scheduler_.queued()) + pool_.describe());

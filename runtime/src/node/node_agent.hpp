@@ -30,11 +30,12 @@
 //   unsubscribe_cluster  (a process went) the scheduler withdraws its leases, the store
 //                    drops its mappings and frees the objects it owned;
 //   tick             the store's stuck pulls, the scheduler's spilled requests and preempted
-//                    actors past their grace, the pool's workers that never started, then
-//                    the heartbeat.
+//                    actors past their grace, the pool's workers that never started, the
+//                    memory monitor (memory_monitor.hpp), then the heartbeat.
 
 #include "node/gpu_monitor.hpp"
 #include "node/local_scheduler.hpp"
+#include "node/memory_monitor.hpp"
 #include "node/node_guard.hpp"
 #include "node/node_room.hpp"
 #include "node/node_store.hpp"
@@ -86,6 +87,10 @@ public:
     std::filesystem::path packages_dir;
     /// How long a preempted actor has to checkpoint when its options name no grace.
     std::chrono::milliseconds preemption_grace{30000};
+    /// The memory monitor's threshold (1 or more: off) and the workers' memory it holds
+    /// them to (0: the machine's or the cgroup's); memory_monitor.hpp.
+    double memory_threshold = 1.0;
+    std::uint64_t memory_limit_bytes = 0;
     /// Cluster mode: the node probes the head on its ticks. Silent for
     /// `head_missing_after`, it says so in its log (once); silent for `head_timeout`, it
     /// stops its workers and calls `head_lost` with why (the daemon then exits). Zero
@@ -145,6 +150,8 @@ private:
   node_room room_;
   /// Its GPUs' monitoring, for the heartbeat.
   gpu_monitor gpu_monitor_;
+  /// Kills a worker when the node runs short of memory (on each tick).
+  memory_monitor memory_;
   /// What a job's message is checked against, and the refusals' log (the managers share it).
   node_guard guard_;
   /// Jobs' working directories: fetched from the head, unpacked, bound to their jobs.

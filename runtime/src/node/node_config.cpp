@@ -72,6 +72,8 @@ node_agent::config node_config(const knob_values& k, const node_id& id, const ad
   nc.store_capacity = object_store_capacity(k);
   nc.store_spill = k.object_spilling != 0;
   nc.preemption_grace = std::chrono::milliseconds(std::max(0, k.preemption_grace_ms));
+  nc.memory_threshold = k.memory_usage_threshold > 0 ? k.memory_usage_threshold : 1.0;
+  nc.memory_limit_bytes = k.memory_limit_mb > 0 ? static_cast<std::uint64_t>(k.memory_limit_mb * 1024.0 * 1024.0) : 0;
   return nc;
 }
 

@@ -191,6 +191,13 @@ void process_launcher::terminate(const worker_id& id, const address&, const acto
   if (it != by_worker_.end()) ::kill(it->second, SIGKILL);
 }
 
+std::optional<int> process_launcher::pid_of(const worker_id& id) const {
+  std::lock_guard lock(mutex_);
+  auto it = by_worker_.find(id);
+  if (it == by_worker_.end()) return std::nullopt;
+  return static_cast<int>(it->second);
+}
+
 void process_launcher::job_finished(const job_id& job) {
   // The job's driver may still be exiting on this machine (it said the job ended): nothing
   // is killed here; the head's job manager kills what a submitted driver left.

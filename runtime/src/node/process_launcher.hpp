@@ -50,6 +50,7 @@ public:
   void terminate(const worker_id& id, const address& addr, const actor_id& actor) override;
   /// The job's user (when it has one) and folder on this machine go (job_sandbox).
   void job_finished(const job_id& job) override;
+  [[nodiscard]] std::optional<int> pid_of(const worker_id& id) const override;
   /// Waits up to `grace` for every worker to exit, then kills what is left and waits for
   /// it to be reaped (child_reaper.hpp).
   void stop(std::chrono::milliseconds grace);
@@ -60,7 +61,7 @@ private:
 
   transport& local_;
   config cfg_;
-  std::mutex mutex_;  // guards pids_, by_worker_, stopping_
+  mutable std::mutex mutex_;  // guards pids_, by_worker_, stopping_
   std::condition_variable cv_;
   std::unordered_map<pid_t, worker_id> pids_;
   std::unordered_map<worker_id, pid_t> by_worker_;

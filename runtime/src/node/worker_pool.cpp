@@ -34,6 +34,10 @@ worker_id worker_pool::lend(protocol::task_spec spec, std::vector<protocol::gpu_
   w.preempt_deadline.reset();
   w.preempt_stopped = false;
   w.report_on_exit.reset();
+  w.lent_at = cfg_.now();
+  w.retriable = spec.kind == protocol::task_kind::actor_creation
+                  ? spec.max_restarts != 0
+                  : spec.max_retries < 0 || spec.attempt <= spec.max_retries;
   send_work(id, w, std::move(spec));
   return id;
 }

@@ -60,6 +60,11 @@ public:
   virtual void terminate(const worker_id& id, const address& addr, const actor_id& actor) = 0;
   /// The job ended: what the launcher holds for it on this machine may go.
   virtual void job_finished(const job_id& job) { (void)job; }
+  /// The process id of worker `id`; nullopt for a thread, or a process gone.
+  [[nodiscard]] virtual std::optional<int> pid_of(const worker_id& id) const {
+    (void)id;
+    return std::nullopt;
+  }
   /// Hands a preemption notice to the worker hosting its actor in this process, beside any
   /// call it is running; false when the worker is elsewhere (the node sends the notice).
   virtual bool preempt(const worker_id& id, const protocol::preempt_actor& notice) {
@@ -114,6 +119,11 @@ struct worker_slot {
   /// when celer::kill with no_restart = false stopped it (a death, so the actor restarts)
   /// or when the actor ended itself (celer::exit_actor: for good).
   std::optional<protocol::failure_info> report_on_exit;
+  /// When it was last lent (or given its actor), and whether what it runs is retried if it
+  /// dies (a task with retries left, an actor with restarts): the memory monitor kills the
+  /// newest retriable work first.
+  std::chrono::steady_clock::time_point lent_at;
+  bool retriable = false;
 };
 
 class worker_pool {

@@ -123,11 +123,19 @@ struct task_spec {
   /// Actor calls (protocol 21): the group this call runs in, whatever its method's; empty:
   /// its method's.
   std::string concurrency_group;
+  /// Actor creation (protocol 22): `name_space` was named in the call
+  /// (actor_options::name_space): the head takes it as it is and does not remember it as
+  /// the job's default (as it does the first CELER_NAMESPACE a job names).
+  bool namespace_named = false;
+  /// Tasks (protocol 22): the retries its owner allows after a system failure
+  /// (task_options::max_retries; -1 without limit). The node's memory monitor kills the
+  /// workers of retriable work first (attempt <= max_retries).
+  std::int32_t max_retries = 0;
   CELER_MSGPACK_DEFINE(id, kind, function, args, resources, owner, actor, actor_name, class_type,
                  max_concurrency, job, binary, durable, where, priority, preemptible,
                  preemption_grace_ms, max_restarts, restarts, restore_method, max_task_retries,
                  attempt, package, name_space, num_returns, max_pending_calls, generator,
-                 concurrency_groups, method_groups, concurrency_group)
+                 concurrency_groups, method_groups, concurrency_group, namespace_named, max_retries)
   /// Every field equal (the task submitter finds tasks of one function and options by it).
   bool operator==(const task_spec&) const = default;
 
@@ -357,7 +365,10 @@ struct lookup_actor {
   /// the namespace to look in (empty: that job's own; task_spec::name_space).
   job_id job;
   std::string name_space;
-  CELER_MSGPACK_DEFINE(request_id, reply_to, name, job, name_space)
+  /// Protocol 22: `name_space` was named in the call (celer::get_actor(name, name_space)):
+  /// looked in as it is, not remembered as the job's default.
+  bool namespace_named = false;
+  CELER_MSGPACK_DEFINE(request_id, reply_to, name, job, name_space, namespace_named)
 };
 struct lookup_actor_reply {
   std::uint64_t request_id = 0;

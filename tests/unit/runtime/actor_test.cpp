@@ -89,6 +89,39 @@ TEST_CASE("get_if_exists returns the live actor of a name instead of failing", "
   CHECK(celer::get(third.task(&counter::read).remote()) == 3);
 }
 
+TEST_CASE("a namespace named in the call holds the name for that actor only", "[actor][namespace]") {
+  scoped_runtime rt;
+  auto a = celer::actor(make_counter).options({.name = "ns-counter", .name_space = "ns-test-a"}).remote(1);
+  // The same name in another namespace is another actor; neither is in the job's own.
+  auto b = celer::actor(make_counter).options({.name = "ns-counter", .name_space = "ns-test-b"}).remote(2);
+  CHECK(celer::get(celer::get_actor<counter>("ns-counter", "ns-test-a").task(&counter::read).remote()) == 1);
+  CHECK(celer::get(celer::get_actor<counter>("ns-counter", "ns-test-b").task(&counter::read).remote()) == 2);
+  CHECK_THROWS_WITH(celer::get_actor<counter>("ns-counter"), Catch::Contains("no live actor is named 'ns-counter'"));
+  CHECK_THROWS_WITH(celer::get_actor<counter>("ns-counter", "ns-test-c"), Catch::Contains("in namespace 'ns-test-c'"));
+  // Named in the call, the namespace did not become the job's default: a name in the job's
+  // own namespace is still free.
+  auto own = celer::actor(make_counter).options({.name = "ns-counter"}).remote(3);
+  CHECK(celer::get(celer::get_actor<counter>("ns-counter").task(&counter::read).remote()) == 3);
+  try {
+    (void)celer::actor(make_counter).options({.name = "ns-counter", .name_space = "ns-test-a"}).remote(4);
+    FAIL("a taken name should be refused");
+  } catch (const celer::exception& e) {
+    CHECK(e.code() == celer::error_code::already_exists);
+    CHECK_THAT(std::string(e.what()), Catch::Contains("in namespace 'ns-test-a'"));
+  }
+  // get_if_exists looks in the namespace named.
+  auto again = celer::actor(make_counter)
+                 .options({.name = "ns-counter", .name_space = "ns-test-b", .get_if_exists = true})
+                 .remote(9);
+  CHECK(again == b);
+  CHECK_THROWS_WITH(celer::actor(make_counter).options({.name_space = "ns-test-a"}).remote(1),
+                    Catch::Contains("no name to put in it"));
+  celer::kill(a);
+  celer::kill(b);
+  celer::kill(own);
+  CHECK_THROWS_AS(celer::get_actor<counter>("ns-counter", "ns-test-a"), celer::exception);
+}
+
 TEST_CASE("an actor handle passed to a task calls the same actor", "[actor][nested]") {
   scoped_runtime rt;
   auto c = celer::actor(make_counter).remote(100);

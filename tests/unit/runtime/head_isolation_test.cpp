@@ -297,6 +297,30 @@ TEST_CASE("actor names live in the job's own namespace unless a shared one is na
   // K's own name is not in "team".
   f.handle(protocol::lookup_actor{5, f.j_driver, "ps", f.j, "team"});
   CHECK_FALSE(f.net.take<protocol::lookup_actor_reply>().at(0).second.found);
+
+  // A namespace named in the call (protocol 22) is that actor's, never the job's default:
+  // J, which named no shared namespace before, still looks in its own.
+  auto named = f.actor(f.j, f.j_driver, "svc");
+  named.spec.name_space = "ops";
+  named.spec.namespace_named = true;
+  f.handle(named);
+  REQUIRE(f.net.take<protocol::create_actor_reply>().at(0).second.ok);
+  f.handle(protocol::lookup_actor{6, f.j_driver, "svc", f.j, {}});
+  CHECK_FALSE(f.net.take<protocol::lookup_actor_reply>().at(0).second.found);
+  f.handle(protocol::lookup_actor{7, f.j_driver, "ps", f.j, {}});
+  CHECK(f.net.take<protocol::lookup_actor_reply>().at(0).second.actor == j_actor.spec.actor);
+  // Named in a lookup, by either job: found there, and K's default ("team") is unchanged.
+  f.handle(protocol::lookup_actor{8, f.k_driver, "svc", f.k, "ops", true});
+  CHECK(f.net.take<protocol::lookup_actor_reply>().at(0).second.actor == named.spec.actor);
+  f.handle(protocol::lookup_actor{9, f.k_driver, "board", f.k, {}});
+  CHECK(f.net.take<protocol::lookup_actor_reply>().at(0).second.actor == shared.spec.actor);
+  // A job whose first namespace is named in the call has no default either.
+  const job_id l = job_id::random();
+  const address l_driver{unique_id::random(), "tcp://10.0.0.9:3#job=" + l.hex()};
+  f.handle(protocol::lookup_actor{10, l_driver, "svc", l, "ops", true});
+  CHECK(f.net.take<protocol::lookup_actor_reply>().at(0).second.found);
+  f.handle(protocol::lookup_actor{11, l_driver, "svc", l, {}});
+  CHECK_FALSE(f.net.take<protocol::lookup_actor_reply>().at(0).second.found);
 }
 
 TEST_CASE("a job's node-death subscriptions are bounded and go when the job ends", "[head][security]") {

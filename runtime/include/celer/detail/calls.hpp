@@ -85,7 +85,7 @@ std::vector<object_ref<void>> submit_actor_call(const actor_id& actor, const rem
                                                 std::uint32_t num_returns);
 /// The actor registered under `name`; throws not_found, or invalid_argument when it is not
 /// of `class_type`.
-actor_id find_named_actor(std::string_view name, std::string_view class_type);
+actor_id find_named_actor(std::string_view name, std::string_view class_type, std::string_view name_space = {});
 void kill_actor(const actor_id& actor, bool no_restart);
 bool cancel(const object_ref<void>& ref, bool force, bool recursive);
 
