@@ -299,7 +299,7 @@ TEST_CASE("actor names live in the job's own namespace unless a shared one is na
   CHECK_FALSE(f.net.take<protocol::lookup_actor_reply>().at(0).second.found);
 
   // A namespace named in the call (protocol 22) is that actor's, never the job's default:
-  // J, which named no shared namespace before, still looks in its own.
+  // J's default stays "team" (its lookup 3 named it first, as CELER_NAMESPACE would).
   auto named = f.actor(f.j, f.j_driver, "svc");
   named.spec.name_space = "ops";
   named.spec.namespace_named = true;
@@ -307,8 +307,8 @@ TEST_CASE("actor names live in the job's own namespace unless a shared one is na
   REQUIRE(f.net.take<protocol::create_actor_reply>().at(0).second.ok);
   f.handle(protocol::lookup_actor{6, f.j_driver, "svc", f.j, {}});
   CHECK_FALSE(f.net.take<protocol::lookup_actor_reply>().at(0).second.found);
-  f.handle(protocol::lookup_actor{7, f.j_driver, "ps", f.j, {}});
-  CHECK(f.net.take<protocol::lookup_actor_reply>().at(0).second.actor == j_actor.spec.actor);
+  f.handle(protocol::lookup_actor{7, f.j_driver, "board", f.j, {}});
+  CHECK(f.net.take<protocol::lookup_actor_reply>().at(0).second.actor == shared.spec.actor);
   // Named in a lookup, by either job: found there, and K's default ("team") is unchanged.
   f.handle(protocol::lookup_actor{8, f.k_driver, "svc", f.k, "ops", true});
   CHECK(f.net.take<protocol::lookup_actor_reply>().at(0).second.actor == named.spec.actor);

@@ -1,7 +1,8 @@
 // The node's memory monitor (node/memory_monitor.hpp): its policy on its own, what it reads
 // from /proc, and a node agent on the recording transport whose workers' memory is over
 // its limit: the newest retriable work's worker is killed first, one at a time, and its
-// owner hears why. (A real memory hog on a real cluster: tests/cluster/memory_monitor_test.sh.)
+// owner hears why. (A real memory hog on a real cluster: the hidden "[memory-hog]" case below,
+// which tests/CMakeLists.txt runs against a cluster whose node has a 1 GiB limit.)
 #include "fakes/recording_transport.hpp"
 #include "node/memory_monitor.hpp"
 #include "node/node_agent.hpp"
@@ -150,13 +151,13 @@ TEST_CASE("a node's memory monitor leaves thread workers alone", "[node][memory]
   CHECK(n.launcher.terminated.empty());
 }
 
-// ---- A real hog on a real cluster (tests/cluster/memory_monitor_test.sh starts the cluster
-// with CELER_MEMORY_LIMIT_MB=1024 and CELER_MEMORY_USAGE_THRESHOLD=0.9; hidden elsewhere).
+// ---- A real hog on a real cluster (tests/CMakeLists.txt starts the cluster with
+// CELER_MEMORY_LIMIT_MB=1024 and CELER_MEMORY_USAGE_THRESHOLD=0.9; hidden elsewhere).
 
 namespace {
 
-/// Touches `mib` MiB, 32 MiB at a time, then holds it for up to 60 s: the node's monitor
-/// kills it long before. Returns `mib`.
+/// Touches `mib` MiB, 32 MiB at a time, then holds it for up to 5 minutes (the node's
+/// monitor kills it long before; the test's get gives up after 2). Returns `mib`.
 std::size_t hog_memory(std::size_t mib) {
   std::vector<std::unique_ptr<char[]>> held;
   for (std::size_t got = 0; got < mib; got += 32) {
@@ -164,7 +165,7 @@ std::size_t hog_memory(std::size_t mib) {
     std::memset(held.back().get(), 1, 32u << 20);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  for (int i = 0; i < 600; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (int i = 0; i < 3000; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   return mib;
 }
 
@@ -183,7 +184,6 @@ TEST_CASE("a memory hog's worker is killed by its node's memory monitor; a retry
           "[.][memory-hog][cluster-only]") {
   celer_test::scoped_runtime rt;
   // No retries: the task fails, saying what killed it and why.
-  const auto t0 = std::chrono::steady_clock::now();
   auto hog = celer::task(hog_memory).options({.max_retries = 0}).remote(std::size_t{2048});
   try {
     (void)celer::get(hog, std::chrono::seconds(120));
@@ -193,7 +193,6 @@ TEST_CASE("a memory hog's worker is killed by its node's memory monitor; a retry
                                         Contains("its workers' memory") && Contains("above its threshold of 90.0%") &&
                                         Contains("none was retriable"));
   }
-  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60));  // killed, not finished
   // With retries: the first attempt is killed, the second (small) finishes.
   auto once = celer::task(hog_once).options({.max_retries = 2}).remote(std::size_t{2048});
   CHECK(celer::get(once, std::chrono::seconds(120)) == 2);
