@@ -4,6 +4,7 @@
 #include "config/knobs.hpp"
 #include "core/core_worker.hpp"
 #include "log.hpp"
+#include "protocol/env_vars.hpp"
 #include "remote_registry.hpp"
 #include "runtime.hpp"
 #include "type_names.hpp"
@@ -11,6 +12,7 @@
 
 #include <celer/api.hpp>
 #include <celer/peer.hpp>
+#include <celer/print.hpp>
 #include <celer/runtime_context.hpp>
 
 #include <atomic>
@@ -95,6 +97,9 @@ void start(const knob_values& knobs_in, const init_options& options) {
   check_registrations();
   knob_values k = knobs_in;
   if (options.priority) k.job_priority = *options.priority;
+  if (auto why = protocol::env_vars_problem(options.env_vars); !why.empty()) {
+    throw exception(error_code::invalid_argument, "init_options::env_vars: " + why);
+  }
   std::string address = options.address.empty() ? k.address : options.address;
   std::lock_guard lock(runtime_mutex);
   if (the_runtime) {
@@ -103,7 +108,8 @@ void start(const knob_values& knobs_in, const init_options& options) {
   }
   set_knobs(k);
   if (!address.empty()) {
-    the_runtime = std::make_shared<cluster::cluster_driver>(k, address);
+    the_runtime = std::make_shared<cluster::cluster_driver>(k, address, cluster::cluster_driver::role::driver,
+                                                           options.env_vars);
   } else {
     the_runtime = std::make_shared<embedded_runtime>(k, options);
   }
@@ -230,7 +236,10 @@ runtime_context get_runtime_context() {
   const char* ns = std::getenv("CELER_NAMESPACE");
   out.name_space = ns != nullptr && std::strlen(ns) > 0 ? std::string(ns) : out.job.hex();
   const worker_context* ctx = current_worker_context();
-  if (ctx == nullptr) return out;  // the driver
+  if (ctx == nullptr) {  // the driver
+    out.env_vars = rt->core().where().env_vars;
+    return out;
+  }
   out.task = ctx->task;
   out.actor = ctx->actor;
   out.worker = ctx->worker;
@@ -238,7 +247,31 @@ runtime_context get_runtime_context() {
   out.gpu_ids = ctx->gpu_ids;
   out.attempt = ctx->attempt;
   out.was_restarted = !ctx->actor.nil() && ctx->restarts > 0;
+  out.env_vars = ctx->env_vars;
   return out;
+}
+
+void print_line(std::string_view text) {
+  std::shared_ptr<runtime_base> rt;
+  {
+    std::lock_guard lock(runtime_mutex);
+    rt = the_runtime;
+  }
+  if (!rt) {  // before init or after shutdown: the program's own output
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    return;
+  }
+  rt->core().print(text);
+}
+
+std::optional<std::string> getenv(const std::string& name) {
+  if (const worker_context* ctx = current_worker_context(); ctx != nullptr) {
+    if (auto it = ctx->env_vars.find(name); it != ctx->env_vars.end()) return it->second;
+  }
+  if (const char* v = std::getenv(name.c_str()); v != nullptr) return std::string(v);
+  return std::nullopt;
 }
 
 std::vector<node_info> nodes() {

@@ -10,8 +10,9 @@
 namespace celer {
 namespace {
 
-/// Hands a core the messages addressed to it (the core's own lock orders them). A driver's
-/// core also turns its ticks into job heartbeats to the head, with its tasks' counts; with
+/// Hands a core the messages addressed to it (the core's own lock orders them). Its ticks
+/// count out the lines celer::print's dedup folded. A driver's core also turns its ticks
+/// into job heartbeats to the head, with its tasks' counts; with
 /// a head watch, probes the head and fails every wait once it has been silent too long; and
 /// fails every wait once the head says it ended the job (job_ended).
 struct core_shell {
@@ -22,6 +23,7 @@ struct core_shell {
   bool ended = false;
   void handle(protocol::message& m) {
     if (std::holds_alternative<protocol::tick>(m)) {
+      core->tick_logs();  // lines folded by celer::print's dedup are counted out when due
       if (net == nullptr || ended || (watch != nullptr && watch->gave_up())) return;
       (void)net->send(core->where().head,
                       protocol::job_heartbeat{core->where().job, core->task_counts(true), core->self()});

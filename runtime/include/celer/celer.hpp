@@ -23,6 +23,7 @@
 #include <celer/ids.hpp>
 #include <celer/options.hpp>
 #include <celer/peer.hpp>
+#include <celer/print.hpp>
 #include <celer/queue.hpp>
 #include <celer/ref_stream.hpp>
 #include <celer/remote.hpp>

@@ -108,6 +108,11 @@ struct init_options {
   /// The job's priority: its tasks and actors get it unless their options name one
   /// (higher goes first; 0 by default). Unset: the job_priority knob (CELER_JOB_PRIORITY).
   std::optional<int> priority;
+  /// Environment variables of every task and actor the job starts (Ray's
+  /// `ray.init(runtime_env={"env_vars": ...})`), over those `celer submit --env` gave the
+  /// job; a task's or actor's own env_vars go over these. The driver's own environment is
+  /// left as it is.
+  std::map<std::string, std::string> env_vars;
 };
 
 /// Resources a task or actor needs while it runs.
@@ -199,6 +204,14 @@ struct task_options {
   /// _generator_backpressure_num_objects; -1 (the default): it never waits. While it
   /// waits its CPUs are lent to its node, as in a get.
   int generator_backpressure = -1;
+  /// Environment variables the task's worker process has (Ray's runtime_env env_vars),
+  /// over those of the job (init_options::env_vars, `celer submit --env`) and of the task or
+  /// actor submitting it, which it inherits. A worker is reused only for work with the same
+  /// ones. Names are [A-Za-z_][A-Za-z0-9_]*; CELER_* (but CELER_LOG_LEVEL),
+  /// CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER and TMPDIR are the runtime's
+  /// (invalid_argument). Embedded, workers are threads of your program and share its
+  /// environment: read them with celer::getenv, which sees them both ways.
+  std::map<std::string, std::string> env_vars;
 };
 
 /// Options of one actor method call: `handle.task(&T::m).options({...}).remote(...)`.
@@ -311,6 +324,9 @@ struct actor_options {
   bool preemptible = false;
   /// How long a preempted actor has to checkpoint; 0 means the preemption_grace_ms knob.
   std::chrono::milliseconds preemption_grace{0};
+  /// Environment variables of the actor's worker process, its factory and every method, as
+  /// task_options::env_vars says (over the job's and the creating task's).
+  std::map<std::string, std::string> env_vars;
 };
 
 } // namespace celer

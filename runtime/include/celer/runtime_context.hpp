@@ -4,6 +4,7 @@
 ///
 ///   auto ctx = celer::get_runtime_context();        // in a task, an actor or the driver
 ///   std::cout << ctx.job.hex() << " attempt " << ctx.attempt << "\n";
+///   auto dir = celer::getenv("DATA_DIR");          // the task's env_vars, else the process's
 ///   for (const auto& n : celer::nodes()) std::cout << n.id.short_hex() << " " << n.alive << "\n";
 ///   void quit() { celer::exit_actor(); }           // inside an actor's method
 
@@ -11,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,11 +46,22 @@ struct runtime_context {
   /// The namespace named actors are registered and found in: CELER_NAMESPACE when the job
   /// names one, else the job's id in hex (its own).
   std::string name_space;
+  /// The environment variables celer gave the running task or actor (task_options and
+  /// actor_options::env_vars over the job's and those it inherited); in the driver, the
+  /// job's (init_options::env_vars, `celer submit --env`).
+  std::map<std::string, std::string> env_vars;
 };
 
 /// Where and as what the calling code runs. Throws celer::exception (failed_precondition)
 /// before `init`.
 [[nodiscard]] runtime_context get_runtime_context();
+
+/// The value of environment variable `name` as the calling code sees it: the env_vars
+/// celer gave its task or actor (task_options::env_vars), else the process's environment;
+/// nullopt when neither has it. On a cluster a worker process has them in its environment
+/// (std::getenv sees them too); embedded, workers are threads of your program sharing its
+/// environment, and only this call sees each task's own.
+[[nodiscard]] std::optional<std::string> getenv(const std::string& name);
 
 /// A node of the cluster, as the head sees it (celer::nodes()).
 struct node_info {

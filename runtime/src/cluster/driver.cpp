@@ -6,6 +6,7 @@
 #include "crash.hpp"
 #include "host.hpp"
 #include "log.hpp"
+#include "protocol/env_vars.hpp"
 #include "transport/zmq_transport.hpp"
 
 #include <algorithm>
@@ -115,7 +116,8 @@ void cluster_driver::impl::reattach_loop() {
   }
 }
 
-cluster_driver::cluster_driver(const knob_values& k, const std::string& address, role r)
+cluster_driver::cluster_driver(const knob_values& k, const std::string& address, role r,
+                               const std::map<std::string, std::string>& env_vars)
   : impl_(std::make_unique<impl>()) {
   install_crash_handler();
   auto& s = *impl_;
@@ -151,6 +153,7 @@ cluster_driver::cluster_driver(const knob_values& k, const std::string& address,
   }
   auto where = core_endpoints(*s.net, s.head_addr, job);
   where.priority = k.job_priority;
+  where.env_vars = protocol::merged_env(std::move(where.env_vars), env_vars);
   // An observer's core sends no job heartbeats (it has no job to keep alive).
   s.core = start_core(s.host, *s.net, where, r == role::driver ? s.net.get() : nullptr,
                       s.watch.get());

@@ -12,6 +12,7 @@
 #include "protocol/messages.hpp"
 #include "runtime.hpp"
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -23,7 +24,10 @@ public:
   /// Connects to the head at `address` (HOST:PORT). A driver also picks its local node and
   /// starts a job; an observer (celer status) only asks questions. Throws celer::exception:
   /// invalid_argument (bad address), unauthenticated (no or wrong token), unavailable.
-  cluster_driver(const knob_values& k, const std::string& address, role r = role::driver);
+  /// `env_vars`: the job's for its workers (init_options::env_vars), over those its
+  /// submission gave it (CELER_ENV_VARS names them).
+  cluster_driver(const knob_values& k, const std::string& address, role r = role::driver,
+                 const std::map<std::string, std::string>& env_vars = {});
   ~cluster_driver() override;
 
   core_worker& core() noexcept override;

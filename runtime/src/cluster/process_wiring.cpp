@@ -3,10 +3,12 @@
 #include "protocol/head_watch.hpp"
 #include "cluster/session.hpp"
 #include "core_shell.hpp"
+#include "protocol/env_vars.hpp"
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <string_view>
 #include <chrono>
 #include <utility>
 
@@ -40,6 +42,20 @@ core_worker::endpoints core_endpoints(const zmq_transport& net, const address& h
   if (const char* package = std::getenv("CELER_JOB_PACKAGE"); package != nullptr && *package != '\0') {
     where.package = package;
     if (const char* wd = std::getenv("CELER_JOB_WORKING_DIR")) where.binary = package_binary(where.binary, wd);
+  }
+  // A submitted job's driver: the variables `celer submit --env` gave it are its workers'
+  // too (the job manager names them), as Ray's job runtime_env env_vars are.
+  if (const char* names = std::getenv("CELER_ENV_VARS"); names != nullptr) {
+    std::string_view rest(names);
+    while (!rest.empty()) {
+      const auto comma = rest.find(',');
+      const std::string name(rest.substr(0, comma));
+      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+      const char* value = std::getenv(name.c_str());
+      if (value != nullptr && protocol::env_name_valid(name) && !protocol::env_name_reserved(name)) {
+        where.env_vars[name] = value;
+      }
+    }
   }
   where.cluster = true;
   return where;

@@ -2,6 +2,7 @@
 
 #include "config/knobs.hpp"
 #include "log.hpp"
+#include "protocol/env_vars.hpp"
 #include "scheduler/labels.hpp"
 
 #include <cstdlib>
@@ -128,6 +129,7 @@ protocol::task_spec core_worker::task_spec_of(const detail::remote_entry& fn, co
                                  options.label_selector, options.scheduling);
   spec.priority = options.priority.value_or(default_priority());
   spec.max_retries = options.max_retries;  // the node's memory monitor kills retriable work first
+  spec.env_vars = env_vars_of(fn.name, options.env_vars);
   return spec;
 }
 
@@ -233,6 +235,16 @@ void core_worker::cancel_children(const task_id& parent, bool force, const std::
   const std::string why = "the cancel of its parent task " + parent.short_hex() + " (" + who + ")";
   // Force is for tasks: an actor call among the children gets the flag only.
   for (const auto& child : children_.take(parent)) (void)cancel_task(task_of(child), force, true, why);
+}
+
+std::map<std::string, std::string> core_worker::env_vars_of(const std::string& what,
+                                                            const std::map<std::string, std::string>& own) const {
+  if (auto why = protocol::env_vars_problem(own); !why.empty()) {
+    throw exception(error_code::invalid_argument, what + ": " + why);
+  }
+  const auto* ctx = current_worker_context();
+  const auto& inherited = ctx != nullptr ? ctx->env_vars : where_.env_vars;
+  return own.empty() ? inherited : protocol::merged_env(inherited, own);
 }
 
 std::int32_t core_worker::default_priority() const {
@@ -362,6 +374,7 @@ actor_id core_worker::create_actor(const detail::remote_entry& factory,
   spec.max_task_retries = options.max_task_retries;
   spec.max_pending_calls = options.max_pending_calls;
   spec.restore_method = options.restore_method;
+  spec.env_vars = env_vars_of(factory.name, options.env_vars);
   spec.job = where_.job;
   spec.binary = where_.binary;
   spec.package = where_.package;
@@ -584,17 +597,47 @@ void core_worker::handle(protocol::message& m) {
         peers_.on_data(msg);
       } else if constexpr (std::is_same_v<T, protocol::generator_item>) {
         streams_.on_item(msg);
+      } else if constexpr (std::is_same_v<T, protocol::user_log>) {
+        // From the head, for this driver's job (admission checked a job's sender).
+        if (msg.job == where_.job) logs_.show(std::move(msg.lines));
       }
     },
     m);
 }
 
 void core_worker::stop(const std::string& reason, std::optional<error_code> code) {
+  logs_.tick(true);  // what the dedup still folds is counted out before the driver ends
   peers_.stop(code.value_or(error_code::cancelled), reason);
   store_.stop();
   objects_.stop(reason, code);
   tasks_.stop(reason);
   requests_.stop(reason, code);
+}
+
+void core_worker::print(std::string_view text) {
+  const worker_context* ctx = current_worker_context();
+  while (true) {
+    const auto end = text.find('\n');
+    const std::string_view one = text.substr(0, end);
+    if (ctx == nullptr) {
+      logs_.print_plain(std::string(one));  // the driver's own (or a thread celer did not start)
+    } else {
+      protocol::log_line line;
+      line.text = std::string(one);
+      if (ctx->function != nullptr) line.function = *ctx->function;
+      line.actor = ctx->actor;
+      line.worker = ctx->worker;
+      line.node = node_id(ctx->node.id);
+      line.pid = static_cast<std::int32_t>(::getpid());
+      if (where_.cluster) {
+        logs_.send(net_, where_.head, where_.job, std::move(line));
+      } else {
+        logs_.show({std::move(line)});
+      }
+    }
+    if (end == std::string_view::npos || end + 1 == text.size()) break;
+    text.remove_prefix(end + 1);
+  }
 }
 
 } // namespace celer

@@ -8,7 +8,8 @@
 //   - actor_submitter: calls sent straight to actors' workers, in order;
 //   - generator_streams: the values of the streaming generators it submitted;
 //   - store_client: the node's object store; head_client: queries to the head;
-//   - request_table: requests awaiting replies, for all of them.
+//   - request_table: requests awaiting replies, for all of them;
+//   - user_logs: celer::print's lines (a driver's console, deduplicated; a worker's sent on).
 // It validates options, builds task specs, and routes each message to the piece that owns
 // it. One per process: the driver's in embedded mode (shared by its worker threads), each
 // worker process's in cluster mode.
@@ -16,7 +17,7 @@
 // Threads: user threads (driver, worker threads running user code) call the public
 // methods; `handle` runs on the core's CAF actor; a reaper thread returns idle leases. Each
 // piece guards its own tables; lock order: a submitter's lock before the reference
-// table's, never the reverse.
+// table's, never the reverse; user_logs' lock is taken holding no other.
 
 #include "core/actor_submitter.hpp"
 #include "core/generator_streams.hpp"
@@ -28,6 +29,7 @@
 #include "core/task_children.hpp"
 #include "core/task_ids.hpp"
 #include "core/task_submitter.hpp"
+#include "core/user_logs.hpp"
 #include "core/worker_context.hpp"
 #include "protocol/messages.hpp"
 #include "transport/transport.hpp"
@@ -37,6 +39,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -63,6 +66,10 @@ public:
     bool cluster = false;
     /// The job's priority (init_options::priority): work submitted without one gets it.
     std::int32_t priority = 0;
+    /// The job's environment variables for its workers (init_options::env_vars over
+    /// `celer submit --env`'s, CELER_ENV_VARS): work submitted from the driver gets them
+    /// under its own.
+    std::map<std::string, std::string> env_vars;
     /// The clock requests are timed and leases go idle by (tests pass a made-up one).
     request_table::clock now = [] { return std::chrono::steady_clock::now(); };
   };
@@ -179,6 +186,14 @@ public:
   /// Handles a message addressed to this core (on the core's actor, or on the transport's
   /// receiver thread).
   void handle(protocol::message& m);
+  /// celer::print: `text`, one line or several. From a task or actor of a worker process:
+  /// to the worker's log and, through the head, to the driver; from an embedded worker
+  /// thread: to this (the driver's) console, deduplicated; from the driver: printed as is.
+  void print(std::string_view text);
+  /// The driver's tick: lines folded by the dedup whose window ended are counted out.
+  void tick_logs() { logs_.tick(); }
+  /// Tests: where the driver's console lines go instead of standard output.
+  void print_logs_to(user_logs::sink s) { logs_.print_to(std::move(s)); }
   /// Fails every wait and every request from now on with `reason`, and returns every
   /// leased worker (at shutdown). With `code` (the cluster is gone: unavailable), they
   /// and every later call fail with that code and `reason` as the message. The first
@@ -189,6 +204,11 @@ private:
   /// The priority of work submitted without one: the running task's or actor's (nested
   /// work inherits it), else the job's.
   [[nodiscard]] std::int32_t default_priority() const;
+  /// The environment variables of work `what` that asks for `own`: `own` over the running
+  /// task's or actor's (nested work inherits them), else over the job's. Throws
+  /// invalid_argument for a name the runtime keeps or cannot give (protocol/env_vars.hpp).
+  [[nodiscard]] std::map<std::string, std::string> env_vars_of(const std::string& what,
+                                                               const std::map<std::string, std::string>& own) const;
   /// Moves by-value arguments above the inline limit into the object store (as refs to
   /// objects this process owns, returned: hold them until the table has counted them).
   std::vector<object_ref<void>> store_large_args(std::vector<detail::arg_spec>& args);
@@ -216,6 +236,8 @@ private:
   /// What each call running here submitted (celer::cancel's recursive).
   task_children children_;
   peer_link peers_;
+  /// celer::print's lines (its own mutex, taken after no other lock).
+  user_logs logs_;
   std::thread lease_reaper_;
   /// The node attached now, and who to tell when it dies (local_mutex_ guards both).
   std::mutex local_mutex_;

@@ -40,7 +40,7 @@ void task_submitter::submit(protocol::task_spec spec, retry_policy retry) {
   }
   auto task = entry_of(std::move(spec), retry.max_retries, retry.retry_exceptions);
   const auto& shape = task.shape->prototype;
-  const std::size_t cls = class_of(shape.resources, shape.where, shape.priority);
+  const std::size_t cls = class_of(shape);
   events_.record(task.id, protocol::task_state::waiting, task.attempt, {}, shape.function);
   task.submitted = now_();
   classes_[cls].queued.push_back(std::move(task));
@@ -53,13 +53,15 @@ void task_submitter::fail_task(const task_id& id, const protocol::failure_info& 
   objects_.fail_task(id, f);
 }
 
-std::size_t task_submitter::class_of(const protocol::resource_set& shape,
-                                     const protocol::placement& where, std::int32_t priority) {
+std::size_t task_submitter::class_of(const protocol::task_spec& task) {
   for (std::size_t i = 0; i < classes_.size(); ++i) {
     const auto& c = classes_[i];
-    if (c.shape.amounts == shape.amounts && c.where == where && c.priority == priority) return i;
+    if (c.shape.amounts == task.resources.amounts && c.where == task.where && c.priority == task.priority &&
+        c.env_vars == task.env_vars) {
+      return i;
+    }
   }
-  classes_.push_back({shape, where, priority, {}});
+  classes_.push_back({task.resources, task.where, task.priority, task.env_vars, {}});
   return classes_.size() - 1;
 }
 
@@ -105,6 +107,8 @@ void task_submitter::pump(std::size_t cls) {
     req.spec.package = first.package;
     req.spec.where = first.where;
     req.spec.priority = first.priority;
+    req.spec.max_retries = first.max_retries;  // the memory monitor kills retriable work first
+    req.spec.env_vars = first.env_vars;        // the worker process starts with them
     req.locality = objects_.locality_of(c.queued.front().args);
     const task_id rid = req.spec.id;
     const std::string function = first.function;
@@ -271,7 +275,7 @@ void task_submitter::on_returned(protocol::tasks_returned& m) {
     events_.record(task.id, protocol::task_state::waiting, task.attempt,
                    "given back unrun by worker " + m.worker.short_hex());
     const auto& shape = task.shape->prototype;
-    const std::size_t cls = class_of(shape.resources, shape.where, shape.priority);
+    const std::size_t cls = class_of(shape);
     classes_[cls].queued.push_front(std::move(task));
     if (std::find(classes.begin(), classes.end(), cls) == classes.end()) classes.push_back(cls);
   }
@@ -426,7 +430,7 @@ bool task_submitter::on_result(protocol::task_result& r) {
       auto task = std::move(p.task);
       running_.erase(it);
       const auto& shape = task.shape->prototype;
-      const std::size_t cls = class_of(shape.resources, shape.where, shape.priority);
+      const std::size_t cls = class_of(shape);
       retry(cls, std::move(task), detail::failure_kind::task_error, r.returns.front().fail.code,
             why);
     } else {
@@ -479,7 +483,7 @@ void task_submitter::rebuild(reference_table::rebuild r) {
   }
   auto task = entry_of(std::move(r.spec), r.retries_left, r.retry_exceptions);
   const auto& shape = task.shape->prototype;
-  const std::size_t cls = class_of(shape.resources, shape.where, shape.priority);
+  const std::size_t cls = class_of(shape);
   // Counted as a retry of the task: the attempt that made the lost output failed late.
   retry(cls, std::move(task), detail::failure_kind::object_lost, error_code::data_loss,
         "its output was lost: " + r.why);

@@ -43,6 +43,7 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -193,11 +194,13 @@ public:
   };
 
 private:
-  /// Tasks of one resource shape (Ray's scheduling class) waiting for a leased worker.
+  /// Tasks of one resource shape (Ray's scheduling class) waiting for a leased worker: one
+  /// shape, placement, priority and set of environment variables (its workers start with).
   struct task_class {
     protocol::resource_set shape;
     protocol::placement where;
     std::int32_t priority = 0;
+    std::map<std::string, std::string> env_vars;
     std::deque<task_entry> queued;
   };
   /// A worker a node lent this process, and the tasks pushed to it and not finished.
@@ -245,8 +248,8 @@ private:
                       const exceptions_to_retry& retry_exceptions);
 
   // The following require mutex_.
-  std::size_t class_of(const protocol::resource_set& shape, const protocol::placement& where,
-                       std::int32_t priority);
+  /// The class of tasks like `task` (its resources, placement, priority, env_vars).
+  std::size_t class_of(const protocol::task_spec& task);
   /// Pushes queued tasks of class `cls` to its leases with room, and asks for more leases
   /// while tasks still wait.
   void pump(std::size_t cls);

@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <string>
 #include <vector>
 
 namespace celer {
@@ -40,6 +42,9 @@ struct worker_context {
   /// methods). Set by the worker around each call; `resources` points into the running
   /// task's spec or the worker's copy of its actor's, and is null between calls.
   task_id task;
+  /// The registered name of the function or method running on this thread (celer::print
+  /// says it), pointing into its spec; null between calls.
+  const std::string* function = nullptr;
   /// The running call's flag (celer::is_cancelled), set by a cancel while it runs; what
   /// the call submits is recorded as its children (celer::cancel with recursive).
   const std::atomic<bool>* cancelled = nullptr;
@@ -49,6 +54,10 @@ struct worker_context {
   /// call returns. `constructing` while its factory or restore hook runs (no call to end).
   bool exit_requested = false;
   bool constructing = false;
+  /// The environment variables of the running task, or of the actor (task_spec::env_vars):
+  /// what it submits inherits them, and celer::getenv reads them first (embedded, where
+  /// workers are threads sharing the program's environment).
+  std::map<std::string, std::string> env_vars;
 };
 worker_context*& current_worker_context() noexcept;
 /// Calls the current worker context's before_wait, if any.

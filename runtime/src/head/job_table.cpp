@@ -34,6 +34,10 @@ void job_table::on(protocol::job_heartbeat& m) {
   } else {
     it->second = now_();
   }
+  // The driver's own heartbeats name its core (the job manager's, for a submitted job, none).
+  if (!m.driver.endpoint.empty() && m.driver.endpoint.size() <= head_guard::max_endpoint_bytes) {
+    drivers_[m.job] = m.driver;
+  }
   cap_report(m.tasks);
   // A driver's own heartbeats carry its tasks' counts (a histogram, at least); the head's
   // job manager's, for a submitted job it supervises, carry none.
@@ -42,6 +46,17 @@ void job_table::on(protocol::job_heartbeat& m) {
     m.tasks.changes.clear();
   }
   if (!m.tasks.latency.empty()) tasks_[m.job] = std::move(m.tasks);
+}
+
+void job_table::on(protocol::user_log& m) {
+  auto it = drivers_.find(m.job);
+  if (it == drivers_.end() || !heard_.contains(m.job)) return;
+  if (m.lines.size() > protocol::user_log::max_lines) m.lines.resize(protocol::user_log::max_lines);
+  for (auto& line : m.lines) {
+    if (line.text.size() > protocol::user_log::max_text) line.text.resize(protocol::user_log::max_text);
+    if (line.function.size() > protocol::user_log::max_text) line.function.resize(protocol::user_log::max_text);
+  }
+  (void)net_.send(it->second, std::move(m));
 }
 
 void job_table::on(protocol::package_fetch& m) {
@@ -61,6 +76,7 @@ void job_table::on(protocol::package_fetch& m) {
 
 void job_table::ended(const job_id& job) {
   if (heard_.erase(job) > 0 && tables_ != nullptr) tables_->drop_job(job);
+  drivers_.erase(job);
   if (auto t = tasks_.find(job); t != tasks_.end()) {
     t->second.waiting = t->second.running = 0;  // nothing of an ended job waits or runs
     add_task_counts(ended_tasks_, t->second);

@@ -7,7 +7,7 @@
 //
 //   job_table jobs(net, tables, now, live_node);
 //   jobs.restore(state.jobs, heard);        // what the tables held, once
-//   jobs.on(job_heartbeat), jobs.on(package_fetch)
+//   jobs.on(job_heartbeat), jobs.on(package_fetch), jobs.on(user_log)
 //   on each tick: for (auto j : jobs.silence_quiet(now, timeout)) end the job (the head)
 //   when a job ends: jobs.ended(job)        // its counts kept among the ended jobs'
 //
@@ -17,6 +17,7 @@
 // head's (one message at a time); task_list() is shared with the HTTP server's threads
 // (task_table is thread-safe).
 
+#include "head/head_guard.hpp"
 #include "head/head_snapshot.hpp"
 #include "head/head_tables.hpp"
 #include "head/task_table.hpp"
@@ -67,6 +68,10 @@ public:
   void on(protocol::job_heartbeat& m);
   /// A live node asks for a package for a job's workers: the archive, or why not.
   void on(protocol::package_fetch& m);
+  /// Lines a job's worker printed (celer::print): passed to the job's driver, the core its
+  /// own heartbeats name; dropped while it has none (a submitted job before its driver's
+  /// first heartbeat). Admission checked `job` against the sender's.
+  void on(protocol::user_log& m);
 
   /// Job `job` ended (its driver finished, was stopped or went silent): it is forgotten
   /// and its row dropped; its task counts join the ended jobs'.
@@ -95,6 +100,8 @@ private:
   package_reader read_package_;
   /// Jobs whose drivers heartbeat, and when each was last heard from.
   std::unordered_map<job_id, time_point> heard_;
+  /// Each job's driver core, as its heartbeats name it (where user_log goes).
+  std::unordered_map<job_id, address> drivers_;
   /// Jobs ended because their driver went silent, and what the driver is told if it speaks
   /// again (the most recent max_silenced_jobs).
   std::deque<std::pair<job_id, std::string>> silenced_;

@@ -3,6 +3,7 @@
 #include "jobs/entrypoint.hpp"
 #include "jobs/package.hpp"
 #include "log.hpp"
+#include "protocol/env_vars.hpp"
 #include "child_reaper.hpp"  // describe_exit
 
 #include <algorithm>
@@ -20,11 +21,6 @@ constexpr const char* jobs_table = "submitted_jobs";
 
 bool valid_submission_id(const std::string& s) {
   static const std::regex re("[A-Za-z0-9_.-]{1,64}");
-  return std::regex_match(s, re);
-}
-
-bool valid_env_name(const std::string& s) {
-  static const std::regex re("[A-Za-z_][A-Za-z0-9_]{0,127}");
   return std::regex_match(s, re);
 }
 
@@ -115,7 +111,7 @@ expected<job_record> job_manager::submit(const submit_request& r, const asker& w
   if (r.argv.empty() || r.argv.front().empty())
     return error(error_code::invalid_argument, "the entrypoint is empty: give the program to run");
   for (const auto& [k, v] : r.env) {
-    if (!valid_env_name(k))
+    if (!protocol::env_name_valid(k))
       return error(error_code::invalid_argument, "environment variable name '" + k + "' is not [A-Za-z_][A-Za-z0-9_]*");
     if (k.starts_with("CELER_") && k != "CELER_LOG_LEVEL" && !k.starts_with("CELER_PEER_"))
       return error(error_code::invalid_argument, "environment variable " + k +
@@ -267,7 +263,12 @@ void job_manager::launch(job_record rec) {
   // Its own temporary directory, unless the submission names one.
   std::erase_if(spec.env, [](const std::string& e) { return e.starts_with("TMPDIR="); });
   if (!rec.env.contains("TMPDIR")) spec.env.push_back("TMPDIR=" + spec.tmpdir.string());
-  for (const auto& [k, v] : rec.env) spec.env.push_back(k + "=" + v);
+  std::string inherited;  // CELER_ENV_VARS: the names its workers get too
+  for (const auto& [k, v] : rec.env) {
+    spec.env.push_back(k + "=" + v);
+    if (!protocol::env_name_reserved(k)) inherited += (inherited.empty() ? "" : ",") + k;
+  }
+  if (!inherited.empty()) spec.env.push_back("CELER_ENV_VARS=" + inherited);
   spec.env.push_back("CELER_ADDRESS=" + cfg_.cluster_address);
   spec.env.push_back("CELER_JOB_ID=" + id.hex());
   spec.env.push_back("CELER_JOB_CREDENTIAL=" + *secret);

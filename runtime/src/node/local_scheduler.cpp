@@ -5,6 +5,7 @@
 #include "node/local_scheduler.hpp"
 
 #include "log.hpp"
+#include "protocol/env_vars.hpp"
 #include "scheduler/cluster_view.hpp"
 
 #include <algorithm>
@@ -23,6 +24,13 @@ bool local_scheduler::admissible(const protocol::task_spec& spec) {
     guard_.refused("invalid_argument: " + spec.function + " of job " + spec.job.short_hex() + ": " +
                    ok.error().message() + "; refused");
     refuse(spec, ok.error().message(), error_code::invalid_argument);
+    return false;
+  }
+  if (auto why = protocol::env_vars_problem(spec.env_vars); !why.empty()) {
+    // The API refuses these before sending; a worker must never start with the runtime's
+    // own variables (its credential, its node) set by the job.
+    guard_.refused("invalid_argument: " + spec.function + " of job " + spec.job.short_hex() + ": " + why + "; refused");
+    refuse(spec, spec.function + ": " + why, error_code::invalid_argument);
     return false;
   }
   if (spec.where.group.nil() || spec.job.nil()) return true;

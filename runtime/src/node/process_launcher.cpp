@@ -72,9 +72,15 @@ worker_launcher::launched process_launcher::launch(const worker_id& id,
     // the knobs of celer::peer, which a node started with them gives its workers.
     if ((std::strncmp(*e, "CELER_", 6) != 0 || std::strncmp(*e, "CELER_PEER_", 11) == 0) &&
         std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0 && (tmpdir.empty() || std::strncmp(*e, "TMPDIR=", 7) != 0)) {
+      const char* eq = std::strchr(*e, '=');
+      if (eq != nullptr && !first.env_vars.empty() && first.env_vars.contains(std::string(*e, eq))) {
+        continue;  // the work's own, below
+      }
       env_strings.emplace_back(*e);
     }
   }
+  // The work's env_vars (checked by the local scheduler: none is the runtime's own).
+  for (const auto& [name, value] : first.env_vars) env_strings.push_back(name + "=" + value);
   if (!tmpdir.empty()) env_strings.push_back("TMPDIR=" + tmpdir);
   if (const auto label = box.label(); !label.empty()) env_strings.push_back("CELER_JOB_CONFINED=" + label);
   // The worker sees only its GPUs; on a node with GPUs, one given none sees none.
@@ -108,7 +114,7 @@ worker_launcher::launched process_launcher::launch(const worker_id& id,
     env_strings.push_back("CELER_JOB_PACKAGE=" + first.package);
     env_strings.push_back("CELER_JOB_WORKING_DIR=" + workdir);
   }
-  if (const char* level = std::getenv("CELER_LOG_LEVEL")) {
+  if (const char* level = std::getenv("CELER_LOG_LEVEL"); level != nullptr && !first.env_vars.contains("CELER_LOG_LEVEL")) {
     env_strings.push_back(std::string("CELER_LOG_LEVEL=") + level);
   }
   std::vector<char*> envp;

@@ -45,11 +45,11 @@ worker_id worker_pool::lend(protocol::task_spec spec, std::vector<protocol::gpu_
 worker_id worker_pool::take_worker(const protocol::task_spec& spec, const std::vector<int>& gpus) {
   const bool for_actor = spec.kind == protocol::task_kind::actor_creation;
   if (!for_actor) {
-    // The most recently idle worker of the same job that sees the same GPUs (its cache is
-    // warmest).
+    // The most recently idle worker of the same job that sees the same GPUs and was
+    // started with the same environment variables (its cache is warmest).
     for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
       const auto& w = workers_.at(*it);
-      if (w.job == spec.job && w.visible == gpus) {
+      if (w.job == spec.job && w.visible == gpus && w.env_vars == spec.env_vars) {
         const worker_id id = *it;
         idle_.erase(std::next(it).base());
         return id;
@@ -72,6 +72,7 @@ worker_id worker_pool::take_worker(const protocol::task_spec& spec, const std::v
     slot.ready = started.ready;
   }
   slot.visible = gpus;
+  slot.env_vars = spec.env_vars;
   slot.started = cfg_.now();
   slot.job = spec.job;
   slot.actor_worker = for_actor;

@@ -1,11 +1,11 @@
 #pragma once
 // A node's worker pool: a slot for each worker it started (a thread in embedded mode, a
 // process in cluster mode), what the worker holds and for whom, and its life: started for
-// work (an idle worker of the same job that sees the same GPUs is reused, else a new one
-// starts, once its job's working directory is here if it names one), lent to a task owner
-// until the lease comes back or kept by its actor for the actor's lifetime, blocked in get
-// (its CPUs lent to other work meanwhile), taken back into the pool or retired, and what its
-// owner or the head is told when it exits or dies.
+// work (an idle worker of the same job that sees the same GPUs and has the same env_vars is
+// reused, else a new one starts, once its job's working directory is here if it names one),
+// lent to a task owner until the lease comes back or kept by its actor for the actor's
+// lifetime, blocked in get (its CPUs lent to other work meanwhile), taken back into the pool
+// or retired, and what its owner or the head is told when it exits or dies.
 //
 //   worker_pool pool(net, launcher, room, packages, guard, cfg);
 //   pool.when_room_frees([&] { dispatch(); });   // the local scheduler's, once
@@ -34,6 +34,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -105,6 +106,9 @@ struct worker_slot {
   /// cannot change CUDA_VISIBLE_DEVICES later, so it is reused only for the same ones).
   std::vector<protocol::gpu_share> gpus;
   std::vector<int> visible;
+  /// The environment variables its process was started with (task_spec::env_vars): it is
+  /// reused only for work with the same ones.
+  std::map<std::string, std::string> env_vars;
   /// The placement group bundle whose resources it holds (group nil: the node's).
   protocol::placement in_bundle;
   /// Its work's priority; an actor that opted in may be preempted for higher-priority

@@ -131,11 +131,16 @@ struct task_spec {
   /// (task_options::max_retries; -1 without limit). The node's memory monitor kills the
   /// workers of retriable work first (attempt <= max_retries).
   std::int32_t max_retries = 0;
+  /// Tasks and actor creation (protocol 22): the environment variables its worker starts
+  /// with, over the node's (task_options/actor_options::env_vars over those of the job and
+  /// of the submitting task; protocol/env_vars.hpp says which the node refuses). A worker
+  /// is reused only for work with the same ones.
+  std::map<std::string, std::string> env_vars;
   CELER_MSGPACK_DEFINE(id, kind, function, args, resources, owner, actor, actor_name, class_type,
                  max_concurrency, job, binary, durable, where, priority, preemptible,
                  preemption_grace_ms, max_restarts, restarts, restore_method, max_task_retries,
                  attempt, package, name_space, num_returns, max_pending_calls, generator,
-                 concurrency_groups, method_groups, concurrency_group, namespace_named, max_retries)
+                 concurrency_groups, method_groups, concurrency_group, namespace_named, max_retries, env_vars)
   /// Every field equal (the task submitter finds tasks of one function and options by it).
   bool operator==(const task_spec&) const = default;
 
@@ -830,6 +835,29 @@ struct generator_ack {
   std::uint64_t consumed = 0;
   job_id sender_job;
   CELER_MSGPACK_DEFINE(task, consumed, sender_job)
+};
+// One line user code printed with celer::print, and where it came from (protocol 22).
+struct log_line {
+  std::string text;
+  /// The task or actor method that printed it (empty: outside any).
+  std::string function;
+  actor_id actor;
+  worker_id worker;
+  node_id node;
+  std::int32_t pid = 0;
+  CELER_MSGPACK_DEFINE(text, function, actor, worker, node, pid)
+};
+// ---- a job's worker -> head -> the job's driver core (protocol 22): lines its code printed
+// with celer::print, for the driver's console (Ray's log monitor). The head passes them to
+// the driver whose heartbeats it hears; the driver deduplicates lines several workers print
+// alike (docs/api.md, "Printing to the driver's console").
+struct user_log {
+  job_id job;
+  std::vector<log_line> lines;
+  /// At most this many lines a message, each at most max_text bytes (longer ones are cut).
+  static constexpr std::size_t max_lines = 256;
+  static constexpr std::size_t max_text = 4096;
+  CELER_MSGPACK_DEFINE(job, lines)
 };
 
 /// Who may send a message over the wire (messages.def says it for each).

@@ -384,6 +384,7 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
     ~call_scope() {
       if (ctx != nullptr) {
         ctx->task = {};
+        ctx->function = nullptr;
         ctx->cancelled = nullptr;
       }
       host.core_.forget_children(slot->task);
@@ -396,6 +397,7 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
   }
   if (ctx != nullptr) {
     ctx->task = spec.id;
+    ctx->function = &spec.function;
     ctx->cancelled = &slot->cancelled;
   }
   protocol::object_payload v;
@@ -523,7 +525,8 @@ bool worker::refuse_after_exit(const protocol::task_spec& spec) {
 void worker::execute(protocol::task_spec& spec) {
   switch (spec.kind) {
     case protocol::task_kind::normal: {
-      ctx_.priority = spec.priority;  // what it submits inherits it
+      ctx_.priority = spec.priority;  // what it submits inherits it, and its env_vars
+      if (ctx_.env_vars != spec.env_vars) ctx_.env_vars = spec.env_vars;
       if (spec.attempt > 1) {
         CELER_LOG(info, "worker", "runs task " + spec.function + ", attempt " +
                                     std::to_string(spec.attempt) + " (its earlier runs failed)");
@@ -601,9 +604,11 @@ void worker::create_actor(protocol::task_spec& spec) {
   actor_resources_ = spec.resources;
   ctx_.actor = spec.actor;
   ctx_.priority = spec.priority;
+  ctx_.env_vars = spec.env_vars;
   ctx_.restarts = spec.restarts;
   ctx_.resources = &actor_resources_;
   ctx_.task = spec.id;  // its factory and restore hook run as the creation task
+  ctx_.function = &spec.function;
   ctx_.attempt = spec.attempt;
   ctx_.constructing = true;
   const auto* entry = detail::find_remote(spec.function);
@@ -643,6 +648,7 @@ void worker::create_actor(protocol::task_spec& spec) {
     fail.message = "an argument of the actor's constructor failed: " + fail.message;
   }
   ctx_.task = {};
+  ctx_.function = nullptr;
   ctx_.attempt = 0;
   ctx_.constructing = false;
   if (!ok) {

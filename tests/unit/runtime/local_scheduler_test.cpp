@@ -297,3 +297,55 @@ TEST_CASE("a stopped scheduler drops what waits and takes no more", "[node][sche
   CHECK(p.scheduler.queued() == 0);
   CHECK(p.net.sent.empty());
 }
+
+TEST_CASE("a worker is reused only for work with the same env_vars, and the runtime's own "
+          "variables are refused", "[node][scheduler][env_vars][security]") {
+  scheduler_parts p(1);
+  auto a = p.task();
+  a.env_vars = {{"MODE", "fast"}};
+  p.request(a);
+  auto grants = p.net.take<protocol::lease_reply>();
+  REQUIRE(grants.size() == 1);
+  REQUIRE(grants[0].second.ok);
+  protocol::return_lease back{grants[0].second.worker, a.id};
+  p.pool.on(back);
+  REQUIRE(p.launcher.launched_ids.size() == 1);
+
+  // The same job with the same variables: the idle worker again.
+  auto same = p.task();
+  same.job = a.job;
+  same.env_vars = a.env_vars;
+  p.request(same);
+  grants = p.net.take<protocol::lease_reply>();
+  REQUIRE(grants.size() == 1);
+  CHECK(grants[0].second.worker == p.launcher.launched_ids[0]);
+  protocol::return_lease back2{grants[0].second.worker, same.id};
+  p.pool.on(back2);
+
+  // Other values: a new worker (a process cannot change its environment).
+  auto other = p.task();
+  other.job = a.job;
+  other.env_vars = {{"MODE", "slow"}};
+  p.request(other);
+  grants = p.net.take<protocol::lease_reply>();
+  REQUIRE(grants.size() == 1);
+  CHECK(grants[0].second.worker != p.launcher.launched_ids[0]);
+  CHECK(p.launcher.launched_ids.size() == 2);
+  protocol::return_lease back3{grants[0].second.worker, other.id};
+  p.pool.on(back3);
+
+  // A job naming the runtime's own variables (its credential, its node) is refused, and no
+  // worker starts.
+  for (const char* name : {"CELER_JOB_CREDENTIAL", "CUDA_VISIBLE_DEVICES", "TMPDIR", "BAD-NAME"}) {
+    auto sneaky = p.task();
+    sneaky.env_vars = {{name, "x"}};
+    p.request(sneaky);
+    auto replies = p.net.take<protocol::lease_reply>();
+    REQUIRE(replies.size() == 1);
+    CHECK(replies[0].second.request == sneaky.id);
+    CHECK_FALSE(replies[0].second.ok);
+    CHECK(replies[0].second.fail.code == error_code::invalid_argument);
+    CHECK_THAT(replies[0].second.fail.message, Catch::Matchers::Contains(name));
+  }
+  CHECK(p.launcher.launched_ids.size() == 2);
+}
