@@ -73,7 +73,8 @@ worker_launcher::launched process_launcher::launch(const worker_id& id,
     if ((std::strncmp(*e, "CELER_", 6) != 0 || std::strncmp(*e, "CELER_PEER_", 11) == 0) &&
         std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0 && (tmpdir.empty() || std::strncmp(*e, "TMPDIR=", 7) != 0)) {
       const char* eq = std::strchr(*e, '=');
-      if (eq != nullptr && !first.env_vars.empty() && first.env_vars.contains(std::string(*e, eq))) {
+      if (eq != nullptr && !first.env_vars.empty() &&
+          first.env_vars.contains(std::string(*e, static_cast<std::size_t>(eq - *e)))) {
         continue;  // the work's own, below
       }
       env_strings.emplace_back(*e);
