@@ -94,22 +94,20 @@ TEST_CASE("a worker sends at most lines_per_second lines a second, and says how 
   for (std::size_t i = 0; i < user_logs::lines_per_second + 5; ++i) logs.send(net, head, job, line_of("tick", w));
   now += 1s;
   logs.send(net, head, job, line_of("after a second", w));
+  // A line too long for a message is cut.
+  logs.send(net, head, job, line_of(std::string(protocol::user_log::max_text + 100, 'x'), w));
   ::dup2(saved, 2);
   ::close(saved);
   ::close(null);
   auto sent = net.take<protocol::user_log>();
-  REQUIRE(sent.size() == user_logs::lines_per_second + 1);
+  REQUIRE(sent.size() == user_logs::lines_per_second + 2);
   CHECK(sent[0].first == head);
   CHECK(sent[0].second.job == job);
-  const auto& last = sent.back().second.lines;
+  const auto& last = sent[user_logs::lines_per_second].second.lines;
   REQUIRE(last.size() == 2);
   CHECK_THAT(last[0].text, Contains("5 more lines printed here went to this worker's log only"));
   CHECK(last[1].text == "after a second");
-  // A line too long for a message is cut.
-  logs.send(net, head, job, line_of(std::string(protocol::user_log::max_text + 100, 'x'), w));
-  sent = net.take<protocol::user_log>();
-  REQUIRE(sent.size() == 1);
-  CHECK(sent[0].second.lines[0].text.size() == protocol::user_log::max_text + 6);
+  CHECK(sent.back().second.lines[0].text.size() == protocol::user_log::max_text + 6);
 }
 
 TEST_CASE("the head passes a job's lines to that job's driver only, and drops them once the job ended",
