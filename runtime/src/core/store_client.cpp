@@ -89,7 +89,7 @@ protocol::object_payload store_client::store_value(const object_id& id, std::siz
                         std::to_string(knobs().request_timeout_ms) + " ms");
     }
     try {
-      return store_value_at(at->first, at->second, id, size, first, durable, owner, job, write);
+      return store_value_at(at->first, at->second, id, size, first, durable, owner, job, write, attempt > 0);
     } catch (const exception&) {
       if (attempt >= 2 || !attached_died(at->second)) throw;
     }
@@ -100,7 +100,7 @@ protocol::object_payload store_client::store_value_at(const address& node, const
                                                       const object_id& id, std::size_t size,
                                                       unsigned char first, bool durable,
                                                       const address& owner, const job_id& job,
-                                                      const std::function<void(char*)>& write) {
+                                                      const std::function<void(char*)>& write, bool again) {
   protocol::object_payload v;
   v.id = id;
   protocol::store_create c;
@@ -112,7 +112,14 @@ protocol::object_payload store_client::store_value_at(const address& node, const
   c.durable = durable;
   c.arena_known = known_arena(node);
   const auto lead = c.lead;
-  auto created = requests_.ask<protocol::store_reply>(node, std::move(c));
+  auto created = requests_.ask<protocol::store_reply>(node, protocol::store_create(c));
+  if (!created.ok && again && created.fail.code == error_code::already_exists) {
+    // An earlier attempt of this write reached this store: its reply was lost with a node
+    // that died, and the node now asked keeps that copy (a durable one, recovered from the
+    // same disk by a node that came back). The copy goes, and the value is written again.
+    (void)net_.send(node, protocol::store_release{id, where_.self, /*abandon=*/true});
+    created = requests_.ask<protocol::store_reply>(node, std::move(c));
+  }
   if (!created.ok) {
     v.fail = created.fail;
     return v;

@@ -119,12 +119,13 @@ private:
   [[nodiscard]] std::optional<std::pair<address, node_id>> live_local() const;
   /// Whether `id` was attached here and died.
   [[nodiscard]] bool attached_died(const node_id& id) const;
-  /// store_value through `node` (`here`): one try.
+  /// store_value through `node` (`here`): one try. `again`: an earlier try through a node
+  /// that died may have reached this store, whose copy then gives way to this write.
   protocol::object_payload store_value_at(const address& node, const node_id& here,
                                           const object_id& id, std::size_t size,
                                           unsigned char first, bool durable, const address& owner,
                                           const job_id& job,
-                                          const std::function<void(char*)>& write);
+                                          const std::function<void(char*)>& write, bool again);
 
   transport& net_;
   request_table& requests_;

@@ -352,6 +352,52 @@ TEST_CASE("a write whose node dies before it answers starts again through the ne
   CHECK(f.requests.pending() == 0);
 }
 
+TEST_CASE("a write started again on a store that kept the earlier try's copy replaces that copy",
+          "[core][store_client]") {
+  // The first node took the write and died before answering; the next one (its store
+  // recovered from the same disk) holds the durable copy already.
+  store_fixture f;
+  f.answers = false;
+  const auto id = object_id::random();
+  protocol::object_payload v;
+  std::thread writer([&] { v = f.store(id, "hello"); });
+  while (f.ignored.load() == 0) std::this_thread::yield();
+  const address next{unique_id::random(), {}};
+  const auto next_id = node_id::random();
+  int creates_at_next = 0;
+  const auto plain = f.net.answer;
+  f.net.answer = [&](const address& to, const protocol::message& m) {
+    if (const auto* c = std::get_if<protocol::store_create>(&m); c != nullptr && to == next && creates_at_next++ == 0) {
+      protocol::message r = store_fixture::reply_to(
+        store_fixture::refused(error_code::already_exists, "object is already in the store"), c->request_id);
+      CHECK(f.requests.complete(r));
+      return;
+    }
+    plain(to, m);
+  };
+  f.node = next;
+  f.answers = true;
+  f.client.on_node_died(f.this_node);
+  f.client.attach_node(next, next_id);
+  writer.join();
+  REQUIRE(v.ok);
+  CHECK(v.node == next_id);
+  CHECK(creates_at_next == 2);
+  const auto released = f.net.take<protocol::store_release>();
+  REQUIRE(released.size() == 1);
+  CHECK(released[0].first == next);
+  CHECK(released[0].second.id == id);
+  CHECK(released[0].second.abandon);
+  CHECK(f.net.take<protocol::store_seal>().size() == 1);
+
+  // A first try is never taken for a copy of its own: already_exists fails the write.
+  f.on_create = store_fixture::refused(error_code::already_exists, "object is already in the store");
+  const auto refused = f.store(object_id::random(), "again");
+  CHECK_FALSE(refused.ok);
+  CHECK(refused.fail.code == error_code::already_exists);
+  CHECK(f.net.take<protocol::store_release>().empty());
+}
+
 TEST_CASE("a read through a node that dies goes through the next one, unless the object was "
           "stored on the dead node",
           "[core][store_client]") {
