@@ -105,6 +105,14 @@ struct store_fixture {
     r.capacity = segment.capacity();
     return r;
   }
+  /// The attached node died without a word; `next` (`next_id`) is attached and answers
+  /// from now on.
+  void replace_node(const address& next, const node_id& next_id) {
+    node = next;
+    answers = true;
+    client.on_node_died(this_node);
+    client.attach_node(next, next_id);
+  }
   static protocol::store_reply reply_to(protocol::store_reply r, std::uint64_t id) {
     r.request_id = id;
     return r;
@@ -338,10 +346,7 @@ TEST_CASE("a write whose node dies before it answers starts again through the ne
   // The writer waits for the dead node; the test plays the next node from here on.
   const address next{unique_id::random(), {}};
   const auto next_id = node_id::random();
-  f.node = next;
-  f.answers = true;
-  f.client.on_node_died(f.this_node);
-  f.client.attach_node(next, next_id);
+  f.replace_node(next, next_id);
   writer.join();
   REQUIRE(v.ok);
   CHECK(v.node == next_id);
@@ -375,10 +380,7 @@ TEST_CASE("a write started again on a store that kept the earlier try's copy rep
     }
     plain(to, m);
   };
-  f.node = next;
-  f.answers = true;
-  f.client.on_node_died(f.this_node);
-  f.client.attach_node(next, next_id);
+  f.replace_node(next, next_id);
   writer.join();
   REQUIRE(v.ok);
   CHECK(v.node == next_id);
@@ -416,10 +418,7 @@ TEST_CASE("a read through a node that dies goes through the next one, unless the
   });
   while (f.ignored.load() < 2) std::this_thread::yield();
   const address next{unique_id::random(), {}};
-  f.node = next;
-  f.answers = true;
-  f.client.on_node_died(f.this_node);
-  f.client.attach_node(next, node_id::random());
+  f.replace_node(next, node_id::random());
   reader.join();
   CHECK(got.ok);
   CHECK_FALSE(lost.ok);
