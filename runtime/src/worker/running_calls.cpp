@@ -6,16 +6,16 @@ namespace celer {
 
 running_calls::slot* running_calls::start(const task_id& task) {
   std::lock_guard lock(mutex_);
-  slot* free = nullptr;
-  for (auto& s : slots_) {
-    if (!s->in_use) {
-      free = s.get();
-      break;
-    }
+  slot* s = nullptr;
+  if (!free_.empty()) {
+    s = free_.back();
+    free_.pop_back();
+  } else {
+    s = slots_.emplace_back(std::make_unique<slot>()).get();
   }
-  if (free == nullptr) free = slots_.emplace_back(std::make_unique<slot>()).get();
-  free->in_use = true;
-  free->task = task;
+  s->in_use = true;
+  s->task = task;
+  by_task_[task] = s;
   bool early = false;
   if (!early_.empty()) {
     if (auto it = std::find(early_.begin(), early_.end(), task); it != early_.end()) {
@@ -23,25 +23,30 @@ running_calls::slot* running_calls::start(const task_id& task) {
       early = true;
     }
   }
-  free->cancelled.store(early, std::memory_order_relaxed);
-  free->consumed = 0;
-  return free;
+  s->cancelled.store(early, std::memory_order_relaxed);
+  s->consumed = 0;
+  return s;
 }
 
 void running_calls::finish(slot* s) {
   std::lock_guard lock(mutex_);
+  if (auto it = by_task_.find(s->task); it != by_task_.end() && it->second == s) by_task_.erase(it);
   s->in_use = false;
   s->task = {};
+  free_.push_back(s);
+}
+
+running_calls::slot* running_calls::find(const task_id& task) const {
+  auto it = by_task_.find(task);
+  return it == by_task_.end() ? nullptr : it->second;
 }
 
 bool running_calls::cancel(const task_id& task) {
   std::lock_guard lock(mutex_);
-  for (auto& s : slots_) {
-    if (s->in_use && s->task == task) {
-      s->cancelled.store(true, std::memory_order_relaxed);
-      room_.notify_all();
-      return true;
-    }
+  if (slot* s = find(task)) {
+    s->cancelled.store(true, std::memory_order_relaxed);
+    room_.notify_all();
+    return true;
   }
   if (std::find(early_.begin(), early_.end(), task) == early_.end()) {
     if (early_.size() >= remembered) early_.pop_front();
@@ -69,21 +74,15 @@ bool running_calls::wait_room(slot* s, std::uint64_t produced, std::uint64_t win
 
 void running_calls::acked(const task_id& task, std::uint64_t consumed) {
   std::lock_guard lock(mutex_);
-  for (auto& s : slots_) {
-    if (s->in_use && s->task == task) {
-      if (consumed > s->consumed) {
-        s->consumed = consumed;
-        room_.notify_all();
-      }
-      return;
-    }
+  if (slot* s = find(task); s != nullptr && consumed > s->consumed) {
+    s->consumed = consumed;
+    room_.notify_all();
   }
 }
 
 std::size_t running_calls::running() const {
   std::lock_guard lock(mutex_);
-  return static_cast<std::size_t>(
-    std::count_if(slots_.begin(), slots_.end(), [](const auto& s) { return s->in_use; }));
+  return by_task_.size();
 }
 
 } // namespace celer

@@ -14,7 +14,8 @@
 //
 // Thread-safe: mutex_ guards the table and each slot's `consumed`; a slot's flag is
 // atomic, read without it. A slot stays where it is until finish (the running call holds
-// its address), and is reused after. room_ wakes the generators waiting for their
+// its address), and is reused after; calls are found by id, not by a scan (a coroutine
+// actor keeps thousands running, parked). room_ wakes the generators waiting for their
 // consumers (on an ack or a cancel).
 
 #include <celer/ids.hpp>
@@ -26,6 +27,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 namespace celer {
@@ -62,8 +64,15 @@ public:
   [[nodiscard]] std::size_t running() const;
 
 private:
+  /// The slot of running call `task`, or null (mutex_ held).
+  [[nodiscard]] slot* find(const task_id& task) const;
+
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<slot>> slots_;
+  /// The slots not in use, and those in use by their call (a coroutine actor parks
+  /// thousands of calls at once: no scan of them all per call).
+  std::vector<slot*> free_;
+  std::unordered_map<task_id, slot*> by_task_;
   std::deque<task_id> early_;
   std::condition_variable room_;
 };
