@@ -23,6 +23,7 @@ try:
     from selenium import webdriver
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
@@ -57,7 +58,16 @@ def main():
                      "--window-size=1400,1100", "--user-data-dir=" + os.path.join(work, "chromium")):
             options.add_argument(flag)
         browser = webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
-        wait = WebDriverWait(browser, 30)
+        # The page refreshes every 2 s and replaces its rows: an element found just before
+        # may be gone when read, so every read is a wait that looks again.
+        wait = WebDriverWait(browser, 30, ignored_exceptions=(StaleElementReferenceException,))
+
+        def cells_of(selector):
+            return wait.until(lambda b: [c.text for c in b.find_element(By.CSS_SELECTOR, selector)
+                                         .find_elements(By.TAG_NAME, "td")])
+
+        def text_of(element_id):
+            return wait.until(lambda b: (b.find_element(By.ID, element_id).text,))[0]
 
         # No session: the login form (served with the 401).
         browser.get(url + "/")
@@ -71,13 +81,13 @@ def main():
         # The token: the page, and the head's node in its table.
         browser.find_element(By.NAME, "token").send_keys(token)
         browser.find_element(By.NAME, "token").submit()
-        row = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#nodes tr[data-node]")))
+        wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#nodes tr[data-node]")))
         wait.until(lambda b: "the admin" in b.find_element(By.ID, "who").text)
-        cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
+        cells = cells_of("#nodes tr[data-node]")
         assert cells[1] == "ALIVE", cells
         assert "0.0 / 1.0" in cells[2], cells
         assert "zone=test" in cells[8], cells
-        assert browser.find_element(By.ID, "problem").text == "", browser.find_element(By.ID, "problem").text
+        assert text_of("problem") == "", text_of("problem")
         cookies = {c["name"]: c for c in browser.get_cookies()}
         port = url.rsplit(":", 1)[1].split("/")[0]
         session_cookie = cookies["celer_session_" + port]  # named for this head's port
@@ -95,14 +105,15 @@ def main():
         running = submit("--submission-id", "ticking", "--", driver, "forever")
         assert running == "ticking", running
         wait.until(lambda b: "tick 3" in b.find_element(By.ID, "log").text)
-        row = browser.find_element(By.CSS_SELECTOR, "#jobs tr[data-job='ticking']")
-        assert "RUNNING" in row.text, row.text
-        assert browser.find_element(By.ID, "log-job").text == "ticking"
+        row = cells_of("#jobs tr[data-job='ticking']")
+        assert "RUNNING" in row, row
+        assert text_of("log-job") == "ticking", text_of("log-job")
         wait.until(lambda b: "counter" in b.find_element(By.ID, "actors").text)
-        assert "ALIVE" in browser.find_element(By.ID, "actors").text, browser.find_element(By.ID, "actors").text
+        assert "ALIVE" in text_of("actors"), text_of("actors")
         wait.until(lambda b: "1 ALIVE" in b.find_element(By.ID, "actors-summary").text)
-        assert "queued on nodes" in browser.find_element(By.ID, "tasks").text, browser.find_element(By.ID, "tasks").text
-        first = browser.find_element(By.ID, "log").text
+        # The tasks section fills after the actors' in each refresh.
+        wait.until(lambda b: "queued on nodes" in b.find_element(By.ID, "tasks").text)
+        first = text_of("log")
         wait.until(lambda b: len(b.find_element(By.ID, "log").text) > len(first))  # it grows by itself
         shot = os.environ.get("CELER_DASHBOARD_SCREENSHOT")
         if shot:
@@ -111,13 +122,11 @@ def main():
 
         # A finished job: SUCCEEDED, its exit code, and its whole log when chosen.
         submit("--submission-id", "short", "--follow", "--", driver, "run", "2")
-        finished = wait.until(lambda b: b.find_element(By.CSS_SELECTOR, "#jobs tr[data-job='short']"))
         wait.until(lambda b: "SUCCEEDED" in b.find_element(By.CSS_SELECTOR, "#jobs tr[data-job='short']").text)
-        browser.find_element(By.CSS_SELECTOR, "#jobs tr[data-job='short']").click()
+        wait.until(lambda b: b.find_element(By.CSS_SELECTOR, "#jobs tr[data-job='short']").click() or True)
         wait.until(lambda b: "step 2: 4, counter 2" in b.find_element(By.ID, "log").text)
-        cells = [c.text for c in browser.find_element(By.CSS_SELECTOR, "#jobs tr[data-job='short']").find_elements(By.TAG_NAME, "td")]
+        cells = cells_of("#jobs tr[data-job='short']")
         assert cells[1] == "SUCCEEDED" and cells[5] == "0", cells
-        assert finished is not None
         # Its two tasks, listed one by one, finished.
         wait.until(lambda b: len([r for r in b.find_elements(By.CSS_SELECTOR, "#task-list tr")
                                   if "twice" in r.text and "FINISHED" in r.text]) >= 2)
@@ -125,7 +134,7 @@ def main():
         # Stopped from the command line: the page follows.
         subprocess.run([celer, "job", "stop", "ticking"], env=env, check=True, capture_output=True, timeout=60)
         wait.until(lambda b: "STOPPED" in b.find_element(By.CSS_SELECTOR, "#jobs tr[data-job='ticking']").text)
-        assert browser.find_element(By.ID, "problem").text == "", browser.find_element(By.ID, "problem").text
+        assert text_of("problem") == "", text_of("problem")
 
         # Log out: back to the form, and the old page no longer loads.
         browser.find_element(By.CSS_SELECTOR, "form[action='/api/logout'] button").click()
