@@ -11,6 +11,7 @@
 #include "worker/preemption.hpp"
 
 #include <celer/api.hpp>
+#include <celer/future.hpp>
 #include <celer/peer.hpp>
 #include <celer/print.hpp>
 #include <celer/runtime_context.hpp>
@@ -181,6 +182,28 @@ std::vector<placement_group_state> list_placement_groups() {
 }
 
 namespace detail {
+namespace {
+/// wait_in_place scopes open on this thread (future::get).
+thread_local int waits_in_place = 0;
+} // namespace
+
+wait_in_place::wait_in_place() { ++waits_in_place; }
+wait_in_place::~wait_in_place() { --waits_in_place; }
+
+bool suspend_on(const object_ref<void>& ref, std::coroutine_handle<> h) {
+  worker_context* ctx = current_worker_context();
+  if (ctx != nullptr && ctx->coroutines != nullptr && waits_in_place == 0) return ctx->coroutines->suspend(ref, h);
+  (void)wait_ready({ref}, 1, std::nullopt);  // no call to park: the value is awaited here
+  return false;
+}
+
+void throw_if_cancelled() {
+  if (!is_cancelled()) return;
+  const worker_context* ctx = current_worker_context();
+  const std::string function = ctx != nullptr && ctx->function != nullptr ? *ctx->function : std::string("the call");
+  throw task_cancelled_error(function + " was cancelled while it awaited a value");
+}
+
 std::string pending_reason_of_task(const object_id& id) {
   return running()->core().pending_reason(id);
 }

@@ -18,6 +18,7 @@
 #include <celer/codec.hpp>
 #include <celer/error.hpp>
 #include <celer/fwd.hpp>
+#include <celer/future.hpp>
 #include <celer/generator.hpp>
 #include <celer/handles.hpp>
 #include <celer/ids.hpp>

@@ -51,6 +51,10 @@ class generator;
 template <class T>
 class ref_stream;
 
+// <celer/future.hpp>
+template <class T>
+class future;
+
 // <celer/api.hpp>
 template <class F>
 class task_builder;

@@ -94,22 +94,28 @@ worker_process::worker_process(const knob_values& k) : impl_(std::make_unique<im
   // received the message runs it (the transport's receiver thread: no hand-off to another
   // thread, and always the same thread for user code); when it finishes for good, its
   // component (the CAF actor) hears it and stops.
-  s.net->handle_directly(id, [w = hosted.get(), local = &s.host.local(), net = s.net.get(),
-                              id](protocol::message& m) {
+  auto drain = [w = hosted.get(), local = &s.host.local(), id] {
+    protocol::message wake = protocol::worker_wake{};
+    try {
+      w->handle(wake);
+    } catch (const std::exception& e) {
+      CELER_LOG(error, "worker", std::string("handling its inbox: ") + e.what());
+    }
+    if (w->finished()) (void)local->send(address{id, {}}, protocol::worker_wake{});
+  };
+  s.net->handle_directly(id, [w = hosted.get(), net = s.net.get(), drain](protocol::message& m) {
     if (auto* notice = std::get_if<protocol::preempt_actor>(&m)) {
       w->preempted(*notice);
       return;
     }
     if (w->front_door(m)) return;
-    net->run_on_receiver([w, local, id] {
-      protocol::message wake = protocol::worker_wake{};
-      try {
-        w->handle(wake);
-      } catch (const std::exception& e) {
-        CELER_LOG(error, "worker", std::string("handling its inbox: ") + e.what());
-      }
-      if (w->finished()) (void)local->send(address{id, {}}, protocol::worker_wake{});
-    });
+    net->run_on_receiver(drain);
+  });
+  // A parked coroutine call's value came (on the core's thread): its resumption runs on the
+  // receiver thread too, after what runs there now.
+  hosted->on_wake([w = hosted.get(), net = s.net.get(), drain] {
+    protocol::message m = protocol::worker_wake{};
+    if (!w->front_door(m)) net->post_to_receiver(drain);
   });
   s.host.spawn_detached(id, as_component(std::move(hosted)), "worker",
                         [&s] {

@@ -125,6 +125,11 @@ public:
                                      timeout_t timeout);
   std::vector<std::size_t> wait_ready(const std::vector<object_ref<void>>& refs,
                                       std::size_t num_returns, timeout_t timeout);
+  /// A wait that blocks no thread (reference_table::when_ready): false when `ref` is ready
+  /// now; else `then` runs once it is, on the thread that fills it.
+  bool when_ready(const object_ref<void>& ref, std::function<void()> then) {
+    return objects_.when_ready(ref, std::move(then));
+  }
   actor_id create_actor(const detail::remote_entry& factory, std::vector<detail::arg_spec> args,
                         const actor_options& options);
   /// An actor call, as submit_task for its returns.

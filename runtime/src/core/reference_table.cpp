@@ -343,7 +343,26 @@ bool reference_table::block_until(std::unique_lock<std::mutex>& lock, waiter& w,
   return block_on(lock, w.cv, timeout, [&] { return w.needed == 0; });
 }
 
+bool reference_table::when_ready(const object_ref<void>& ref, std::function<void()> then) {
+  std::lock_guard lock(mutex_);
+  if (stop_.stopped()) return false;
+  if (auto it = objects_.find(ref.id()); it != objects_.end() && it->second.ready) return false;
+  auto w = std::make_unique<waiter>();
+  if (prepare({ref}, *w) > 0) return false;  // known to be lost, or unreachable: ready now
+  w->needed = 1;
+  w->then = std::move(then);
+  async_waiters_.emplace(w.get(), std::move(w));
+  return true;
+}
+
 void reference_table::wake(waiter& w) {
+  if (w.then) {
+    auto then = std::move(w.then);
+    w.then = nullptr;
+    async_waiters_.erase(&w);  // its object forgets it (fill clears, stop removes)
+    then();
+    return;
+  }
   if (w.receiving == std::thread::id{}) {
     w.cv.notify_one();
   } else if (w.receiving != std::this_thread::get_id()) {
@@ -648,8 +667,18 @@ void reference_table::stop(const std::string& reason, std::optional<error_code> 
   }
   std::lock_guard lock(mutex_);
   (void)stop_.stop(reason, code);  // the first stop's reason stands
+  std::vector<waiter*> async;
   for (auto& [id, e] : objects_) {
-    e.waiters.for_each([this](waiter* w) { wake(*w); });
+    e.waiters.for_each([&](waiter* w) {
+      if (w->then) {
+        async.push_back(w);
+      } else {
+        wake(*w);
+      }
+    });
+    for (waiter* w : async) e.waiters.remove(w);
+    for (waiter* w : async) wake(*w);
+    async.clear();
   }
   node_news_.notify_all();
 }

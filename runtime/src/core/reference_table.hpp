@@ -158,6 +158,11 @@ public:
   /// wait: the indices of the refs that are ready once `num_returns` are, or at `timeout`.
   std::vector<std::size_t> wait_ready(const std::vector<object_ref<void>>& refs,
                                       std::size_t num_returns, timeout_t timeout);
+  /// A wait that blocks no thread (a coroutine's co_await): false when `ref` is ready now
+  /// (or the table stopped), and `then` is not called; else true, and `then` runs once, on
+  /// the thread that fills it (with this table's lock held: it must not call back into the
+  /// table), or at stop().
+  bool when_ready(const object_ref<void>& ref, std::function<void()> then);
 
   /// How many objects this process owns now (tests, metrics).
   [[nodiscard]] std::size_t owned_objects() const;
@@ -187,8 +192,12 @@ private:
     std::size_t needed = 0;
     /// The thread waiting receives (receiver_seat) rather than waits on `cv`.
     std::thread::id receiving;
+    /// A wait no thread blocks in (when_ready): called instead of waking anyone, and the
+    /// waiter (owned by async_waiters_) goes with it.
+    std::function<void()> then;
   };
-  /// Wakes `w` (mutex_ held): its cv, or its receiving thread when that is another.
+  /// Wakes `w` (mutex_ held): its cv, or its receiving thread when that is another; an
+  /// async waiter's `then` is called and the waiter freed (it waits on one object only).
   void wake(waiter& w);
   /// The threads blocked on one object: nearly always none or one, kept without an
   /// allocation; more only when several threads (or one get naming it twice) wait on it.
@@ -386,6 +395,8 @@ private:
   /// Notified when a node's death has been applied (await_node_news).
   std::condition_variable node_news_;
   std::unordered_map<object_id, object_entry> objects_;
+  /// when_ready's waiters, until their object fills or the table stops.
+  std::unordered_map<waiter*, std::unique_ptr<waiter>> async_waiters_;
   /// Owned objects passed by ref to a task still pending, by task.
   std::unordered_map<task_id, std::vector<object_id>> task_args_;
   /// Pending tasks with more than one return, and how many (a failure fills them all).

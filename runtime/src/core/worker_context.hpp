@@ -3,9 +3,11 @@
 // wait lend the worker's CPUs to its node while they block, and nested work inherits the
 // worker's priority.
 
+#include <celer/fwd.hpp>
 #include <celer/ids.hpp>
 
 #include <atomic>
+#include <coroutine>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -16,6 +18,17 @@ namespace celer {
 namespace protocol {
 struct resource_set;
 } // namespace protocol
+
+/// Where a coroutine call's co_await parks it (the worker that runs it; <celer/future.hpp>).
+class coroutine_host {
+public:
+  /// Parks the coroutine call running on this thread until `ref` is ready, then resumes `h`
+  /// on the call's thread. False when `ref` is ready now (`h` goes on at once).
+  virtual bool suspend(const object_ref<void>& ref, std::coroutine_handle<> h) = 0;
+
+protected:
+  ~coroutine_host() = default;
+};
 
 /// Per-thread facts about the worker running user code on this thread (null on the driver).
 struct worker_context {
@@ -54,6 +67,8 @@ struct worker_context {
   /// call returns. `constructing` while its factory or restore hook runs (no call to end).
   bool exit_requested = false;
   bool constructing = false;
+  /// Set while a coroutine method's call runs on this thread: where its co_await parks it.
+  coroutine_host* coroutines = nullptr;
   /// The environment variables of the running task, or of the actor (task_spec::env_vars):
   /// what it submits inherits them, and celer::getenv reads them first (embedded, where
   /// workers are threads sharing the program's environment).

@@ -43,6 +43,37 @@ void receiver_seat::receive_loop() {
   // Wake now and then while handshakes wait for the head, to refuse those it never answers.
   while (poll_(std::chrono::milliseconds(-1))) {
     if (lend_.wanted.load(std::memory_order_acquire)) lend_seat();
+    run_posted();
+  }
+}
+
+void receiver_seat::post(std::function<void()> work) {
+  std::lock_guard lock(mutex_);
+  if (stopped_) return;
+  if (work_.running) {
+    // The receiver thread runs work (the standby may hold the seat): this runs after it.
+    work_.deferred.push_back(std::move(work));
+    return;
+  }
+  posted_.push_back(std::move(work));
+  if (!post_rung_) {
+    post_rung_ = true;
+    ring_("p");  // the poller leaves its poll, and the receive loop runs it
+  }
+}
+
+void receiver_seat::run_posted() {
+  std::deque<std::function<void()>> posted;
+  {
+    std::lock_guard lock(mutex_);
+    if (posted_.empty()) return;
+    posted.swap(posted_);
+    post_rung_ = false;
+  }
+  for (auto& work : posted) {
+    // As work a message handed over (from inside a poll, which run_on_receiver leaves).
+    const poller inside(*this);
+    run_on_receiver(std::move(work));
   }
 }
 

@@ -14,8 +14,8 @@
 //
 // The seat knows nothing of sockets: it polls through `poll` and wakes the seat holder
 // through `ring`, both the transport's (zmq_transport.hpp). Words rung: "g" a thread wants
-// the seat, "r" the receiver wants it back, "w" a borrower should look at `done` again, "x"
-// stop. The poller, on reading the doorbell, calls heard_wake(), and leaves its drain when
+// the seat, "r" the receiver wants it back, "w" a borrower should look at `done` again, "p"
+// work was posted (post), "x" stop. The poller, on reading the doorbell, calls heard_wake(), and leaves its drain when
 // reclaim_wanted().
 //
 // Threads and locks: mutex_ guards every plain field below and every call of `ring`; it is
@@ -61,6 +61,8 @@ public:
 
   /// See zmq_transport::run_on_receiver.
   void run_on_receiver(std::function<void()> work);
+  /// See zmq_transport::post_to_receiver.
+  void post(std::function<void()> work);
   /// See zmq_transport::receiver_waits.
   void receiver_waits();
   /// See zmq_transport::receive_until.
@@ -95,6 +97,8 @@ private:
   void standby_loop();
   /// The receiver thread, when it sees lend_.wanted: lends the seat and waits for it back.
   void lend_seat();
+  /// The receiver thread, between polls: runs the work posted meanwhile.
+  void run_posted();
 
   const options opts_;
   const poll_fn poll_;
@@ -119,6 +123,9 @@ private:
     /// Work handed to run_on_receiver on the standby thread, for the receiver to run next.
     std::deque<std::function<void()>> deferred;
   } work_;
+  /// Work posted from other threads while the receiver polled (rung "p" once until taken).
+  std::deque<std::function<void()>> posted_;
+  bool post_rung_ = false;
 
   /// The borrower's side: a thread wants the seat (one at a time, receive_until); the
   /// receiver thread has lent it; a borrower receives now. Lent and not borrowed, the seat

@@ -161,6 +161,8 @@ void zmq_transport::start() { seat_.start(); }
 
 void zmq_transport::run_on_receiver(std::function<void()> work) { seat_.run_on_receiver(std::move(work)); }
 
+void zmq_transport::post_to_receiver(std::function<void()> work) { seat_.post(std::move(work)); }
+
 void zmq_transport::receiver_waits() { seat_.receiver_waits(); }
 
 bool zmq_transport::receive_until(const std::function<bool()>& done,
@@ -398,7 +400,8 @@ bool zmq_transport::poll_once(std::chrono::milliseconds timeout) {
                 !key_lookups_.empty() ? std::chrono::milliseconds(200) : timeout);
       if (items[1].revents & ZMQ_POLLIN) {
         // Every word says "look at the seat's flags" ("g": a thread wants the seat, "r":
-        // the receiver wants it back, "w": look at done() again, "x": stop): take them all.
+        // the receiver wants it back, "w": look at done() again, "p": run posted work, "x":
+        // stop): take them all.
         zmq::message_t word;
         while (wake_rx_->recv(word, zmq::recv_flags::dontwait)) {
         }

@@ -130,6 +130,10 @@ public:
   /// Called on the standby thread, `work` waits until the receiver thread finishes what
   /// it runs, and runs there after it: work always runs on the receiver thread, in order.
   void run_on_receiver(std::function<void()> work);
+  /// Runs `work` on the receiver thread as run_on_receiver does, from any thread (another
+  /// thread's event: a value a worker's parked coroutine call awaits came). Not with
+  /// lend_seat (a borrower does not run it).
+  void post_to_receiver(std::function<void()> work);
   /// The work run_on_receiver runs is about to wait for a message (a get): the standby
   /// takes the seat now rather than after standby_after. Any thread (a no-op elsewhere).
   void receiver_waits();

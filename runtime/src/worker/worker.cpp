@@ -56,8 +56,58 @@ private:
   std::vector<std::thread> threads_;
 };
 
+struct worker::resume_gate {
+  std::mutex mutex;  // guards host
+  worker* host = nullptr;
+};
+
+class worker::parked_call final : public coroutine_host, public std::enable_shared_from_this<parked_call> {
+public:
+  parked_call(worker& host, const protocol::task_spec& s, const detail::remote_entry& e, running_calls::slot* sl,
+              call_pool* p)
+    : spec(s), entry(&e), slot(sl), pool(p), host_(host) {}
+
+  bool suspend(const object_ref<void>& ref, std::coroutine_handle<> h) override {
+    next = h;
+    const std::uint64_t gen = ++parks_;
+    parked.store(gen, std::memory_order_release);
+    const bool later = host_.core_.when_ready(ref, [gate = host_.gate_, me = shared_from_this(), gen] {
+      std::lock_guard lock(gate->mutex);
+      std::uint64_t expected = gen;
+      if (gate->host != nullptr && me->parked.compare_exchange_strong(expected, 0)) gate->host->post_resume(me);
+    });
+    if (!later) {  // ready already: it goes on at once
+      parked.store(0, std::memory_order_relaxed);
+      next = {};
+    }
+    return later;
+  }
+
+  const protocol::task_spec spec;
+  const detail::remote_entry* const entry;
+  running_calls::slot* const slot;
+  /// The pool it runs on, or null for the worker's own thread.
+  call_pool* const pool;
+  std::vector<detail::fetched> fetched;
+  std::unique_ptr<detail::coroutine_call> coro;
+  /// Held while it runs: its resumes never overlap (a pool's threads take turns).
+  std::mutex run;
+  // Under `run`:
+  std::coroutine_handle<> next;  // the frame to resume
+  bool ended = false;
+  bool exit_requested = false;
+  /// Its current park's number, 0 when not parked: the fill of what it awaits and a cancel
+  /// race to resume it, and the one that swaps it to 0 does.
+  std::atomic<std::uint64_t> parked{0};
+
+private:
+  worker& host_;
+  std::uint64_t parks_ = 0;
+};
+
 worker::worker(transport& net, core_worker& core, config cfg)
-  : net_(net), core_(core), cfg_(std::move(cfg)) {
+  : net_(net), core_(core), cfg_(std::move(cfg)), gate_(std::make_shared<resume_gate>()) {
+  gate_->host = this;
   ctx_.worker = cfg_.id;
   ctx_.node = cfg_.node;
   ctx_.gpu_ids = cfg_.gpu_ids;
@@ -66,6 +116,10 @@ worker::worker(transport& net, core_worker& core, config cfg)
 }
 
 worker::~worker() {
+  {
+    std::lock_guard lock(gate_->mutex);
+    gate_->host = nullptr;
+  }
   if (exit_thread_.joinable()) {
     // The exit thread's last message may hold the last reference to this worker (an
     // embedded worker's front door): then it is that thread, done but for returning.
@@ -139,7 +193,18 @@ void worker::cancel(const protocol::cancel_task& c) {
     send_cancelled(*spec, c.who);
     return;
   }
-  if (calls_.cancel(c.task) && c.recursive) core_.cancel_children(c.task, c.force, c.who);
+  if (!calls_.cancel(c.task)) return;
+  if (c.recursive) core_.cancel_children(c.task, c.force, c.who);
+  // A coroutine call parked at a co_await goes on now: its co_await throws the cancel.
+  std::shared_ptr<parked_call> parked;
+  {
+    std::lock_guard lock(coroutines_mutex_);
+    if (auto it = coroutines_.find(c.task); it != coroutines_.end()) parked = it->second;
+  }
+  if (parked && parked->parked.exchange(0) != 0) {
+    std::lock_guard lock(gate_->mutex);
+    if (gate_->host != nullptr) post_resume(std::move(parked));
+  }
 }
 
 void worker::send_cancelled(const protocol::task_spec& spec, const std::string& who) {
@@ -209,6 +274,8 @@ void worker::handle_one(protocol::message& m) {
     if (!actor_.nil() && kill->actor == actor_ && !exiting_.load(std::memory_order_acquire)) exit_actor();
   } else if (auto* notice = std::get_if<protocol::preempt_actor>(&m)) {
     if (!actor_.nil() && notice->actor == actor_) preempted(*notice);
+  } else if (std::holds_alternative<protocol::worker_wake>(m)) {
+    run_resumes();  // coroutine calls whose values came
   } else if (std::holds_alternative<protocol::head_restarted>(m)) {
     // From its node: the head restarted and may not have heard that the actor started.
     if (started_) (void)net_.send(cfg_.head, protocol::message(*started_));
@@ -370,7 +437,7 @@ void worker::send_result(const protocol::task_spec& spec, protocol::object_paylo
 }
 
 void worker::run_call(const protocol::task_spec& spec, const detail::remote_entry* entry,
-                      void* self) {
+                      void* self, call_pool* pool) {
   // Its cancel flag (celer::is_cancelled), and what it submits recorded as its children,
   // while it runs.
   // A call queued on the pool behind one that ended the actor.
@@ -381,12 +448,15 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
     worker& host;
     worker_context* ctx;
     running_calls::slot* slot;
+    /// A coroutine call that parked: its slot stays taken until it ends.
+    bool parked = false;
     ~call_scope() {
       if (ctx != nullptr) {
         ctx->task = {};
         ctx->function = nullptr;
         ctx->cancelled = nullptr;
       }
+      if (parked) return;
       host.core_.forget_children(slot->task);
       host.calls_.finish(slot);
     }
@@ -400,7 +470,6 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
     ctx->function = &spec.function;
     ctx->cancelled = &slot->cancelled;
   }
-  protocol::object_payload v;
   std::vector<detail::fetched> fetched;
   std::vector<detail::arg_bytes> args;
   // Plain tasks run on the worker's thread only (an actor's calls may run on its pool):
@@ -410,17 +479,19 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
     running_function_ = spec.function;
     resolving_ = true;
   }
-  if (!resolve_args(spec, fetched, args, v.fail)) {
-    if (plain) resolving_ = false;
-    send_result(spec, std::move(v));
-    return;
+  {
+    protocol::object_payload v;
+    if (!resolve_args(spec, fetched, args, v.fail)) {
+      if (plain) resolving_ = false;
+      send_result(spec, std::move(v));
+      return;
+    }
   }
   if (plain) resolving_ = false;
   if (slot->cancelled.load(std::memory_order_relaxed)) {
     send_cancelled(spec, "its owner");  // cancelled while its arguments were fetched
     return;
   }
-  bool raised = false;
   // Waiting for arguments is not the call blocking: only waits in user code count.
   if (ctx != nullptr) {
     ctx->blocked = false;
@@ -429,15 +500,40 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
     ctx->exit_requested = false;
     if (plain) ctx->resources = &spec.resources;
   }
-  // A call with several returns: those after the first.
-  std::vector<protocol::object_payload> rest;
-  try {
+  const auto check_returns = [&] {
     if (spec.num_returns != std::max<std::uint32_t>(1, entry->split_returns)) {
       throw detail::argument_error(
         spec.function + " returns " + std::to_string(std::max<std::uint32_t>(1, entry->split_returns)) +
         " object(s) in this worker's binary, but its caller expects " +
         std::to_string(spec.num_returns) + " (the two binaries differ)");
     }
+  };
+  if (entry->start != nullptr && spec.generator == 0) {
+    // A coroutine method: it runs until a co_await parks it, and ends later, resumed.
+    std::unique_ptr<detail::coroutine_call> coro;
+    try {
+      check_returns();
+      coro = entry->start(*entry, self, args);
+    } catch (...) {
+      conclude(spec, *entry, slot, [error = std::current_exception()]() -> std::string {
+        std::rethrow_exception(error);
+      });
+      return;
+    }
+    auto call = std::make_shared<parked_call>(*this, spec, *entry, slot, pool);
+    call->fetched = std::move(fetched);
+    call->next = coro->handle();
+    call->coro = std::move(coro);
+    {
+      std::lock_guard lock(coroutines_mutex_);
+      coroutines_[spec.id] = call;
+    }
+    scope.parked = true;  // its slot is the call's now, finished when it ends
+    resume(call);
+    return;
+  }
+  conclude(spec, *entry, slot, [&]() -> std::string {
+    check_returns();
     if (spec.generator != 0) {
       // A streaming generator: its values go to the owner one by one; its return is their
       // count (the end of the stream).
@@ -446,10 +542,23 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
                                                      "caller streams it (the two binaries differ)");
       }
       stream_out out(*this, spec, slot);
-      v.payload = detail::pack(entry->stream(*entry, self, args, out));
-    } else {
-      v.payload = entry->call(*entry, self, args);
+      return detail::pack(entry->stream(*entry, self, args, out));
     }
+    return entry->call(*entry, self, args);
+  });
+}
+
+template <class Body>
+void worker::conclude(const protocol::task_spec& spec, const detail::remote_entry& entry,
+                      running_calls::slot* slot, Body&& body) {
+  auto* ctx = current_worker_context();
+  const bool plain = spec.kind == protocol::task_kind::normal;
+  protocol::object_payload v;
+  bool raised = false;
+  // A call with several returns: those after the first.
+  std::vector<protocol::object_payload> rest;
+  try {
+    v.payload = body();
     v.ok = true;
     if (slot->cancelled.load(std::memory_order_relaxed)) {
       // Cancelled while it ran: its owner failed the result already and drops this one,
@@ -457,9 +566,9 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
       v = {};
       v.fail = failure(detail::failure_kind::cancelled, error_code::cancelled, spec.function,
                        spec.function + " was cancelled while it ran");
-    } else if (entry->split_returns > 0) {
+    } else if (entry.split_returns > 0) {
       // Several returns: each value of the tuple is its own object.
-      auto values = split_returns(v.payload, entry->split_returns);
+      auto values = split_returns(v.payload, entry.split_returns);
       v = keep_value(spec, 0, std::move(values[0]));
       rest.reserve(values.size() - 1);
       for (std::uint32_t i = 1; i < values.size(); ++i) rest.push_back(keep_value(spec, i, std::move(values[i])));
@@ -474,6 +583,13 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
     v.fail = failure(detail::failure_kind::task_error, error_code::internal, spec.function, e.what());
     v.fail.exception_type = type_name(typeid(e));
     raised = true;
+    if (slot->cancelled.load(std::memory_order_relaxed)) {
+      // What a cancelled coroutine's co_await threw (or anything thrown after the cancel).
+      v = {};
+      v.fail = failure(detail::failure_kind::cancelled, error_code::cancelled, spec.function,
+                       spec.function + " was cancelled while it ran");
+      raised = false;
+    }
   } catch (...) {
     v.fail = failure(detail::failure_kind::task_error, error_code::internal, spec.function,
                      "not a std::exception, so it carries no message");
@@ -491,6 +607,107 @@ void worker::run_call(const protocol::task_spec& spec, const detail::remote_entr
   send_result(spec, std::move(v), raised, std::move(rest));
   // After its result: the caller has it before anyone hears that the actor ended.
   if (exit && !plain) request_exit(spec.function);
+}
+
+void worker::resume(const std::shared_ptr<parked_call>& call) {
+  std::unique_lock run(call->run);
+  if (call->ended) return;
+  if (exiting_.load(std::memory_order_acquire)) {
+    // The actor ended itself meanwhile: the call fails as the calls after it do.
+    call->ended = true;
+    call->coro.reset();
+    (void)refuse_after_exit(call->spec);
+  } else {
+    auto* ctx = current_worker_context();
+    if (ctx != nullptr) {
+      ctx->task = call->spec.id;
+      ctx->function = &call->spec.function;
+      ctx->cancelled = &call->slot->cancelled;
+      ctx->attempt = call->spec.attempt;
+      ctx->blocked = false;
+      ctx->exit_requested = false;
+      ctx->coroutines = call.get();
+    }
+    std::exchange(call->next, {}).resume();
+    if (ctx != nullptr) {
+      ctx->coroutines = nullptr;
+      call->exit_requested = call->exit_requested || ctx->exit_requested;
+      ctx->exit_requested = call->exit_requested;
+    }
+    if (!call->coro->handle().done()) {
+      if (ctx != nullptr) {  // parked again
+        ctx->task = {};
+        ctx->function = nullptr;
+        ctx->cancelled = nullptr;
+        ctx->attempt = 0;
+        ctx->exit_requested = false;
+      }
+      return;
+    }
+    call->ended = true;
+    conclude(call->spec, *call->entry, call->slot, [&] { return call->coro->result(); });
+    if (ctx != nullptr) {
+      ctx->function = nullptr;
+      ctx->cancelled = nullptr;
+    }
+    call->coro.reset();  // its frames, and what they held
+  }
+  core_.forget_children(call->slot->task);
+  calls_.finish(call->slot);
+  run.unlock();
+  std::lock_guard lock(coroutines_mutex_);
+  coroutines_.erase(call->spec.id);
+}
+
+void worker::post_resume(std::shared_ptr<parked_call> call) {
+  if (call->pool != nullptr) {
+    call->pool->post([this, call = std::move(call)] { resume(call); });
+    return;
+  }
+  bool first = false;
+  {
+    std::lock_guard lock(coroutines_mutex_);
+    first = resumes_.empty();
+    resumes_.push_back(std::move(call));
+  }
+  // One wake for a batch: the worker takes all that are queued when it comes.
+  if (!first) return;
+  if (wake_) {
+    wake_();
+  } else {
+    (void)net_.send(cfg_.self, protocol::worker_wake{});
+  }
+}
+
+void worker::run_resumes() {
+  std::deque<std::shared_ptr<parked_call>> ready;
+  {
+    std::lock_guard lock(coroutines_mutex_);
+    ready.swap(resumes_);
+  }
+  for (auto& call : ready) resume(call);
+}
+
+void worker::abandon_coroutines(const std::string& why) {
+  std::unordered_map<task_id, std::shared_ptr<parked_call>> left;
+  {
+    std::lock_guard lock(coroutines_mutex_);
+    left.swap(coroutines_);
+    resumes_.clear();
+  }
+  for (auto& [task, call] : left) {
+    std::lock_guard run(call->run);
+    if (call->ended) continue;
+    call->ended = true;
+    call->coro.reset();
+    protocol::object_payload v;
+    v.fail = failure(detail::failure_kind::actor_died, error_code::unavailable, call->spec.function,
+                     "actor " + actor_.hex() + " exited while " + call->spec.function + " awaited a value" +
+                       (why.empty() ? std::string() : ": " + why));
+    send_result(call->spec, std::move(v));
+    core_.forget_children(call->slot->task);
+    calls_.finish(call->slot);
+  }
 }
 
 void worker::request_exit(const std::string& function) {
@@ -568,7 +785,9 @@ void worker::execute(protocol::task_spec& spec) {
           lock.unlock();
           (void)refuse_after_exit(spec);
         } else if (auto it = groups_.find(group); it != groups_.end()) {
-          it->second->post([this, spec = std::move(spec), entry, self] { run_call(spec, entry, self); });
+          it->second->post([this, spec = std::move(spec), entry, self, pool = it->second.get()] {
+            run_call(spec, entry, self, pool);
+          });
         } else {
           lock.unlock();
           std::vector<std::string> known;
@@ -586,7 +805,9 @@ void worker::execute(protocol::task_spec& spec) {
         // Under exit_mutex_: an exit thread takes the pool away under it.
         std::unique_lock lock(exit_mutex_);
         if (!exiting_.load(std::memory_order_relaxed)) {
-          pool_->post([this, spec = std::move(spec), entry, self] { run_call(spec, entry, self); });
+          pool_->post([this, spec = std::move(spec), entry, self, pool = pool_.get()] {
+            run_call(spec, entry, self, pool);
+          });
           return;
         }
         lock.unlock();
@@ -739,6 +960,11 @@ void worker::preempted(const protocol::preempt_actor& notice) {
 
 void worker::exit_actor(std::string why) {
   if (exited_.exchange(true)) return;
+  {
+    // Parked coroutine calls are resumed no more (what they await may still fill).
+    std::lock_guard lock(gate_->mutex);
+    gate_->host = nullptr;
+  }
   // Running calls finish; queued ones still run before the pool drains (refused with why
   // when the actor ended itself).
   std::unique_ptr<call_pool> pool;
@@ -750,6 +976,7 @@ void worker::exit_actor(std::string why) {
   }
   pool.reset();
   groups.clear();
+  abandon_coroutines(why);  // their frames go before the instance they point into
   preemption_board::instance().forget(actor_);  // its callback returns first
   instance_.reset();
   (void)net_.send(cfg_.node, protocol::actor_exited{actor_, cfg_.id, {}, std::move(why)});

@@ -4,6 +4,13 @@
 // own thread (a detached CAF actor in embedded mode, the main thread of a worker process in
 // cluster mode), and user code runs on that thread, so a call costs no extra hand-off.
 // Actors with max_concurrency above 1 run calls on a small pool of threads instead.
+// A coroutine method's call (celer::future<T>) parks at each co_await whose value is not
+// there: the thread goes on with other calls, and the call resumes on the thread it started
+// on (the worker's own: after a worker_wake; a pool's: posted there) once the value came.
+//
+// Lock order: the core's reference table (a ref's fill calls the parked call's wake-up),
+// then resume_gate's mutex, then coroutines_mutex_, then a pool's or the inbox's. A parked
+// call's own `run` mutex is held while it runs, and taken holding none of these.
 
 #include "core/core_worker.hpp"
 #include "protocol/messages.hpp"
@@ -55,12 +62,23 @@ public:
   /// the inbox and answered as cancelled, or its flag set while it runs (and, with
   /// `recursive`, what it submitted cancelled). From another job: ignored.
   void cancel(const protocol::cancel_task& c);
+  /// How a parked coroutine call's wake-up reaches the worker's own thread from another:
+  /// `wake` gives the inbox a worker_wake on the thread user code runs on (a worker process:
+  /// its receiver thread). Unset, a worker_wake is sent to the worker (embedded: it reaches
+  /// its front door, then its actor's mailbox). Set before it runs calls.
+  void on_wake(std::function<void()> wake) { wake_ = std::move(wake); }
   /// A preemption notice for the hosted actor, handled on the thread that receives it
   /// (beside a running call) rather than after the calls queued before it.
   void preempted(const protocol::preempt_actor& notice);
 
 private:
   class call_pool;
+  /// A coroutine method's call (it returns celer::future<T>) between its start and its end:
+  /// parked at a co_await, or running (worker.cpp).
+  class parked_call;
+  /// Where a parked call's wake-up goes: to the worker while it hosts the actor, nowhere
+  /// once it exited (a ref may fill after the worker is gone).
+  struct resume_gate;
   /// Where a streaming generator's values go: each to the owner (generator_item), then a
   /// wait while the consumer is a window behind (worker.cpp).
   class stream_out;
@@ -83,7 +101,24 @@ private:
   [[nodiscard]] std::string group_of(const protocol::task_spec& spec) const;
   /// Runs one call (task or actor method; `self` its actor instance, as the method's class)
   /// and sends its result to the owner.
-  void run_call(const protocol::task_spec& spec, const detail::remote_entry* entry, void* self);
+  /// `pool`: the threads it runs on, null for the worker's own (where a coroutine call
+  /// resumes).
+  void run_call(const protocol::task_spec& spec, const detail::remote_entry* entry, void* self,
+                call_pool* pool = nullptr);
+  /// The end of a call that ran: `body()` gives its packed value or throws what it threw;
+  /// its result goes to the owner (and the actor ends after it when the call asked).
+  template <class Body>
+  void conclude(const protocol::task_spec& spec, const detail::remote_entry& entry,
+                running_calls::slot* slot, Body&& body);
+  /// Runs coroutine call `call` from where it is parked (on its thread) until it parks
+  /// again or ends; an ended one's result is sent. A call of an actor that is exiting fails.
+  void resume(const std::shared_ptr<parked_call>& call);
+  /// Sends a parked call whose value came (or that was cancelled) to its thread to go on:
+  /// its pool's, or the worker's own (run_resumes, after a worker_wake).
+  void post_resume(std::shared_ptr<parked_call> call);
+  void run_resumes();
+  /// Ends the coroutine calls still parked when the actor exits: each fails, its frames go.
+  void abandon_coroutines(const std::string& why);
   /// The hosted instance as an object of `method`'s class: itself for the factory's class,
   /// the base subobject for a method of a base class (found once per method, then kept);
   /// null when the method's class is not an unambiguous public base of the actor's.
@@ -163,6 +198,13 @@ private:
   /// Ends the actor after an exit request (joined by the destructor); exit_actor runs once.
   std::thread exit_thread_;
   std::atomic<bool> exited_{false};
+  /// Its coroutine calls not ended yet, by task, and those whose values came, to resume
+  /// on the worker's own thread; coroutines_mutex_ guards both (taken after the gate's).
+  std::mutex coroutines_mutex_;
+  std::unordered_map<task_id, std::shared_ptr<parked_call>> coroutines_;
+  std::deque<std::shared_ptr<parked_call>> resumes_;
+  std::shared_ptr<resume_gate> gate_;
+  std::function<void()> wake_;
   /// What it told the head once its actor started (said again to a head that restarted
   /// before it heard).
   std::optional<protocol::actor_started> started_;

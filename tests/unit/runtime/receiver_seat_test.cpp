@@ -13,6 +13,7 @@
 #include <future>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 using namespace celer;
 using namespace std::chrono_literals;
@@ -166,6 +167,50 @@ TEST_CASE("work handed over on the standby runs on the receiver thread after the
   REQUIRE(all_ran.get_future().wait_for(10s) == std::future_status::ready);
   std::lock_guard lock(m);
   CHECK(order == std::vector<int>{1, 2, 3});
+  for (const auto& id : ran_on) CHECK(id == receiver);
+  CHECK(f.seat.overlaps() == 0);
+}
+
+TEST_CASE("work posted from another thread runs on the receiver thread: at once when it polls, "
+          "after its work when it runs some",
+          "[transport][seat]") {
+  seat_fixture f({.standby_receiver = true, .standby_after = 1ms, .lend_seat = false});
+  const auto receiver = f.handler_of_next();
+  // The receiver polls: the post rings it out of its poll.
+  std::promise<std::thread::id> ran;
+  std::thread([&] { f.seat.post([&] { ran.set_value(std::this_thread::get_id()); }); }).join();
+  auto got = ran.get_future();
+  REQUIRE(got.wait_for(10s) == std::future_status::ready);
+  CHECK(got.get() == receiver);
+  // The receiver runs long work (the standby holds the seat): a post waits for it, in order.
+  std::mutex m;
+  std::vector<int> order;
+  std::vector<std::thread::id> ran_on;
+  auto record = [&](int n) {
+    std::lock_guard lock(m);
+    order.push_back(n);
+    ran_on.push_back(std::this_thread::get_id());
+  };
+  std::promise<void> release, started, all_ran;
+  auto released = release.get_future().share();
+  f.sockets.arrive([&] {
+    f.seat.run_on_receiver([&] {
+      started.set_value();
+      released.wait();
+      record(1);
+    });
+  });
+  started.get_future().wait();
+  std::thread([&] {
+    f.seat.post([&] {
+      record(2);
+      all_ran.set_value();
+    });
+  }).join();
+  release.set_value();
+  REQUIRE(all_ran.get_future().wait_for(10s) == std::future_status::ready);
+  std::lock_guard lock(m);
+  CHECK(order == std::vector<int>{1, 2});
   for (const auto& id : ran_on) CHECK(id == receiver);
   CHECK(f.seat.overlaps() == 0);
 }

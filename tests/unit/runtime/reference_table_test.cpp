@@ -636,3 +636,43 @@ TEST_CASE("an object's entry is small: what most objects never need is kept out 
     if (i % 2 == 0) CHECK(f.value_of(ref).payload == std::to_string(i));
   }
 }
+
+// when_ready: a wait no thread blocks in (a coroutine call's co_await).
+TEST_CASE("when_ready calls back once, on the fill; at once it is ready, it does not", "[core][reference_table]") {
+  testing::core_pieces f;
+  auto ready = f.objects.put(value(object_id::random(), "r"));
+  int calls = 0;
+  CHECK_FALSE(f.objects.when_ready(ready, [&] { ++calls; }));  // ready now: the caller goes on
+  auto spec = f.task("f");
+  auto pending = f.objects.submit(spec, {});
+  CHECK(f.objects.when_ready(pending, [&] { ++calls; }));
+  CHECK(f.objects.when_ready(pending, [&] { calls += 10; }));  // two waits on one object
+  CHECK(calls == 0);
+  f.objects.fill(value(spec.return_id(), "v"));
+  CHECK(calls == 11);
+  f.objects.fill(value(spec.return_id(), "again"));  // a later fill is stale: no second call
+  CHECK(calls == 11);
+  // A borrowed object: its owner is asked, and the reply's fill calls back.
+  const address owner{unique_id::random(), {}};
+  const object_ref<void> borrowed(object_id::random(), owner);
+  CHECK(f.objects.when_ready(borrowed, [&] { ++calls; }));
+  REQUIRE(f.net.take<protocol::get_object>().size() == 1);
+  f.objects.fill(value(borrowed.id(), "b"));
+  CHECK(calls == 12);
+  // An owned id it never made is lost at once: ready now, no call.
+  CHECK_FALSE(f.objects.when_ready(object_ref<void>(object_id::random(), {}), [&] { ++calls; }));
+  CHECK(calls == 12);
+}
+
+TEST_CASE("when_ready's waits are called at stop, and none is taken after", "[core][reference_table]") {
+  testing::core_pieces f;
+  auto spec = f.task("f");
+  auto pending = f.objects.submit(spec, {});
+  int calls = 0;
+  CHECK(f.objects.when_ready(pending, [&] { ++calls; }));
+  f.objects.stop("the cluster is gone", error_code::unavailable);
+  CHECK(calls == 1);
+  CHECK_FALSE(f.objects.when_ready(pending, [&] { ++calls; }));  // the caller's get throws the stop
+  f.objects.fill(value(spec.return_id(), "late"));
+  CHECK(calls == 1);
+}

@@ -173,8 +173,10 @@ T decode_result(const fetched& f) {
   }
 }
 
+/// The value a call of a function returning R makes (a coroutine's celer::future<T>: T).
 template <class R>
-using ref_value_t = std::conditional_t<std::is_void_v<R>, void, std::decay_t<R>>;
+using ref_value_t = std::conditional_t<std::is_void_v<typename unwrap_future<std::decay_t<R>>::type>, void,
+                                       std::decay_t<typename unwrap_future<std::decay_t<R>>::type>>;
 
 /// What `.remote(...)` gives for a function returning R: one ref to the value, or, for a
 /// std::tuple of N values, a std::tuple of N refs, each its own object (multiple returns).
@@ -203,6 +205,9 @@ struct returns_of<std::tuple<T...>> {
   static constexpr std::uint32_t count = split_returns_of<std::tuple<T...>>;
   using refs = std::tuple<object_ref<std::decay_t<T>>...>;
 };
+/// A coroutine method's: those of the value it co_returns.
+template <class T>
+struct returns_of<future<T>> : returns_of<T> {};
 template <class R>
 using returns_t = returns_of<std::remove_cvref_t<R>>;
 

@@ -5,9 +5,11 @@
 
 #include <celer/codec.hpp>
 #include <celer/error.hpp>
+#include <celer/fwd.hpp>
 #include <celer/generator.hpp>
 
 #include <array>
+#include <coroutine>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -83,6 +85,25 @@ protected:
 /// calls, and hands each value to `sink` in order; returns how many it handed over.
 using stream_fn = std::uint64_t (*)(const remote_entry&, void* instance,
                                     const std::vector<arg_bytes>& args, item_sink& sink);
+/// A coroutine method's call (it returns celer::future<T>; <celer/future.hpp>), made by
+/// start_fn: it holds the decoded arguments (a parameter taken by reference binds to them)
+/// and the coroutine, which has not run yet, until it is destroyed.
+class coroutine_call {
+public:
+  virtual ~coroutine_call() = default;
+  /// The coroutine's outermost frame: resumed first to start it; done once it ended.
+  [[nodiscard]] virtual std::coroutine_handle<> handle() const noexcept = 0;
+  /// Its packed result once it ended; throws what its body threw.
+  virtual std::string result() = 0;
+};
+using start_fn = std::unique_ptr<coroutine_call> (*)(const remote_entry&, void* instance,
+                                                     const std::vector<arg_bytes>& args);
+/// start_fn of a method returning celer::future<T> (defined in <celer/future.hpp>, which
+/// such a method's own file includes).
+template <class F>
+std::unique_ptr<coroutine_call> start_coroutine(const remote_entry& e, void* instance,
+                                                const std::vector<arg_bytes>& args);
+
 /// Runs a factory: decodes `args` and returns the new actor instance.
 using make_fn = std::shared_ptr<void> (*)(const remote_entry&, const std::vector<arg_bytes>& args);
 
@@ -111,12 +132,29 @@ struct remote_entry {
   /// For generators (returning celer::generator<T>): runs them value by value; `call` then
   /// refuses (a generator's values are objects of their own, never one result).
   stream_fn stream = nullptr;
+  /// For coroutine methods (returning celer::future<T>): starts the call, which the worker
+  /// runs between its co_awaits; `call` then refuses.
+  start_fn start = nullptr;
 };
 
 template <class R>
 inline constexpr bool is_generator_v = false;
 template <class T>
 inline constexpr bool is_generator_v<generator<T>> = true;
+
+template <class R>
+inline constexpr bool is_future_v = false;
+template <class T>
+inline constexpr bool is_future_v<future<T>> = true;
+/// The value a function returning R gives its callers: R, or T for a celer::future<T>.
+template <class R>
+struct unwrap_future {
+  using type = R;
+};
+template <class T>
+struct unwrap_future<future<T>> {
+  using type = T;
+};
 
 /// split_returns of a function returning R.
 template <class R>
@@ -130,6 +168,12 @@ public:
   explicit argument_error(const std::string& message)
     : exception(error_code::invalid_argument, message) {}
 };
+
+/// `call` of a coroutine method: refused (the worker starts it through `start`).
+inline std::string call_coroutine(const remote_entry& e, void*, const std::vector<arg_bytes>&) {
+  throw argument_error(e.name + " is a coroutine (it returns celer::future<T>): the worker runs it "
+                                "between its co_awaits, not as a plain call");
+}
 
 /// Records an entry (CELER_REMOTE, at static initialisation). The same function again
 /// under the same name changes nothing; another function under a taken name is kept aside,
@@ -347,6 +391,13 @@ remote_entry make_entry(std::string name, F f) {
     if constexpr (is_generator_v<R>) {
       e.call = &call_generator;
       e.stream = &stream_remote<F>;
+    } else if constexpr (is_future_v<R>) {
+      static_assert(traits::kind == remote_kind::method,
+                    "celer::future<T> is for actor methods (coroutine actors): a task that awaits a "
+                    "value waits with celer::get");
+      e.call = &call_coroutine;
+      e.start = &start_coroutine<F>;
+      e.split_returns = split_returns_of<typename unwrap_future<R>::type>;
     } else {
       e.call = &call_remote<F>;
       e.split_returns = split_returns_of<R>;
