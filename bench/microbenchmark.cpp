@@ -24,11 +24,13 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <mutex>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -168,6 +170,41 @@ void read_stream(std::int64_t n, int backpressure) {
   }
   if (i != n) throw std::runtime_error("a stream ended early");
 }
+
+/// Coroutine actors (Ray's async actors): a method that returns at once, and one that parks
+/// until a gate opens.
+struct async_bench_actor {
+  celer::future<std::string> small_value() { co_return std::string("ok"); }
+  celer::future<std::int32_t> after(celer::object_ref<std::int32_t> gate, std::int32_t i) {
+    co_return co_await gate + i;
+  }
+};
+async_bench_actor* make_async_bench_actor() { return new async_bench_actor(); }
+
+/// The gate async_actor_calls_parked's calls await: wait(round) returns once open(round)
+/// was called (two threads: a wait blocks one).
+struct bench_gate {
+  std::mutex m;
+  std::condition_variable cv;
+  std::int32_t opened = 0;
+  std::int32_t wait(std::int32_t round) {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return opened >= round; });
+    return 0;
+  }
+  bool open(std::int32_t round) {
+    {
+      std::lock_guard lock(m);
+      opened = round;
+    }
+    cv.notify_all();
+    return true;
+  }
+};
+bench_gate* make_bench_gate() { return new bench_gate(); }
+
+CELER_REMOTE(make_async_bench_actor, &async_bench_actor::small_value, &async_bench_actor::after, make_bench_gate,
+             &bench_gate::wait, &bench_gate::open);
 
 CELER_REMOTE(small_value, small_value_batch, do_put_small, create_object_containing_ref,
              make_bench_actor, &bench_actor::small_value, &bench_actor::small_value_arg,
@@ -672,6 +709,43 @@ int main(int argc, char** argv) {
         check_ok(celer::get(refs));
       }, batch));
       celer::kill(a);
+    }
+    // Coroutine actors (Ray's async actors): calls of a coroutine method that returns at
+    // once, one by one and in batches; then batches of calls that each park on a gate
+    // (another actor's call) until it opens: all in flight at once on one thread.
+    if (selected(o, "1_1_async_actor_calls_sync")) {
+      auto a = celer::actor(make_async_bench_actor).options(no_cpu).remote();
+      record(timeit(o, "1_1_async_actor_calls_sync", [&] {
+        check_ok({celer::get(a.task(&async_bench_actor::small_value).remote())});
+      }));
+      celer::kill(a);
+    }
+    if (selected(o, "1_1_async_actor_calls_async")) {
+      auto a = celer::actor(make_async_bench_actor).options(no_cpu).remote();
+      record(timeit(o, "1_1_async_actor_calls_async", [&] {
+        std::vector<celer::object_ref<std::string>> refs;
+        for (int i = 0; i < batch; ++i) refs.push_back(a.task(&async_bench_actor::small_value).remote());
+        check_ok(celer::get(refs));
+      }, batch));
+      celer::kill(a);
+    }
+    if (selected(o, "async_actor_calls_parked")) {
+      auto a = celer::actor(make_async_bench_actor).options(no_cpu).remote();
+      auto gate = celer::actor(make_bench_gate).options({.num_cpus = 0, .scheduling = here, .max_concurrency = 2}).remote();
+      std::int32_t round = 0;
+      record(timeit(o, "async_actor_calls_parked", [&] {
+        ++round;
+        auto opened = gate.task(&bench_gate::wait).remote(round);
+        std::vector<celer::object_ref<std::int32_t>> refs;
+        for (int i = 0; i < batch; ++i) refs.push_back(a.task(&async_bench_actor::after).remote(opened, i));
+        if (!celer::get(gate.task(&bench_gate::open).remote(round))) throw std::runtime_error("the gate did not open");
+        const auto values = celer::get(refs);
+        for (int i = 0; i < batch; ++i) {
+          if (values[static_cast<std::size_t>(i)] != i) throw std::runtime_error("a parked call returned a wrong value");
+        }
+      }, batch));
+      celer::kill(a);
+      celer::kill(gate);
     }
     if (selected(o, "1_n_actor_calls_async")) {
       std::vector<celer::actor_handle<bench_actor>> actors;

@@ -46,6 +46,50 @@ class Client:
         return len(results)
 
 
+@ray.remote(num_cpus=0)
+class AsyncActor:
+    async def small_value(self):
+        return b"ok"
+
+    async def after(self, gate, i):
+        # The gate comes in a list, so that Ray passes the ref rather than its value.
+        return (await gate[0]) + i
+
+
+@ray.remote(num_cpus=0, max_concurrency=2)
+class Gate:
+    def __init__(self):
+        import threading
+        self.opened = 0
+        self.cv = threading.Condition()
+
+    def wait(self, round_):
+        with self.cv:
+            self.cv.wait_for(lambda: self.opened >= round_)
+        return 0
+
+    def open(self, round_):
+        with self.cv:
+            self.opened = round_
+            self.cv.notify_all()
+        return True
+
+
+@ray.remote(num_returns="streaming")
+def stream_values(n):
+    for i in range(n):
+        yield i
+
+
+def read_stream(n, backpressure):
+    options = {} if backpressure < 0 else {"_generator_backpressure_num_objects": backpressure}
+    i = 0
+    for ref in stream_values.options(**options).remote(n):
+        assert ray.get(ref) == i
+        i += 1
+    assert i == n
+
+
 @ray.remote
 def small_value():
     return b"ok"
@@ -115,6 +159,25 @@ def main():
         a = Actor.options(max_concurrency=16).remote()
         r.timeit("1_1_actor_calls_concurrent",
                  lambda: ray.get([a.small_value.remote() for _ in range(batch)]), batch)
+    if r.selected("1_1_async_actor_calls_sync"):
+        a = AsyncActor.remote()
+        r.timeit("1_1_async_actor_calls_sync", lambda: ray.get(a.small_value.remote()))
+    if r.selected("1_1_async_actor_calls_async"):
+        a = AsyncActor.remote()
+        r.timeit("1_1_async_actor_calls_async",
+                 lambda: ray.get([a.small_value.remote() for _ in range(batch)]), batch)
+    if r.selected("async_actor_calls_parked"):
+        a = AsyncActor.remote()
+        gate = Gate.remote()
+        rounds = [0]
+
+        def parked():
+            rounds[0] += 1
+            opened = gate.wait.remote(rounds[0])
+            refs = [a.after.remote([opened], i) for i in range(batch)]
+            assert ray.get(gate.open.remote(rounds[0]))
+            assert ray.get(refs) == list(range(batch))
+        r.timeit("async_actor_calls_parked", parked, batch)
     if r.selected("1_n_actor_calls_async"):
         actors = [Actor.remote() for _ in range(n_cpu)]
         client = Client.remote(actors)
@@ -130,6 +193,10 @@ def main():
         r.timeit("n_n_actor_calls_with_arg_async",
                  lambda: ray.get([c.small_value_batch_arg.remote(arg_n) for c in clients]),
                  arg_n * len(clients))
+    if r.selected("generator_values_per_second"):
+        r.timeit("generator_values_per_second", lambda: read_stream(1000, -1), 1000)
+    if r.selected("generator_values_backpressure_per_second"):
+        r.timeit("generator_values_backpressure_per_second", lambda: read_stream(1000, 16), 1000)
     if r.selected("placement_group_create/removal"):
         from ray.util.placement_group import placement_group, remove_placement_group
 
