@@ -103,6 +103,27 @@ struct seat_fixture {
   }
 };
 
+/// Which work ran, in which order, on which thread.
+class ran_log {
+public:
+  void record(int n) {
+    std::lock_guard lock(m_);
+    order_.push_back(n);
+    ran_on_.push_back(std::this_thread::get_id());
+  }
+  /// It ran `expected`, in that order, all on `thread`.
+  void check(const std::vector<int>& expected, std::thread::id thread) {
+    std::lock_guard lock(m_);
+    CHECK(order_ == expected);
+    for (const auto& id : ran_on_) CHECK(id == thread);
+  }
+
+private:
+  std::mutex m_;
+  std::vector<int> order_;
+  std::vector<std::thread::id> ran_on_;
+};
+
 } // namespace
 
 TEST_CASE("while work runs on the receiver thread the standby receives, and gives the seat "
@@ -140,14 +161,8 @@ TEST_CASE("work handed over on the standby runs on the receiver thread after the
           "[transport][seat]") {
   seat_fixture f({.standby_receiver = true, .standby_after = 1ms, .lend_seat = false});
   const auto receiver = f.handler_of_next();
-  std::mutex m;
-  std::vector<int> order;
-  std::vector<std::thread::id> ran_on;
-  auto record = [&](int n) {
-    std::lock_guard lock(m);
-    order.push_back(n);
-    ran_on.push_back(std::this_thread::get_id());
-  };
+  ran_log log;
+  auto record = [&](int n) { log.record(n); };
   std::promise<void> release, all_ran;
   auto released = release.get_future().share();
   f.sockets.arrive([&] {
@@ -165,9 +180,7 @@ TEST_CASE("work handed over on the standby runs on the receiver thread after the
     release.set_value();
   });
   REQUIRE(all_ran.get_future().wait_for(10s) == std::future_status::ready);
-  std::lock_guard lock(m);
-  CHECK(order == std::vector<int>{1, 2, 3});
-  for (const auto& id : ran_on) CHECK(id == receiver);
+  log.check({1, 2, 3}, receiver);
   CHECK(f.seat.overlaps() == 0);
 }
 
@@ -183,14 +196,8 @@ TEST_CASE("work posted from another thread runs on the receiver thread: at once 
   REQUIRE(got.wait_for(10s) == std::future_status::ready);
   CHECK(got.get() == receiver);
   // The receiver runs long work (the standby holds the seat): a post waits for it, in order.
-  std::mutex m;
-  std::vector<int> order;
-  std::vector<std::thread::id> ran_on;
-  auto record = [&](int n) {
-    std::lock_guard lock(m);
-    order.push_back(n);
-    ran_on.push_back(std::this_thread::get_id());
-  };
+  ran_log log;
+  auto record = [&](int n) { log.record(n); };
   std::promise<void> release, started, all_ran;
   auto released = release.get_future().share();
   f.sockets.arrive([&] {
@@ -209,9 +216,7 @@ TEST_CASE("work posted from another thread runs on the receiver thread: at once 
   }).join();
   release.set_value();
   REQUIRE(all_ran.get_future().wait_for(10s) == std::future_status::ready);
-  std::lock_guard lock(m);
-  CHECK(order == std::vector<int>{1, 2});
-  for (const auto& id : ran_on) CHECK(id == receiver);
+  log.check({1, 2}, receiver);
   CHECK(f.seat.overlaps() == 0);
 }
 
