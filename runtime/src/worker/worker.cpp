@@ -3,7 +3,10 @@
 #include "config/knobs.hpp"
 #include "log.hpp"
 #include "type_names.hpp"
+#include "worker/call_pool.hpp"
+#include "worker/parked_call.hpp"
 #include "worker/preemption.hpp"
+#include "worker/stream_out.hpp"
 #include "worker/split_returns.hpp"
 
 #include <algorithm>
@@ -11,99 +14,6 @@
 
 namespace celer {
 
-/// Threads that run an actor's calls concurrently (max_concurrency > 1).
-class worker::call_pool {
-public:
-  call_pool(int threads, worker_context ctx) {
-    for (int i = 0; i < threads; ++i) {
-      threads_.emplace_back([this, ctx]() mutable {
-        current_worker_context() = &ctx;
-        for (;;) {
-          std::function<void()> job;
-          {
-            std::unique_lock lock(mutex_);
-            cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
-            if (jobs_.empty()) return;  // stop_ and drained
-            job = std::move(jobs_.front());
-            jobs_.pop_front();
-          }
-          job();
-        }
-      });
-    }
-  }
-  ~call_pool() {
-    {
-      std::lock_guard lock(mutex_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    for (auto& t : threads_) t.join();
-  }
-  void post(std::function<void()> job) {
-    {
-      std::lock_guard lock(mutex_);
-      jobs_.push_back(std::move(job));
-    }
-    cv_.notify_one();
-  }
-
-private:
-  std::mutex mutex_;  // guards jobs_, stop_
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
-  bool stop_ = false;
-  std::vector<std::thread> threads_;
-};
-
-struct worker::resume_gate {
-  std::mutex mutex;  // guards host
-  worker* host = nullptr;
-};
-
-class worker::parked_call final : public coroutine_host, public std::enable_shared_from_this<parked_call> {
-public:
-  parked_call(worker& host, const protocol::task_spec& s, const detail::remote_entry& e, running_calls::slot* sl,
-              call_pool* p)
-    : spec(s), entry(&e), slot(sl), pool(p), host_(host) {}
-
-  bool suspend(const object_ref<void>& ref, std::coroutine_handle<> h) override {
-    next = h;
-    const std::uint64_t gen = ++parks_;
-    parked.store(gen, std::memory_order_release);
-    const bool later = host_.core_.when_ready(ref, [gate = host_.gate_, me = shared_from_this(), gen] {
-      std::lock_guard lock(gate->mutex);
-      std::uint64_t expected = gen;
-      if (gate->host != nullptr && me->parked.compare_exchange_strong(expected, 0)) gate->host->post_resume(me);
-    });
-    if (!later) {  // ready already: it goes on at once
-      parked.store(0, std::memory_order_relaxed);
-      next = {};
-    }
-    return later;
-  }
-
-  const protocol::task_spec spec;
-  const detail::remote_entry* const entry;
-  running_calls::slot* const slot;
-  /// The pool it runs on, or null for the worker's own thread.
-  call_pool* const pool;
-  std::vector<detail::fetched> fetched;
-  std::unique_ptr<detail::coroutine_call> coro;
-  /// Held while it runs: its resumes never overlap (a pool's threads take turns).
-  std::mutex run;
-  // Under `run`:
-  std::coroutine_handle<> next;  // the frame to resume
-  bool ended = false;
-  bool exit_requested = false;
-  /// Its current park's number, 0 when not parked: the fill of what it awaits and a cancel
-  /// race to resume it, and the one that swaps it to 0 does.
-  std::atomic<std::uint64_t> parked{0};
-
-private:
-  worker& host_;
-  std::uint64_t parks_ = 0;
-};
 
 worker::worker(transport& net, core_worker& core, config cfg)
   : net_(net), core_(core), cfg_(std::move(cfg)), gate_(std::make_shared<resume_gate>()) {
@@ -353,60 +263,6 @@ protocol::object_payload worker::keep_value(const protocol::task_spec& spec, con
   return v;
 }
 
-class worker::stream_out final : public detail::item_sink {
-public:
-  stream_out(worker& host, const protocol::task_spec& spec, running_calls::slot* slot)
-    : host_(host), spec_(spec), slot_(slot) {}
-
-  bool item(std::string packed) override {
-    if (slot_->cancelled.load(std::memory_order_relaxed)) return false;
-    protocol::generator_item out;
-    out.task = spec_.id;
-    out.attempt = spec_.attempt;
-    out.index = produced_;
-    out.value = host_.keep_value(spec_, protocol::task_spec::generator_item_id(spec_.id, produced_),
-                                 std::move(packed));
-    out.worker = host_.cfg_.self;
-    ++produced_;
-    if (!out.value.ok) {
-      // A retry finds a value its last attempt kept in this node's store: its owner has it
-      // (or learns at the end that it was lost), so it is not sent again.
-      const bool kept_before = spec_.attempt > 1 && out.value.fail.code == error_code::already_exists;
-      // Else the store refused it (full): the stream ends here, with that error.
-      if (!kept_before) {
-        throw exception(out.value.fail.code, "value " + std::to_string(produced_ - 1) + " of " + spec_.function +
-                                               " could not be kept: " + out.value.fail.message);
-      }
-    } else if (!host_.net_.send(spec_.owner, std::move(out))) {
-      CELER_LOG(info, "worker", "the owner of generator " + spec_.function + " is gone; it stops");
-      return false;
-    }
-    if (spec_.generator <= 0) return true;
-    const auto window = static_cast<std::uint64_t>(spec_.generator);
-    if (host_.calls_.has_room(slot_, produced_, window)) return true;
-    // Ahead of its consumer by its window: it waits as a get does (its CPUs lent to the
-    // node, the tasks queued behind it given back, another thread receiving for it).
-    auto* ctx = current_worker_context();
-    if (ctx != nullptr) {
-      ctx->blocked = true;
-      (void)host_.net_.send(ctx->node, protocol::worker_blocked{ctx->worker});
-      if (ctx->on_block) ctx->on_block(true);
-    }
-    before_wait();
-    const bool go_on = host_.calls_.wait_room(slot_, produced_, window);
-    if (ctx != nullptr) {
-      if (ctx->on_block) ctx->on_block(false);
-      (void)host_.net_.send(ctx->node, protocol::worker_unblocked{ctx->worker});
-    }
-    return go_on;
-  }
-
-private:
-  worker& host_;
-  const protocol::task_spec& spec_;
-  running_calls::slot* slot_;
-  std::uint64_t produced_ = 0;
-};
 
 void worker::acked(const protocol::generator_ack& a) {
   if (!a.sender_job.nil() && a.sender_job != core_.where().job) {
@@ -659,56 +515,6 @@ void worker::resume(const std::shared_ptr<parked_call>& call) {
   coroutines_.erase(call->spec.id);
 }
 
-void worker::post_resume(std::shared_ptr<parked_call> call) {
-  if (call->pool != nullptr) {
-    call->pool->post([this, call = std::move(call)] { resume(call); });
-    return;
-  }
-  bool first = false;
-  {
-    std::lock_guard lock(coroutines_mutex_);
-    first = resumes_.empty();
-    resumes_.push_back(std::move(call));
-  }
-  // One wake for a batch: the worker takes all that are queued when it comes.
-  if (!first) return;
-  if (wake_) {
-    wake_();
-  } else {
-    (void)net_.send(cfg_.self, protocol::worker_wake{});
-  }
-}
-
-void worker::run_resumes() {
-  std::deque<std::shared_ptr<parked_call>> ready;
-  {
-    std::lock_guard lock(coroutines_mutex_);
-    ready.swap(resumes_);
-  }
-  for (auto& call : ready) resume(call);
-}
-
-void worker::abandon_coroutines(const std::string& why) {
-  std::unordered_map<task_id, std::shared_ptr<parked_call>> left;
-  {
-    std::lock_guard lock(coroutines_mutex_);
-    left.swap(coroutines_);
-    resumes_.clear();
-  }
-  for (auto& [task, call] : left) {
-    std::lock_guard run(call->run);
-    if (call->ended) continue;
-    call->ended = true;
-    call->coro.reset();
-    protocol::object_payload v;
-    v.fail = failure(detail::failure_kind::actor_died, error_code::unavailable, call->spec.function,
-                     "actor " + actor_.hex() + " exited while " + call->spec.function + " awaited a value" +
-                       (why.empty() ? std::string() : ": " + why));
-    send_result(call->spec, std::move(v));
-    core_.forget_children(call->slot->task);
-    calls_.finish(call->slot);
-  }
-}
 
 void worker::request_exit(const std::string& function) {
   std::string why = "celer::exit_actor() was called in " + function;

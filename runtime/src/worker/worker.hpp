@@ -74,13 +74,13 @@ public:
 private:
   class call_pool;
   /// A coroutine method's call (it returns celer::future<T>) between its start and its end:
-  /// parked at a co_await, or running (worker.cpp).
+  /// parked at a co_await, or running (worker/parked_call.hpp).
   class parked_call;
   /// Where a parked call's wake-up goes: to the worker while it hosts the actor, nowhere
   /// once it exited (a ref may fill after the worker is gone).
   struct resume_gate;
   /// Where a streaming generator's values go: each to the owner (generator_item), then a
-  /// wait while the consumer is a window behind (worker.cpp).
+  /// wait while the consumer is a window behind (worker/stream_out.hpp).
   class stream_out;
 
   /// One message, on the worker's thread.
