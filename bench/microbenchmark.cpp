@@ -12,6 +12,7 @@
 // over that submission, divided by N, is the bytes per queued task. Then the gates go, every
 // result is read, and the end-to-end rate is N over the submission plus the drain.
 #include "floor/floor.hpp"
+#include "own_workloads.hpp"
 
 #include <celer/celer.hpp>
 
@@ -24,13 +25,11 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <iostream>
-#include <mutex>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -139,72 +138,7 @@ struct cpu_gate {
 };
 cpu_gate* make_cpu_gate() { return new cpu_gate(); }
 
-/// Set by spin_until_cancelled as it starts and as it sees its cancel (embedded: the driver
-/// and the workers share this process).
-std::atomic<bool> spinner_started{false}, spinner_stopped{false};
-std::int32_t spin_until_cancelled() {
-  spinner_started.store(true);
-  while (!celer::is_cancelled()) std::this_thread::yield();
-  spinner_stopped.store(true);
-  return 0;
-}
-
-CELER_REMOTE(noop_task, make_cpu_gate, &cpu_gate::ready, spin_until_cancelled);
-
-/// A streaming generator of `n` small values (celer's own workload: values streamed from
-/// one running task to its caller).
-celer::generator<std::int64_t> stream_values(std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) co_yield i;
-}
-CELER_REMOTE(stream_values);
-
-/// Streams `n` values and reads each as it comes; throws if one is missing or wrong.
-void read_stream(std::int64_t n, int backpressure) {
-  celer::task_options opts;
-  opts.generator_backpressure = backpressure;
-  auto s = celer::task(stream_values).options(opts).remote(n);
-  std::int64_t i = 0;
-  for (const auto& ref : s) {
-    if (celer::get(ref) != i) throw std::runtime_error("a stream's value came back wrong");
-    ++i;
-  }
-  if (i != n) throw std::runtime_error("a stream ended early");
-}
-
-/// Coroutine actors (Ray's async actors): a method that returns at once, and one that parks
-/// until a gate opens.
-struct async_bench_actor {
-  celer::future<std::string> small_value() { co_return std::string("ok"); }
-  celer::future<std::int32_t> after(celer::object_ref<std::int32_t> gate, std::int32_t i) {
-    co_return co_await gate + i;
-  }
-};
-async_bench_actor* make_async_bench_actor() { return new async_bench_actor(); }
-
-/// The gate async_actor_calls_parked's calls await: wait(round) returns once open(round)
-/// was called (two threads: a wait blocks one).
-struct bench_gate {
-  std::mutex m;
-  std::condition_variable cv;
-  std::int32_t opened = 0;
-  std::int32_t wait(std::int32_t round) {
-    std::unique_lock lock(m);
-    cv.wait(lock, [&] { return opened >= round; });
-    return 0;
-  }
-  bool open(std::int32_t round) {
-    {
-      std::lock_guard lock(m);
-      opened = round;
-    }
-    cv.notify_all();
-    return true;
-  }
-};
-bench_gate* make_bench_gate() { return new bench_gate(); }
-
-CELER_REMOTE(make_async_bench_actor, &async_bench_actor::small_value, &async_bench_actor::after, make_bench_gate,
-             &bench_gate::wait, &bench_gate::open);
+CELER_REMOTE(noop_task, make_cpu_gate, &cpu_gate::ready);
 
 CELER_REMOTE(small_value, small_value_batch, do_put_small, create_object_containing_ref,
              make_bench_actor, &bench_actor::small_value, &bench_actor::small_value_arg,
