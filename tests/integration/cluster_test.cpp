@@ -143,6 +143,8 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(60s);
   }
   celer::serve_if_worker();
+  // A driver of detached_test.cpp's, run as a process of its own.
+  if (const char* role = std::getenv("CELERTEST_DETACHED")) return celer_it::run_detached_role(role);
   return Catch::Session().run(argc, argv);
 }
 

@@ -83,6 +83,9 @@ struct local_cluster {
   }
 };
 
+/// detached_test.cpp: one driver's part, when this binary runs as CELERTEST_DETACHED=<role>.
+int run_detached_role(const char* role);
+
 inline celer::task_options on_node(int i) {
   return {.num_cpus = 0, .resources = {{"node" + std::to_string(i), 0.01}}};
 }

@@ -843,6 +843,25 @@ class Suite:
         listed = re.search(rf"group {v.group:032x} .*CREATED", c.groups().stdout) is not None
         check("C3 remove_placement_group of job K's group, from job J, is refused",
               line and listed, f"head log: {line!r}; still listed CREATED: {listed}")
+        # Key lookups (protocol 23, detached actors): a job's process asks the head whose a key
+        # is, and hears only of a job it may meet (a shared namespace's job and the jobs let
+        # into it); two plain jobs never meet, and the answer goes to the asker's own job only.
+        k_public, _ = c.keys.job_keypair(k)
+        jp.peer(head).send_multipart([b"K", k_public, jp.endpoint.encode()])
+        answer, until = None, time.time() + 3
+        while answer is None and time.time() < until:
+            if jp.inbox.poll(200):
+                frames = jp.inbox.recv_multipart()
+                if len(frames) == 4 and frames[1] == b"k":
+                    answer = frames[1:]
+        check("C3b a key lookup of job K's key, from job J, is answered with no job (plain jobs never meet)",
+              answer is not None and answer[1] == k_public and answer[2] == b"", f"answer: {answer}")
+        since = len(log_lines(c.head_log))
+        time.sleep(0.25)
+        jp.peer(head).send_multipart([b"K", k_public, self.victim_endpoint.encode()])
+        line = self.log_has(c.head_log, rf"dropped a key lookup from job {jshort}", since, 3.0)
+        check("C3c a key lookup from job J whose answer would go to job K's driver is dropped", line,
+              f"head log: {line!r}")
         # Stopping a component and a worker's death come from head and nodes only; a timer's
         # tick never from the wire. To head and both nodes.
         targets = [("the head", head, HEAD_COMPONENT, c.head_log),

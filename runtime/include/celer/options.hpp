@@ -254,6 +254,12 @@ struct kill_options {
 };
 
 /// Options of one actor creation.
+/// How long an actor lives (actor_options::lifetime; Ray's `lifetime=`).
+enum class lifetime : std::uint8_t {
+  job,       ///< until its job ends (or it is killed, or exits): the default
+  detached,  ///< until it is killed (celer::kill, `celer actor kill`), whatever job made it
+};
+
 struct actor_options {
   /// CPUs the actor holds for its lifetime. Like Ray, 0 by default so that many idle actors
   /// fit on a node; ask for 1 or more for actors that compute.
@@ -284,6 +290,16 @@ struct actor_options {
   /// ask for "the" actor of a name and share one. The factory does not run again and these
   /// options are not applied to it; invalid_argument when it is of another class.
   bool get_if_exists = false;
+  /// celer::lifetime::detached: the actor outlives its creator's job, and a later driver
+  /// finds it by name (`celer::get_actor<T>(name, name_space)`) and calls it, until
+  /// `celer::kill` or `celer actor kill` stops it (Ray's `lifetime="detached"`). It needs a
+  /// name in a shared namespace (name_space, or CELER_NAMESPACE) that the job is let into
+  /// (a driver started with the token is let into every one; a submitted job into those
+  /// its submission names), and runs as that namespace's, not the creator's, job: calls to
+  /// it from any job let into the namespace pass their arguments and results by value
+  /// (no object refs; docs/scheduling.md, "Detached actors"). Embedded, it lives until
+  /// celer::shutdown like any actor.
+  celer::lifetime lifetime = celer::lifetime::job;
   /// Calls the actor runs at once. 1 (the default) runs calls one at a time, in order.
   int max_concurrency = 1;
   /// Named groups of threads (Ray's concurrency groups): `{{"io", 4}, {"compute", 1}}`.

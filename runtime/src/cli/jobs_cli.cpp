@@ -35,6 +35,7 @@ struct job_args {
   double num_gpus = 0;
   std::string submission_id;
   int priority = 0;
+  std::vector<std::string> namespaces;
   bool follow = false;
   std::vector<std::string> command;
   // job logs
@@ -169,6 +170,7 @@ int submit(const job_args& a) {
                       {"entrypoint_num_gpus", a.num_gpus},
                       {"priority", a.priority}};
   if (!a.submission_id.empty()) body["submission_id"] = a.submission_id;
+  if (!a.namespaces.empty()) body["namespaces"] = a.namespaces;
   nlohmann::json runtime_env = nlohmann::json::object();
   if (!a.env.empty()) runtime_env["env_vars"] = key_values(a.env, "--env");
   if (!a.metadata.empty()) body["metadata"] = key_values(a.metadata, "--metadata");
@@ -238,6 +240,11 @@ int status(const job_args& a) {
             << "  duration:   " << duration(j) << "\n";
   if (j["driver_exit_code"].is_number()) std::cout << "  exit code:  " << j["driver_exit_code"].get<int>() << "\n";
   if (j.value("priority", 0) != 0) std::cout << "  priority:   " << j.value("priority", 0) << "\n";
+  if (j.contains("namespaces") && j["namespaces"].is_array() && !j["namespaces"].empty()) {
+    std::string names;
+    for (const auto& n : j["namespaces"]) names += (names.empty() ? "" : ", ") + printable(n.get<std::string>());
+    std::cout << "  namespaces: " << names << "\n";
+  }
   if (j["tasks"].is_object()) {
     const auto& t = j["tasks"];
     std::cout << "  tasks:      " << t.value("SUBMITTED", 0) << " submitted, " << t.value("FINISHED", 0) << " finished, "
@@ -322,6 +329,9 @@ std::function<int()> add_job_commands(CLI::App& app) {
   submit_cmd->add_option("--priority", a->priority,
                          "the job's priority: its tasks and actors get it (higher goes first and may preempt "
                          "preemptible actors of lower priority)");
+  submit_cmd->add_option("--namespace", a->namespaces,
+                         "a shared namespace the job is let into (repeatable): it may make detached actors there and "
+                         "find and call those others made; the first is its default (CELER_NAMESPACE)");
   submit_cmd->add_flag("--follow", a->follow, "stream the job's log until it ends, and exit with its driver's code");
   submit_cmd->add_option("command", a->command, "the program and its arguments, after --")->expected(-1);
   submit_cmd->footer(

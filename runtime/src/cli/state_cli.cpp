@@ -59,14 +59,15 @@ int list_state(const std::string& what, const std::string& address, const task_f
     auto j = get(address, "/api/actors");
     std::cout << j.value("total", 0) << " actor(s)" << (j.value("truncated", false) ? " (the first 1000 shown)" : "") << "\n"
               << std::left << std::setw(34) << "ACTOR ID" << std::setw(20) << "CLASS" << std::setw(16) << "NAME"
-              << std::setw(16) << "NAMESPACE" << std::setw(11) << "STATE" << std::setw(10) << "JOB" << std::setw(10)
-              << "NODE" << "RESTARTS\n";
+              << std::setw(16) << "NAMESPACE" << std::setw(10) << "LIFETIME" << std::setw(11) << "STATE"
+              << std::setw(10) << "JOB" << std::setw(10) << "NODE" << "RESTARTS\n";
     for (const auto& a : j["actors"]) {
       const std::string node = a["node_id"].is_string() ? a["node_id"].get<std::string>().substr(0, 8) : "-";
       std::cout << std::left << std::setw(34) << printable(a.value("actor_id", "")) << std::setw(20)
                 << printable(a.value("class_name", "")) << std::setw(16)
                 << (a.value("name", "").empty() ? "-" : printable(a.value("name", ""))) << std::setw(16)
-                << (a["namespace"].is_string() ? printable(a["namespace"].get<std::string>()) : "-") << std::setw(11)
+                << (a["namespace"].is_string() ? printable(a["namespace"].get<std::string>()) : "-") << std::setw(10)
+                << printable(a.value("lifetime", "job")) << std::setw(11)
                 << printable(a.value("state", "")) << std::setw(10) << printable(a.value("job_id", "").substr(0, 8))
                 << std::setw(10) << printable(node) << a.value("num_restarts", 0) << "\n";
       if (a["death_cause"].is_string()) std::cout << "    " << printable(a["death_cause"].get<std::string>()) << "\n";

@@ -108,8 +108,8 @@ std::unique_ptr<head_jobs> start_jobs(const knob_values& k, const credentials& c
       cfg.base_env.emplace_back(v);
   }
   jobs::job_hooks hooks{
-    .started = [&net, &local, head_addr](const job_id& job) {
-      net.register_job(job);  // its driver's and workers' connections are let in
+    .started = [&net, &local, head_addr](const job_id& job, const std::vector<std::string>& namespaces) {
+      net.register_job(job, namespaces);  // its driver's and workers' connections are let in
       (void)local.send(head_addr, protocol::job_heartbeat{job});
     },
     .alive = [&local, head_addr](const job_id& job) { (void)local.send(head_addr, protocol::job_heartbeat{job}); },
@@ -358,8 +358,14 @@ int run_daemon(const knob_values& k, const daemon_options& o,
     tables = std::move(*db);
     auto h = std::make_shared<head>(*net, std::chrono::milliseconds(k.node_timeout_ms),
                                     k.spread_threshold, head::clock{}, std::make_unique<head_tables>(tables));
-    // Drivers and workers of the jobs it knows reconnect with their job's keys.
-    for (const auto& job : h->jobs()) net->register_job(job);
+    // Drivers and workers of the jobs it knows reconnect with their job's keys. Submitted
+    // drivers stopped with the old head; the others hold the token, and are let into every
+    // shared namespace again.
+    const auto submitted = jobs::job_manager::submitted(*tables);
+    for (const auto& job : h->jobs()) {
+      net->register_job(job, submitted.contains(job) ? std::vector<std::string>{}
+                                                     : std::vector<std::string>{std::string(namespace_grants::every)});
+    }
     h->publish_to(board);  // what the HTTP server lists
     h->expect_ticks_every(std::chrono::milliseconds(std::max(10, k.heartbeat_ms)));  // ticked below
     h->serve_packages([job_packages](const job_id& job, const std::string& digest) -> expected<std::string> {

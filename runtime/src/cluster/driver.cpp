@@ -128,6 +128,9 @@ cluster_driver::cluster_driver(const knob_values& k, const std::string& address,
   auto [job, creds] = driver_credentials(address, r);
   auto zo = transport_options(k, bind_for(ip), std::move(creds));
   zo.lend_seat = k.driver_receives_replies != 0;
+  // A driver's job may meet a shared namespace's (its detached actors answer its calls):
+  // such a key is asked about at the head.
+  if (r != role::observer) zo.key_authority = tcp_endpoint(*parts);
   s.net = std::make_unique<zmq_transport>(s.host.local(), std::move(zo));
   s.head_addr = celer::address{head_component, tcp_endpoint(*parts)};
   // An observer (celer status) says at once that nothing listens there; a driver waits

@@ -79,6 +79,9 @@ worker_process::worker_process(const knob_values& k) : impl_(std::make_unique<im
   auto zo = transport_options(k, bind_for(k.node_ip.empty() ? "127.0.0.1" : k.node_ip), std::move(*creds));
   // Tasks run on the receiver thread (below); a standby receives while one runs long.
   zo.standby_receiver = true;
+  // A key not its job's is asked about at the head: a job it may meet (a detached actor's
+  // callers, or the detached actor it calls) is let in.
+  zo.key_authority = head_addr.endpoint;
   s.net = std::make_unique<zmq_transport>(s.host.local(), std::move(zo));
 
   auto where = core_endpoints(*s.net, head_addr, job);

@@ -1,9 +1,35 @@
 #include "core/actor_submitter.hpp"
 
+#include "transport/credentials.hpp"
+
 #include <algorithm>
 #include <string>
 
 namespace celer {
+namespace {
+
+/// Why call `spec` cannot go to an actor of another job, or empty when it can.
+std::string guest_refusal(const protocol::task_spec& spec) {
+  const std::string to = spec.function + ": actor " + spec.actor.short_hex() +
+                         " runs as another job (a detached actor of a shared namespace), ";
+  if (spec.generator != 0) return to + "and a streaming generator does not cross jobs: return the values instead";
+  for (const auto& a : spec.args) {
+    if (a.is_ref) {
+      return to + "so its calls take values, not object refs (celer::get the value and pass it; "
+                  "an argument above " + std::to_string(protocol::task_spec::max_guest_value_bytes >> 20) +
+             " MiB does not cross jobs)";
+    }
+  }
+  return {};
+}
+
+/// The job an endpoint names (nil for none, or a malformed one).
+job_id job_of(const std::string& endpoint) {
+  auto parts = split_endpoint(endpoint);
+  return parts ? parts->job : job_id{};
+}
+
+} // namespace
 
 actor_submitter::actor_submitter(transport& net, reference_table& objects,
                                  request_table& requests, endpoints where)
@@ -21,6 +47,7 @@ actor_id actor_submitter::create(protocol::create_actor msg) {
   msg.reply_to = where_.self;
   msg.request_id = requests_.next_id();
   const auto rid = msg.request_id;
+  const job_id creator = msg.spec.job;
   // Resent while unanswered (the head may be restarting): the head creates it once.
   auto reply = requests_.request_again(where_.head, std::move(msg), rid);
   auto& r = std::get<protocol::create_actor_reply>(reply);
@@ -29,7 +56,21 @@ actor_id actor_submitter::create(protocol::create_actor msg) {
     actors_.erase(id);
     detail::throw_failure(r.fail.to_failure());
   }
+  // A detached actor runs as its namespace's job: on a cluster (an endpoint of this
+  // process's own), another process of another job.
+  if (!where_.self.endpoint.empty() && !r.job.nil() && r.job != creator) note_guest(id);
   return id;
+}
+
+void actor_submitter::note_guest(const actor_id& actor) {
+  std::lock_guard lock(mutex_);
+  actors_[actor].guest = true;
+}
+
+bool actor_submitter::guest(const actor_id& actor) const {
+  std::lock_guard lock(mutex_);
+  auto it = actors_.find(actor);
+  return it != actors_.end() && it->second.guest;
 }
 
 void actor_submitter::admit(const actor_id& actor, const std::string& method) const {
@@ -79,6 +120,13 @@ void actor_submitter::send_call(actor_entry& actor, protocol::task_spec spec) {
       if (!actor.gone.nil() && actor.gone == actor.worker) {
         actor.queued.push_back(std::move(spec));
         return;
+      }
+      if (actor.guest) {
+        if (auto why = guest_refusal(spec); !why.empty()) {
+          objects_.fail_task(spec.id, protocol::failure_info::make(detail::failure_kind::invalid_call,
+                                                                   error_code::invalid_argument, why, spec.function));
+          return;
+        }
       }
       const task_id id = spec.id;
       actor.in_flight.insert(id);
@@ -266,6 +314,10 @@ void actor_submitter::on_update(const protocol::actor_update& m) {
   if (a.state == protocol::actor_state::dead) return;
   a.max_task_retries = m.max_task_retries;
   a.max_pending_calls = m.max_pending_calls;
+  if (!a.guest && m.state == protocol::actor_state::alive) {
+    const job_id theirs = job_of(m.worker.endpoint), ours = job_of(where_.self.endpoint);
+    a.guest = !theirs.nil() && !ours.nil() && theirs != ours;
+  }
   // Alive where a send found no one: the head has not heard yet, and its word will follow.
   if (m.state == protocol::actor_state::alive && !a.gone.nil() && m.worker == a.gone) return;
   a.gone = {};

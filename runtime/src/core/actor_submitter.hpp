@@ -73,6 +73,11 @@ public:
   void on_update(const protocol::actor_update& m);
   /// Whether `actor` is known here to be alive or dead (not pending).
   [[nodiscard]] bool placed(const actor_id& actor) const;
+  /// `actor` runs as another job (a detached actor of a shared namespace, found by name):
+  /// its calls carry values only (protocol::task_spec::max_guest_value_bytes).
+  void note_guest(const actor_id& actor);
+  /// Whether `actor` is known to run as another job (note_guest, or its address says so).
+  [[nodiscard]] bool guest(const actor_id& actor) const;
 
   /// Calls sent and not answered (tests).
   [[nodiscard]] std::size_t in_flight() const;
@@ -98,6 +103,9 @@ private:
     /// of the actor (restarting, or dead and why) is on its way. Calls wait in `queued`
     /// until it comes, rather than fail with a reason the head has not given yet.
     address gone;
+    /// It runs as another job (note_guest): a call passing an object ref, or streaming,
+    /// fails at once (no store or stream crosses jobs).
+    bool guest = false;
   };
 
   // The following require mutex_.

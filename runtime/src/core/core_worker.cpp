@@ -381,7 +381,14 @@ actor_id core_worker::create_actor(const detail::remote_entry& factory,
   if (options.get_if_exists && spec.actor_name.empty()) {
     throw exception(error_code::invalid_argument, factory.name + ": get_if_exists needs a name");
   }
-  const auto stored = store_large_args(args);
+  spec.detached = options.lifetime == celer::lifetime::detached;
+  if (spec.detached && spec.actor_name.empty()) {
+    throw exception(error_code::invalid_argument,
+                    factory.name + ": a detached actor needs a name (actor_options::name): later drivers find it by it");
+  }
+  // A detached actor runs as its namespace's job, which shares no store with this one.
+  if (spec.detached && where_.cluster) guest_args(args, factory.name);
+  const auto stored = spec.detached && where_.cluster ? std::vector<object_ref<void>>{} : store_large_args(args);
   spec.args = objects_.creation_args(std::move(args));
   if (!options.get_if_exists) return actors_.create(std::move(msg));
   // The name may be taken: then the actor that has it is the answer. Between the two
@@ -426,7 +433,10 @@ object_ref<void> core_worker::submit_actor_call(const actor_id& actor,
                                                 std::vector<object_ref<void>>* all) {
   auto spec = call_spec_of(actor, method, options);
   spec.num_returns = num_returns;
-  const auto stored = store_large_args(args);  // released once the table counted them
+  // An actor of another job (a detached one) shares no store with this one: values only.
+  const bool guest = where_.cluster && actors_.guest(actor);
+  if (guest) guest_args(args, method.name);
+  const auto stored = guest ? std::vector<object_ref<void>>{} : store_large_args(args);  // released once the table counted them
   auto ref = objects_.submit(spec, std::move(args), all);
   note_child(ref.id());
   actors_.call(std::move(spec));
@@ -439,6 +449,12 @@ object_ref<void> core_worker::submit_actor_stream(const actor_id& actor, const d
   const auto window = window_of(method.name, options.generator_backpressure);
   auto spec = call_spec_of(actor, method, options);
   spec.generator = window;
+  if (where_.cluster && actors_.guest(actor)) {
+    throw exception(error_code::invalid_argument,
+                    method.name + ": actor " + actor.short_hex() +
+                      " runs as another job (a detached actor of a shared namespace), and a streaming "
+                      "generator does not cross jobs: return the values instead");
+  }
   const auto stored = store_large_args(args);
   auto ref = objects_.submit(spec, std::move(args));
   note_child(ref.id());
@@ -455,8 +471,30 @@ void core_worker::close_stream(const object_ref<void>& end) { streams_.close(tas
 
 actor_id core_worker::find_named_actor(std::string_view name, std::string_view class_type,
                                        std::string_view name_space) {
-  if (!name_space.empty()) return head_.find_named_actor(name, class_type, where_.job, name_space, /*named=*/true);
-  return head_.find_named_actor(name, class_type, where_.job, shared_namespace());
+  job_id runs_as;
+  const actor_id id = name_space.empty()
+                        ? head_.find_named_actor(name, class_type, where_.job, shared_namespace(), false, &runs_as)
+                        : head_.find_named_actor(name, class_type, where_.job, name_space, /*named=*/true, &runs_as);
+  if (where_.cluster && !runs_as.nil() && runs_as != where_.job) actors_.note_guest(id);
+  return id;
+}
+
+void core_worker::guest_args(const std::vector<detail::arg_spec>& args, const std::string& what) const {
+  constexpr auto limit = protocol::task_spec::max_guest_value_bytes;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i].is_ref) {
+      throw exception(error_code::invalid_argument,
+                      what + ": argument " + std::to_string(i + 1) +
+                        " is an object ref, and this actor runs as another job (a detached actor of a shared "
+                        "namespace): refs do not cross jobs; celer::get the value and pass it");
+    }
+    if (args[i].value.size() > limit) {
+      throw exception(error_code::resource_exhausted,
+                      what + ": argument " + std::to_string(i + 1) + " is " + std::to_string(args[i].value.size()) +
+                        " bytes; a call to an actor of another job (a detached actor of a shared namespace) "
+                        "carries its values inline, each at most " + std::to_string(limit >> 20) + " MiB");
+    }
+  }
 }
 
 void core_worker::kill_actor(const actor_id& actor, bool no_restart) {

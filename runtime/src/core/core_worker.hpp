@@ -217,6 +217,9 @@ private:
   /// Moves by-value arguments above the inline limit into the object store (as refs to
   /// objects this process owns, returned: hold them until the table has counted them).
   std::vector<object_ref<void>> store_large_args(std::vector<detail::arg_spec>& args);
+  /// Throws unless `args` may go to an actor of another job (a detached actor of a shared
+  /// namespace): values only, each at most task_spec::max_guest_value_bytes.
+  void guest_args(const std::vector<detail::arg_spec>& args, const std::string& what) const;
   /// The spec of a task of `fn` with `options` (checked), ready to submit.
   protocol::task_spec task_spec_of(const detail::remote_entry& fn, const task_options& options);
   /// The spec of a call of `method` on `actor` with `options` (checked against its

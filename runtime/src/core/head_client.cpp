@@ -53,7 +53,8 @@ std::vector<protocol::placement_group_info> head_client::query_placement_groups(
 }
 
 actor_id head_client::find_named_actor(std::string_view name, std::string_view class_type,
-                                       const job_id& job, std::string_view name_space, bool named) {
+                                       const job_id& job, std::string_view name_space, bool named,
+                                       job_id* runs_as) {
   protocol::lookup_actor msg;
   msg.name = std::string(name);
   msg.job = job;
@@ -63,8 +64,11 @@ actor_id head_client::find_named_actor(std::string_view name, std::string_view c
   if (!r.found) {
     throw exception(error_code::not_found,
                     "no live actor is named '" + std::string(name) + "'" +
-                      (name_space.empty() ? std::string() : " in namespace '" + std::string(name_space) + "'"));
+                      (name_space.empty() ? std::string()
+                                          : " in namespace '" + std::string(name_space) +
+                                              "' (a detached actor there is found only by the jobs let into it)"));
   }
+  if (runs_as != nullptr) *runs_as = r.job;
   if (r.class_type != class_type) {
     throw exception(error_code::invalid_argument,
                     "actor '" + std::string(name) + "' is not of the requested type");

@@ -42,9 +42,11 @@ public:
   /// The live actor named `name` in namespace `name_space` (empty: job `job`'s own, or the
   /// shared one the job named first); `named`: the namespace was named in the call, and the
   /// head does not remember it as the job's. Throws not_found when there is none, and
-  /// invalid_argument when it is not of `class_type`.
+  /// invalid_argument when it is not of `class_type`. `runs_as`, when given, is set to the
+  /// job the actor runs as (another job's for a detached actor of a shared namespace).
   actor_id find_named_actor(std::string_view name, std::string_view class_type,
-                            const job_id& job = {}, std::string_view name_space = {}, bool named = false);
+                            const job_id& job = {}, std::string_view name_space = {}, bool named = false,
+                            job_id* runs_as = nullptr);
   /// Why the work `q` describes cannot start ("" when some node could start it now).
   std::string explain_placement(protocol::explain_placement q);
   /// Where the head's directory says object `id` lives (found false when it knows none).

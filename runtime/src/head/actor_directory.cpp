@@ -2,6 +2,7 @@
 #include "head/actor_directory.hpp"
 
 #include "log.hpp"
+#include "transport/credentials.hpp"
 
 #include <algorithm>
 
@@ -36,6 +37,7 @@ void actor_directory::restore(std::vector<actor_row> rows) {
     started_ = std::max(started_, a.started);
     if (a.state == protocol::actor_state::dead) continue;
     if (!a.spec.actor_name.empty()) names_[name_key(a.spec.job, a.spec.name_space, a.spec.actor_name)] = id;
+    if (a.spec.detached) net_.host_namespace(a.spec.name_space);  // its workers are let in again
     if (a.state == protocol::actor_state::alive && a.spec.preemptible) {
       preemptible_.insert(id);
       preemptible_changed_ = true;
@@ -241,6 +243,42 @@ std::string actor_directory::namespace_of(const job_id& job, const std::string& 
   return name_space;
 }
 
+// ------------------------------------------------------------------ detached actors
+
+bool actor_directory::let_in(const job_id& job, const std::string& name_space) const {
+  return job.nil() || job == namespace_job(name_space) || net_.may_enter(job, name_space);
+}
+
+bool actor_directory::may_reach(const job_id& sender, const actor& a, const std::string& what) {
+  if (sender.nil() || sender == a.spec.job) return true;
+  if (a.spec.detached && let_in(sender, a.spec.name_space)) return true;
+  return guard_.owned_by_sender(sender, a.spec.job, what);  // refused, and logged
+}
+
+expected<void> actor_directory::detach(protocol::task_spec& spec) {
+  if (spec.actor_name.empty()) {
+    return error(error_code::invalid_argument,
+                 "a detached actor needs a name (actor_options::name): later drivers find it by it");
+  }
+  if (!spec.namespace_named) spec.name_space = namespace_of(spec.job, spec.name_space);
+  if (spec.name_space.empty()) {
+    return error(error_code::invalid_argument,
+                 "a detached actor lives in a shared namespace: name one (actor_options::name_space, or "
+                 "CELER_NAMESPACE in the driver's environment)");
+  }
+  if (!let_in(spec.job, spec.name_space)) {
+    guard_.refused("permission_denied: job " + spec.job.short_hex() + " made a detached actor in namespace '" +
+                   spec.name_space + "', which it is not let into; refused");
+    return error(error_code::permission_denied,
+                 "job " + spec.job.short_hex() + " is not let into namespace '" + spec.name_space +
+                   "' (a submitted job is let into the namespaces its submission names: celer submit --namespace)");
+  }
+  spec.job = namespace_job(spec.name_space);  // it runs as its namespace's job
+  spec.namespace_named = true;
+  net_.host_namespace(spec.name_space);
+  return {};
+}
+
 // ------------------------------------------------------------------ messages
 
 void actor_directory::on(protocol::create_actor& m) {
@@ -267,19 +305,27 @@ void actor_directory::on(protocol::create_actor& m) {
            "placement group " + spec.where.group.short_hex() + " belongs to another job");
     return;
   }
+  const job_id creator = spec.job;
+  if (spec.detached) {
+    if (auto ok = detach(spec); !ok) {
+      refuse(ok.error().code(), ok.error().message());
+      return;
+    }
+  }
   if (auto known = actors_.find(spec.actor); known != actors_.end()) {
     // Another job's actor id: refused (it would subscribe the sender to that actor).
-    if (!guard_.owned_by_sender(spec.job, known->second.spec.job, "creating again actor " + spec.actor.short_hex())) {
+    if (!may_reach(creator, known->second, "creating again actor " + spec.actor.short_hex())) {
       refuse(error_code::permission_denied, "actor " + spec.actor.short_hex() + " exists");
       return;
     }
     // A retried request (its reply was lost, or the head restarted): the actor is already
     // registered and placed.
-    if (!add_subscriber(spec.actor, known->second, m.reply_to, spec.job, "create_actor")) {
+    if (!add_subscriber(spec.actor, known->second, m.reply_to, creator, "create_actor")) {
       refuse(error_code::resource_exhausted, "actor " + spec.actor.short_hex() + " takes no more subscribers");
       return;
     }
     reply.ok = true;
+    reply.job = known->second.spec.job;
     (void)net_.send(m.reply_to, std::move(reply));
     return;
   }
@@ -287,6 +333,15 @@ void actor_directory::on(protocol::create_actor& m) {
   if (!spec.actor_name.empty()) {
     // A namespace named in the call is this actor's only; CELER_NAMESPACE's is the job's.
     if (!spec.namespace_named) spec.name_space = namespace_of(spec.job, spec.name_space);
+    if (!spec.name_space.empty() && !let_in(spec.job, spec.name_space)) {
+      // Nor a plain actor's name: a job not let in cannot squat a name there.
+      guard_.refused("permission_denied: job " + spec.job.short_hex() + " named an actor in namespace '" +
+                     spec.name_space + "', which it is not let into; refused");
+      refuse(error_code::permission_denied,
+             "job " + spec.job.short_hex() + " is not let into namespace '" + spec.name_space +
+               "' (a submitted job is let into the namespaces its submission names: celer submit --namespace)");
+      return;
+    }
     if (names_.contains(name_key(spec.job, spec.name_space, spec.actor_name))) {
       reply.fail = protocol::failure_info::make(
         detail::failure_kind::invalid_call, error_code::already_exists,
@@ -311,6 +366,7 @@ void actor_directory::on(protocol::create_actor& m) {
   a.subscribers.push_back(m.reply_to);
   if (!a.spec.actor_name.empty()) names_[name_key(a.spec.job, a.spec.name_space, a.spec.actor_name)] = a.spec.actor;
   const actor_id id = a.spec.actor;
+  reply.job = a.spec.job;
   persist(a);
   actors_.emplace(id, std::move(a));
   reply.ok = true;
@@ -370,8 +426,9 @@ void actor_directory::on(protocol::subscribe_actor& m) {
   }
   auto& a = it->second;
   // Another job's actor: refused, and nothing is sent (the subscriber address is the
-  // sender's word: an update could reach the actor's own job as if from the head).
-  if (!guard_.owned_by_sender(m.sender_job, a.spec.job, "subscribing to actor " + m.actor.short_hex())) return;
+  // sender's word: an update could reach the actor's own job as if from the head). A
+  // detached actor's namespace is shared with the jobs let into it.
+  if (!may_reach(m.sender_job, a, "subscribing to actor " + m.actor.short_hex())) return;
   if (!add_subscriber(m.actor, a, m.subscriber, m.sender_job, "subscribe_actor")) return;
   if (a.state != protocol::actor_state::pending) (void)net_.send(m.subscriber, update_of(m.actor, a));
 }
@@ -380,11 +437,17 @@ void actor_directory::on(protocol::lookup_actor& m) {
   protocol::lookup_actor_reply reply;
   reply.request_id = m.request_id;
   const bool named = m.namespace_named && !m.name_space.empty();
-  auto it = names_.find(name_key(m.job, named ? m.name_space : namespace_of(m.job, m.name_space), m.name));
+  const std::string ns = named ? m.name_space : namespace_of(m.job, m.name_space);
+  auto it = names_.find(name_key(m.job, ns, m.name));
   if (!m.name.empty() && it != names_.end()) {
-    reply.found = true;
-    reply.actor = it->second;
-    reply.class_type = actors_[it->second].spec.class_type;
+    const auto& a = actors_[it->second];
+    // A shared namespace's names are found only by the jobs let into it.
+    if (ns.empty() || let_in(m.job, ns) || may_reach(m.job, a, "looking up actor '" + m.name + "'")) {
+      reply.found = true;
+      reply.actor = it->second;
+      reply.class_type = a.spec.class_type;
+      reply.job = a.spec.job;
+    }
   }
   (void)net_.send(m.reply_to, std::move(reply));
 }
@@ -393,7 +456,10 @@ void actor_directory::on(protocol::kill_actor& m) {
   auto it = actors_.find(m.actor);
   if (it == actors_.end() || it->second.state == protocol::actor_state::dead) return;
   auto& a = it->second;
-  if (!guard_.owned_by_sender(m.sender_job, a.spec.job, "killing actor " + m.actor.short_hex())) return;
+  if (!may_reach(m.sender_job, a, "killing actor " + m.actor.short_hex())) return;
+  // Passed on to its node as the actor's own job's word: the head checked the sender (a
+  // job let into a detached actor's namespace is not the actor's job).
+  if (!m.sender_job.nil()) m.sender_job = a.spec.job;
   std::string reason = "actor " + m.actor.hex() + " was " + m.reason;
   if (!m.no_restart) {
     const auto max = a.spec.max_restarts;
@@ -503,6 +569,7 @@ void actor_directory::fill(head_snapshot& s) const {
     x.resources = a.spec.resources;
     x.priority = a.spec.priority;
     x.preemptible = a.spec.preemptible;
+    x.detached = a.spec.detached;
     s.actors.push_back(std::move(x));
   }
 }

@@ -15,7 +15,8 @@
 // One of the head's managers: it owns its state, its handlers and its rows in the head's
 // tables ("actors"; the name index is rebuilt from those rows). It subscribes to node_died
 // (the node's actors restart, or die) and job_ended (the job's actors are stopped and
-// forgotten, its namespace too). Threads: the head's (one message at a time).
+// forgotten, its namespace too). A detached actor (task_spec::detached) runs as its shared
+// namespace's job, so no job's end stops it; the jobs let into the namespace reach it. Threads: the head's (one message at a time).
 
 #include "head/head_events.hpp"
 #include "head/head_guard.hpp"
@@ -124,6 +125,15 @@ private:
   std::string namespace_of(const job_id& job, const std::string& name_space);
   void node_died(const node_id& id, const std::string& reason);
   void job_ended(const job_id& job);
+  /// Whether job `sender` may reach actor `a` (subscribe, kill, call, find): its own job's,
+  /// or a detached actor's whose namespace it is let into; refused and logged otherwise.
+  bool may_reach(const job_id& sender, const actor& a, const std::string& what);
+  /// Whether job `job` is let into shared namespace `name_space`: its own namespace job,
+  /// the head or a node (nil), or a job the head's grants let in (transport::may_enter).
+  [[nodiscard]] bool let_in(const job_id& job, const std::string& name_space) const;
+  /// A detached actor's creation: its name and shared namespace checked, the creator's
+  /// job let into it, and its spec's job made the namespace's (namespace_job); or why not.
+  expected<void> detach(protocol::task_spec& spec);
 
   transport& net_;
   head_tables* tables_;

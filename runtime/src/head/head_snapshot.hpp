@@ -41,6 +41,8 @@ struct actor_summary {
   protocol::resource_set resources;
   std::int32_t priority = 0;
   bool preemptible = false;
+  /// Detached (actor_options::lifetime): it outlives its creator's job.
+  bool detached = false;
 };
 
 /// How long the head took to handle messages of one kind: a histogram of its handler's

@@ -63,6 +63,8 @@ expected<jobs::submit_request> parse_submit(const std::string& body) {
         if (!value.is_null()) r.num_gpus = value.get<double>();
       } else if (key == "priority") {
         if (!value.is_null()) r.priority = value.get<int>();
+      } else if (key == "namespaces") {
+        if (!value.is_null()) r.namespaces = value.get<std::vector<std::string>>();
       } else if (key == "runtime_env") {
         if (value.is_null()) continue;
         for (const auto& [k, v] : value.items()) {
@@ -119,7 +121,8 @@ nlohmann::json job_json(const jobs::job_record& r, const std::optional<protocol:
           {"driver_pid", r.pid > 0 ? nlohmann::json(r.pid) : nlohmann::json(nullptr)},
           {"entrypoint_num_cpus", r.num_cpus},
           {"entrypoint_num_gpus", r.num_gpus},
-          {"priority", r.priority}};
+          {"priority", r.priority},
+          {"namespaces", r.namespaces}};
   j["tasks"] = tasks ? task_counts_json(*tasks) : nlohmann::json(nullptr);
   return j;
 }

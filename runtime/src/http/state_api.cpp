@@ -65,6 +65,8 @@ nlohmann::json actor_json(const actor_summary& a) {
                         : a.name_space.empty() ? nlohmann::json("job:" + a.job.hex().substr(0, 8))
                                                : nlohmann::json(a.name_space)},
           {"job_id", a.job.hex()},
+          {"lifetime", a.detached ? "detached" : "job"},
+          {"is_detached", a.detached},
           {"state", actor_state_name(a.state)},
           {"node_id", a.node.nil() ? nlohmann::json(nullptr) : nlohmann::json(a.node.hex())},
           {"worker", a.worker},

@@ -49,6 +49,14 @@ const char* job_state_name(job_state s) noexcept {
   return "UNKNOWN";
 }
 
+std::unordered_set<job_id> job_manager::submitted(store::table_db& db) {
+  std::unordered_set<job_id> ids;
+  (void)db.scan(jobs_table, [&](std::string_view key, std::string_view) {
+    if (auto id = unique_id::from_bytes(key)) ids.insert(job_id(*id));
+  });
+  return ids;
+}
+
 job_manager::job_manager(job_manager_config cfg, driver_launcher& launcher, job_hooks hooks,
                          std::shared_ptr<store::table_db> db, clock now)
   : cfg_(std::move(cfg)), launcher_(launcher), hooks_(std::move(hooks)), db_(std::move(db)),
@@ -123,6 +131,13 @@ expected<job_record> job_manager::submit(const submit_request& r, const asker& w
     return error(error_code::invalid_argument, "submission id '" + r.submission_id + "' is not 1 to 64 of [A-Za-z0-9_.-]");
   if (r.num_cpus < 0 || r.num_gpus < 0)
     return error(error_code::invalid_argument, "entrypoint_num_cpus and entrypoint_num_gpus cannot be negative");
+  if (r.namespaces.size() > 64)
+    return error(error_code::invalid_argument, "at most 64 namespaces a job, got " + std::to_string(r.namespaces.size()));
+  for (const auto& n : r.namespaces) {
+    if (n.empty() || n.size() > 256 || n == "*" || n.find('\n') != std::string::npos)
+      return error(error_code::invalid_argument, "namespace '" + n.substr(0, 64) +
+                                                   "' is not a name of 1 to 256 characters (no newline, not '*')");
+  }
   std::unique_lock lock(mutex_);
   if (shutting_down_) return error(error_code::unavailable, "the head is stopping");
   std::string sid = r.submission_id.empty() ? "celersubmit_" + random_hex16() : r.submission_id;
@@ -136,7 +151,7 @@ expected<job_record> job_manager::submit(const submit_request& r, const asker& w
   if (reserve) {
     // The head knows the job before it holds resources for it; asked without the lock.
     lock.unlock();
-    if (hooks_.started) hooks_.started(e.record.id);
+    if (hooks_.started) hooks_.started(e.record.id, r.namespaces);
     auto group = hooks_.reserve(e.record.id, r.num_cpus, r.num_gpus);
     if (!group) {
       if (hooks_.ended) hooks_.ended(e.record.id);
@@ -161,6 +176,7 @@ expected<job_record> job_manager::submit(const submit_request& r, const asker& w
   e.record.num_gpus = r.num_gpus;
   e.record.priority = r.priority;
   e.record.package = r.package;
+  e.record.namespaces = r.namespaces;
   e.record.submitted_ms = now_ms();
   e.record.sequence = next_sequence_++;
   e.record.message = "starting the driver";
@@ -304,7 +320,9 @@ void job_manager::launch(job_record rec) {
     spec.env.push_back("CELER_ENTRYPOINT_PLACEMENT_GROUP=" + rec.group.hex());
     spec.env.push_back("CELER_ENTRYPOINT_NODE=" + rec.entrypoint_node.hex());
   }
-  if (hooks_.started) hooks_.started(id);
+  // Its default namespace: the first it is let into.
+  if (!rec.namespaces.empty()) spec.env.push_back("CELER_NAMESPACE=" + rec.namespaces.front());
+  if (hooks_.started) hooks_.started(id, rec.namespaces);
   auto pid = launcher_.start(spec, [this, id](int pid, int status) { exited(id, pid, status); });
   if (!pid) return settle(job_state::failed, pid.error().message(), 0);
   settle(job_state::running, "the driver runs as pid " + std::to_string(*pid), *pid);

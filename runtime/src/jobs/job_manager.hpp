@@ -30,6 +30,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 namespace celer::jobs {
@@ -60,8 +61,9 @@ public:
 
 /// What the head hears of jobs.
 struct job_hooks {
-  /// The job is about to start: let its credential in and tell the head it is alive.
-  std::function<void(const job_id&)> started;
+  /// The job is about to start: let its credential in (and into `namespaces`), and tell
+  /// the head it is alive.
+  std::function<void(const job_id&, const std::vector<std::string>& namespaces)> started;
   /// Still alive (each tick, while the driver runs).
   std::function<void(const job_id&)> alive;
   /// Ended: stop its actors and workers, free its resources and objects.
@@ -110,6 +112,9 @@ struct submit_request {
   int priority = 0;
   /// The digest of an uploaded working directory (put_package), or empty.
   std::string package;
+  /// Shared namespaces the job is let into (its detached actors and those it calls live
+  /// there); the first is its default (CELER_NAMESPACE).
+  std::vector<std::string> namespaces;
 };
 
 /// Who asks: the admin (the token) sees everything; a job's credential its own job only.
@@ -133,6 +138,10 @@ public:
   /// its driver stopped with that head). `db` may be null (nothing kept).
   job_manager(job_manager_config cfg, driver_launcher& launcher, job_hooks hooks,
               std::shared_ptr<store::table_db> db, clock now = {});
+  /// The ids of the submitted jobs `db` holds records of (a restarted head: its submitted
+  /// drivers stopped with the old one, so the jobs it finds running are drivers started
+  /// with the token).
+  [[nodiscard]] static std::unordered_set<job_id> submitted(store::table_db& db);
   ~job_manager();
 
   /// Starts a job. invalid_argument (no program, a bad env name, a submission id that is

@@ -46,9 +46,12 @@ struct job_record {
   /// The placement group holding the entrypoint's resources, and its node (nil: none).
   placement_group_id group;
   node_id entrypoint_node;
+  /// The shared namespaces the job is let into (celer submit --namespace); the first is
+  /// its default (CELER_NAMESPACE).
+  std::vector<std::string> namespaces;
   CELER_MSGPACK_DEFINE(id, submission_id, state, argv, env, metadata, num_cpus, num_gpus, priority, package,
                        submitted_ms, started_ms, ended_ms, exit_code, message, pid, stop_requested, sequence, group,
-                       entrypoint_node)
+                       entrypoint_node, namespaces)
 
   [[nodiscard]] job_state status() const noexcept { return static_cast<job_state>(state); }
 };

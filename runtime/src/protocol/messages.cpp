@@ -62,7 +62,8 @@ std::string markdown_table() {
   for (std::size_t i = 0; i < std::size(entries); ++i) {
     const char* who = entries[i].who == senders::local     ? "never from the wire"
                       : entries[i].who == senders::cluster ? "head, node"
-                                                           : "head, node, job (own job only)";
+                      : entries[i].who == senders::any     ? "head, node, job (own job only)"
+                                                           : "head, node, job (own job only), a job sharing a namespace with the receiver's";
     out += "| " + std::to_string(i) + " | `" + entries[i].name + "` | " + who + " | " +
            entries[i].doc + " |\n";
   }

@@ -136,11 +136,20 @@ struct task_spec {
   /// of the submitting task; protocol/env_vars.hpp says which the node refuses). A worker
   /// is reused only for work with the same ones.
   std::map<std::string, std::string> env_vars;
+  /// Actor creation (protocol 23): a detached actor (actor_options::lifetime): it outlives
+  /// its creator's job. The head runs it as its shared namespace's job
+  /// (credentials.hpp, namespace_job), which the jobs let into that namespace may call.
+  bool detached = false;
+  /// Each value of a call that crosses jobs (to a detached actor of a shared namespace, and
+  /// its results back) travels inline, at most this large: no object store is shared
+  /// between jobs.
+  static constexpr std::size_t max_guest_value_bytes = 8u << 20;
   CELER_MSGPACK_DEFINE(id, kind, function, args, resources, owner, actor, actor_name, class_type,
                  max_concurrency, job, binary, durable, where, priority, preemptible,
                  preemption_grace_ms, max_restarts, restarts, restore_method, max_task_retries,
                  attempt, package, name_space, num_returns, max_pending_calls, generator,
-                 concurrency_groups, method_groups, concurrency_group, namespace_named, max_retries, env_vars)
+                 concurrency_groups, method_groups, concurrency_group, namespace_named, max_retries, env_vars,
+                 detached)
   /// Every field equal (the task submitter finds tasks of one function and options by it).
   bool operator==(const task_spec&) const = default;
 
@@ -310,7 +319,10 @@ struct create_actor_reply {
   std::uint64_t request_id = 0;
   bool ok = false;
   failure_info fail;
-  CELER_MSGPACK_DEFINE(request_id, ok, fail)
+  /// Protocol 23: the job the actor runs as: the creator's, or for a detached actor its
+  /// namespace's (calls to it then pass their values inline, core_worker::guest_args).
+  job_id job;
+  CELER_MSGPACK_DEFINE(request_id, ok, fail, job)
 };
 // ---- head -> node: start this actor when resources allow
 struct start_actor {
@@ -380,7 +392,10 @@ struct lookup_actor_reply {
   bool found = false;
   actor_id actor;
   std::string class_type;
-  CELER_MSGPACK_DEFINE(request_id, found, actor, class_type)
+  /// Protocol 23: the job the actor runs as (another job's for a detached actor of a
+  /// shared namespace).
+  job_id job;
+  CELER_MSGPACK_DEFINE(request_id, found, actor, class_type, job)
 };
 // ---- core -> head -> node -> worker: stop the actor
 struct kill_actor {
@@ -861,7 +876,7 @@ struct user_log {
 };
 
 /// Who may send a message over the wire (messages.def says it for each).
-enum class senders : std::uint8_t { local, cluster, any };
+enum class senders : std::uint8_t { local, cluster, any, shared };
 
 template <class Ignored, class... Messages>
 using variant_of = std::variant<Messages...>;

@@ -12,9 +12,14 @@ error denied(const peer_identity& who, const protocol::message& m, const std::st
   return denied(who, protocol::name_of(m), why);
 }
 
+/// A job's message to a process of another job (one it may meet).
+bool foreign(const peer_identity& who, const peer_identity* self) {
+  return who.role == peer_role::job && self != nullptr && self->role == peer_role::job && who.job != self->job;
+}
+
 } // namespace
 
-expected<void> admit_type(const peer_identity& who, std::uint32_t type) {
+expected<void> admit_type(const peer_identity& who, std::uint32_t type, const peer_identity* self) {
   if (type >= std::variant_size_v<protocol::message>) return {};
   const auto rule = protocol::senders_of(type);
   if (rule == protocol::senders::local) {
@@ -23,12 +28,22 @@ expected<void> admit_type(const peer_identity& who, std::uint32_t type) {
   if (who.role == peer_role::job && rule == protocol::senders::cluster) {
     return denied(who, protocol::name_of_type(type), "only the head and nodes send it");
   }
+  if (foreign(who, self) && rule != protocol::senders::shared) {
+    return denied(who, protocol::name_of_type(type),
+                  "only a detached actor's calls, answers and cancels cross jobs (this process is job " +
+                    self->job.short_hex() + "'s)");
+  }
   return {};
 }
 
-expected<void> admit(const peer_identity& who, protocol::message& m) {
-  if (auto ok = admit_type(who, static_cast<std::uint32_t>(m.index())); !ok) return ok;
+expected<void> admit(const peer_identity& who, protocol::message& m, const peer_identity* self) {
+  if (auto ok = admit_type(who, static_cast<std::uint32_t>(m.index()), self); !ok) return ok;
   if (who.role == peer_role::cluster) return {};
+  if (foreign(who, self)) {
+    if (auto* run = std::get_if<protocol::execute_task>(&m); run && run->spec.kind != protocol::task_kind::actor_call) {
+      return denied(who, m, "from another job only an actor call is taken, not a task or an actor's creation");
+    }
+  }
   return std::visit(
     [&](auto& msg) -> expected<void> {
       if constexpr (requires { msg.job; }) {

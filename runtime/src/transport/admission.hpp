@@ -15,6 +15,10 @@
 //     store_release, store_free; store_pull carries the reader's job between nodes).
 //     Not checked: the addresses a message gives for answers (reply_to, owner), which a
 //     job could point at another job's process whose id it knows.
+//   - To a job's process from another job (one the head let it meet: a shared namespace's
+//     job and a job let into that namespace, zmq_transport.hpp), only a message marked
+//     `shared`, and an execute_task only as an actor call (never a task or an actor's
+//     creation): the calls to a detached actor, their answers and their cancels.
 // Refusals are permission_denied, with what was refused and why.
 
 #include "protocol/messages.hpp"
@@ -24,11 +28,14 @@
 
 namespace celer {
 
-[[nodiscard]] expected<void> admit(const peer_identity& who, protocol::message& m);
+/// `self`: the receiving process's identity (null: not a job's process, or not known).
+[[nodiscard]] expected<void> admit(const peer_identity& who, protocol::message& m,
+                                   const peer_identity* self = nullptr);
 
 /// The part of admit() that needs only the type tag, checked before a body is decoded (so a
 /// message its sender may never send costs no decoding). Unknown tags pass: the decoder
 /// refuses them.
-[[nodiscard]] expected<void> admit_type(const peer_identity& who, std::uint32_t type);
+[[nodiscard]] expected<void> admit_type(const peer_identity& who, std::uint32_t type,
+                                        const peer_identity* self = nullptr);
 
 } // namespace celer

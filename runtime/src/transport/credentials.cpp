@@ -39,6 +39,7 @@ key32 job_secret_of(const key32& cluster_secret, const job_id& job) {
 bool equal32(const key32& a, const key32& b) { return sodium_memcmp(a.data(), b.data(), 32) == 0; }
 
 constexpr std::string_view job_suffix = "#job=";
+constexpr std::string_view key_suffix = "&key=";
 
 } // namespace
 
@@ -179,20 +180,46 @@ std::optional<peer_identity> credentials::check_plain(std::string_view user_id,
   return std::nullopt;
 }
 
-std::string job_endpoint(const std::string& tcp_endpoint, const job_id& job) {
-  return tcp_endpoint + std::string(job_suffix) + job.hex();
+job_id namespace_job(std::string_view name_space) {
+  init_sodium();
+  constexpr std::string_view label = "celer/namespace/v1";
+  unsigned char out[16];
+  crypto_generichash_state st;
+  crypto_generichash_init(&st, nullptr, 0, sizeof out);
+  crypto_generichash_update(&st, reinterpret_cast<const unsigned char*>(label.data()), label.size());
+  crypto_generichash_update(&st, reinterpret_cast<const unsigned char*>(name_space.data()), name_space.size());
+  crypto_generichash_final(&st, out, sizeof out);
+  out[0] = 0xce;  // the mark is_namespace_job looks for
+  out[1] = 0x1e;
+  return job_id(*unique_id::from_bytes(std::string_view(reinterpret_cast<const char*>(out), sizeof out)));
+}
+
+bool is_namespace_job(const job_id& job) noexcept { return (job.hi >> 48) == 0xce1e; }
+
+std::string job_endpoint(const std::string& tcp_endpoint, const job_id& job, const std::optional<key32>& key) {
+  std::string out = tcp_endpoint + std::string(job_suffix) + job.hex();
+  if (key) out += std::string(key_suffix) + key_hex(*key);
+  return out;
 }
 
 expected<endpoint_parts> split_endpoint(std::string_view endpoint) {
   const auto at = endpoint.find('#');
-  if (at == std::string_view::npos) return endpoint_parts{std::string(endpoint), {}};
-  auto j = job_id::parse(endpoint.substr(at + job_suffix.size()));
-  if (endpoint.substr(at, job_suffix.size()) != job_suffix || !j || j->nil()) {
+  if (at == std::string_view::npos) return endpoint_parts{std::string(endpoint), {}, {}};
+  std::string_view rest = endpoint.substr(at);
+  std::optional<key32> key;
+  if (const auto k = rest.find(key_suffix); k != std::string_view::npos) {
+    key = key_from_hex(rest.substr(k + key_suffix.size()));
+    rest = rest.substr(0, k);
+    if (!key) rest = {};  // malformed
+  }
+  auto j = rest.size() > job_suffix.size() ? job_id::parse(rest.substr(job_suffix.size())) : std::nullopt;
+  if (rest.substr(0, job_suffix.size()) != job_suffix || !j || j->nil()) {
     return error(error_code::invalid_argument,
                  "malformed endpoint '" + std::string(endpoint.substr(0, 80)) +
-                   "' (expected tcp://host:port or tcp://host:port#job=<32 hex digits>)");
+                   "' (expected tcp://host:port or tcp://host:port#job=<32 hex digits>, then "
+                   "perhaps &key=<64 hex digits>)");
   }
-  return endpoint_parts{std::string(endpoint.substr(0, at)), *j};
+  return endpoint_parts{std::string(endpoint.substr(0, at)), *j, key};
 }
 
 } // namespace celer

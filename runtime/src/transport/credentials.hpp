@@ -121,14 +121,27 @@ private:
 std::string key_hex(const key32& k);
 std::optional<key32> key_from_hex(std::string_view hex);
 
+/// The job a shared namespace's detached actors run as (actor_options::lifetime): derived
+/// from the name alone, so that head and nodes agree on it and a restarted head finds it
+/// again; its keys are derived as any job's. Jobs the head lets into the namespace meet
+/// that job's processes (zmq_transport, namespace_grants.hpp).
+job_id namespace_job(std::string_view name_space);
+/// Whether `job` has the shape namespace_job gives (a random job id has it once in 65,536:
+/// it only makes the process publish its public key in its endpoint, which is harmless).
+bool is_namespace_job(const job_id& job) noexcept;
+
 /// Where a job's process listens: its endpoint carries the job so that head, nodes and the
 /// job's other processes know which key it answers with ("tcp://10.0.0.2:4711#job=<hex>").
-std::string job_endpoint(const std::string& tcp_endpoint, const job_id& job);
-/// Splits an endpoint into what ZeroMQ connects to and the job it names (nil for head and
-/// nodes). invalid_argument for a malformed suffix.
+/// With `key` (a namespace job's processes), also its public key
+/// ("...#job=<hex>&key=<64 hex>"), for the jobs that meet it and cannot derive it.
+std::string job_endpoint(const std::string& tcp_endpoint, const job_id& job,
+                         const std::optional<key32>& key = std::nullopt);
+/// Splits an endpoint into what ZeroMQ connects to, the job it names (nil for head and
+/// nodes) and the public key it gives, if any. invalid_argument for a malformed suffix.
 struct endpoint_parts {
   std::string tcp;
   job_id job;
+  std::optional<key32> key;
 };
 expected<endpoint_parts> split_endpoint(std::string_view endpoint);
 

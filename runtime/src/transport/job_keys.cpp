@@ -22,6 +22,14 @@ std::optional<job_id> job_key_table::find(const std::string& key) const {
   return std::nullopt;
 }
 
+std::optional<std::string> job_key_table::key_of(const job_id& job) const {
+  std::lock_guard lock(mutex_);
+  for (const auto& [key, j] : keys_) {
+    if (j == job) return key;
+  }
+  return std::nullopt;
+}
+
 std::vector<job_id> job_key_table::jobs() const {
   std::lock_guard lock(mutex_);
   std::vector<job_id> out;

@@ -32,6 +32,9 @@ public:
   void add(const std::string& key, const job_id& job);
   void erase(const std::string& key);
   [[nodiscard]] std::optional<job_id> find(const std::string& key) const;
+  /// The key held for `job` (a job's process: the key of a job it met, which it cannot
+  /// derive), if any.
+  [[nodiscard]] std::optional<std::string> key_of(const job_id& job) const;
   /// The jobs whose keys are held now.
   [[nodiscard]] std::vector<job_id> jobs() const;
   [[nodiscard]] std::size_t size() const;

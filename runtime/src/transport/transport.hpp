@@ -36,6 +36,16 @@ public:
   /// Job `job` is over: a process holding its credential is not let in any more (connections
   /// already open stay, for what its processes still have to say as they stop).
   virtual void job_ended(const job_id& job) { (void)job; }
+  /// The head's: whether job `job` is let into shared namespace `name_space`
+  /// (namespace_grants.hpp). Embedded, every job is (one process, nothing to keep apart).
+  [[nodiscard]] virtual bool may_enter(const job_id& job, const std::string& name_space) const {
+    (void)job;
+    (void)name_space;
+    return true;
+  }
+  /// The head's: detached actors of `name_space` run as its namespace job from now on (its
+  /// processes are let in, and meet the jobs let into the namespace).
+  virtual void host_namespace(const std::string& name_space) { (void)name_space; }
 };
 
 } // namespace celer

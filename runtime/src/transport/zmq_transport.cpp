@@ -14,9 +14,9 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <span>
-#include <cstring>
 #include <string_view>
 
 #include <sys/random.h>
@@ -141,7 +141,10 @@ zmq_transport::zmq_transport(local_transport& local, options o)
   events_->set(zmq::sockopt::linger, 0);
   events_->connect(monitor);
   if (opts_.creds.identity().role == peer_role::job) {
-    endpoint_ = job_endpoint(endpoint_, opts_.creds.identity().job);
+    // A namespace job's processes give their key: the jobs that meet them cannot derive it.
+    const auto& job = opts_.creds.identity().job;
+    endpoint_ = job_endpoint(endpoint_, job,
+                             is_namespace_job(job) ? std::optional<key32>(opts_.creds.public_key()) : std::nullopt);
   }
   wake_rx_ = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::pair);
   wake_tx_ = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::pair);
@@ -198,8 +201,15 @@ void zmq_transport::connect_options(zmq::socket_t& s, const std::string& endpoin
     key32 server = opts_.creds.cluster_public();
     if (!parts->job.nil()) {
       auto k = opts_.creds.job_public(parts->job);
-      if (!k) throw exception(k.error().code(), k.error().message());
-      server = *k;
+      if (k) {
+        server = *k;
+      } else if (auto met = job_keys_.key_of(parts->job); met && met->size() == 32) {
+        std::memcpy(server.data(), met->data(), 32);  // a job the head let this one meet
+      } else if (parts->key) {
+        server = *parts->key;  // a namespace job's endpoint gives its key
+      } else {
+        throw exception(k.error().code(), k.error().message());
+      }
     }
     s.set(zmq::sockopt::curve_serverkey, zmq::const_buffer(server.data(), 32));
     s.set(zmq::sockopt::curve_publickey, zmq::const_buffer(pub.data(), 32));
@@ -524,7 +534,9 @@ void zmq_transport::on_hello(const std::string& rid, std::string_view frame,
       reply(rid, 'R', "only holders of the cluster token register jobs");
       return;
     }
-    register_job(*j);
+    // A driver started with the token could derive any credential: it is let into every
+    // shared namespace.
+    register_job(*j, {std::string(namespace_grants::every)});
   }
   reply(rid, 'A', "");
 }
@@ -546,14 +558,25 @@ void zmq_transport::on_frames(std::vector<std::string_view>& parts, const char* 
     return;
   }
   if ((kind == 'K' || kind == 'k') && first.size() == 1) {
-    if (who->role != peer_role::cluster || parts.size() != 4 || parts[2].size() != 32) {
+    // A job's process may ask (about a job it may meet, answered to its own job's process);
+    // only the head answers.
+    const bool job_asks = kind == 'K' && who->role == peer_role::job && parts.size() == 4 &&
+                          [&] {
+                            auto reply_to = split_endpoint(parts[3]);
+                            return reply_to && reply_to->job == who->job;
+                          }();
+    const bool answers = opts_.key_authority.empty();  // the head; a process that asks it does not
+    if ((who->role != peer_role::cluster && !job_asks) || (kind == 'K' && !answers) || parts.size() != 4 ||
+        parts[2].size() != 32) {
       ++count_.denied;
       refusals_.warn("dropped a key lookup from " + who->describe());
       return;
     }
     if (kind == 'K') {
       std::string job;
-      if (auto known = job_keys_.find(std::string(parts[2]))) job = known->hex();
+      if (auto known = job_keys_.find(std::string(parts[2]))) {
+        if (!job_asks || grants_.may_meet(who->job, *known)) job = known->hex();
+      }
       if (auto p = peer_for(std::string(parts[3]))) {
         std::lock_guard lock(p->mutex);
         p->socket.send(zmq::str_buffer("k"), zmq::send_flags::sndmore);
@@ -576,8 +599,10 @@ void zmq_transport::on_frames(std::vector<std::string_view>& parts, const char* 
   parts[1] = first.substr(1 + id_bytes);  // the message frame, as wire::decode reads it
   // Who may send this type is known from the header alone: a message its sender may never
   // send is refused before its body is decoded.
+  const peer_identity* self =
+    opts_.creds.identity().role == peer_role::job ? &opts_.creds.identity() : nullptr;
   if (auto h = wire::peek_header(parts[1])) {
-    if (auto ok = admit_type(*who, h->type); !ok) {
+    if (auto ok = admit_type(*who, h->type, self); !ok) {
       ++count_.denied;
       refusals_.warn(ok.error().to_string());
       return;
@@ -590,7 +615,7 @@ void zmq_transport::on_frames(std::vector<std::string_view>& parts, const char* 
     refusals_.warn("dropped a message from " + who->describe() + ": " + m.error().to_string());
     return;
   }
-  if (auto ok = admit(*who, *m); !ok) {
+  if (auto ok = admit(*who, *m, self); !ok) {
     ++count_.denied;
     refusals_.warn(ok.error().to_string());
     return;

@@ -20,18 +20,25 @@
 //
 // A node meets a job's key before it knows the job: it asks the head (the key authority,
 // which learns each job when its driver registers it) and answers the handshake when the
-// head replies, or refuses it after a second.
+// head replies, or refuses it after a second. A job's process asks the head the same about
+// a key not its job's: the head answers only for a job it may meet (a shared namespace's
+// job and the jobs let into that namespace: namespace_grants.hpp), and the process then
+// takes that job's messages marked `shared` in messages.def, nothing else. It connects to
+// such a job's process with the key the head vouched for, or the one a namespace job's
+// endpoint gives ("#job=<hex>&key=<hex>").
 //
 // Frames on a connection (DEALER -> ROUTER):
 //   ['M' + destination id (16 bytes) + message frame, bulk...]   a protocol message (wire.hpp):
 //                           one frame, one CURVE box, for a message without bulk values
 //   ['H', hello]            version check, and a driver registering its job (cluster only)
-//   ['K', public key, reply endpoint]      node -> head: whose key is this? (cluster only)
-//   ['k', public key, job id or empty]     head -> node: the answer (cluster only)
+//   ['K', public key, reply endpoint]      node or job's process -> head: whose key is this?
+//                                          (a job's: its reply endpoint is its own job's)
+//   ['k', public key, job id or empty]     head -> asker: the answer (cluster only)
 // and back (ROUTER -> DEALER), to a hello only: ['A'] accepted, ['R', reason] refused.
 
 #include "transport/credentials.hpp"
 #include "transport/job_keys.hpp"
+#include "transport/namespace_grants.hpp"
 #include "transport/local_transport.hpp"
 #include "transport/peer_table.hpp"
 #include "transport/rate_limited_log.hpp"
@@ -72,8 +79,8 @@ public:
     std::size_t max_body_bytes = 256u << 20;
     /// CURVE (authenticated and encrypted); false uses PLAIN (authenticated, in clear).
     bool encrypt = true;
-    /// A node's head endpoint, asked whose a job key is; empty: this process decides alone
-    /// (the head, and a job's processes, which know the only job key they accept).
+    /// The head endpoint, asked whose a job key is (a node's, and a job's process's, which
+    /// may meet a shared namespace's job); empty: this process decides alone (the head).
     std::string key_authority;
     /// Largest single frame: ZeroMQ applies it before the handshake too, so it bounds what a
     /// peer without keys can make this process hold (per connection, for the handshake
@@ -170,8 +177,13 @@ public:
   expected<void> probe(const std::string& endpoint, std::chrono::milliseconds timeout,
                        when_refused refused = when_refused::keep_trying);
   /// The head's transport: job `job`'s key is accepted from now on (its driver registered
-  /// it, or the head started the job itself).
-  void register_job(const job_id& job);
+  /// it, or the head started the job itself), and the job is let into `namespaces`
+  /// (namespace_grants; none when empty, "*" every one).
+  void register_job(const job_id& job, std::vector<std::string> namespaces = {});
+  /// The head's: namespace_grants::may_enter.
+  [[nodiscard]] bool may_enter(const job_id& job, const std::string& name_space) const override;
+  /// The head's: namespace_job(name_space)'s key is accepted, and it meets the jobs let in.
+  void host_namespace(const std::string& name_space) override;
   /// Forgets job `job`'s key: the head refuses it, and answers a node that asks "no job".
   void job_ended(const job_id& job) override;
   /// The jobs whose keys this process accepts now (the head's: registered and not ended).
@@ -227,6 +239,8 @@ private:
 
   /// Job keys this process accepts; a node's forgets them past a bound (and asks again).
   job_key_table job_keys_{/*forgetful=*/!opts_.key_authority.empty()};
+  /// The head's: who is let into which shared namespace, and the namespaces it hosts.
+  namespace_grants grants_;
 
   /// What stats() reports, counted as it happens (any thread).
   struct {

@@ -20,13 +20,24 @@ std::string key_bytes(const key32& k) { return std::string(reinterpret_cast<cons
 
 } // namespace
 
-void zmq_transport::register_job(const job_id& job) {
+void zmq_transport::register_job(const job_id& job, std::vector<std::string> namespaces) {
   auto key = opts_.creds.job_public(job);
   if (!key) return;
   job_keys_.add(key_bytes(*key), job);
+  if (!namespaces.empty()) grants_.grant(job, std::move(namespaces));
+}
+
+bool zmq_transport::may_enter(const job_id& job, const std::string& name_space) const {
+  return grants_.may_enter(job, name_space);
+}
+
+void zmq_transport::host_namespace(const std::string& name_space) {
+  grants_.host(name_space);
+  register_job(namespace_job(name_space));
 }
 
 void zmq_transport::job_ended(const job_id& job) {
+  grants_.forget(job);
   auto key = opts_.creds.job_public(job);
   if (!key) return;
   job_keys_.erase(key_bytes(*key));
@@ -70,27 +81,27 @@ void zmq_transport::on_zap() {
     answer_zap(r, creds.identity(), "");
     return;
   }
-  if (creds.identity().role == peer_role::cluster) {
-    if (auto job = job_keys_.find(key)) {
-      answer_zap(r, peer_identity{peer_role::job, *job}, "");
+  // The head's and a node's: the job keys they know; a job's process's: the keys of the
+  // jobs the head let it meet. Else, with a key authority, ask it.
+  if (auto job = job_keys_.find(key)) {
+    answer_zap(r, peer_identity{peer_role::job, *job}, "");
+    return;
+  }
+  if (!opts_.key_authority.empty()) {
+    if (key_lookups_.full()) {
+      answer_zap(r, std::nullopt, "from " + address + ": too many handshakes wait for the head");
       return;
     }
-    if (!opts_.key_authority.empty()) {
-      if (key_lookups_.full()) {
-        answer_zap(r, std::nullopt, "from " + address + ": too many handshakes wait for the head");
-        return;
+    if (key_lookups_.wait(key, std::move(r))) {
+      // Ask the head on the connection to it (the answer comes back to this endpoint).
+      if (auto head = peer_for(opts_.key_authority)) {
+        std::lock_guard lock(head->mutex);
+        head->socket.send(zmq::str_buffer("K"), zmq::send_flags::sndmore);
+        head->socket.send(zmq::buffer(key), zmq::send_flags::sndmore);
+        head->socket.send(zmq::buffer(endpoint_), zmq::send_flags::none);
       }
-      if (key_lookups_.wait(key, std::move(r))) {
-        // Ask the head on the connection to it (the answer comes back to this endpoint).
-        if (auto head = peer_for(opts_.key_authority)) {
-          std::lock_guard lock(head->mutex);
-          head->socket.send(zmq::str_buffer("K"), zmq::send_flags::sndmore);
-          head->socket.send(zmq::buffer(key), zmq::send_flags::sndmore);
-          head->socket.send(zmq::buffer(endpoint_), zmq::send_flags::none);
-        }
-      }
-      return;
     }
+    return;
   }
   answer_zap(r, std::nullopt, "from " + address + ": an unknown key");
 }
@@ -122,10 +133,12 @@ void zmq_transport::on_key_answer(std::string_view key, std::string_view job) {
   if (waiting.empty()) return;
   std::optional<peer_identity> who;
   if (auto j = job_id::parse(job); j && !j->nil()) {
-    // The head is trusted to say whose key it is; the key is checked against the job anyway.
+    // The head is trusted to say whose key it is; the key is checked against the job where
+    // this process can derive it (head and nodes), and taken on the head's word where it
+    // cannot (a job's process meeting another job: the head said they may meet).
     auto k = opts_.creds.job_public(*j);
-    if (k && key == key_bytes(*k)) {
-      register_job(*j);
+    if (k ? key == key_bytes(*k) : opts_.creds.identity().role == peer_role::job && *j != opts_.creds.identity().job) {
+      job_keys_.add(std::string(key), *j);
       who = peer_identity{peer_role::job, *j};
     }
   }

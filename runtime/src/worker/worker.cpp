@@ -2,6 +2,7 @@
 
 #include "config/knobs.hpp"
 #include "log.hpp"
+#include "transport/credentials.hpp"
 #include "type_names.hpp"
 #include "worker/call_pool.hpp"
 #include "worker/parked_call.hpp"
@@ -94,7 +95,8 @@ bool worker::front_door(protocol::message& m) {
 }
 
 void worker::cancel(const protocol::cancel_task& c) {
-  if (!c.sender_job.nil() && c.sender_job != core_.where().job) {
+  // A namespace job's worker (a detached actor's) serves the jobs let into its namespace.
+  if (!c.sender_job.nil() && c.sender_job != core_.where().job && !is_namespace_job(core_.where().job)) {
     CELER_LOG(warn, "worker", "ignored a cancel from job " + c.sender_job.short_hex() +
                                 ", which this worker does not serve");
     return;
@@ -247,6 +249,23 @@ protocol::object_payload worker::keep_value(const protocol::task_spec& spec, std
 protocol::object_payload worker::keep_value(const protocol::task_spec& spec, const object_id& id,
                                            std::string packed) {
   protocol::object_payload v;
+  if (!spec.job.nil() && spec.job != core_.where().job) {
+    // A call from another job (to a detached actor): no store is shared with it, so its
+    // values travel in the reply, each at most max_guest_value_bytes.
+    constexpr auto limit = protocol::task_spec::max_guest_value_bytes;
+    if (packed.size() > limit) {
+      v.id = id;
+      v.fail = failure(detail::failure_kind::invalid_call, error_code::resource_exhausted, spec.function,
+                       spec.function + " returned " + std::to_string(packed.size()) +
+                         " bytes to a caller of another job (this is a detached actor of a shared namespace): "
+                         "such values travel inline, each at most " + std::to_string(limit >> 20) + " MiB");
+      return v;
+    }
+    v.id = id;
+    v.ok = true;
+    v.payload = std::move(packed);
+    return v;
+  }
   if (packed.size() > static_cast<std::size_t>(knobs().inline_object_bytes) || spec.durable) {
     // Too large to travel in the reply (or to be kept on disk): into this node's store,
     // owned by the caller, which reads it from there.

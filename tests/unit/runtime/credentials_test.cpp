@@ -181,3 +181,66 @@ TEST_CASE("docs/protocol.md holds the table messages.def makes", "[security][doc
   INFO("docs/protocol.md must contain this table (from messages.def):\n" + table);
   REQUIRE_THAT(all.str(), Contains(table));
 }
+
+TEST_CASE("a shared namespace's job is derived from its name alone, and marked", "[security][detached]") {
+  const job_id team = namespace_job("team");
+  REQUIRE(team == namespace_job("team"));
+  REQUIRE(team != namespace_job("team2"));
+  REQUIRE_FALSE(team.nil());
+  REQUIRE(is_namespace_job(team));
+  int marked = 0;
+  for (int i = 0; i < 1000; ++i) marked += is_namespace_job(job_id::random()) ? 1 : 0;
+  REQUIRE(marked < 3);  // once in 65,536
+  // Head and nodes derive its keys as any job's.
+  auto head = *credentials::for_cluster("t");
+  auto worker = *credentials::for_job(team, *head.job_secret_hex(team), head.cluster_public_hex());
+  REQUIRE(worker.public_key() == *head.job_public(team));
+}
+
+TEST_CASE("an endpoint may give its job's key, and a malformed one is refused", "[security][detached]") {
+  const job_id job = namespace_job("team");
+  const key32 key = *credentials::for_cluster("t")->job_public(job);
+  const auto with = job_endpoint("tcp://10.0.0.2:4711", job, key);
+  auto parts = split_endpoint(with);
+  REQUIRE(parts);
+  REQUIRE(parts->tcp == "tcp://10.0.0.2:4711");
+  REQUIRE(parts->job == job);
+  REQUIRE(parts->key == key);
+  auto plain = split_endpoint(job_endpoint("tcp://10.0.0.2:4711", job));
+  REQUIRE(plain);
+  REQUIRE_FALSE(plain->key);
+  REQUIRE_FALSE(split_endpoint("tcp://10.0.0.2:4711#job=" + job.hex() + "&key=abc"));
+  REQUIRE_FALSE(split_endpoint("tcp://10.0.0.2:4711#job=&key=" + key_hex(key)));
+}
+
+TEST_CASE("from another job a job's process takes only a detached actor's calls, answers and cancels",
+          "[security][detached]") {
+  const job_id host = namespace_job("team"), guest = job_id::random();
+  const peer_identity self{peer_role::job, host}, who{peer_role::job, guest};
+  protocol::execute_task call;
+  call.spec.kind = protocol::task_kind::actor_call;
+  protocol::message m = call;
+  REQUIRE(admit(who, m, &self).has_value());
+  REQUIRE(std::get<protocol::execute_task>(m).spec.job == guest);  // stamped: the call's job
+  protocol::message cancel = protocol::cancel_task{};
+  REQUIRE(admit(who, cancel, &self).has_value());
+  protocol::message result = protocol::task_result{};
+  REQUIRE(admit(who, result, &self).has_value());
+  // Not a task, nor an actor's creation, nor anything not marked shared.
+  for (auto kind : {protocol::task_kind::normal, protocol::task_kind::actor_creation}) {
+    protocol::execute_task t;
+    t.spec.kind = kind;
+    protocol::message tm = t;
+    REQUIRE_THAT(admit(who, tm, &self).error().message(), Contains("only an actor call"));
+  }
+  for (protocol::message other : {protocol::message{protocol::get_object{}}, protocol::message{protocol::peer_data{}},
+                                  protocol::message{protocol::generator_item{}}}) {
+    auto r = admit(who, other, &self);
+    REQUIRE(r.error().code() == error_code::permission_denied);
+    REQUIRE_THAT(r.error().message(), Contains("cross jobs"));
+  }
+  // Its own job's messages are as before.
+  const peer_identity mate{peer_role::job, host};
+  protocol::message own = protocol::get_object{};
+  REQUIRE(admit(mate, own, &self).has_value());
+}

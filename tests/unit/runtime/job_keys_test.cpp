@@ -1,7 +1,9 @@
 // job_key_table and key_lookups (transport/job_keys.hpp): whose a job key is, and the
-// handshakes that wait for the head to say. transport_test.cpp runs them through real
-// handshakes.
+// handshakes that wait for the head to say; namespace_grants: which jobs meet which.
+// transport_test.cpp runs them through real handshakes.
+#include "transport/credentials.hpp"
 #include "transport/job_keys.hpp"
+#include "transport/namespace_grants.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -93,4 +95,32 @@ TEST_CASE("handshakes the head does not answer in time expire; past the bound no
   CHECK(lookups.full());
   CHECK(lookups.expired(t0 + key_lookups::timeout).size() == key_lookups::max_waiting);
   CHECK_FALSE(lookups.full());
+}
+
+TEST_CASE("namespace grants: a namespace job meets the jobs let into its namespace, and no other",
+          "[security][detached]") {
+  namespace_grants grants;
+  const job_id in = job_id::random(), out = job_id::random(), admin = job_id::random();
+  grants.grant(in, {"team"});
+  grants.grant(admin, {std::string(namespace_grants::every)});
+  const job_id team = namespace_job("team"), other = namespace_job("other");
+  // Nothing is hosted yet: nobody meets anybody.
+  REQUIRE_FALSE(grants.may_meet(in, team));
+  grants.host("team");
+  grants.host("other");
+  REQUIRE(grants.hosted(team) == "team");
+  REQUIRE(grants.may_meet(in, team));
+  REQUIRE(grants.may_meet(team, in));
+  REQUIRE(grants.may_meet(admin, other));
+  REQUIRE_FALSE(grants.may_meet(in, other));
+  REQUIRE_FALSE(grants.may_meet(out, team));
+  REQUIRE_FALSE(grants.may_meet(in, admin));  // two plain jobs never meet
+  REQUIRE(grants.may_enter(in, "team"));
+  REQUIRE_FALSE(grants.may_enter(in, ""));
+  REQUIRE_FALSE(grants.may_enter(out, "team"));
+  grants.forget(in);
+  REQUIRE_FALSE(grants.may_meet(in, team));
+  grants.forget(team);
+  REQUIRE_FALSE(grants.hosted(team));
+  REQUIRE_FALSE(grants.may_meet(admin, team));
 }

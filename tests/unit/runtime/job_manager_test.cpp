@@ -93,7 +93,7 @@ struct fixture {
   /// A head (re)started on the same tables.
   void open() {
     jm.reset();
-    job_hooks hooks{.started = [this](const job_id& j) { event("started " + j.hex()); },
+    job_hooks hooks{.started = [this](const job_id& j, const std::vector<std::string>&) { event("started " + j.hex()); },
                     .alive = [this](const job_id& j) { event("alive " + j.hex()); },
                     .ended = [this](const job_id& j) { event("ended " + j.hex()); }};
     if (reservations) {

@@ -450,3 +450,60 @@ TEST_CASE("a message larger than max_message_bytes is dropped unread", "[transpo
   REQUIRE(server.box->size() == 1);
   for (const auto& m : server.box->got) REQUIRE(std::holds_alternative<protocol::return_lease>(m));
 }
+
+TEST_CASE("a job let into a shared namespace meets that namespace's job through the head, and only for its "
+          "calls and their answers",
+          "[transport][security][detached]") {
+  endpoint_fixture head(cluster_creds());
+  const job_id guest = job_id::random(), outsider = job_id::random(), host = namespace_job("team");
+  head.net.register_job(guest, {"team"});
+  head.net.register_job(outsider);
+  head.net.host_namespace("team");
+  const auto key = cluster_creds().cluster_public_hex();
+  auto job_creds = [&](const job_id& j) { return *credentials::for_job(j, *cluster_creds().job_secret_hex(j), key); };
+  endpoint_fixture t(job_creds(host), 1u << 20, true, head.net.endpoint());
+  endpoint_fixture g(job_creds(guest), 1u << 20, true, head.net.endpoint());
+  endpoint_fixture o(job_creds(outsider), 1u << 20, true, head.net.endpoint());
+  // The namespace job's endpoint gives its key: the guest cannot derive it.
+  REQUIRE(split_endpoint(t.net.endpoint())->key.has_value());
+
+  // A call: the host asks the head whose the key is, and lets the guest in.
+  protocol::execute_task call;
+  call.spec.kind = protocol::task_kind::actor_call;
+  REQUIRE(g.net.send(t.box_address(), call));
+  REQUIRE(t.box->wait_for(1, 10s));
+  {
+    std::lock_guard lock(t.box->mutex);
+    REQUIRE(std::get<protocol::execute_task>(t.box->got.front()).spec.job == guest);
+  }
+  // Its answer: the host reaches the guest with the key it met, and the guest asks the head.
+  REQUIRE(t.net.send(g.box_address(), protocol::task_result{}));
+  REQUIRE(g.box->wait_for(1, 10s));
+
+  // Anything else from the guest is refused, as is a task that is no actor call.
+  const auto denied = t.net.stats().permission_denied;
+  REQUIRE(g.net.send(t.box_address(), protocol::get_object{}));
+  protocol::execute_task task;
+  task.spec.kind = protocol::task_kind::normal;
+  REQUIRE(g.net.send(t.box_address(), task));
+  REQUIRE(eventually([&] { return t.net.stats().permission_denied >= denied + 2; }));
+
+  // A job not let in is refused in the handshake; plain jobs never meet each other.
+  REQUIRE(o.net.send(t.box_address(), call));
+  REQUIRE(eventually([&] { return t.net.stats().handshakes_refused >= 1; }));
+  REQUIRE_FALSE(g.net.send(o.box_address(), sample()));  // no key to reach it with
+  REQUIRE(t.box->size() == 1);
+
+  // A lookup whose answer would go to another job's process is dropped by the head: the
+  // outsider cannot have the guest learn a key for it.
+  const auto head_denied = head.net.stats().permission_denied;
+  zmq::context_t ctx;
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  const auto oc = job_creds(outsider);
+  curve_client(s, oc.cluster_public(), oc.public_key(), oc.secret_key());
+  s.connect(split_endpoint(head.net.endpoint())->tcp);
+  const auto host_key = *cluster_creds().job_public(host);
+  send_frames(s, {"K", std::string(reinterpret_cast<const char*>(host_key.data()), 32), g.net.endpoint()});
+  REQUIRE(eventually([&] { return head.net.stats().permission_denied > head_denied; }));
+}
