@@ -6,6 +6,7 @@
 // other members are for the test's own thread.
 
 #include "node/worker_pool.hpp"
+#include "transport/namespace_grants.hpp"
 #include "transport/transport.hpp"
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -51,6 +53,17 @@ public:
     return out;
   }
   void forget(const std::string& endpoint) override { forgotten.push_back(endpoint); }
+  /// With `grants` set, the head's namespace grants (transport::may_enter); every job is let
+  /// in everywhere otherwise. host_namespace() records the namespaces hosted.
+  [[nodiscard]] bool may_enter(const job_id& job, const std::string& name_space) const override {
+    return grants == nullptr || grants->may_enter(job, name_space);
+  }
+  void host_namespace(const std::string& name_space) override {
+    hosted.push_back(name_space);
+    if (grants != nullptr) grants->host(name_space);
+  }
+  namespace_grants* grants = nullptr;
+  std::vector<std::string> hosted;
   std::vector<std::pair<address, protocol::message>> sent;
   /// The endpoints forget() was called with.
   std::vector<std::string> forgotten;

@@ -520,6 +520,16 @@ void actor_directory::node_died(const node_id& id, const std::string& reason) {
 
 void actor_directory::job_ended(const job_id& job) {
   job_namespaces_.erase(job);
+  // Its processes' subscriptions to detached actors (which live on) go: a long-lived actor
+  // would otherwise gather every driver that ever called it, up to max_subscribers.
+  for (auto& [aid, a] : actors_) {
+    if (!a.spec.detached || a.spec.job == job) continue;
+    const auto of_job = [&](const address& s) {
+      auto parts = split_endpoint(s.endpoint);
+      return parts && parts->job == job;
+    };
+    if (std::erase_if(a.subscribers, of_job) > 0) persist(a);
+  }
   for (auto& [aid, a] : actors_) {
     if (a.spec.job != job || a.state == protocol::actor_state::dead) continue;
     mark_dead(aid, a,

@@ -3,9 +3,12 @@
 // namespaces, restarts counted against max_restarts, parked actors placed once a node is
 // alive, node_died and job_ended events, subscriber bounds, rows written and read back.
 #include "head/actor_directory.hpp"
+#include "transport/credentials.hpp"
 #include "unit/runtime/head_managers.hpp"
 
 #include <catch2/catch.hpp>
+
+#include <algorithm>
 
 using namespace celer;
 using namespace celer_test;
@@ -228,4 +231,103 @@ TEST_CASE("the directory's rows bring actors, names and waiting ones back", "[he
   CHECK(again.actors.parked() == 1);  // it waits for a node again
   CHECK(again.lookup("alive", d.job) == alive);
   CHECK(again.lookup("waiting", d.job) == waiting);
+}
+
+TEST_CASE("a detached actor runs as its namespace's job: jobs let in find, reach and kill it, others "
+          "do not, and no job's end stops it",
+          "[head][actors][detached][security]") {
+  directory d;
+  namespace_grants grants;
+  d.net.grants = &grants;
+  const job_id guest = job_id::random(), outsider = job_id::random();
+  grants.grant(d.job, {"team"});
+  grants.grant(guest, {std::string(namespace_grants::every)});
+  d.target = node_id::random();
+  (void)d.join(d.target);
+  // Made by d.job: it runs as namespace_job("team"), which the head now hosts.
+  auto spec = actor_spec(d.driver, d.job, "svc");
+  spec.name_space = "team";
+  spec.namespace_named = true;
+  spec.detached = true;
+  auto c = create(d.driver, spec);
+  d.actors.on(c);
+  auto replies = d.net.take<protocol::create_actor_reply>();
+  REQUIRE(replies.size() == 1);
+  REQUIRE(replies[0].second.ok);
+  const job_id host = namespace_job("team");
+  CHECK(replies[0].second.job == host);
+  CHECK(d.actors.find(spec.actor)->spec.job == host);
+  CHECK(d.net.hosted == std::vector<std::string>{"team"});
+  CHECK(grants.may_meet(d.job, host));
+  d.started(spec.actor, address{unique_id::random(), "tcp://10.0.0.1:7101#job=" + host.hex()});
+  (void)d.net.take<protocol::actor_update>();
+
+  // Found by name, and reached, by the jobs let in; not by the outsider, whose refusal says
+  // nothing and sends nothing to the address it gave.
+  CHECK(d.lookup("svc", guest, "team") == spec.actor);
+  CHECK_FALSE(d.lookup("svc", outsider, "team"));
+  protocol::subscribe_actor sub{spec.actor, address{unique_id::random(), "tcp://10.0.0.7:1#job=" + outsider.hex()}};
+  sub.sender_job = outsider;
+  d.actors.on(sub);
+  CHECK(d.net.sent.empty());
+  protocol::subscribe_actor ok{spec.actor, address{unique_id::random(), "tcp://10.0.0.8:1#job=" + guest.hex()}};
+  ok.sender_job = guest;
+  d.actors.on(ok);
+  CHECK(d.net.take<protocol::actor_update>().size() == 1);
+  protocol::kill_actor refused{spec.actor, "attack"};
+  refused.sender_job = outsider;
+  d.actors.on(refused);
+  CHECK(d.actors.find(spec.actor)->state == protocol::actor_state::alive);
+  // Nor may the outsider take a name in the namespace, or make a detached actor there.
+  auto squat = actor_spec(d.driver, outsider, "other");
+  squat.name_space = "team";
+  squat.namespace_named = true;
+  auto sc = create(d.driver, squat);
+  d.actors.on(sc);
+  auto detached_too = actor_spec(d.driver, outsider, "third");
+  detached_too.name_space = "team";
+  detached_too.namespace_named = true;
+  detached_too.detached = true;
+  auto dc = create(d.driver, detached_too);
+  d.actors.on(dc);
+  replies = d.net.take<protocol::create_actor_reply>();
+  REQUIRE(replies.size() == 2);
+  for (const auto& [to, r] : replies) {
+    CHECK(r.fail.code == error_code::permission_denied);
+    CHECK(r.fail.message.find("not let into namespace 'team'") != std::string::npos);
+  }
+
+  // Its creator's job ends, and the guest's: it lives on, without their subscriptions.
+  d.events.job_ended(d.job);
+  d.events.job_ended(guest);
+  REQUIRE(d.actors.find(spec.actor) != nullptr);
+  CHECK(d.actors.find(spec.actor)->state == protocol::actor_state::alive);
+  const auto& subs = d.actors.find(spec.actor)->subscribers;
+  CHECK(std::find(subs.begin(), subs.end(), ok.subscriber) == subs.end());
+  // A job let in kills it; its node is told as by the actor's own job.
+  d.net.sent.clear();
+  protocol::kill_actor kill{spec.actor, "killed"};
+  kill.sender_job = guest;
+  d.actors.on(kill);
+  CHECK(d.actors.find(spec.actor)->state == protocol::actor_state::dead);
+  auto kills = d.net.take<protocol::kill_actor>();
+  REQUIRE(kills.size() == 1);
+  CHECK(kills[0].second.sender_job == host);
+}
+
+TEST_CASE("a detached actor needs a name and a shared namespace", "[head][actors][detached]") {
+  directory d;
+  auto unnamed = actor_spec(d.driver, d.job);
+  unnamed.detached = true;
+  auto c1 = create(d.driver, unnamed);
+  d.actors.on(c1);
+  auto nowhere = actor_spec(d.driver, d.job, "svc");
+  nowhere.detached = true;
+  auto c2 = create(d.driver, nowhere);
+  d.actors.on(c2);
+  auto replies = d.net.take<protocol::create_actor_reply>();
+  REQUIRE(replies.size() == 2);
+  CHECK(replies[0].second.fail.message.find("needs a name") != std::string::npos);
+  CHECK(replies[1].second.fail.message.find("shared namespace") != std::string::npos);
+  CHECK(d.net.hosted.empty());
 }

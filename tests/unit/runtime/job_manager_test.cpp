@@ -93,7 +93,11 @@ struct fixture {
   /// A head (re)started on the same tables.
   void open() {
     jm.reset();
-    job_hooks hooks{.started = [this](const job_id& j, const std::vector<std::string>&) { event("started " + j.hex()); },
+    job_hooks hooks{.started = [this](const job_id& j, const std::vector<std::string>& namespaces) {
+                      std::string e = "started " + j.hex();
+                      for (const auto& n : namespaces) e += " " + n;
+                      event(e);
+                    },
                     .alive = [this](const job_id& j) { event("alive " + j.hex()); },
                     .ended = [this](const job_id& j) { event("ended " + j.hex()); }};
     if (reservations) {
@@ -297,6 +301,14 @@ TEST_CASE("bad submissions are refused with what to fix, and nothing is started"
   r.package = "";
   r.num_gpus = -1;
   CHECK(f.jm->submit(r, f.admin).error().code() == error_code::invalid_argument);
+  r.num_gpus = 0;
+  for (const char* bad : {"", "*", "a\nb"}) {
+    r.namespaces = {bad};
+    auto n = f.jm->submit(r, f.admin);
+    CHECK(n.error().code() == error_code::invalid_argument);
+    CHECK_THAT(n.error().message(), Catch::Contains("namespace"));
+  }
+  r.namespaces = {};
   CHECK(f.launcher.started.empty());
   CHECK(f.jm->list(f.admin).empty());
   f.submit({"prog"}, "once");
@@ -631,4 +643,22 @@ TEST_CASE("a log page never ends inside a UTF-8 character, unless that is all it
   CHECK(jm.log_range(rec->submission_id, f.admin, 0, 5)->text == "ab\xe6\x9d\xb1");
   CHECK(jm.log_range(rec->submission_id, f.admin, 2, 2)->text == "\xe6\x9d");  // all it could hold
   CHECK(jm.log_range(rec->submission_id, f.admin, 0, 1u << 20)->text == "ab\xe6\x9d\xb1z\n");
+}
+
+TEST_CASE("a submission's namespaces let its job in there; the first is its default", "[jobs][detached]") {
+  fixture f;
+  submit_request r;
+  r.argv = {"prog"};
+  r.namespaces = {"team", "shared"};
+  auto rec = f.jm->submit(r, f.admin);
+  REQUIRE(rec);
+  CHECK(rec->namespaces == std::vector<std::string>{"team", "shared"});
+  REQUIRE(f.launcher.started.size() == 1);
+  CHECK(f.env_of(f.launcher.started[0], "CELER_NAMESPACE") == "team");
+  // The head lets the job in (zmq_transport::register_job's grants).
+  CHECK(f.saw("started " + rec->id.hex() + " team shared"));
+  // Without any, it has no default and is let in nowhere.
+  auto plain = f.submit({"prog"});
+  CHECK(f.env_of(f.launcher.started[1], "CELER_NAMESPACE") == "<unset>");
+  CHECK(f.saw("started " + plain.id.hex()));
 }
