@@ -51,7 +51,7 @@ done
 
 # The admin.
 version=$(curl -sf "${auth[@]}" "$url/api/version") || fail "GET /api/version"
-grep -q '"protocol_version":22' <<<"$version" || fail "version: $version"
+grep -q '"protocol_version":23' <<<"$version" || fail "version: $version"
 nodes=$(curl -sf "${auth[@]}" "$url/api/nodes") || fail "GET /api/nodes"
 python3 - "$nodes" <<'PY' || fail "nodes: $nodes"
 import json, sys

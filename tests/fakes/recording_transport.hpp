@@ -6,7 +6,6 @@
 // other members are for the test's own thread.
 
 #include "node/worker_pool.hpp"
-#include "transport/namespace_grants.hpp"
 #include "transport/transport.hpp"
 
 #include <algorithm>
@@ -53,16 +52,14 @@ public:
     return out;
   }
   void forget(const std::string& endpoint) override { forgotten.push_back(endpoint); }
-  /// With `grants` set, the head's namespace grants (transport::may_enter); every job is let
-  /// in everywhere otherwise. host_namespace() records the namespaces hosted.
+  /// With `enter` set, who is let into which shared namespace (transport::may_enter, the
+  /// head's namespace grants); every job is let in everywhere otherwise. host_namespace()
+  /// records the namespaces hosted.
   [[nodiscard]] bool may_enter(const job_id& job, const std::string& name_space) const override {
-    return grants == nullptr || grants->may_enter(job, name_space);
+    return !enter || enter(job, name_space);
   }
-  void host_namespace(const std::string& name_space) override {
-    hosted.push_back(name_space);
-    if (grants != nullptr) grants->host(name_space);
-  }
-  namespace_grants* grants = nullptr;
+  void host_namespace(const std::string& name_space) override { hosted.push_back(name_space); }
+  std::function<bool(const job_id&, const std::string&)> enter;
   std::vector<std::string> hosted;
   std::vector<std::pair<address, protocol::message>> sent;
   /// The endpoints forget() was called with.
